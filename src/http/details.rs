@@ -1,0 +1,100 @@
+//! Where `payments/details` finds its `reference`: the API text puts it in the body of a GET, but
+//! names no content type, and clients differ. First found wins: the query string
+//! `?reference=...`, a JSON body `{"reference": "..."}`, a form body `reference=...`.
+//! An empty reference counts as absent.
+
+/// The body is neither valid JSON nor a valid form.
+#[derive(Debug, PartialEq, Eq)]
+pub struct InvalidBody;
+
+/// The `reference` of a query string, if any.
+pub fn from_query(query: Option<&str>) -> Option<String> {
+    form_value(query?.as_bytes())
+}
+
+fn form_value(bytes: &[u8]) -> Option<String> {
+    form_urlencoded::parse(bytes)
+        .find(|(k, _)| k == "reference")
+        .map(|(_, v)| v.into_owned())
+        .filter(|v| !v.is_empty())
+}
+
+/// The `reference` of a request body. A body is JSON when its content type says so, or, with no
+/// content type or another one, when it starts with `{` or `[`; anything else is read as a form.
+pub fn from_body(content_type: Option<&str>, body: &[u8]) -> Result<Option<String>, InvalidBody> {
+    let trimmed = body.trim_ascii();
+    if trimmed.is_empty() {
+        return Ok(None);
+    }
+    let mime = content_type
+        .and_then(|ct| ct.split(';').next())
+        .map(|m| m.trim().to_ascii_lowercase());
+    let is_json = match mime.as_deref() {
+        Some("application/json") => true,
+        Some(m) if m.ends_with("+json") => true,
+        Some("application/x-www-form-urlencoded") => false,
+        _ => trimmed.starts_with(b"{") || trimmed.starts_with(b"["),
+    };
+    if is_json {
+        let value: serde_json::Value = serde_json::from_slice(trimmed).map_err(|_| InvalidBody)?;
+        let serde_json::Value::Object(map) = value else {
+            return Err(InvalidBody);
+        };
+        return match map.get("reference") {
+            None | Some(serde_json::Value::Null) => Ok(None),
+            Some(serde_json::Value::String(s)) if s.is_empty() => Ok(None),
+            Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(InvalidBody),
+        };
+    }
+    // A form: UTF-8 text of `name=value` pairs separated by `&`.
+    let text = std::str::from_utf8(trimmed).map_err(|_| InvalidBody)?;
+    if text
+        .split('&')
+        .any(|pair| !pair.is_empty() && !pair.contains('='))
+    {
+        return Err(InvalidBody);
+    }
+    Ok(form_value(trimmed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn query() {
+        assert_eq!(
+            from_query(Some("a=1&reference=AB%2012")),
+            Some("AB 12".into())
+        );
+        assert_eq!(from_query(Some("reference=")), None);
+        assert_eq!(from_query(None), None);
+    }
+
+    #[test]
+    fn bodies() {
+        let json = Some("application/json");
+        assert_eq!(
+            from_body(json, br#"{"reference":"X1"}"#),
+            Ok(Some("X1".into()))
+        );
+        assert_eq!(
+            from_body(None, br#" {"reference":"X1"} "#),
+            Ok(Some("X1".into()))
+        );
+        assert_eq!(from_body(json, br#"{"other":1}"#), Ok(None));
+        assert_eq!(from_body(json, br#"{"reference":1}"#), Err(InvalidBody));
+        assert_eq!(from_body(json, b"{nope"), Err(InvalidBody));
+        assert_eq!(from_body(json, b"[1]"), Err(InvalidBody));
+        let form = Some("application/x-www-form-urlencoded");
+        assert_eq!(
+            from_body(form, b"reference=X%2F1&x=2"),
+            Ok(Some("X/1".into()))
+        );
+        assert_eq!(from_body(None, b"reference=X1"), Ok(Some("X1".into())));
+        assert_eq!(from_body(Some("text/plain"), b"hello"), Err(InvalidBody));
+        assert_eq!(from_body(form, b"\xff=1"), Err(InvalidBody));
+        assert_eq!(from_body(None, b"  "), Ok(None));
+    }
+}

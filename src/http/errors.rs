@@ -1,0 +1,166 @@
+//! The error contract: every error answer has the service's documented shape
+//! `{"message": ..., "erros": [{"code": <status>, "description": <stable code>}], "count_erros": 1}`
+//! with our stable code in `description`. The bodies are string constants, so an error costs no
+//! serialisation either.
+
+use bytes::Bytes;
+use hyper::StatusCode;
+
+/// An error answer of the API, by its stable code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ApiError {
+    /// No `Authorization-Token` header, or a blank one.
+    MissingToken,
+    /// A token that no bundle names.
+    InvalidToken,
+    /// `payments/details` without a reference.
+    MissingReference,
+    /// A request body that is neither valid JSON nor a valid form.
+    InvalidBody,
+    /// A reference that no payment of the event has.
+    PaymentNotFound,
+    /// A request body over the cap.
+    BodyTooLarge,
+    /// A method other than GET or HEAD on a known path.
+    MethodNotAllowed,
+}
+
+/// The largest request body read, in bytes (64 KiB).
+pub const BODY_LIMIT: usize = 64 * 1024;
+
+macro_rules! error_body {
+    ($message:literal, $status:literal, $code:literal) => {
+        concat!(
+            "{\"message\":\"",
+            $message,
+            "\",\"erros\":[{\"code\":",
+            $status,
+            ",\"description\":\"",
+            $code,
+            "\"}],\"count_erros\":1}"
+        )
+    };
+}
+
+impl ApiError {
+    pub const ALL: [ApiError; 7] = [
+        ApiError::MissingToken,
+        ApiError::InvalidToken,
+        ApiError::MissingReference,
+        ApiError::InvalidBody,
+        ApiError::PaymentNotFound,
+        ApiError::BodyTooLarge,
+        ApiError::MethodNotAllowed,
+    ];
+
+    pub fn status(self) -> StatusCode {
+        match self {
+            ApiError::MissingToken | ApiError::InvalidToken => StatusCode::UNAUTHORIZED,
+            ApiError::MissingReference | ApiError::InvalidBody => StatusCode::BAD_REQUEST,
+            ApiError::PaymentNotFound => StatusCode::NOT_FOUND,
+            ApiError::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+        }
+    }
+
+    /// The stable code, served in `erros[0].description`.
+    pub fn code(self) -> &'static str {
+        match self {
+            ApiError::MissingToken => "missing_token",
+            ApiError::InvalidToken => "invalid_token",
+            ApiError::MissingReference => "missing_reference",
+            ApiError::InvalidBody => "invalid_body",
+            ApiError::PaymentNotFound => "payment_not_found",
+            ApiError::BodyTooLarge => "body_too_large",
+            ApiError::MethodNotAllowed => "method_not_allowed",
+        }
+    }
+
+    /// The whole body.
+    pub fn body(self) -> Bytes {
+        Bytes::from_static(
+            match self {
+                ApiError::MissingToken => error_body!(
+                    "The Authorization-Token header is missing or blank.",
+                    401,
+                    "missing_token"
+                ),
+                ApiError::InvalidToken => error_body!(
+                    "The Authorization-Token does not open any event.",
+                    401,
+                    "invalid_token"
+                ),
+                ApiError::MissingReference => error_body!(
+                    "The payment reference is missing: send reference in the query string, a JSON body or a form body.",
+                    400,
+                    "missing_reference"
+                ),
+                ApiError::InvalidBody => error_body!(
+                    "The request body is neither valid JSON nor a valid form.",
+                    400,
+                    "invalid_body"
+                ),
+                ApiError::PaymentNotFound => error_body!(
+                    "No payment of this event has that reference.",
+                    404,
+                    "payment_not_found"
+                ),
+                ApiError::BodyTooLarge => error_body!(
+                    "The request body is larger than 64 KiB.",
+                    413,
+                    "body_too_large"
+                ),
+                ApiError::MethodNotAllowed => error_body!(
+                    "The method is not allowed on this resource; use GET or HEAD.",
+                    405,
+                    "method_not_allowed"
+                ),
+            }
+            .as_bytes(),
+        )
+    }
+}
+
+/// The body the service's web framework answers for an unknown path (capital `M`), quoting the
+/// full request URL. Formatted, not serialised: only the URL needs escaping.
+pub fn not_found_body(url: &str) -> Bytes {
+    let mut out = String::with_capacity(url.len() + 80);
+    out.push_str("{\"Message\":\"No HTTP resource was found that matches the request URI '");
+    for c in url.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push_str("'.\"}");
+    Bytes::from(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    #[test]
+    fn every_body_is_the_documented_shape() {
+        for e in ApiError::ALL {
+            let v: Value = serde_json::from_slice(&e.body()).expect("valid JSON");
+            assert_eq!(v["erros"][0]["code"], e.status().as_u16(), "{e:?}");
+            assert_eq!(v["erros"][0]["description"], e.code(), "{e:?}");
+            assert_eq!(v["count_erros"], 1);
+            assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()));
+        }
+    }
+
+    #[test]
+    fn not_found_escapes_the_url() {
+        let b = not_found_body("http://h/a\"b\\c");
+        let v: Value = serde_json::from_slice(&b).expect("valid JSON");
+        assert_eq!(
+            v["Message"],
+            "No HTTP resource was found that matches the request URI 'http://h/a\"b\\c'."
+        );
+    }
+}

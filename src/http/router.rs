@@ -1,0 +1,229 @@
+//! Request → response: a plain function of the request and the snapshot.
+//!
+//! Checks run in the order the error contract fixes: path, method, token, then the request's own
+//! parameters. Every success body is a prepared `Bytes`; answering is a lookup and a clone.
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Body;
+use hyper::header::{HeaderValue, ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HOST};
+use hyper::{Method, Request, Response, StatusCode};
+
+use super::details;
+use super::errors::{not_found_body, ApiError, BODY_LIMIT};
+use crate::store::{Prepared, Snapshot};
+
+/// The header that carries the token.
+pub const TOKEN_HEADER: &str = "authorization-token";
+
+const JSON: HeaderValue = HeaderValue::from_static("application/json; charset=utf-8");
+const GET_HEAD: HeaderValue = HeaderValue::from_static("GET, HEAD");
+const HEALTHY: &[u8] = b"{\"status\":\"ok\"}";
+
+/// The six endpoints of the API text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Endpoint {
+    Event,
+    Payments,
+    PaymentDetails,
+    Submission,
+    SubmissionList,
+    Hotsite,
+}
+
+/// The paths eventbox answers: the API, which needs a token, and the operations routes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    Api(Endpoint),
+    Healthz,
+    Status,
+}
+
+const ROUTES: [(&str, Route); 8] = [
+    ("/api/v1/event", Route::Api(Endpoint::Event)),
+    ("/api/v1/payments", Route::Api(Endpoint::Payments)),
+    (
+        "/api/v1/payments/details",
+        Route::Api(Endpoint::PaymentDetails),
+    ),
+    ("/api/v1/submission", Route::Api(Endpoint::Submission)),
+    (
+        "/api/v1/submission/list",
+        Route::Api(Endpoint::SubmissionList),
+    ),
+    ("/api/v1/hotsite", Route::Api(Endpoint::Hotsite)),
+    ("/healthz", Route::Healthz),
+    ("/status", Route::Status),
+];
+
+impl Route {
+    /// The route of a path, with or without one trailing slash. Like the service's web framework,
+    /// matching ignores ASCII case.
+    pub fn of(path: &str) -> Option<Route> {
+        let path = path.strip_suffix('/').unwrap_or(path);
+        ROUTES
+            .iter()
+            .find(|(p, _)| p.eq_ignore_ascii_case(path))
+            .map(|&(_, r)| r)
+    }
+}
+
+/// What the router needs to know about the connection.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnInfo {
+    /// The server's own address, for the unknown-path answer when a request has no Host.
+    pub local: SocketAddr,
+}
+
+fn json(status: StatusCode, body: Bytes) -> Response<Full<Bytes>> {
+    let len = HeaderValue::from(body.len());
+    let mut res = Response::new(Full::new(body));
+    *res.status_mut() = status;
+    let h = res.headers_mut();
+    h.insert(CONTENT_TYPE, JSON);
+    h.insert(CONTENT_LENGTH, len);
+    res
+}
+
+fn error(e: ApiError) -> Response<Full<Bytes>> {
+    let mut res = json(e.status(), e.body());
+    if e == ApiError::MethodNotAllowed {
+        res.headers_mut().insert(ALLOW, GET_HEAD);
+    }
+    res
+}
+
+/// The full URL of a request, as the service's framework quotes it.
+fn full_url<B>(req: &Request<B>, conn: &ConnInfo) -> String {
+    let uri = req.uri();
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    let host = uri
+        .authority()
+        .map(|a| a.as_str().to_string())
+        .or_else(|| {
+            req.headers()
+                .get(HOST)
+                .and_then(|h| h.to_str().ok())
+                .map(str::to_string)
+        })
+        .unwrap_or_else(|| conn.local.to_string());
+    format!("http://{host}{path}")
+}
+
+/// Answers one request from one snapshot.
+pub async fn handle<B>(
+    req: Request<B>,
+    snapshot: &Snapshot,
+    conn: &ConnInfo,
+) -> Response<Full<Bytes>>
+where
+    B: Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let Some(route) = Route::of(req.uri().path()) else {
+        return json(StatusCode::NOT_FOUND, not_found_body(&full_url(&req, conn)));
+    };
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return error(ApiError::MethodNotAllowed);
+    }
+    let endpoint = match route {
+        Route::Healthz => return json(StatusCode::OK, Bytes::from_static(HEALTHY)),
+        Route::Status => return json(StatusCode::OK, snapshot.status().clone()),
+        Route::Api(endpoint) => endpoint,
+    };
+    let token = req
+        .headers()
+        .get(TOKEN_HEADER)
+        .map(|v| v.as_bytes().trim_ascii())
+        .unwrap_or_default();
+    if token.is_empty() {
+        return error(ApiError::MissingToken);
+    }
+    let Some(bundle) = std::str::from_utf8(token)
+        .ok()
+        .and_then(|t| snapshot.bundle(t))
+    else {
+        return error(ApiError::InvalidToken);
+    };
+    let body = match endpoint {
+        Endpoint::Event => bundle.event.clone(),
+        Endpoint::Payments => bundle.payments.clone(),
+        Endpoint::Submission => bundle.submission.clone(),
+        Endpoint::SubmissionList => bundle.submission_list.clone(),
+        Endpoint::Hotsite => bundle.hotsite.clone(),
+        Endpoint::PaymentDetails => match payment_details(req, bundle).await {
+            Ok(body) => body,
+            Err(e) => return error(e),
+        },
+    };
+    json(StatusCode::OK, body)
+}
+
+/// The details answer: the reference from the query, else from the body (read up to the cap).
+async fn payment_details<B>(req: Request<B>, bundle: &Prepared) -> Result<Bytes, ApiError>
+where
+    B: Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let reference = match details::from_query(req.uri().query()) {
+        Some(r) => r,
+        None => {
+            let declared = req
+                .headers()
+                .get(CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok());
+            if declared.is_some_and(|n| n > BODY_LIMIT as u64) {
+                return Err(ApiError::BodyTooLarge);
+            }
+            let content_type = req
+                .headers()
+                .get(CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let body = Limited::new(req.into_body(), BODY_LIMIT)
+                .collect()
+                .await
+                .map_err(|e| {
+                    if e.is::<http_body_util::LengthLimitError>() {
+                        ApiError::BodyTooLarge
+                    } else {
+                        ApiError::InvalidBody
+                    }
+                })?
+                .to_bytes();
+            details::from_body(content_type.as_deref(), &body)
+                .map_err(|_| ApiError::InvalidBody)?
+                .ok_or(ApiError::MissingReference)?
+        }
+    };
+    bundle
+        .details
+        .get(reference.as_str())
+        .cloned()
+        .ok_or(ApiError::PaymentNotFound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_with_and_without_trailing_slash() {
+        let api = |e| Some(Route::Api(e));
+        assert_eq!(Route::of("/api/v1/event"), api(Endpoint::Event));
+        assert_eq!(Route::of("/api/v1/event/"), api(Endpoint::Event));
+        assert_eq!(Route::of("/api/v1/submission/"), api(Endpoint::Submission));
+        assert_eq!(
+            Route::of("/api/v1/submission/list/"),
+            api(Endpoint::SubmissionList)
+        );
+        assert_eq!(Route::of("/API/V1/Hotsite/"), api(Endpoint::Hotsite));
+        assert_eq!(Route::of("/healthz"), Some(Route::Healthz));
+        assert_eq!(Route::of("/api/v1/event//"), None);
+        assert_eq!(Route::of("/api/v1"), None);
+        assert_eq!(Route::of("/"), None);
+    }
+}

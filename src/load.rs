@@ -1,0 +1,482 @@
+//! Reads a data folder into bundles. The only module that touches the filesystem.
+//!
+//! Loading never fails because of a bundle's content: it returns a report per bundle folder with
+//! the bundle (when it had no error) and every problem found, so `serve` can start with the good
+//! bundles and `check` can list everything at once. Only a data folder that cannot be read at all
+//! is an `Err`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::model::bodies::{self, List};
+use crate::model::decode::Diag;
+use crate::model::records::PaymentDetail;
+use crate::model::{self, Bundle, Format};
+use crate::problem::{token_hint, Location, Problem, Severity};
+
+/// The data folder itself could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read the data folder {}: {source}", path.display())]
+    Unreadable { path: PathBuf, source: io::Error },
+    #[error("the data folder {} is not a folder", path.display())]
+    NotAFolder { path: PathBuf },
+}
+
+/// The outcome for one bundle folder.
+#[derive(Debug, Clone)]
+pub struct BundleReport {
+    /// The folder's name, which is the bundle's name.
+    pub name: String,
+    pub dir: PathBuf,
+    /// The bundle, when it had no error.
+    pub bundle: Option<Bundle>,
+    /// Every error and warning, in the order found.
+    pub problems: Vec<Problem>,
+    /// When the folder was read.
+    pub loaded_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl BundleReport {
+    pub fn errors(&self) -> impl Iterator<Item = &Problem> {
+        self.problems.iter().filter(|p| p.is_error())
+    }
+
+    pub fn warnings(&self) -> impl Iterator<Item = &Problem> {
+        self.problems.iter().filter(|p| !p.is_error())
+    }
+}
+
+/// Every bundle folder of a data folder, in name order.
+#[derive(Debug, Clone, Default)]
+pub struct Loaded {
+    pub reports: Vec<BundleReport>,
+}
+
+impl Loaded {
+    pub fn problems(&self) -> impl Iterator<Item = &Problem> {
+        self.reports.iter().flat_map(|r| r.problems.iter())
+    }
+
+    pub fn count(&self, severity: Severity) -> usize {
+        self.problems().filter(|p| p.severity == severity).count()
+    }
+
+    /// The bundles that will be served.
+    pub fn bundles(&self) -> impl Iterator<Item = &Bundle> {
+        self.reports.iter().filter_map(|r| r.bundle.as_ref())
+    }
+}
+
+/// Loads every bundle folder of `dir`. Folders whose names start with `.` or `_` are skipped, and
+/// so are plain files at the top of the data folder.
+pub fn load_dir(dir: &Path) -> Result<Loaded, LoadError> {
+    let unreadable = |source| LoadError::Unreadable {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let meta = fs::metadata(dir).map_err(unreadable)?;
+    if !meta.is_dir() {
+        return Err(LoadError::NotAFolder {
+            path: dir.to_path_buf(),
+        });
+    }
+    let mut names = Vec::new();
+    for entry in fs::read_dir(dir).map_err(unreadable)? {
+        let entry = entry.map_err(unreadable)?;
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        if name.starts_with('.') || name.starts_with('_') {
+            continue;
+        }
+        // Follows links, so a bundle may be a symlink to a folder elsewhere.
+        if fs::metadata(entry.path()).is_ok_and(|m| m.is_dir()) {
+            names.push(name);
+        }
+    }
+    names.sort();
+    let mut reports: Vec<BundleReport> = names
+        .into_iter()
+        .map(|name| load_bundle(&dir.join(&name), &name))
+        .collect();
+    resolve_token_conflicts(&mut reports);
+    Ok(Loaded { reports })
+}
+
+/// A token may open one bundle only. The first bundle in name order keeps it; every later bundle
+/// naming it gets an error that names both and is not served, so a copied folder never takes the
+/// original down.
+fn resolve_token_conflicts(reports: &mut [BundleReport]) {
+    let mut owner: HashMap<String, String> = HashMap::new();
+    for report in reports.iter_mut() {
+        let Some(bundle) = &report.bundle else {
+            continue;
+        };
+        let clashes: Vec<(String, String)> = bundle
+            .config
+            .tokens
+            .iter()
+            .filter_map(|t| owner.get(t).map(|o| (t.clone(), o.clone())))
+            .collect();
+        if clashes.is_empty() {
+            for t in &bundle.config.tokens {
+                owner.insert(t.clone(), report.name.clone());
+            }
+            continue;
+        }
+        for (token, other) in clashes {
+            report.problems.push(Problem::error(
+                report.dir.join("bundle.toml"),
+                Location::File,
+                format!(
+                    "token {} is also named by bundle \"{other}\"; a token opens one bundle, so bundle \"{}\" is not served",
+                    token_hint(&token),
+                    report.name
+                ),
+            ));
+        }
+        report.bundle = None;
+    }
+}
+
+/// The files a bundle may hold, by stem.
+const KNOWN_FILES: [&str; 6] = [
+    "bundle",
+    "event",
+    "payments",
+    "submission",
+    "submission_list",
+    "hotsite",
+];
+const DETAILS_DIR: &str = "payment_details";
+
+/// Loads one bundle folder.
+pub fn load_bundle(dir: &Path, name: &str) -> BundleReport {
+    let mut problems = Vec::new();
+    let bundle = BundleLoader {
+        dir,
+        problems: &mut problems,
+    }
+    .load(name);
+    let bundle = bundle.filter(|_| !problems.iter().any(Problem::is_error));
+    BundleReport {
+        name: name.to_string(),
+        dir: dir.to_path_buf(),
+        bundle,
+        problems,
+        loaded_at: chrono::Utc::now(),
+    }
+}
+
+struct BundleLoader<'a> {
+    dir: &'a Path,
+    problems: &'a mut Vec<Problem>,
+}
+
+/// A file found in a bundle, by what it is for.
+type Found = BTreeMap<String, Vec<(Format, PathBuf)>>;
+
+impl BundleLoader<'_> {
+    fn load(mut self, name: &str) -> Option<Bundle> {
+        let (files, details_dir) = self.scan()?;
+
+        let config = self.required(&files, "bundle", model::bundle_config);
+        let event = self.required(&files, "event", bodies::event_body);
+        let payments = self.optional(&files, "payments", bodies::payments_body);
+        let submission = self.optional(&files, "submission", bodies::submission_body);
+        let submission_list =
+            self.optional(&files, "submission_list", bodies::submission_list_body);
+        let hotsite = self.optional(&files, "hotsite", bodies::hotsite_body);
+        // Which payments a detail file may belong to; unknown when payments had an error.
+        let no_payments = List::default();
+        let known_payments = match &payments {
+            Some(Some(list)) => Some(list),
+            Some(None) => Some(&no_payments),
+            None => None,
+        };
+        let details = match details_dir {
+            Some(d) => self.details(&d, known_payments),
+            None => Some(BTreeMap::new()),
+        };
+
+        Some(Bundle {
+            name: name.to_string(),
+            config: config?,
+            event: event?,
+            payments: payments?.unwrap_or_default(),
+            details: details?,
+            submission: submission?.unwrap_or_default(),
+            submission_list: submission_list?.unwrap_or_default(),
+            hotsite: hotsite?.unwrap_or_default(),
+        })
+    }
+
+    /// Lists the bundle folder: known files by stem, the details folder, warnings for the rest.
+    fn scan(&mut self) -> Option<(Found, Option<PathBuf>)> {
+        let entries = match sorted_entries(self.dir) {
+            Ok(e) => e,
+            Err(e) => {
+                self.problems.push(Problem::error(
+                    self.dir,
+                    Location::File,
+                    format!("cannot read the bundle folder: {e}"),
+                ));
+                return None;
+            }
+        };
+        let mut files = Found::new();
+        let mut details_dir = None;
+        for (name, path, is_dir) in entries {
+            if name.starts_with('.') {
+                continue; // editor swap files, .DS_Store, partial downloads
+            }
+            if is_dir {
+                if name == DETAILS_DIR {
+                    details_dir = Some(path);
+                } else {
+                    self.unknown(&path, "folder");
+                }
+                continue;
+            }
+            match split_known(&name) {
+                Some((stem, format))
+                    if KNOWN_FILES.contains(&stem)
+                        && !(stem == "bundle" && format == Format::Json) =>
+                {
+                    files
+                        .entry(stem.to_string())
+                        .or_default()
+                        .push((format, path));
+                }
+                _ => self.unknown(&path, "file"),
+            }
+        }
+        Some((files, details_dir))
+    }
+
+    fn unknown(&mut self, path: &Path, what: &str) {
+        self.problems.push(Problem::warning(
+            path,
+            Location::File,
+            format!(
+                "unknown {what}, ignored (a bundle holds bundle.toml, event, payments, submission, submission_list and hotsite as .json or .toml, and a payment_details folder)"
+            ),
+        ));
+    }
+
+    /// The one file of a stem, or an error when it exists in both formats.
+    fn pick(
+        &mut self,
+        found: Option<&Vec<(Format, PathBuf)>>,
+    ) -> Result<Option<(Format, PathBuf)>, ()> {
+        match found.map(Vec::as_slice) {
+            None | Some([]) => Ok(None),
+            Some([one]) => Ok(Some(one.clone())),
+            Some([first, rest @ ..]) => {
+                let others: Vec<String> =
+                    rest.iter().map(|(_, p)| p.display().to_string()).collect();
+                self.problems.push(Problem::error(
+                    &first.1,
+                    Location::File,
+                    format!(
+                        "{} holds the same data; keep one of the two formats",
+                        others.join(", ")
+                    ),
+                ));
+                Err(())
+            }
+        }
+    }
+
+    fn required<T>(
+        &mut self,
+        files: &Found,
+        stem: &str,
+        decode: fn(&Value, &mut Diag) -> Option<T>,
+    ) -> Option<T> {
+        match self.optional(files, stem, decode)? {
+            Some(t) => Some(t),
+            None => {
+                let (file, hint) = if stem == "bundle" {
+                    (
+                        "bundle.toml",
+                        "every bundle needs one, naming its tokens: tokens = [\"...\"]",
+                    )
+                } else {
+                    (
+                        "event.json",
+                        "every bundle needs its event, as event.json or event.toml",
+                    )
+                };
+                self.problems.push(Problem::error(
+                    self.dir.join(file),
+                    Location::File,
+                    format!("missing: {hint}"),
+                ));
+                None
+            }
+        }
+    }
+
+    /// `Some(None)` when the file is absent; `None` when it is there with an error.
+    fn optional<T>(
+        &mut self,
+        files: &Found,
+        stem: &str,
+        decode: fn(&Value, &mut Diag) -> Option<T>,
+    ) -> Option<Option<T>> {
+        let (format, path) = match self.pick(files.get(stem)) {
+            Ok(None) => return Some(None),
+            Ok(Some(f)) => f,
+            Err(()) => return None,
+        };
+        self.file(&path, format, decode).map(Some)
+    }
+
+    /// Reads, parses and decodes one file, turning every finding into a problem of that file.
+    fn file<T>(
+        &mut self,
+        path: &Path,
+        format: Format,
+        decode: fn(&Value, &mut Diag) -> Option<T>,
+    ) -> Option<T> {
+        let bytes = match fs::read(path) {
+            Ok(b) => b,
+            Err(e) => {
+                self.problems.push(Problem::error(
+                    path,
+                    Location::File,
+                    format!("cannot read: {e}"),
+                ));
+                return None;
+            }
+        };
+        let text = match String::from_utf8(bytes) {
+            Ok(t) => t,
+            Err(e) => {
+                let at = e.utf8_error().valid_up_to();
+                self.problems.push(Problem::error(
+                    path,
+                    Location::File,
+                    format!("not valid UTF-8 (at byte {at})"),
+                ));
+                return None;
+            }
+        };
+        // A byte-order mark is not JSON, but editors on some systems add one.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        let value = match model::parse_text(text, format) {
+            Ok(v) => v,
+            Err(e) => {
+                self.problems.push(Problem::error(
+                    path,
+                    Location::Text {
+                        line: e.line,
+                        column: e.column,
+                    },
+                    e.message,
+                ));
+                return None;
+            }
+        };
+        let mut diag = Diag::default();
+        let decoded = decode(&value, &mut diag);
+        for f in diag.findings {
+            self.problems.push(Problem {
+                severity: f.severity,
+                file: path.to_path_buf(),
+                location: Location::Path(f.path),
+                message: f.message,
+            });
+        }
+        decoded
+    }
+
+    /// The payment_details folder: one file per payment reference, named after it.
+    fn details(
+        &mut self,
+        dir: &Path,
+        payments: Option<&List<model::records::Payment>>,
+    ) -> Option<BTreeMap<String, List<PaymentDetail>>> {
+        let entries = match sorted_entries(dir) {
+            Ok(e) => e,
+            Err(e) => {
+                self.problems.push(Problem::error(
+                    dir,
+                    Location::File,
+                    format!("cannot read the folder: {e}"),
+                ));
+                return None;
+            }
+        };
+        let mut found = Found::new();
+        for (name, path, is_dir) in entries {
+            if name.starts_with('.') {
+                continue;
+            }
+            match split_known(&name) {
+                Some((reference, format)) if !is_dir && !reference.is_empty() => {
+                    found.entry(reference.to_string()).or_default().push((format, path));
+                }
+                _ => self.problems.push(Problem::warning(
+                    &path,
+                    Location::File,
+                    "unknown file, ignored (payment_details holds <reference>.json or <reference>.toml files)",
+                )),
+            }
+        }
+        let mut out = BTreeMap::new();
+        let mut ok = true;
+        for (reference, files) in &found {
+            let Ok(Some((format, path))) = self.pick(Some(files)) else {
+                ok = false;
+                continue;
+            };
+            let known =
+                payments.is_none_or(|p| p.data.iter().any(|p| &p.reference_payment == reference));
+            if !known {
+                self.problems.push(Problem::warning(
+                    &path,
+                    Location::File,
+                    format!("no payment has the reference \"{reference}\"; this detail is served for it all the same"),
+                ));
+            }
+            match self.file(&path, format, bodies::details_body) {
+                Some(body) => {
+                    out.insert(reference.clone(), body);
+                }
+                None => ok = false,
+            }
+        }
+        ok.then_some(out)
+    }
+}
+
+/// `stem.json` → (`stem`, Json); anything else → None.
+fn split_known(name: &str) -> Option<(&str, Format)> {
+    let (stem, ext) = name.rsplit_once('.')?;
+    Some((stem, Format::from_extension(ext)?))
+}
+
+/// A folder's entries as (name, path, is a folder), in name order. Names that are not UTF-8 are
+/// kept (lossily) so that they are reported rather than silently skipped.
+fn sorted_entries(dir: &Path) -> io::Result<Vec<(String, PathBuf, bool)>> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        let is_dir = fs::metadata(&path).is_ok_and(|m| m.is_dir());
+        out.push((
+            entry.file_name().to_string_lossy().into_owned(),
+            path,
+            is_dir,
+        ));
+    }
+    out.sort();
+    Ok(out)
+}

@@ -1,0 +1,306 @@
+//! The bodies of the six endpoints, built from records, and the checks that span records.
+//!
+//! A file holds the body its endpoint returns, so each decoder accepts the service's envelope
+//! (`{"data": [...], "count": n}`) and, for convenience, the bare list (`[...]`; for the event,
+//! also the bare event object). `count` may be left out; when present it must agree. Each body
+//! serialises back to the service's shape with `count` computed.
+
+use std::collections::HashMap;
+
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use serde_json::Value;
+
+use super::decode::{decode_array, describe, Diag, ItemDecoder, Obj};
+use super::records::{
+    self, Event, Extra, PageArea, Payment, Submission, SubmissionType, TopicArea,
+};
+
+/// A list envelope: `{"data": [...], "count": n}`, then any members the file added.
+#[derive(Debug, Clone)]
+pub struct List<T> {
+    pub data: Vec<T>,
+    pub extra: Extra,
+}
+
+impl<T> Default for List<T> {
+    fn default() -> Self {
+        List {
+            data: Vec::new(),
+            extra: Extra::new(),
+        }
+    }
+}
+
+impl<T: Serialize> Serialize for List<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2 + self.extra.len()))?;
+        m.serialize_entry("data", &self.data)?;
+        m.serialize_entry("count", &self.data.len())?;
+        for (k, v) in &self.extra {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+/// Checks an optional `count` member against the number the body really has.
+fn check_count(o: &mut Obj<'_, '_>, expected: usize, what: &str) {
+    if let Some(v) = o.raw("count") {
+        let path = o.path_of("count");
+        match v.as_u64() {
+            Some(n) if n as usize == expected => {}
+            Some(n) => o
+                .diag()
+                .error(&path, format!("count is {n} but {what} {expected}")),
+            None => o
+                .diag()
+                .error(&path, format!("expected an integer, found {}", describe(v))),
+        }
+    }
+}
+
+/// Decodes a list envelope or a bare list. Also returns the path of the records (`data` or the
+/// root), for checks that name a record.
+pub fn list<T>(
+    v: &Value,
+    path: &str,
+    diag: &mut Diag,
+    item: ItemDecoder<T>,
+) -> Option<(List<T>, String)> {
+    if v.is_array() {
+        let data = decode_array(v, path, diag, item)?;
+        return Some((
+            List {
+                data,
+                extra: Extra::new(),
+            },
+            path.to_string(),
+        ));
+    }
+    let mut o = Obj::new(v, path, diag)?;
+    let data_path = o.path_of("data");
+    let data = o.list("data", item);
+    if let Some(data) = &data {
+        check_count(&mut o, data.len(), "data has");
+    }
+    let extra = o.finish();
+    Some((List { data: data?, extra }, data_path))
+}
+
+/// Body of `GET /api/v1/event`: one event in a list envelope.
+#[derive(Debug, Clone)]
+pub struct EventBody {
+    pub event: Event,
+    pub extra: Extra,
+}
+
+impl Serialize for EventBody {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2 + self.extra.len()))?;
+        m.serialize_entry("data", std::slice::from_ref(&self.event))?;
+        m.serialize_entry("count", &1)?;
+        for (k, v) in &self.extra {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+/// The event file: the envelope, a bare list, or the bare event object. A bundle is one event,
+/// so the list must hold exactly one.
+pub fn event_body(v: &Value, diag: &mut Diag) -> Option<EventBody> {
+    let is_bare_event = v.as_object().is_some_and(|m| !m.contains_key("data"));
+    if is_bare_event {
+        let event = records::event(v, "", diag)?;
+        return Some(EventBody {
+            event,
+            extra: Extra::new(),
+        });
+    }
+    let (list, data_path) = list(v, "", diag, records::event)?;
+    let n = list.data.len();
+    let Some(event) = list.data.into_iter().next().filter(|_| n == 1) else {
+        diag.error(&data_path, format!("expected exactly one event, found {n}"));
+        return None;
+    };
+    Some(EventBody {
+        event,
+        extra: list.extra,
+    })
+}
+
+/// The payments file. Two payments with one `reference_payment` are an error: the reference is
+/// the key of the details endpoint.
+pub fn payments_body(v: &Value, diag: &mut Diag) -> Option<List<Payment>> {
+    let (list, data_path) = list(v, "", diag, records::payment)?;
+    let mut seen: HashMap<&str, usize> = HashMap::with_capacity(list.data.len());
+    let mut ok = true;
+    for (i, p) in list.data.iter().enumerate() {
+        if let Some(first) = seen.insert(&p.reference_payment, i) {
+            seen.insert(&p.reference_payment, first);
+            ok = false;
+            diag.error(
+                &format!("{data_path}[{i}].reference_payment"),
+                format!(
+                    "\"{}\" is also the reference of {data_path}[{first}]; references must be unique",
+                    p.reference_payment
+                ),
+            );
+        }
+    }
+    ok.then_some(list)
+}
+
+/// A payment_details file: the rows of one payment's detail.
+pub fn details_body(v: &Value, diag: &mut Diag) -> Option<List<records::PaymentDetail>> {
+    list(v, "", diag, records::payment_detail).map(|(l, _)| l)
+}
+
+/// Body of `GET /api/v1/submission/`: two lists and a top-level count of 2.
+#[derive(Debug, Clone, Default)]
+pub struct SubmissionBody {
+    pub submission_type: List<SubmissionType>,
+    pub topic_area: List<TopicArea>,
+    pub extra: Extra,
+}
+
+impl Serialize for SubmissionBody {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(3 + self.extra.len()))?;
+        m.serialize_entry("submission_type", &self.submission_type)?;
+        m.serialize_entry("topic_area", &self.topic_area)?;
+        m.serialize_entry("count", &2)?;
+        for (k, v) in &self.extra {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+pub fn submission_body(v: &Value, diag: &mut Diag) -> Option<SubmissionBody> {
+    let mut o = Obj::new(v, "", diag)?;
+    let types = o
+        .raw("submission_type")
+        .map(|v| (v, o.path_of("submission_type")));
+    let areas = o.raw("topic_area").map(|v| (v, o.path_of("topic_area")));
+    check_count(&mut o, 2, "the body has lists:");
+    let extra = o.finish();
+    let submission_type = match types {
+        Some((v, p)) => list(v, &p, diag, records::submission_type).map(|(l, _)| l),
+        None => {
+            diag.error("submission_type", "missing required field");
+            None
+        }
+    };
+    let topic_area = match areas {
+        Some((v, p)) => list(v, &p, diag, records::topic_area).map(|(l, _)| l),
+        None => {
+            diag.error("topic_area", "missing required field");
+            None
+        }
+    };
+    Some(SubmissionBody {
+        submission_type: submission_type?,
+        topic_area: topic_area?,
+        extra,
+    })
+}
+
+/// Body of `GET /api/v1/submission/list`: `{"submission": {"data": [...], "count": n}, "count": 1}`.
+#[derive(Debug, Clone, Default)]
+pub struct SubmissionListBody {
+    pub submission: List<Submission>,
+    pub extra: Extra,
+}
+
+impl Serialize for SubmissionListBody {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2 + self.extra.len()))?;
+        m.serialize_entry("submission", &self.submission)?;
+        m.serialize_entry("count", &1)?;
+        for (k, v) in &self.extra {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+/// The submission list file: the service's body, or a bare list of submissions.
+pub fn submission_list_body(v: &Value, diag: &mut Diag) -> Option<SubmissionListBody> {
+    if v.is_array() {
+        let (submission, _) = list(v, "", diag, records::submission)?;
+        return Some(SubmissionListBody {
+            submission,
+            extra: Extra::new(),
+        });
+    }
+    let mut o = Obj::new(v, "", diag)?;
+    let inner = o.raw("submission");
+    check_count(&mut o, 1, "the body has lists:");
+    let extra = o.finish();
+    let Some(inner) = inner else {
+        diag.error("submission", "missing required field");
+        return None;
+    };
+    let (submission, _) = list(inner, "submission", diag, records::submission)?;
+    Some(SubmissionListBody { submission, extra })
+}
+
+/// Body of `GET /api/v1/hotsite/`: the cover and the page areas, sorted by `ordem`.
+#[derive(Debug, Clone, Default)]
+pub struct HotsiteBody {
+    pub capa: Value,
+    pub areas: Vec<PageArea>,
+    pub extra: Extra,
+}
+
+impl Serialize for HotsiteBody {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2 + self.extra.len()))?;
+        m.serialize_entry("capa", &self.capa)?;
+        m.serialize_entry("areasSite", &self.areas)?;
+        for (k, v) in &self.extra {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+/// The hotsite file: the service's body, or a bare list of areas. `capa` may be left out (null).
+/// Areas are sorted by `ordem` (stable); `ordem` values other than 1..n are a warning.
+pub fn hotsite_body(v: &Value, diag: &mut Diag) -> Option<HotsiteBody> {
+    let (capa, mut areas, extra, areas_path) = if v.is_array() {
+        let areas = decode_array(v, "", diag, records::page_area);
+        (Value::Null, areas, Extra::new(), String::new())
+    } else {
+        let mut o = Obj::new(v, "", diag)?;
+        let capa = o.raw("capa").cloned().unwrap_or(Value::Null);
+        let path = o.path_of("areasSite");
+        let areas = o.list("areasSite", records::page_area);
+        (capa, areas, o.finish(), path)
+    };
+    if let Some(areas) = &mut areas {
+        areas.sort_by_key(|a| a.ordem);
+        let expected = (1..=areas.len() as i64).collect::<Vec<_>>();
+        let got: Vec<i64> = areas.iter().map(|a| a.ordem).collect();
+        if got != expected {
+            let listed = got
+                .iter()
+                .map(i64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ");
+            diag.warning(
+                &areas_path,
+                format!(
+                    "ordem values are {listed}; expected 1 to {} with none missing",
+                    areas.len()
+                ),
+            );
+        }
+    }
+    Some(HotsiteBody {
+        capa,
+        areas: areas?,
+        extra,
+    })
+}

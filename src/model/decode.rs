@@ -1,0 +1,337 @@
+//! The decoding toolkit: turns a parsed `serde_json::Value` into typed records while keeping the
+//! JSON path of where it is, and collects *every* problem instead of stopping at the first.
+//!
+//! Each record's decoder reads its fields through an [`Obj`] in the order of the API text's field
+//! table; whatever the file has beyond them is returned by [`Obj::finish`] as the record's extras,
+//! in file order. A decoder returns `None` when the record had an error; the errors themselves
+//! are in the [`Diag`].
+
+use serde_json::{Map, Number, Value};
+
+use crate::problem::Severity;
+
+/// A content problem at a JSON path, before it is tied to a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub severity: Severity,
+    pub path: String,
+    pub message: String,
+}
+
+/// The problems found while decoding one file.
+#[derive(Debug, Default)]
+pub struct Diag {
+    pub findings: Vec<Finding>,
+}
+
+impl Diag {
+    pub fn error(&mut self, path: &str, message: impl Into<String>) {
+        self.push(Severity::Error, path, message.into());
+    }
+
+    pub fn warning(&mut self, path: &str, message: impl Into<String>) {
+        self.push(Severity::Warning, path, message.into());
+    }
+
+    fn push(&mut self, severity: Severity, path: &str, message: String) {
+        self.findings.push(Finding {
+            severity,
+            path: path.to_string(),
+            message,
+        });
+    }
+}
+
+/// `parent.key`, or `key` at the root.
+pub fn join_key(parent: &str, key: &str) -> String {
+    if parent.is_empty() {
+        key.to_string()
+    } else {
+        format!("{parent}.{key}")
+    }
+}
+
+/// `parent[index]`.
+pub fn join_index(parent: &str, index: usize) -> String {
+    format!("{parent}[{index}]")
+}
+
+/// A short description of a value for "expected X, found Y" messages.
+pub fn describe(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => format!("{b}"),
+        Value::Number(n) => format!("the number {n}"),
+        Value::String(s) => {
+            let short: String = s.chars().take(40).collect();
+            if short.len() < s.len() {
+                format!("the string \"{short}…\"")
+            } else {
+                format!("the string \"{s}\"")
+            }
+        }
+        Value::Array(_) => "an array".into(),
+        Value::Object(_) => "an object".into(),
+    }
+}
+
+/// A text value with a validated format (a date, an hour, a decimal in text...).
+pub trait TextFormat: Sized {
+    /// Checks `text`; the error says what was wrong, quoting the text.
+    fn parse(text: &str) -> Result<Self, String>;
+}
+
+/// Decodes one item of a list; `path` is the item's own path.
+pub type ItemDecoder<T> = fn(&Value, &str, &mut Diag) -> Option<T>;
+
+/// A JSON object being decoded field by field.
+pub struct Obj<'v, 'd> {
+    map: &'v Map<String, Value>,
+    path: String,
+    diag: &'d mut Diag,
+    read: Vec<&'static str>,
+}
+
+impl<'v, 'd> Obj<'v, 'd> {
+    /// Starts decoding `v` as an object; an error (and `None`) if it is something else.
+    pub fn new(v: &'v Value, path: &str, diag: &'d mut Diag) -> Option<Self> {
+        match v {
+            Value::Object(map) => Some(Obj {
+                map,
+                path: path.to_string(),
+                diag,
+                read: Vec::new(),
+            }),
+            other => {
+                let at = if path.is_empty() { "the file" } else { path };
+                diag.error(
+                    path,
+                    format!("expected an object at {at}, found {}", describe(other)),
+                );
+                None
+            }
+        }
+    }
+
+    /// The diagnostics this object reports into, for cross-field checks.
+    pub fn diag(&mut self) -> &mut Diag {
+        self.diag
+    }
+
+    /// The path of a field of this object.
+    pub fn path_of(&self, key: &str) -> String {
+        join_key(&self.path, key)
+    }
+
+    /// The raw value of a field, if present (marks it as known).
+    pub fn raw(&mut self, key: &'static str) -> Option<&'v Value> {
+        self.read.push(key);
+        self.map.get(key)
+    }
+
+    fn required(&mut self, key: &'static str) -> Option<&'v Value> {
+        let v = self.raw(key);
+        if v.is_none() {
+            let path = self.path_of(key);
+            self.diag.error(&path, "missing required field");
+        }
+        v
+    }
+
+    fn wrong_type(&mut self, key: &str, expected: &str, found: &Value) {
+        let path = self.path_of(key);
+        self.diag.error(
+            &path,
+            format!("expected {expected}, found {}", describe(found)),
+        );
+    }
+
+    fn as_string(&mut self, key: &'static str, v: &'v Value) -> Option<String> {
+        match v {
+            Value::String(s) => Some(s.clone()),
+            other => {
+                self.wrong_type(key, "a string", other);
+                None
+            }
+        }
+    }
+
+    fn as_int(&mut self, key: &'static str, v: &'v Value) -> Option<i64> {
+        match v {
+            Value::Number(n) if n.is_i64() => n.as_i64(),
+            other => {
+                self.wrong_type(key, "an integer", other);
+                None
+            }
+        }
+    }
+
+    /// A required string.
+    pub fn string(&mut self, key: &'static str) -> Option<String> {
+        let v = self.required(key)?;
+        self.as_string(key, v)
+    }
+
+    /// A string that may be `null` or left out (served as `null`).
+    pub fn nullable_string(&mut self, key: &'static str) -> Option<Option<String>> {
+        match self.raw(key) {
+            None | Some(Value::Null) => Some(None),
+            Some(v) => self.as_string(key, v).map(Some),
+        }
+    }
+
+    /// A string that may be left out (then it is not served either); `null` is a type error.
+    pub fn optional_string(&mut self, key: &'static str) -> Option<Option<String>> {
+        match self.raw(key) {
+            None => Some(None),
+            Some(v) => self.as_string(key, v).map(Some),
+        }
+    }
+
+    /// A required integer.
+    pub fn int(&mut self, key: &'static str) -> Option<i64> {
+        let v = self.required(key)?;
+        self.as_int(key, v)
+    }
+
+    /// An integer that may be `null` or left out (served as `null`).
+    pub fn nullable_int(&mut self, key: &'static str) -> Option<Option<i64>> {
+        match self.raw(key) {
+            None | Some(Value::Null) => Some(None),
+            Some(v) => self.as_int(key, v).map(Some),
+        }
+    }
+
+    /// An integer that may be left out (then it is not served either).
+    pub fn optional_int(&mut self, key: &'static str) -> Option<Option<i64>> {
+        match self.raw(key) {
+            None => Some(None),
+            Some(v) => self.as_int(key, v).map(Some),
+        }
+    }
+
+    /// A required number, kept exactly as written.
+    pub fn number(&mut self, key: &'static str) -> Option<Number> {
+        match self.required(key)? {
+            Value::Number(n) => Some(n.clone()),
+            other => {
+                self.wrong_type(key, "a number", other);
+                None
+            }
+        }
+    }
+
+    /// A required boolean.
+    pub fn boolean(&mut self, key: &'static str) -> Option<bool> {
+        match self.required(key)? {
+            Value::Bool(b) => Some(*b),
+            other => {
+                self.wrong_type(key, "true or false", other);
+                None
+            }
+        }
+    }
+
+    /// A required string in a validated format.
+    pub fn text<T: TextFormat>(&mut self, key: &'static str) -> Option<T> {
+        let s = self.string(key)?;
+        match T::parse(&s) {
+            Ok(t) => Some(t),
+            Err(message) => {
+                let path = self.path_of(key);
+                self.diag.error(&path, message);
+                None
+            }
+        }
+    }
+
+    /// A required array whose items are decoded by `item`. `None` if any item had an error.
+    pub fn list<T>(&mut self, key: &'static str, item: ItemDecoder<T>) -> Option<Vec<T>> {
+        let v = self.required(key)?;
+        let path = self.path_of(key);
+        decode_array(v, &path, self.diag, item)
+    }
+
+    /// Ends the object: the fields not read by the decoder, in file order.
+    pub fn finish(self) -> Map<String, Value> {
+        self.map
+            .iter()
+            .filter(|(k, _)| !self.read.contains(&k.as_str()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+}
+
+/// Decodes every item of an array (reporting the problems of all of them).
+pub fn decode_array<T>(
+    v: &Value,
+    path: &str,
+    diag: &mut Diag,
+    item: ItemDecoder<T>,
+) -> Option<Vec<T>> {
+    let Value::Array(items) = v else {
+        let at = if path.is_empty() { "the file" } else { path };
+        diag.error(
+            path,
+            format!("expected an array at {at}, found {}", describe(v)),
+        );
+        return None;
+    };
+    let mut out = Vec::with_capacity(items.len());
+    let mut ok = true;
+    for (i, it) in items.iter().enumerate() {
+        match item(it, &join_index(path, i), diag) {
+            Some(t) => out.push(t),
+            None => ok = false,
+        }
+    }
+    ok.then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn collects_every_problem_with_paths() {
+        let v = json!({"a": "x", "b": 1.5, "c": null, "z": 1});
+        let mut diag = Diag::default();
+        let mut o = Obj::new(&v, "data[2]", &mut diag).expect("an object");
+        assert_eq!(o.string("a").as_deref(), Some("x"));
+        assert_eq!(o.int("b"), None);
+        assert_eq!(o.string("c"), None);
+        assert_eq!(o.string("missing"), None);
+        assert_eq!(o.nullable_string("c"), Some(None));
+        let extra = o.finish();
+        assert_eq!(extra.keys().collect::<Vec<_>>(), vec!["z"]);
+        let got: Vec<String> = diag
+            .findings
+            .iter()
+            .map(|f| format!("{}: {}", f.path, f.message))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                "data[2].b: expected an integer, found the number 1.5",
+                "data[2].c: expected a string, found null",
+                "data[2].missing: missing required field",
+            ]
+        );
+    }
+
+    #[test]
+    fn arrays_report_items_by_index() {
+        let v = json!([1, "two", 3]);
+        let mut diag = Diag::default();
+        let int_item: ItemDecoder<i64> = |v, path, diag| match v.as_i64() {
+            Some(i) => Some(i),
+            None => {
+                diag.error(path, "not an int");
+                None
+            }
+        };
+        assert_eq!(decode_array(&v, "data", &mut diag, int_item), None);
+        assert_eq!(diag.findings[0].path, "data[1]");
+    }
+}

@@ -1,0 +1,143 @@
+//! Text values whose format the API text fixes: date-times, Brazilian dates, hours and decimal
+//! coordinates. Each is a newtype built only by `parse`, so a record that holds one is known to
+//! be well-formed; it serialises as the text exactly as it was written.
+
+use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
+use serde::Serialize;
+
+use super::decode::TextFormat;
+
+/// Whether `text` has exactly the shape of `pattern`, where `9` stands for any ASCII digit.
+/// chrono alone would accept single-digit fields; the API text's formats are fixed-width.
+fn has_shape(text: &str, pattern: &str) -> bool {
+    text.len() == pattern.len()
+        && text.bytes().zip(pattern.bytes()).all(|(t, p)| match p {
+            b'9' => t.is_ascii_digit(),
+            _ => t == p,
+        })
+}
+
+macro_rules! text_newtype {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+    };
+}
+
+text_newtype!(
+    /// `YYYY-MM-DDTHH:MM:SS`, ISO 8601 without a time zone.
+    DateTime
+);
+text_newtype!(
+    /// `DD/MM/YYYY`.
+    BrDate
+);
+text_newtype!(
+    /// `HH:MM`, 24-hour.
+    HourMinute
+);
+text_newtype!(
+    /// A decimal number carried as text, such as `-23.5505`.
+    DecimalText
+);
+
+impl TextFormat for DateTime {
+    fn parse(text: &str) -> Result<Self, String> {
+        if has_shape(text, "9999-99-99T99:99:99")
+            && NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S").is_ok()
+        {
+            Ok(DateTime(text.to_string()))
+        } else {
+            Err(format!("\"{text}\" is not a YYYY-MM-DDTHH:MM:SS date-time"))
+        }
+    }
+}
+
+impl TextFormat for BrDate {
+    fn parse(text: &str) -> Result<Self, String> {
+        if has_shape(text, "99/99/9999") && NaiveDate::parse_from_str(text, "%d/%m/%Y").is_ok() {
+            Ok(BrDate(text.to_string()))
+        } else {
+            Err(format!("\"{text}\" is not a DD/MM/YYYY date"))
+        }
+    }
+}
+
+impl TextFormat for HourMinute {
+    fn parse(text: &str) -> Result<Self, String> {
+        if has_shape(text, "99:99") && NaiveTime::parse_from_str(text, "%H:%M").is_ok() {
+            Ok(HourMinute(text.to_string()))
+        } else {
+            Err(format!("\"{text}\" is not an HH:MM hour"))
+        }
+    }
+}
+
+impl TextFormat for DecimalText {
+    fn parse(text: &str) -> Result<Self, String> {
+        let digits = text.strip_prefix('-').unwrap_or(text);
+        let (int, frac) = match digits.split_once('.') {
+            Some((i, f)) => (i, Some(f)),
+            None => (digits, None),
+        };
+        let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+        if all_digits(int) && frac.is_none_or(all_digits) {
+            Ok(DecimalText(text.to_string()))
+        } else {
+            Err(format!("\"{text}\" is not a decimal number"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn date_times() {
+        assert!(DateTime::parse("2025-08-14T08:30:00").is_ok());
+        for bad in [
+            "2025-8-14T08:30:00",
+            "2025-02-30T08:00:00",
+            "2025-08-14 08:30:00",
+            "2025-08-14T08:30",
+            "2025-08-14T08:30:00Z",
+        ] {
+            assert!(DateTime::parse(bad).is_err(), "{bad} should be rejected");
+        }
+    }
+
+    #[test]
+    fn br_dates_and_hours() {
+        assert!(BrDate::parse("29/02/2024").is_ok());
+        assert_eq!(
+            BrDate::parse("2024-13-01").unwrap_err(),
+            "\"2024-13-01\" is not a DD/MM/YYYY date"
+        );
+        assert!(BrDate::parse("31/04/2024").is_err());
+        assert!(HourMinute::parse("23:59").is_ok());
+        assert!(HourMinute::parse("24:00").is_err());
+        assert!(HourMinute::parse("9:30").is_err());
+    }
+
+    #[test]
+    fn decimal_text() {
+        for ok in ["-23.5505", "46", "0.0", "-0.5"] {
+            assert!(DecimalText::parse(ok).is_ok(), "{ok} should be accepted");
+        }
+        for bad in ["", "-", "1.", ".5", "1,5", "abc", "1e5", " 1.0"] {
+            assert!(
+                DecimalText::parse(bad).is_err(),
+                "{bad:?} should be rejected"
+            );
+        }
+    }
+}

@@ -1,0 +1,249 @@
+//! The on-disk model: what users write in a bundle, parsed and validated. No HTTP, no tokio, no
+//! filesystem: `load` hands this module text, and gets back typed bodies or problems.
+//!
+//! - [`parse_text`] turns JSON or TOML text into a `serde_json::Value` (syntax errors carry
+//!   line and column), so both formats share every rule after it;
+//! - [`bodies`] decodes each file's value into an endpoint body, built from [`records`];
+//! - [`decode`] is the toolkit they use to collect every problem with its JSON path.
+
+pub mod bodies;
+pub mod decode;
+pub mod formats;
+pub mod records;
+
+use std::collections::BTreeMap;
+
+use serde_json::{Number, Value};
+
+use bodies::{EventBody, HotsiteBody, List, SubmissionBody, SubmissionListBody};
+use decode::{describe, Diag};
+use records::{Payment, PaymentDetail};
+
+/// The two file formats a bundle may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Json,
+    Toml,
+}
+
+impl Format {
+    /// The format a file extension names, if any.
+    pub fn from_extension(ext: &str) -> Option<Format> {
+        match ext {
+            "json" => Some(Format::Json),
+            "toml" => Some(Format::Toml),
+            _ => None,
+        }
+    }
+}
+
+/// A syntax error at a 1-based line and column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyntaxError {
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+/// Parses JSON or TOML text into one value tree. Numbers keep their text; object members keep
+/// their order. TOML date-times become strings in the same notation.
+pub fn parse_text(text: &str, format: Format) -> Result<Value, SyntaxError> {
+    match format {
+        Format::Json => serde_json::from_str(text).map_err(|e| {
+            let full = e.to_string();
+            let suffix = format!(" at line {} column {}", e.line(), e.column());
+            let message = full.strip_suffix(&suffix).unwrap_or(&full).to_string();
+            SyntaxError {
+                line: e.line(),
+                column: e.column(),
+                message,
+            }
+        }),
+        Format::Toml => match text.parse::<toml::Table>() {
+            Ok(table) => Ok(toml_to_json(toml::Value::Table(table))),
+            Err(e) => {
+                let (line, column) = e
+                    .span()
+                    .map(|s| line_column(text, s.start))
+                    .unwrap_or((1, 1));
+                Err(SyntaxError {
+                    line,
+                    column,
+                    message: e.message().trim_end().to_string(),
+                })
+            }
+        },
+    }
+}
+
+/// The 1-based line and column (in characters) of a byte offset.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (line, before[line_start..].chars().count() + 1)
+}
+
+fn toml_to_json(v: toml::Value) -> Value {
+    match v {
+        toml::Value::String(s) => Value::String(s),
+        toml::Value::Integer(i) => Value::Number(i.into()),
+        toml::Value::Float(f) => Number::from_f64(f).map_or(Value::Null, Value::Number),
+        toml::Value::Boolean(b) => Value::Bool(b),
+        toml::Value::Datetime(d) => Value::String(d.to_string()),
+        toml::Value::Array(a) => Value::Array(a.into_iter().map(toml_to_json).collect()),
+        toml::Value::Table(t) => {
+            Value::Object(t.into_iter().map(|(k, v)| (k, toml_to_json(v))).collect())
+        }
+    }
+}
+
+/// `bundle.toml`: the tokens that open the bundle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BundleConfig {
+    pub tokens: Vec<String>,
+}
+
+/// Decodes `bundle.toml`. At least one token; tokens are non-blank and have no surrounding white
+/// space (the header is trimmed before matching, so such a token could never match). Unknown
+/// keys and repeated tokens are warnings. Messages never quote a token whole.
+pub fn bundle_config(v: &Value, diag: &mut Diag) -> Option<BundleConfig> {
+    let mut o = decode::Obj::new(v, "", diag)?;
+    let tokens = o.raw("tokens");
+    let extra = o.finish();
+    for key in extra.keys() {
+        diag.warning(key, "unknown key, ignored");
+    }
+    let Some(tokens) = tokens else {
+        diag.error(
+            "tokens",
+            "missing required field: tokens = [\"...\"] names the tokens that open this bundle",
+        );
+        return None;
+    };
+    let Value::Array(items) = tokens else {
+        diag.error(
+            "tokens",
+            format!("expected an array of strings, found {}", describe(tokens)),
+        );
+        return None;
+    };
+    if items.is_empty() {
+        diag.error("tokens", "at least one token is required");
+        return None;
+    }
+    let mut out: Vec<String> = Vec::with_capacity(items.len());
+    let mut ok = true;
+    for (i, item) in items.iter().enumerate() {
+        let path = format!("tokens[{i}]");
+        match item {
+            Value::String(s) if s.trim().is_empty() => {
+                diag.error(&path, "a token must not be blank");
+                ok = false;
+            }
+            Value::String(s) if s.trim() != s => {
+                diag.error(
+                    &path,
+                    format!(
+                        "token {} has white space around it; it could never match",
+                        crate::problem::token_hint(s.trim())
+                    ),
+                );
+                ok = false;
+            }
+            Value::String(s) if out.contains(s) => {
+                diag.warning(
+                    &path,
+                    format!("token {} is listed twice", crate::problem::token_hint(s)),
+                );
+            }
+            Value::String(s) => out.push(s.clone()),
+            other => {
+                diag.error(
+                    &path,
+                    format!(
+                        "expected a string, found {}",
+                        if other.is_number() {
+                            "a number".to_string()
+                        } else {
+                            describe(other)
+                        }
+                    ),
+                );
+                ok = false;
+            }
+        }
+    }
+    ok.then_some(BundleConfig { tokens: out })
+}
+
+/// One event's data, whole and validated: what a bundle folder holds.
+#[derive(Debug, Clone)]
+pub struct Bundle {
+    /// The folder's name.
+    pub name: String,
+    pub config: BundleConfig,
+    pub event: EventBody,
+    pub payments: List<Payment>,
+    /// Detail files by payment reference.
+    pub details: BTreeMap<String, List<PaymentDetail>>,
+    pub submission: SubmissionBody,
+    pub submission_list: SubmissionListBody,
+    pub hotsite: HotsiteBody,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_syntax_errors_have_line_and_column() {
+        let e = parse_text("{\n  \"a\": 1\n  \"b\": 2\n}", Format::Json).unwrap_err();
+        assert_eq!((e.line, e.column), (3, 3));
+        assert_eq!(e.message, "expected `,` or `}`");
+    }
+
+    #[test]
+    fn toml_syntax_errors_have_line_and_column() {
+        let e = parse_text("a = 1\nb = \n", Format::Toml).unwrap_err();
+        assert_eq!((e.line, e.column), (2, 5));
+        assert!(
+            e.message.contains("string values must be quoted"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn numbers_keep_their_text_and_members_their_order() {
+        let v = parse_text(r#"{"z": 10.00, "a": 0.10}"#, Format::Json).expect("valid JSON");
+        assert_eq!(v.to_string(), r#"{"z":10.00,"a":0.10}"#);
+        let v =
+            parse_text("z = 10.5\na = 2024-05-01T08:00:00\n", Format::Toml).expect("valid TOML");
+        assert_eq!(v.to_string(), r#"{"z":10.5,"a":"2024-05-01T08:00:00"}"#);
+    }
+
+    #[test]
+    fn bundle_config_rules() {
+        let mut diag = Diag::default();
+        let v = parse_text(
+            "tokens = [\"abc\", \" x\", \"abc\"]\nfoo = 1\n",
+            Format::Toml,
+        )
+        .expect("valid TOML");
+        assert_eq!(bundle_config(&v, &mut diag), None);
+        let msgs: Vec<String> = diag
+            .findings
+            .iter()
+            .map(|f| format!("{}: {}", f.path, f.message))
+            .collect();
+        assert_eq!(
+            msgs,
+            vec![
+                "foo: unknown key, ignored",
+                "tokens[1]: token x… has white space around it; it could never match",
+                "tokens[2]: token abc… is listed twice",
+            ]
+        );
+    }
+}

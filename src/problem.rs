@@ -1,0 +1,121 @@
+//! One problem found while loading a data folder: an error (the bundle is not served) or a
+//! warning (served anyway; `check --strict` counts it as an error).
+//!
+//! Every problem says which file and where in it, in the two forms users can act on:
+//! `path:line:column: message` for syntax, `path: json.path: message` for content.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// How serious a problem is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    /// The file is rejected and its bundle is not served.
+    Error,
+    /// Served anyway; `check --strict` turns it into an error.
+    Warning,
+}
+
+impl Severity {
+    /// The lower-case word printed before the problem.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        }
+    }
+}
+
+/// Where in a file a problem is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// The file as a whole (it is missing, unreadable, or clashes with another file).
+    File,
+    /// A syntax error at a 1-based line and column.
+    Text { line: usize, column: usize },
+    /// A content error at a JSON path such as `data[17].date_payment`; empty for the root.
+    Path(String),
+}
+
+/// One error or warning, tied to a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub severity: Severity,
+    pub file: PathBuf,
+    pub location: Location,
+    pub message: String,
+}
+
+impl Problem {
+    pub fn error(file: impl AsRef<Path>, location: Location, message: impl Into<String>) -> Self {
+        Problem {
+            severity: Severity::Error,
+            file: file.as_ref().to_path_buf(),
+            location,
+            message: message.into(),
+        }
+    }
+
+    pub fn warning(file: impl AsRef<Path>, location: Location, message: impl Into<String>) -> Self {
+        Problem {
+            severity: Severity::Warning,
+            ..Problem::error(file, location, message)
+        }
+    }
+
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+}
+
+/// `data/x/event.json:12:5: message`, `data/x/payments.json: data[17].date_payment: message`
+/// or `data/x/bundle.toml: message`. The severity is not part of it; callers add it.
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let file = self.file.display();
+        match &self.location {
+            Location::File => write!(f, "{file}: {}", self.message),
+            Location::Text { line, column } => {
+                write!(f, "{file}:{line}:{column}: {}", self.message)
+            }
+            Location::Path(p) if p.is_empty() => write!(f, "{file}: {}", self.message),
+            Location::Path(p) => write!(f, "{file}: {p}: {}", self.message),
+        }
+    }
+}
+
+/// A token cut to its first four characters, for logs and messages: a token is a secret.
+pub fn token_hint(token: &str) -> String {
+    let head: String = token.chars().take(4).collect();
+    format!("{head}…")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_forms() {
+        let p = Problem::error(
+            "d/x/event.json",
+            Location::Text {
+                line: 12,
+                column: 5,
+            },
+            "bad",
+        );
+        assert_eq!(p.to_string(), "d/x/event.json:12:5: bad");
+        let p = Problem::warning("d/x/p.json", Location::Path("data[1].x".into()), "odd");
+        assert_eq!(p.to_string(), "d/x/p.json: data[1].x: odd");
+        assert!(!p.is_error());
+        let p = Problem::error("d/x/bundle.toml", Location::File, "missing");
+        assert_eq!(p.to_string(), "d/x/bundle.toml: missing");
+    }
+
+    #[test]
+    fn token_hint_keeps_four_characters() {
+        assert_eq!(token_hint("demo-token"), "demo…");
+        assert_eq!(token_hint("ção-secret"), "ção-…");
+        assert_eq!(token_hint("ab"), "ab…");
+    }
+}

@@ -1,0 +1,178 @@
+//! Shared test set-up: data folders in temporary directories, and the server started in-process
+//! on `127.0.0.1:0` (the listener is bound before the server task starts, so the first request
+//! cannot race the start).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use eventbox::store::{Snapshot, Store};
+use reqwest::{Method, StatusCode};
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+/// The repository's demo data folder.
+pub fn demo_data() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("data")
+}
+
+pub const DEMO_TOKEN: &str = "demo-token";
+
+/// A server running in this process.
+pub struct TestApp {
+    pub base: String,
+    pub client: reqwest::Client,
+    _stop: oneshot::Sender<()>,
+}
+
+/// Loads `data` and serves it on an ephemeral port until the returned app is dropped.
+pub async fn spawn_app(data: &Path) -> TestApp {
+    let loaded = eventbox::load::load_dir(data).expect("the data folder is readable");
+    let store = Arc::new(Store::new(Snapshot::build(loaded)));
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("a local address");
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(eventbox::http::serve(listener, store, async move {
+        let _ = stopped.await;
+    }));
+    TestApp {
+        base: format!("http://{addr}"),
+        client: reqwest::Client::new(),
+        _stop: stop,
+    }
+}
+
+/// What a test looks at in an answer.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: bytes::Bytes,
+}
+
+impl Answer {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "body is not JSON ({e}): {}",
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// Asserts the error contract: status, stable code, and the documented shape.
+    pub fn assert_error(&self, status: u16, code: &str) {
+        assert_eq!(
+            self.status.as_u16(),
+            status,
+            "status; body: {}",
+            self.text()
+        );
+        let v = self.json();
+        assert_eq!(v["erros"][0]["code"], status, "erros[0].code in {v}");
+        assert_eq!(
+            v["erros"][0]["description"], code,
+            "erros[0].description in {v}"
+        );
+        assert_eq!(v["count_erros"], 1, "count_erros in {v}");
+        assert!(
+            v["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "message in {v}"
+        );
+        assert_eq!(
+            self.header("content-type"),
+            Some("application/json; charset=utf-8")
+        );
+    }
+}
+
+impl TestApp {
+    /// Sends a request; `token` goes in `Authorization-Token`.
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<(&str, &[u8])>,
+    ) -> Answer {
+        let mut req = self.client.request(method, format!("{}{path}", self.base));
+        if let Some(t) = token {
+            req = req.header("Authorization-Token", t);
+        }
+        if let Some((content_type, bytes)) = body {
+            if !content_type.is_empty() {
+                req = req.header("Content-Type", content_type);
+            }
+            req = req.body(bytes.to_vec());
+        }
+        let res = req.send().await.expect("the request is answered");
+        let status = res.status();
+        let headers = res.headers().clone();
+        let body = res.bytes().await.expect("the body is read");
+        Answer {
+            status,
+            headers,
+            body,
+        }
+    }
+
+    pub async fn get(&self, path: &str, token: &str) -> Answer {
+        self.send(Method::GET, path, Some(token), None).await
+    }
+}
+
+/// A data folder in a temporary directory, written file by file.
+pub struct TempData {
+    pub dir: tempfile::TempDir,
+}
+
+impl TempData {
+    pub fn new() -> Self {
+        TempData {
+            dir: tempfile::tempdir().expect("a temporary directory"),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Writes `contents` at `rel` (creating folders).
+    pub fn write(&self, rel: &str, contents: impl AsRef<[u8]>) -> &Self {
+        let path = self.dir.path().join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("create folders");
+        }
+        std::fs::write(&path, contents).expect("write a file");
+        self
+    }
+
+    /// Copies the demo bundle in under `name`.
+    pub fn with_demo(&self, name: &str) -> &Self {
+        copy_dir(&demo_data().join("demo"), &self.dir.path().join(name));
+        self
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create folder");
+    for entry in std::fs::read_dir(from).expect("read folder") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).expect("copy file");
+        }
+    }
+}
