@@ -1,7 +1,10 @@
 //! One integration-test binary (one link step): every test talks to a real server over HTTP on
 //! an ephemeral port, or runs the real `eventbox` binary for the command line.
 
+mod cli;
 mod endpoints;
 mod errors;
+mod fixtures;
 mod helpers;
 mod operations;
+mod records;

@@ -1,0 +1,326 @@
+//! The command line itself, run as the real binary: `check` (problems, locations, exit codes)
+//! and `serve` (startup output, an unusable data folder).
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use crate::fixtures;
+use crate::helpers::{demo_data, TempData};
+
+fn eventbox(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_eventbox"))
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("EVENTBOX_DATA")
+        .env_remove("EVENTBOX_ADDR")
+        .output()
+        .expect("run eventbox")
+}
+
+/// Runs `eventbox check <data folder> [extra]` from the folder's parent, so paths in the report
+/// start with the data folder's own name.
+fn check(data: &TempData, extra: &[&str]) -> (i32, String, String) {
+    let root = data.path();
+    let name = root
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("a UTF-8 name");
+    let parent = root.parent().expect("a parent");
+    let mut args = vec!["check", name];
+    args.extend_from_slice(extra);
+    let out = eventbox(&args, parent);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    (out.status.code().unwrap_or(-1), stdout, name.to_string())
+}
+
+/// The tiny fixture bundle without its deliberate warning (areas with ordem 1, 2, 2, 3).
+fn clean_bundle(data: &TempData, name: &str) {
+    fixtures::write_json(data, name);
+    data.write(
+        &format!("{name}/hotsite.json"),
+        r#"{"capa": null, "areasSite": [{"idAreaSite": null, "titulo": "Abertura", "subtitulo": "", "ordem": 1, "jsonObj": [], "template": ""}]}"#,
+    );
+}
+
+/// A clean tiny bundle named `name`, with its own token, then `file` replaced by `contents`. A
+/// `.toml` file replaces its `.json` twin.
+fn bundle_with(data: &TempData, name: &str, file: &str, contents: impl AsRef<[u8]>) {
+    clean_bundle(data, name);
+    data.write(
+        &format!("{name}/bundle.toml"),
+        format!("tokens = [\"tok-{name}\"]\n"),
+    );
+    if let Some(stem) = file.strip_suffix(".toml").filter(|s| *s != "bundle") {
+        let _ = std::fs::remove_file(data.path().join(name).join(format!("{stem}.json")));
+    }
+    data.write(&format!("{name}/{file}"), contents);
+}
+
+#[test]
+fn check_names_the_file_and_place_of_every_kind_of_problem() {
+    let data = TempData::new();
+    let p = fixtures::PAYMENTS_JSON;
+    let e = fixtures::EVENT_JSON;
+    let cases: Vec<(&str, &str, Vec<u8>, &str)> = vec![
+        ("json-syntax", "event.json", b"{\n  \"data\": [\n    }\n".to_vec(), "json-syntax/event.json:3:5: "),
+        ("toml-syntax", "payments.toml", b"count = 2\n[[data]]\nid_event = \n".to_vec(), "toml-syntax/payments.toml:3:12: "),
+        ("wrong-type", "payments.json", p.replacen("\"id_event\": 7001", "\"id_event\": \"7001\"", 1).into_bytes(), "wrong-type/payments.json: [0].id_event: expected an integer, found the string \"7001\""),
+        ("missing-field", "payments.json", p.replacen("\"buyer\": \"João Lima\", ", "", 1).into_bytes(), "missing-field/payments.json: [1].buyer: missing required field"),
+        ("bad-datetime", "event.json", e.replacen("2026-10-05T08:00:00", "2026-10-05 08:00", 1).into_bytes(), "bad-datetime/event.json: data[0].start_date: \"2026-10-05 08:00\" is not a YYYY-MM-DDTHH:MM:SS date-time"),
+        ("bad-date", "payments.json", p.replacen("03/08/2026", "2026-13-01", 1).into_bytes(), "bad-date/payments.json: [1].date_payment: \"2026-13-01\" is not a DD/MM/YYYY date"),
+        ("bad-hour", "payments.json", p.replacen("09:15", "9:15", 1).into_bytes(), "bad-hour/payments.json: [0].hour_payment: \"9:15\" is not an HH:MM hour"),
+        ("bad-latitude", "event.json", e.replacen("-19.9245", "-19,9245", 1).into_bytes(), "bad-latitude/event.json: data[0].latitude: \"-19,9245\" is not a decimal number"),
+        ("bad-count", "event.json", e.replacen("\"count\": 1", "\"count\": 2", 1).into_bytes(), "bad-count/event.json: count: count is 2 but data has 1"),
+        ("dup-reference", "payments.json", p.replacen("R-002", "R-001", 1).into_bytes(), "dup-reference/payments.json: [1].reference_payment: \"R-001\" is also the reference of [0]"),
+        ("nested-path", "event.json", e.replacen("\"price\": 120.25", "\"price\": \"120.25\"", 1).into_bytes(), "nested-path/event.json: data[0].tickets[0].prices[1].price: expected a number, found the string \"120.25\""),
+        ("two-formats", "event.toml", fixtures::EVENT_TOML.as_bytes().to_vec(), "two-formats/event.json: "),
+        ("no-tokens", "bundle.toml", b"tokens = []\n".to_vec(), "no-tokens/bundle.toml: tokens: at least one token is required"),
+        ("not-utf8", "hotsite.json", b"{\"capa\": \"caf\xe9\"}".to_vec(), "not-utf8/hotsite.json: not valid UTF-8 (at byte 13)"),
+    ];
+    for (name, file, contents, _) in &cases {
+        bundle_with(&data, name, file, contents);
+    }
+    data.write("two-formats/event.json", fixtures::EVENT_JSON);
+    bundle_with(&data, "missing-event", "payments.json", p);
+    std::fs::remove_file(data.path().join("missing-event/event.json")).expect("remove event.json");
+    data.with_demo("zz-good");
+
+    let (code, out, root) = check(&data, &[]);
+
+    assert_eq!(code, 1, "errors exit 1:\n{out}");
+    for (name, _, _, expected) in &cases {
+        let expected = format!("error: {root}/{expected}");
+        assert!(
+            out.lines().any(|l| l.starts_with(&expected)),
+            "{name}: no line starting with\n  {expected}\nin:\n{out}"
+        );
+    }
+    assert!(
+        out.contains(&format!("error: {root}/missing-event/event.json: missing")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "{root}/two-formats/event.toml holds the same data"
+        )),
+        "{out}"
+    );
+    let summary = out.lines().last().expect("a summary line");
+    assert_eq!(
+        summary,
+        format!(
+            "{} bundles checked, 1 would be served; {} errors, 0 warnings",
+            cases.len() + 2,
+            cases.len() + 1
+        )
+    );
+}
+
+#[test]
+fn check_reports_every_problem_of_a_file_not_only_the_first() {
+    let data = TempData::new();
+    let broken = fixtures::PAYMENTS_JSON
+        .replacen("09:15", "25:00", 1)
+        .replacen("\"amount_payment\": 301", "\"amount_payment\": null", 1)
+        .replacen("\"status_payment\": \"Pago\", ", "", 1);
+    bundle_with(&data, "many", "payments.json", &broken);
+
+    let (code, out, root) = check(&data, &[]);
+
+    assert_eq!(code, 1);
+    for expected in [
+        format!(
+            "error: {root}/many/payments.json: [0].hour_payment: \"25:00\" is not an HH:MM hour"
+        ),
+        format!("error: {root}/many/payments.json: [0].status_payment: missing required field"),
+        format!(
+            "error: {root}/many/payments.json: [1].amount_payment: expected a number, found null"
+        ),
+    ] {
+        assert!(out.contains(&expected), "missing\n  {expected}\nin:\n{out}");
+    }
+}
+
+#[test]
+fn warnings_pass_unless_strict() {
+    let data = TempData::new();
+    let p = fixtures::PAYMENTS_JSON.replacen(
+        "\"amount_receive_payment\": 119.5",
+        "\"amount_receive_payment\": 130",
+        1,
+    );
+    bundle_with(&data, "w", "payments.json", &p);
+    data.write("w/hotsite.json", fixtures::HOTSITE_JSON);
+    data.write(
+        "w/event.json",
+        fixtures::EVENT_JSON.replacen(
+            "\"id_ticket\": 1, \"id_ticket_price\": 11",
+            "\"id_ticket\": 2, \"id_ticket_price\": 11",
+            1,
+        ),
+    );
+    data.write("w/payment_details/R-404.json", fixtures::DETAIL_JSON);
+    data.write("w/notes.txt", "hello");
+
+    let (code, out, root) = check(&data, &[]);
+
+    assert_eq!(code, 0, "warnings only exit 0:\n{out}");
+    for expected in [
+        format!("warning: {root}/w/event.json: data[0].tickets[0].prices[1].id_ticket: id_ticket 2 differs from 1"),
+        format!("warning: {root}/w/hotsite.json: areasSite: ordem values are 1, 2, 2, 3"),
+        format!("warning: {root}/w/notes.txt: unknown file"),
+        format!("warning: {root}/w/payment_details/R-404.json: no payment has the reference \"R-404\""),
+        format!("warning: {root}/w/payments.json: [0].amount_receive_payment: 130 is above amount_payment 120.25"),
+    ] {
+        assert!(out.contains(&expected), "missing\n  {expected}\nin:\n{out}");
+    }
+    assert!(
+        out.ends_with("1 bundle checked, 1 would be served; 0 errors, 5 warnings\n"),
+        "{out}"
+    );
+
+    let (strict_code, strict_out, _) = check(&data, &["--strict"]);
+    assert_eq!(strict_code, 1, "--strict fails on warnings:\n{strict_out}");
+    assert!(
+        strict_out.contains("error: ")
+            && strict_out.contains("(--strict: warnings count as errors)"),
+        "{strict_out}"
+    );
+}
+
+#[test]
+fn a_due_date_before_the_start_date_is_no_problem() {
+    // The fixture's first price tier ends before it starts, as the service's data may.
+    let data = TempData::new();
+    clean_bundle(&data, "tiny");
+
+    let (code, out, _) = check(&data, &["--strict"]);
+
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        out,
+        "1 bundle checked, 1 would be served; 0 errors, 0 warnings\n"
+    );
+}
+
+#[test]
+fn the_demo_bundle_is_clean_even_when_strict() {
+    let out = eventbox(
+        &["check", "--strict"],
+        demo_data().parent().expect("repo root"),
+    );
+
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn a_token_named_by_two_bundles_is_an_error_naming_both() {
+    let data = TempData::new();
+    clean_bundle(&data, "alpha");
+    clean_bundle(&data, "beta");
+
+    let (code, out, root) = check(&data, &[]);
+
+    assert_eq!(code, 1, "{out}");
+    let expected = format!("error: {root}/beta/bundle.toml: token tiny… is also named by bundle \"alpha\"; a token opens one bundle, so bundle \"beta\" is not served");
+    assert!(out.contains(&expected), "missing\n  {expected}\nin:\n{out}");
+    assert!(
+        !out.contains("tiny-token"),
+        "a whole token in the output:\n{out}"
+    );
+    assert!(
+        out.ends_with("2 bundles checked, 1 would be served; 2 errors, 0 warnings\n"),
+        "{out}"
+    );
+}
+
+#[test]
+fn an_unreadable_data_folder_exits_2() {
+    let data = TempData::new();
+
+    let check = eventbox(&["check", "no-such-folder"], data.path());
+    let serve = eventbox(
+        &["serve", "--data", "no-such-folder", "--addr", "127.0.0.1:0"],
+        data.path(),
+    );
+
+    assert_eq!(check.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&check.stdout)
+        .contains("cannot read the data folder no-such-folder"));
+    assert_eq!(serve.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&serve.stderr)
+        .contains("cannot read the data folder no-such-folder"));
+}
+
+#[test]
+fn skipped_folders_are_not_bundles() {
+    let data = TempData::new();
+    clean_bundle(&data, "tiny");
+    data.write("_drafts/event.json", "{ not even json");
+    data.write(".hidden/event.json", "{ not even json");
+    data.write("README.md", "files at the top are not bundles");
+
+    let (code, out, _) = check(&data, &[]);
+
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        out,
+        "1 bundle checked, 1 would be served; 0 errors, 0 warnings\n"
+    );
+}
+
+/// Kills the child when the test ends, pass or fail.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test]
+async fn eventbox_alone_serves_and_prints_the_address_and_bundles() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_eventbox"))
+        .env("EVENTBOX_DATA", demo_data())
+        .env("EVENTBOX_ADDR", "127.0.0.1:0")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start eventbox");
+    let stdout = child.stdout.take().expect("stdout");
+    let _running = Running(child);
+    // The address line is printed once the listener is bound: it is the readiness signal.
+    let mut lines = BufReader::new(stdout).lines();
+    let first = lines.next().expect("a first line").expect("UTF-8");
+    let second = lines.next().expect("a bundle line").expect("UTF-8");
+
+    let base = first
+        .strip_prefix("eventbox listening on ")
+        .expect("the address line")
+        .to_string();
+    assert!(
+        second.contains("demo") && second.contains("token demo…"),
+        "{second}"
+    );
+    assert!(
+        !second.contains("demo-token"),
+        "the whole token printed: {second}"
+    );
+    let res = reqwest::Client::new()
+        .get(format!("{base}/api/v1/event"))
+        .header("Authorization-Token", "demo-token")
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(res.status(), 200);
+}
