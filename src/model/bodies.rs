@@ -36,11 +36,16 @@ impl<T: Serialize> Serialize for List<T> {
         let mut m = s.serialize_map(Some(2 + self.extra.len()))?;
         m.serialize_entry("data", &self.data)?;
         m.serialize_entry("count", &self.data.len())?;
-        for (k, v) in &self.extra {
-            m.serialize_entry(k, v)?;
-        }
-        m.end()
+        end_with_extra(m, &self.extra)
     }
+}
+
+/// Writes the members a file added after the body's own, then closes the map.
+fn end_with_extra<M: SerializeMap>(mut m: M, extra: &Extra) -> Result<M::Ok, M::Error> {
+    for (k, v) in extra {
+        m.serialize_entry(k, v)?;
+    }
+    m.end()
 }
 
 /// Checks an optional `count` member against the number the body really has.
@@ -99,10 +104,7 @@ impl Serialize for EventBody {
         let mut m = s.serialize_map(Some(2 + self.extra.len()))?;
         m.serialize_entry("data", std::slice::from_ref(&self.event))?;
         m.serialize_entry("count", &1)?;
-        for (k, v) in &self.extra {
-            m.serialize_entry(k, v)?;
-        }
-        m.end()
+        end_with_extra(m, &self.extra)
     }
 }
 
@@ -170,10 +172,7 @@ impl Serialize for SubmissionBody {
         m.serialize_entry("submission_type", &self.submission_type)?;
         m.serialize_entry("topic_area", &self.topic_area)?;
         m.serialize_entry("count", &2)?;
-        for (k, v) in &self.extra {
-            m.serialize_entry(k, v)?;
-        }
-        m.end()
+        end_with_extra(m, &self.extra)
     }
 }
 
@@ -218,10 +217,7 @@ impl Serialize for SubmissionListBody {
         let mut m = s.serialize_map(Some(2 + self.extra.len()))?;
         m.serialize_entry("submission", &self.submission)?;
         m.serialize_entry("count", &1)?;
-        for (k, v) in &self.extra {
-            m.serialize_entry(k, v)?;
-        }
-        m.end()
+        end_with_extra(m, &self.extra)
     }
 }
 
@@ -259,10 +255,7 @@ impl Serialize for HotsiteBody {
         let mut m = s.serialize_map(Some(2 + self.extra.len()))?;
         m.serialize_entry("capa", &self.capa)?;
         m.serialize_entry("areasSite", &self.areas)?;
-        for (k, v) in &self.extra {
-            m.serialize_entry(k, v)?;
-        }
-        m.end()
+        end_with_extra(m, &self.extra)
     }
 }
 
