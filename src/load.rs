@@ -39,6 +39,9 @@ pub struct BundleReport {
     pub problems: Vec<Problem>,
     /// When the folder was read.
     pub loaded_at: chrono::DateTime<chrono::Utc>,
+    /// The tokens its bundle.toml names, even when another file has errors (empty when
+    /// bundle.toml itself has one), so token clashes are found across every bundle.
+    pub tokens: Vec<String>,
 }
 
 impl BundleReport {
@@ -108,38 +111,40 @@ pub fn load_dir(dir: &Path) -> Result<Loaded, LoadError> {
     Ok(Loaded { reports })
 }
 
-/// A token may open one bundle only. The first bundle in name order keeps it; every later bundle
-/// naming it gets an error that names both and is not served, so a copied folder never takes the
-/// original down.
+/// A token may open one bundle only. Bundles that can be served claim their tokens first, in name
+/// order, then bundles with errors: so a broken copy never takes a good bundle's token, and the
+/// clash is still reported. Every bundle naming a token already claimed gets an error that names
+/// both bundles and is not served.
 fn resolve_token_conflicts(reports: &mut [BundleReport]) {
-    let mut owner: HashMap<String, String> = HashMap::new();
-    for report in reports.iter_mut() {
-        let Some(bundle) = &report.bundle else {
-            continue;
-        };
-        let clashes: Vec<(String, String)> = bundle
-            .config
-            .tokens
-            .iter()
-            .filter_map(|t| owner.get(t).map(|o| (t.clone(), o.clone())))
-            .collect();
-        if clashes.is_empty() {
-            for t in &bundle.config.tokens {
-                owner.insert(t.clone(), report.name.clone());
+    let mut order: Vec<usize> = (0..reports.len()).collect();
+    order.sort_by_key(|&i| (reports[i].bundle.is_none(), i));
+    let mut owner: HashMap<&str, usize> = HashMap::new();
+    let mut clashes: Vec<(usize, String, usize)> = Vec::new();
+    for i in order {
+        let report = &reports[i];
+        let before = clashes.len();
+        for t in &report.tokens {
+            if let Some(&o) = owner.get(t.as_str()) {
+                clashes.push((i, token_hint(t), o));
             }
-            continue;
         }
-        for (token, other) in clashes {
-            report.problems.push(Problem::error(
-                report.dir.join("bundle.toml"),
-                Location::File,
-                format!(
-                    "token {} is also named by bundle \"{other}\"; a token opens one bundle, so bundle \"{}\" is not served",
-                    token_hint(&token),
-                    report.name
-                ),
-            ));
+        if clashes.len() == before {
+            for t in &report.tokens {
+                owner.insert(t, i);
+            }
         }
+    }
+    for (i, hint, o) in clashes {
+        let other = reports[o].name.clone();
+        let report = &mut reports[i];
+        report.problems.push(Problem::error(
+            report.dir.join("bundle.toml"),
+            Location::File,
+            format!(
+                "token {hint} is also named by bundle {other:?}; a token opens one bundle, so bundle {:?} is not served",
+                report.name
+            ),
+        ));
         report.bundle = None;
     }
 }
@@ -158,9 +163,11 @@ const DETAILS_DIR: &str = "payment_details";
 /// Loads one bundle folder.
 pub fn load_bundle(dir: &Path, name: &str) -> BundleReport {
     let mut problems = Vec::new();
+    let mut tokens = Vec::new();
     let bundle = BundleLoader {
         dir,
         problems: &mut problems,
+        tokens: &mut tokens,
     }
     .load(name);
     let bundle = bundle.filter(|_| !problems.iter().any(Problem::is_error));
@@ -170,12 +177,14 @@ pub fn load_bundle(dir: &Path, name: &str) -> BundleReport {
         bundle,
         problems,
         loaded_at: chrono::Utc::now(),
+        tokens,
     }
 }
 
 struct BundleLoader<'a> {
     dir: &'a Path,
     problems: &'a mut Vec<Problem>,
+    tokens: &'a mut Vec<String>,
 }
 
 /// A file found in a bundle, by what it is for.
@@ -186,6 +195,9 @@ impl BundleLoader<'_> {
         let (files, details_dir) = self.scan()?;
 
         let config = self.required(&files, "bundle", model::bundle_config);
+        if let Some(config) = &config {
+            self.tokens.clone_from(&config.tokens);
+        }
         let event = self.required(&files, "event", bodies::event_body);
         let payments = self.optional(&files, "payments", bodies::payments_body);
         let submission = self.optional(&files, "submission", bodies::submission_body);
@@ -443,7 +455,7 @@ impl BundleLoader<'_> {
                 self.problems.push(Problem::warning(
                     &path,
                     Location::File,
-                    format!("no payment has the reference \"{reference}\"; this detail is served for it all the same"),
+                    format!("no payment has the reference {reference:?}; this detail is served for it all the same"),
                 ));
             }
             match self.file(&path, format, bodies::details_body) {

@@ -84,9 +84,11 @@ impl fmt::Display for Problem {
     }
 }
 
-/// A token cut to its first four characters, for logs and messages: a token is a secret.
+/// A token cut to its first four characters, for logs and messages: a token is a secret. A
+/// short token shows at most half of its characters, so no token is ever printed whole.
 pub fn token_hint(token: &str) -> String {
-    let head: String = token.chars().take(4).collect();
+    let shown = (token.chars().count() / 2).min(4);
+    let head: String = token.chars().take(shown).collect();
     format!("{head}…")
 }
 
@@ -116,6 +118,8 @@ mod tests {
     fn token_hint_keeps_four_characters() {
         assert_eq!(token_hint("demo-token"), "demo…");
         assert_eq!(token_hint("ção-secret"), "ção-…");
-        assert_eq!(token_hint("ab"), "ab…");
+        assert_eq!(token_hint("ab"), "a…");
+        assert_eq!(token_hint("demo"), "de…");
+        assert_eq!(token_hint("x"), "…");
     }
 }

@@ -130,8 +130,8 @@ struct BundleStatus<'a> {
     served: bool,
     id_event: Option<i64>,
     title: Option<&'a str>,
-    /// How many tokens open it; never the tokens.
-    tokens: Option<usize>,
+    /// How many tokens its bundle.toml names; never the tokens.
+    tokens: usize,
     records: Option<Records>,
     loaded_at: String,
     errors: Vec<String>,
@@ -156,7 +156,7 @@ fn bundle_status(report: &BundleReport) -> BundleStatus<'_> {
         served: bundle.is_some(),
         id_event: bundle.map(|b| b.event.event.id_event),
         title: bundle.map(|b| b.event.event.title.as_str()),
-        tokens: bundle.map(|b| b.config.tokens.len()),
+        tokens: report.tokens.len(),
         records: bundle.map(|b| Records {
             tickets: b.event.event.tickets.len(),
             payments: b.payments.data.len(),

@@ -20,7 +20,8 @@ fn form_value(bytes: &[u8]) -> Option<String> {
 }
 
 /// The `reference` of a request body. A body is JSON when its content type says so, or, with no
-/// content type or another one, when it starts with `{` or `[`; anything else is read as a form.
+/// content type or another one, when it starts with `{` or `[`. Otherwise it is a form, which
+/// needs the form content type or none at all: `text/plain` or multipart are `InvalidBody`.
 pub fn from_body(content_type: Option<&str>, body: &[u8]) -> Result<Option<String>, InvalidBody> {
     let trimmed = body.trim_ascii();
     if trimmed.is_empty() {
@@ -29,11 +30,13 @@ pub fn from_body(content_type: Option<&str>, body: &[u8]) -> Result<Option<Strin
     let mime = content_type
         .and_then(|ct| ct.split(';').next())
         .map(|m| m.trim().to_ascii_lowercase());
-    let is_json = match mime.as_deref() {
-        Some("application/json") => true,
-        Some(m) if m.ends_with("+json") => true,
-        Some("application/x-www-form-urlencoded") => false,
-        _ => trimmed.starts_with(b"{") || trimmed.starts_with(b"["),
+    let looks_json = trimmed.starts_with(b"{") || trimmed.starts_with(b"[");
+    let (is_json, may_be_form) = match mime.as_deref() {
+        Some("application/json") => (true, false),
+        Some(m) if m.ends_with("+json") => (true, false),
+        Some("application/x-www-form-urlencoded") => (false, true),
+        None => (looks_json, true),
+        Some(_) => (looks_json, false),
     };
     if is_json {
         let value: serde_json::Value = serde_json::from_slice(trimmed).map_err(|_| InvalidBody)?;
@@ -46,6 +49,9 @@ pub fn from_body(content_type: Option<&str>, body: &[u8]) -> Result<Option<Strin
             Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
             Some(_) => Err(InvalidBody),
         };
+    }
+    if !may_be_form {
+        return Err(InvalidBody);
     }
     // A form: UTF-8 text of `name=value` pairs separated by `&`.
     let text = std::str::from_utf8(trimmed).map_err(|_| InvalidBody)?;
@@ -94,6 +100,18 @@ mod tests {
         );
         assert_eq!(from_body(None, b"reference=X1"), Ok(Some("X1".into())));
         assert_eq!(from_body(Some("text/plain"), b"hello"), Err(InvalidBody));
+        assert_eq!(
+            from_body(Some("text/plain"), b"reference=X1"),
+            Err(InvalidBody)
+        );
+        assert_eq!(
+            from_body(Some("multipart/form-data; boundary=x"), b"--x\r\n"),
+            Err(InvalidBody)
+        );
+        assert_eq!(
+            from_body(Some("text/plain"), br#"{"reference":"X1"}"#),
+            Ok(Some("X1".into()))
+        );
         assert_eq!(from_body(form, b"\xff=1"), Err(InvalidBody));
         assert_eq!(from_body(None, b"  "), Ok(None));
     }

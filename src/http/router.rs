@@ -112,12 +112,26 @@ fn full_url<B>(req: &Request<B>, conn: &ConnInfo) -> String {
     format!("http://{host}{path}")
 }
 
-/// Answers one request from one snapshot.
+/// Answers one request from one snapshot. HEAD gets GET's status and headers, `Content-Length`
+/// included, and no body (HTTP/2 rejects DATA frames on a HEAD stream).
 pub async fn handle<B>(
     req: Request<B>,
     snapshot: &Snapshot,
     conn: &ConnInfo,
 ) -> Response<Full<Bytes>>
+where
+    B: Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let head = req.method() == Method::HEAD;
+    let mut res = answer(req, snapshot, conn).await;
+    if head {
+        *res.body_mut() = Full::new(Bytes::new());
+    }
+    res
+}
+
+async fn answer<B>(req: Request<B>, snapshot: &Snapshot, conn: &ConnInfo) -> Response<Full<Bytes>>
 where
     B: Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,

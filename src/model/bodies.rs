@@ -144,7 +144,7 @@ pub fn payments_body(v: &Value, diag: &mut Diag) -> Option<List<Payment>> {
             diag.error(
                 &format!("{data_path}[{i}].reference_payment"),
                 format!(
-                    "\"{}\" is also the reference of {data_path}[{first}]; references must be unique",
+                    "{:?} is also the reference of {data_path}[{first}]; references must be unique",
                     p.reference_payment
                 ),
             );

@@ -65,9 +65,9 @@ pub fn describe(v: &Value) -> String {
         Value::String(s) => {
             let short: String = s.chars().take(40).collect();
             if short.len() < s.len() {
-                format!("the string \"{short}…\"")
+                format!("the string {short:?}…")
             } else {
-                format!("the string \"{s}\"")
+                format!("the string {s:?}")
             }
         }
         Value::Array(_) => "an array".into(),

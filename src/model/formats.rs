@@ -56,7 +56,7 @@ impl TextFormat for DateTime {
         {
             Ok(DateTime(text.to_string()))
         } else {
-            Err(format!("\"{text}\" is not a YYYY-MM-DDTHH:MM:SS date-time"))
+            Err(format!("{text:?} is not a YYYY-MM-DDTHH:MM:SS date-time"))
         }
     }
 }
@@ -66,7 +66,7 @@ impl TextFormat for BrDate {
         if has_shape(text, "99/99/9999") && NaiveDate::parse_from_str(text, "%d/%m/%Y").is_ok() {
             Ok(BrDate(text.to_string()))
         } else {
-            Err(format!("\"{text}\" is not a DD/MM/YYYY date"))
+            Err(format!("{text:?} is not a DD/MM/YYYY date"))
         }
     }
 }
@@ -76,7 +76,7 @@ impl TextFormat for HourMinute {
         if has_shape(text, "99:99") && NaiveTime::parse_from_str(text, "%H:%M").is_ok() {
             Ok(HourMinute(text.to_string()))
         } else {
-            Err(format!("\"{text}\" is not an HH:MM hour"))
+            Err(format!("{text:?} is not an HH:MM hour"))
         }
     }
 }
@@ -92,7 +92,7 @@ impl TextFormat for DecimalText {
         if all_digits(int) && frac.is_none_or(all_digits) {
             Ok(DecimalText(text.to_string()))
         } else {
-            Err(format!("\"{text}\" is not a decimal number"))
+            Err(format!("{text:?} is not a decimal number"))
         }
     }
 }
@@ -123,6 +123,11 @@ mod tests {
             "\"2024-13-01\" is not a DD/MM/YYYY date"
         );
         assert!(BrDate::parse("31/04/2024").is_err());
+        assert_eq!(
+            BrDate::parse("1\nerror: x").unwrap_err(),
+            "\"1\\nerror: x\" is not a DD/MM/YYYY date",
+            "file text never adds a line to a report"
+        );
         assert!(HourMinute::parse("23:59").is_ok());
         assert!(HourMinute::parse("24:00").is_err());
         assert!(HourMinute::parse("9:30").is_err());

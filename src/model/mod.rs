@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use serde_json::{Number, Value};
 
 use bodies::{EventBody, HotsiteBody, List, SubmissionBody, SubmissionListBody};
-use decode::{describe, Diag};
+use decode::Diag;
 use records::{Payment, PaymentDetail};
 
 /// The two file formats a bundle may use.
@@ -54,8 +54,8 @@ pub fn parse_text(text: &str, format: Format) -> Result<Value, SyntaxError> {
             let suffix = format!(" at line {} column {}", e.line(), e.column());
             let message = full.strip_suffix(&suffix).unwrap_or(&full).to_string();
             SyntaxError {
-                line: e.line(),
-                column: e.column(),
+                line: e.line().max(1),
+                column: char_column(text, e.line(), e.column()),
                 message,
             }
         }),
@@ -74,6 +74,18 @@ pub fn parse_text(text: &str, format: Format) -> Result<Value, SyntaxError> {
             }
         },
     }
+}
+
+/// serde_json counts columns in bytes; people (and TOML's errors here) count characters. Turns a
+/// 1-based line and byte column into a 1-based character column, never less than 1.
+fn char_column(text: &str, line: usize, byte_column: usize) -> usize {
+    let line_text = text.split('\n').nth(line.saturating_sub(1)).unwrap_or("");
+    let mut end = byte_column.min(line_text.len());
+    // A column inside a multi-byte character counts that whole character.
+    while !line_text.is_char_boundary(end) {
+        end += 1;
+    }
+    line_text[..end].chars().count().max(1)
 }
 
 /// The 1-based line and column (in characters) of a byte offset.
@@ -122,9 +134,13 @@ pub fn bundle_config(v: &Value, diag: &mut Diag) -> Option<BundleConfig> {
         return None;
     };
     let Value::Array(items) = tokens else {
+        // Never quote the value: it is likely a token.
         diag.error(
             "tokens",
-            format!("expected an array of strings, found {}", describe(tokens)),
+            format!(
+                "expected an array of strings, found {}; write tokens = [\"...\"]",
+                kind_of(tokens)
+            ),
         );
         return None;
     };
@@ -161,20 +177,25 @@ pub fn bundle_config(v: &Value, diag: &mut Diag) -> Option<BundleConfig> {
             other => {
                 diag.error(
                     &path,
-                    format!(
-                        "expected a string, found {}",
-                        if other.is_number() {
-                            "a number".to_string()
-                        } else {
-                            describe(other)
-                        }
-                    ),
+                    format!("expected a string, found {}", kind_of(other)),
                 );
                 ok = false;
             }
         }
     }
     ok.then_some(BundleConfig { tokens: out })
+}
+
+/// What kind of value this is, without its content (for values that may be secrets).
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "a table",
+    }
 }
 
 /// One event's data, whole and validated: what a bundle folder holds.
@@ -204,6 +225,14 @@ mod tests {
     }
 
     #[test]
+    fn json_columns_count_characters_not_bytes() {
+        let e = parse_text("{\"título\": \"Três águas\" x}", Format::Json).unwrap_err();
+        assert_eq!((e.line, e.column), (1, 25), "{e:?}");
+        let e = parse_text("{\"a\": 1\n", Format::Json).unwrap_err();
+        assert!(e.column >= 1, "{e:?}");
+    }
+
+    #[test]
     fn toml_syntax_errors_have_line_and_column() {
         let e = parse_text("a = 1\nb = \n", Format::Toml).unwrap_err();
         assert_eq!((e.line, e.column), (2, 5));
@@ -224,10 +253,26 @@ mod tests {
     }
 
     #[test]
+    fn a_malformed_tokens_value_is_never_quoted() {
+        for text in [
+            "tokens = \"super-secret-token\"\n",
+            "tokens = [\"ok-token-1\", 42, {a = \"super-secret-token\"}]\n",
+        ] {
+            let mut diag = Diag::default();
+            let v = parse_text(text, Format::Toml).expect("valid TOML");
+            assert_eq!(bundle_config(&v, &mut diag), None);
+            assert!(!diag.findings.is_empty());
+            for f in &diag.findings {
+                assert!(!f.message.contains("secret"), "{}", f.message);
+            }
+        }
+    }
+
+    #[test]
     fn bundle_config_rules() {
         let mut diag = Diag::default();
         let v = parse_text(
-            "tokens = [\"abc\", \" x\", \"abc\"]\nfoo = 1\n",
+            "tokens = [\"abcdefgh\", \" padded-token\", \"abcdefgh\"]\nfoo = 1\n",
             Format::Toml,
         )
         .expect("valid TOML");
@@ -241,8 +286,8 @@ mod tests {
             msgs,
             vec![
                 "foo: unknown key, ignored",
-                "tokens[1]: token x… has white space around it; it could never match",
-                "tokens[2]: token abc… is listed twice",
+                "tokens[1]: token padd… has white space around it; it could never match",
+                "tokens[2]: token abcd… is listed twice",
             ]
         );
     }

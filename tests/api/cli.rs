@@ -68,12 +68,14 @@ fn check_names_the_file_and_place_of_every_kind_of_problem() {
         ("missing-field", "payments.json", p.replacen("\"buyer\": \"João Lima\", ", "", 1).into_bytes(), "missing-field/payments.json: [1].buyer: missing required field"),
         ("bad-datetime", "event.json", e.replacen("2026-10-05T08:00:00", "2026-10-05 08:00", 1).into_bytes(), "bad-datetime/event.json: data[0].start_date: \"2026-10-05 08:00\" is not a YYYY-MM-DDTHH:MM:SS date-time"),
         ("bad-date", "payments.json", p.replacen("03/08/2026", "2026-13-01", 1).into_bytes(), "bad-date/payments.json: [1].date_payment: \"2026-13-01\" is not a DD/MM/YYYY date"),
+        ("newline-value", "payments.json", p.replacen("02/06/2026", "02/06/2026\\nerror: fake line", 1).into_bytes(), "newline-value/payments.json: [0].date_payment: \"02/06/2026\\nerror: fake line\" is not a DD/MM/YYYY date"),
         ("bad-hour", "payments.json", p.replacen("09:15", "9:15", 1).into_bytes(), "bad-hour/payments.json: [0].hour_payment: \"9:15\" is not an HH:MM hour"),
         ("bad-latitude", "event.json", e.replacen("-19.9245", "-19,9245", 1).into_bytes(), "bad-latitude/event.json: data[0].latitude: \"-19,9245\" is not a decimal number"),
         ("bad-count", "event.json", e.replacen("\"count\": 1", "\"count\": 2", 1).into_bytes(), "bad-count/event.json: count: count is 2 but data has 1"),
         ("dup-reference", "payments.json", p.replacen("R-002", "R-001", 1).into_bytes(), "dup-reference/payments.json: [1].reference_payment: \"R-001\" is also the reference of [0]"),
         ("nested-path", "event.json", e.replacen("\"price\": 120.25", "\"price\": \"120.25\"", 1).into_bytes(), "nested-path/event.json: data[0].tickets[0].prices[1].price: expected a number, found the string \"120.25\""),
         ("two-formats", "event.toml", fixtures::EVENT_TOML.as_bytes().to_vec(), "two-formats/event.json: "),
+        ("tokens-string", "bundle.toml", b"tokens = \"secret-xyz-token\"\n".to_vec(), "tokens-string/bundle.toml: tokens: expected an array of strings, found a string"),
         ("no-tokens", "bundle.toml", b"tokens = []\n".to_vec(), "no-tokens/bundle.toml: tokens: at least one token is required"),
         ("not-utf8", "hotsite.json", b"{\"capa\": \"caf\xe9\"}".to_vec(), "not-utf8/hotsite.json: not valid UTF-8 (at byte 13)"),
     ];
@@ -98,6 +100,10 @@ fn check_names_the_file_and_place_of_every_kind_of_problem() {
     assert!(
         out.contains(&format!("error: {root}/missing-event/event.json: missing")),
         "{out}"
+    );
+    assert!(
+        !out.contains("secret-xyz-token"),
+        "a token in the report:\n{out}"
     );
     assert!(
         out.contains(&format!(

@@ -142,27 +142,67 @@ async fn trailing_slashes_are_optional_everywhere() {
 }
 
 #[tokio::test]
-async fn head_answers_the_get_headers_without_a_body() {
-    let app = spawn_app(&demo_data()).await;
-    for path in ["/api/v1/event", "/api/v1/payments/", "/api/v1/hotsite/"] {
-        let get = app.get(path, DEMO_TOKEN).await;
-        let head = app.send(Method::HEAD, path, Some(DEMO_TOKEN), None).await;
+async fn head_answers_the_get_headers_and_sends_no_body_bytes() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-        assert_eq!(head.status, 200, "{path}");
-        assert!(head.body.is_empty(), "{path}: HEAD has no body");
-        assert_eq!(
-            head.header("content-length"),
-            Some(get.body.len().to_string().as_str()),
-            "{path}"
-        );
-        assert_eq!(
-            head.header("content-type"),
-            get.header("content-type"),
-            "{path}"
-        );
-    }
-    let head = app.send(Method::HEAD, "/api/v1/event", None, None).await;
-    assert_eq!(head.status, 401, "HEAD is authorised like GET");
+    let app = spawn_app(&demo_data()).await;
+    let get = app.get("/api/v1/event", DEMO_TOKEN).await;
+    // A raw HTTP/1.1 connection: HEAD, then GET /healthz on the same connection. Had the HEAD
+    // answer carried body bytes, they would stand where the second status line must be.
+    let addr = app.base.trim_start_matches("http://");
+    let mut conn = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let requests = format!(
+        "HEAD /api/v1/event HTTP/1.1\r\nHost: {addr}\r\nAuthorization-Token: {DEMO_TOKEN}\r\n\r\n\
+         GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    );
+    conn.write_all(requests.as_bytes()).await.expect("write");
+    let mut raw = String::new();
+    conn.read_to_string(&mut raw).await.expect("read");
+
+    let (head, rest) = raw
+        .split_once("\r\n\r\n")
+        .expect("the HEAD answer's headers");
+    assert!(head.starts_with("HTTP/1.1 200 OK"), "{raw}");
+    let len = format!("content-length: {}", get.body.len());
+    assert!(head.lines().any(|l| l.eq_ignore_ascii_case(&len)), "{head}");
+    assert!(
+        head.contains("content-type: application/json; charset=utf-8"),
+        "{head}"
+    );
+    assert!(
+        rest.starts_with("HTTP/1.1 200 OK"),
+        "HEAD sent body bytes: {rest:.80}"
+    );
+    assert!(rest.ends_with(r#"{"status":"ok"}"#), "{rest}");
+    let unauthorised = app.send(Method::HEAD, "/api/v1/event", None, None).await;
+    assert_eq!(unauthorised.status, 401, "HEAD is authorised like GET");
+}
+
+#[tokio::test]
+async fn head_over_http2_answers_headers_only() {
+    let app = spawn_app(&demo_data()).await;
+    let client = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .expect("client");
+
+    let res = client
+        .head(format!("{}/api/v1/payments/", app.base))
+        .header("Authorization-Token", DEMO_TOKEN)
+        .send()
+        .await
+        .expect("HEAD over HTTP/2 is answered");
+
+    assert_eq!(res.version(), reqwest::Version::HTTP_2);
+    assert_eq!(res.status(), 200);
+    let declared = res
+        .headers()
+        .get("content-length")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let get = app.get("/api/v1/payments/", DEMO_TOKEN).await;
+    assert_eq!(declared, Some(get.body.len().to_string()));
+    assert!(res.bytes().await.expect("no body").is_empty());
 }
 
 #[tokio::test]

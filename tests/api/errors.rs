@@ -58,11 +58,12 @@ async fn details_without_a_reference_is_missing_reference() {
 #[tokio::test]
 async fn a_body_that_is_neither_json_nor_form_is_invalid_body() {
     let app = spawn_app(&demo_data()).await;
-    let bodies: [(&str, &[u8]); 4] = [
+    let bodies: [(&str, &[u8]); 5] = [
         ("application/json", b"{\"reference\": "),
         ("application/json", b"[\"PG2026000104\"]"),
         ("", b"{not json"),
         ("text/plain", b"just some words"),
+        ("text/plain", b"reference=PG2026000104"),
     ];
     for (content_type, body) in bodies {
         app.send(
