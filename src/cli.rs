@@ -1,18 +1,20 @@
-//! The command line: `serve` (the default) and `check`. Raw flags are parsed by clap here; the
-//! commands return an exit code, so `main` stays a dispatcher.
+//! The command line: `serve` (the default) and `check`. clap parses the raw flags here; `config`
+//! merges them with the configuration file; the commands return an exit code, so `main` stays a
+//! dispatcher.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use tokio::net::TcpListener;
 
-use crate::load::{self, Loaded};
+use crate::app::App;
+use crate::catalog::Catalog;
+use crate::config::{self, LogFormat, Overrides, ServeConfig, WatchKind};
 use crate::problem::{token_hint, Severity};
-use crate::store::{Snapshot, Store};
 
-/// Exit code: the data folder (or the address) could not be used.
+/// Exit code: the data folder, the address or the configuration could not be used.
 pub const EXIT_UNUSABLE: u8 = 2;
 
 #[derive(Debug, Parser)]
@@ -40,12 +42,50 @@ pub enum Command {
 
 #[derive(Debug, Clone, Args)]
 pub struct ServeArgs {
-    /// The data folder: one sub-folder per bundle.
-    #[arg(long, env = "EVENTBOX_DATA", default_value = "data")]
-    pub data: PathBuf,
-    /// The address to listen on.
-    #[arg(long, env = "EVENTBOX_ADDR", default_value = "127.0.0.1:8080")]
-    pub addr: SocketAddr,
+    /// The data folder: one sub-folder per bundle [default: data]
+    #[arg(long, env = "EVENTBOX_DATA")]
+    pub data: Option<PathBuf>,
+    /// The address to listen on [default: 127.0.0.1:8080]
+    #[arg(long, env = "EVENTBOX_ADDR")]
+    pub addr: Option<SocketAddr>,
+    /// How to notice changed files [default: native]
+    #[arg(long, env = "EVENTBOX_WATCH", value_enum)]
+    pub watch: Option<WatchKind>,
+    /// Do not watch the data folder (SIGHUP still reloads)
+    #[arg(long, env = "EVENTBOX_NO_WATCH")]
+    pub no_watch: bool,
+    /// How often --watch poll scans, e.g. 500ms or 2s [default: 1s]
+    #[arg(long, env = "EVENTBOX_POLL_INTERVAL", value_parser = config::parse_duration)]
+    pub poll_interval: Option<Duration>,
+    /// How long changes must settle before a reload, e.g. 100ms [default: 100ms]
+    #[arg(long, env = "EVENTBOX_DEBOUNCE", value_parser = config::parse_duration)]
+    pub debounce: Option<Duration>,
+    /// Log lines as text or JSON (RUST_LOG filters them) [default: text]
+    #[arg(long, env = "EVENTBOX_LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// Log one line per request (method, path, status, duration, bundle, token hint)
+    #[arg(long, env = "EVENTBOX_ACCESS_LOG")]
+    pub access_log: bool,
+    /// A TOML file with any of these options; flags and EVENTBOX_* variables override it
+    #[arg(long, env = "EVENTBOX_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+impl ServeArgs {
+    /// The serve configuration, and the warnings to log once logging runs.
+    pub fn resolve(&self) -> Result<(ServeConfig, Vec<String>), config::ConfigError> {
+        let overrides = Overrides {
+            data: self.data.clone(),
+            addr: self.addr,
+            watch: self.watch,
+            no_watch: self.no_watch,
+            poll_interval: self.poll_interval,
+            debounce: self.debounce,
+            log_format: self.log_format,
+            access_log: self.access_log,
+        };
+        ServeConfig::resolve(&overrides, self.config.as_deref())
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -61,32 +101,38 @@ pub struct CheckArgs {
 /// `eventbox check`: 0 when clean (or only warnings without `--strict`), 1 on errors, 2 when the
 /// folder cannot be read.
 pub fn check(args: &CheckArgs, out: &mut impl std::io::Write) -> std::io::Result<u8> {
-    let loaded = match load::load_dir(&args.dir) {
-        Ok(l) => l,
+    let catalog = match Catalog::load(&args.dir) {
+        Ok(c) => c,
         Err(e) => {
             writeln!(out, "error: {e}")?;
             return Ok(EXIT_UNUSABLE);
         }
     };
-    for p in loaded.problems() {
-        let severity = if args.strict {
-            Severity::Error
-        } else {
-            p.severity
-        };
-        writeln!(out, "{}: {p}", severity.as_str())?;
+    for entry in catalog.entries() {
+        for p in entry.all_problems() {
+            let severity = if args.strict {
+                Severity::Error
+            } else {
+                p.severity
+            };
+            writeln!(out, "{}: {p}", severity.as_str())?;
+        }
     }
-    let errors = loaded.count(Severity::Error);
-    let warnings = loaded.count(Severity::Warning);
-    let served = loaded.bundles().count();
-    let total = loaded.reports.len();
+    let errors = catalog.count(Severity::Error);
+    let warnings = catalog.count(Severity::Warning);
+    let served = catalog.entries().filter(|e| e.serving.is_some()).count();
+    let total = catalog.entries().count();
     writeln!(
         out,
         "{total} bundle{} checked, {served} would be served; {errors} error{}, {warnings} warning{}{}",
         plural(total),
         plural(errors),
         plural(warnings),
-        if args.strict && warnings > 0 { " (--strict: warnings count as errors)" } else { "" },
+        if args.strict && warnings > 0 {
+            " (--strict: warnings count as errors)"
+        } else {
+            ""
+        },
     )?;
     let failed = errors > 0 || (args.strict && warnings > 0);
     Ok(u8::from(failed))
@@ -100,67 +146,121 @@ fn plural(n: usize) -> &'static str {
     }
 }
 
-/// Logs every problem of a load, one line each.
-fn log_problems(loaded: &Loaded) {
-    for p in loaded.problems() {
-        match p.severity {
-            Severity::Error => tracing::error!("{p}"),
-            Severity::Warning => tracing::warn!("{p}"),
-        }
+/// `eventbox serve`: bind, load, print the address and the bundles, watch, serve until Ctrl-C or
+/// SIGTERM. `/readyz` answers 503 until the first load is published.
+pub async fn serve(config: &ServeConfig) -> u8 {
+    // Fail fast, before binding, when the folder is not there at all.
+    if let Err(e) = crate::load::bundle_names(&config.data) {
+        eprintln!("eventbox: {e}");
+        return EXIT_UNUSABLE;
     }
-    for r in loaded.reports.iter().filter(|r| r.bundle.is_none()) {
-        tracing::error!(bundle = %r.name, "bundle not served: it has errors");
-    }
-}
-
-/// Loads the data folder, reporting as `serve` does; `Err` carries the message for exit code 2.
-pub fn initial_load(data: &Path) -> Result<Loaded, String> {
-    let loaded = load::load_dir(data).map_err(|e| e.to_string())?;
-    log_problems(&loaded);
-    Ok(loaded)
-}
-
-/// `eventbox serve`: load, bind, print the address and the bundles, serve until Ctrl-C/SIGTERM.
-pub async fn serve(args: &ServeArgs) -> u8 {
-    let loaded = match initial_load(&args.data) {
+    let listener = match TcpListener::bind(config.addr).await {
         Ok(l) => l,
-        Err(message) => {
-            eprintln!("eventbox: {message}");
+        Err(e) => {
+            eprintln!("eventbox: cannot listen on {}: {e}", config.addr);
             return EXIT_UNUSABLE;
         }
     };
-    let listener = match TcpListener::bind(args.addr).await {
-        Ok(l) => l,
+    let addr = listener.local_addr().map_or(config.addr, |a| a);
+    say(format_args!("eventbox listening on http://{addr}"));
+
+    let app = App::new(&config.data);
+    let server = tokio::spawn(crate::http::serve(
+        listener,
+        app.service(config.access_log),
+        shutdown_signal(),
+    ));
+
+    // Watch before the first load, so that nothing changed in between is missed (a change seen
+    // during the load only reloads once more).
+    let _watcher = match app.watch(config.watch, config.debounce) {
+        Ok(w) => w,
         Err(e) => {
-            eprintln!("eventbox: cannot listen on {}: {e}", args.addr);
-            return EXIT_UNUSABLE;
+            tracing::warn!("{e}; changes are picked up on SIGHUP only");
+            None
         }
     };
-    let addr = listener.local_addr().map_or(args.addr, |a| a);
-    println!("eventbox listening on http://{addr}");
-    for bundle in loaded.bundles() {
-        let first = bundle
-            .config
-            .tokens
-            .first()
-            .map(|t| token_hint(t))
-            .unwrap_or_default();
-        println!("  bundle {:<20} token {first}", bundle.name);
-    }
-    if loaded.bundles().next().is_none() {
-        println!(
-            "  no bundle is served: add one under {}",
-            args.data.display()
-        );
-    }
-    let store = Arc::new(Store::new(Snapshot::build(loaded)));
-    match crate::http::serve(listener, store, shutdown_signal()).await {
-        Ok(()) => 0,
+    spawn_sighup_reloads(&app);
+    let loader = app.clone();
+    match tokio::task::spawn_blocking(move || loader.load()).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            eprintln!("eventbox: {e}");
+            return EXIT_UNUSABLE;
+        }
         Err(e) => {
+            eprintln!("eventbox: the first load failed: {e}");
+            return 1;
+        }
+    }
+    print_bundles(&app, config);
+
+    match server.await {
+        Ok(Ok(())) => 0,
+        Ok(Err(e)) => {
             eprintln!("eventbox: {e}");
             1
         }
+        Err(e) => {
+            eprintln!("eventbox: the server stopped: {e}");
+            1
+        }
     }
+}
+
+/// Prints a startup line. A closed or full stdout (piped into `head`, a reader that went away)
+/// must not stop the server, so write errors are ignored rather than panicking as `println!` does.
+fn say(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+fn print_bundles(app: &App, config: &ServeConfig) {
+    app.reloader.with_catalog(|catalog| {
+        let mut any = false;
+        for entry in catalog.entries() {
+            let Some(version) = &entry.serving else {
+                continue;
+            };
+            any = true;
+            let first = version
+                .tokens
+                .first()
+                .map(|t| token_hint(t))
+                .unwrap_or_default();
+            say(format_args!("  bundle {:<20} token {first}", entry.name));
+        }
+        if !any {
+            say(format_args!(
+                "  no bundle is served: add one under {}",
+                config.data.display()
+            ));
+        }
+    });
+}
+
+/// SIGHUP reloads every bundle now.
+fn spawn_sighup_reloads(app: &App) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+            tracing::warn!("cannot listen for SIGHUP");
+            return;
+        };
+        let app = app.clone();
+        tokio::spawn(async move {
+            while hangups.recv().await.is_some() {
+                tracing::info!("SIGHUP: reloading every bundle");
+                let app = app.clone();
+                let _ = tokio::task::spawn_blocking(move || app.load()).await;
+            }
+        });
+    }
+    #[cfg(not(unix))]
+    let _ = app;
 }
 
 /// Completes on Ctrl-C or SIGTERM.
@@ -185,5 +285,5 @@ pub async fn shutdown_signal() {
         () = ctrl_c => {}
         () = term => {}
     }
-    tracing::info!("shutting down");
+    tracing::info!("shutting down: no new connections; requests in flight may finish");
 }

@@ -3,18 +3,28 @@
 //!
 //! # Layout
 //! - [`model`]: the records and bodies of the API, decoded and validated from JSON or TOML text;
-//! - [`load`]: reads a data folder into bundles, collecting every problem;
+//! - [`load`]: reads a bundle folder into a bundle, collecting every problem;
+//! - [`catalog`]: every bundle folder across reloads, and which version serves which token;
 //! - [`store`]: prepares each bundle's answers as bytes in an immutable snapshot, behind ArcSwap;
+//! - [`reload`], [`watch`]: reading what changed and swapping a new snapshot in;
 //! - [`http`]: the hyper server and the router that answers from the snapshot;
-//! - [`cli`]: the command line (`serve`, `check`);
+//! - [`metrics`]: Prometheus metrics;
+//! - [`app`]: those pieces wired together, as `serve` and the tests run them;
+//! - [`config`], [`cli`]: the command line (`serve`, `check`) and the configuration file;
 //! - [`problem`]: errors and warnings with the file and place they concern.
 //!
 //! See ARCHITECTURE.md for the invariants.
 #![forbid(unsafe_code)]
 
+pub mod app;
+pub mod catalog;
 pub mod cli;
+pub mod config;
 pub mod http;
 pub mod load;
+pub mod metrics;
 pub mod model;
 pub mod problem;
+pub mod reload;
 pub mod store;
+pub mod watch;

@@ -2,10 +2,10 @@
 //!
 //! Loading never fails because of a bundle's content: it returns a report per bundle folder with
 //! the bundle (when it had no error) and every problem found, so `serve` can start with the good
-//! bundles and `check` can list everything at once. Only a data folder that cannot be read at all
-//! is an `Err`.
+//! bundles and `check` can list everything at once. Only a data folder that cannot be listed at
+//! all is an `Err`. Deciding between bundles (token clashes, reloads) is `catalog`'s job.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -16,7 +16,7 @@ use crate::model::bodies::{self, List};
 use crate::model::decode::Diag;
 use crate::model::records::PaymentDetail;
 use crate::model::{self, Bundle, Format};
-use crate::problem::{token_hint, Location, Problem, Severity};
+use crate::problem::{Location, Problem};
 
 /// The data folder itself could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -54,30 +54,9 @@ impl BundleReport {
     }
 }
 
-/// Every bundle folder of a data folder, in name order.
-#[derive(Debug, Clone, Default)]
-pub struct Loaded {
-    pub reports: Vec<BundleReport>,
-}
-
-impl Loaded {
-    pub fn problems(&self) -> impl Iterator<Item = &Problem> {
-        self.reports.iter().flat_map(|r| r.problems.iter())
-    }
-
-    pub fn count(&self, severity: Severity) -> usize {
-        self.problems().filter(|p| p.severity == severity).count()
-    }
-
-    /// The bundles that will be served.
-    pub fn bundles(&self) -> impl Iterator<Item = &Bundle> {
-        self.reports.iter().filter_map(|r| r.bundle.as_ref())
-    }
-}
-
-/// Loads every bundle folder of `dir`. Folders whose names start with `.` or `_` are skipped, and
-/// so are plain files at the top of the data folder.
-pub fn load_dir(dir: &Path) -> Result<Loaded, LoadError> {
+/// The bundle folders of a data folder, in name order. Folders whose names start with `.` or `_`
+/// are skipped, and so are plain files at the top of the data folder.
+pub fn bundle_names(dir: &Path) -> Result<Vec<String>, LoadError> {
     let unreadable = |source| LoadError::Unreadable {
         path: dir.to_path_buf(),
         source,
@@ -103,50 +82,7 @@ pub fn load_dir(dir: &Path) -> Result<Loaded, LoadError> {
         }
     }
     names.sort();
-    let mut reports: Vec<BundleReport> = names
-        .into_iter()
-        .map(|name| load_bundle(&dir.join(&name), &name))
-        .collect();
-    resolve_token_conflicts(&mut reports);
-    Ok(Loaded { reports })
-}
-
-/// A token may open one bundle only. Bundles that can be served claim their tokens first, in name
-/// order, then bundles with errors: so a broken copy never takes a good bundle's token, and the
-/// clash is still reported. Every bundle naming a token already claimed gets an error that names
-/// both bundles and is not served.
-fn resolve_token_conflicts(reports: &mut [BundleReport]) {
-    let mut order: Vec<usize> = (0..reports.len()).collect();
-    order.sort_by_key(|&i| (reports[i].bundle.is_none(), i));
-    let mut owner: HashMap<&str, usize> = HashMap::new();
-    let mut clashes: Vec<(usize, String, usize)> = Vec::new();
-    for i in order {
-        let report = &reports[i];
-        let before = clashes.len();
-        for t in &report.tokens {
-            if let Some(&o) = owner.get(t.as_str()) {
-                clashes.push((i, token_hint(t), o));
-            }
-        }
-        if clashes.len() == before {
-            for t in &report.tokens {
-                owner.insert(t, i);
-            }
-        }
-    }
-    for (i, hint, o) in clashes {
-        let other = reports[o].name.clone();
-        let report = &mut reports[i];
-        report.problems.push(Problem::error(
-            report.dir.join("bundle.toml"),
-            Location::File,
-            format!(
-                "token {hint} is also named by bundle {other:?}; a token opens one bundle, so bundle {:?} is not served",
-                report.name
-            ),
-        ));
-        report.bundle = None;
-    }
+    Ok(names)
 }
 
 /// The files a bundle may hold, by stem.

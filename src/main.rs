@@ -4,37 +4,57 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use eventbox::cli::{self, Cli, Command};
+use eventbox::cli::{self, Cli, Command, ServeArgs};
+use eventbox::config::LogFormat;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     let code = match cli.command {
-        Some(Command::Check(args)) => match cli::check(&args, &mut std::io::stdout().lock()) {
-            Ok(code) => code,
-            Err(e) => {
-                eprintln!("eventbox: cannot write the report: {e}");
-                cli::EXIT_UNUSABLE
+        Some(Command::Check(args)) => {
+            init_logging(LogFormat::Text);
+            match cli::check(&args, &mut std::io::stdout().lock()) {
+                Ok(code) => code,
+                Err(e) => {
+                    eprintln!("eventbox: cannot write the report: {e}");
+                    cli::EXIT_UNUSABLE
+                }
             }
-        },
+        }
         Some(Command::Serve(args)) => run_serve(&args),
         None => run_serve(&cli.serve),
     };
     ExitCode::from(code)
 }
 
-fn run_serve(args: &cli::ServeArgs) -> u8 {
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn run_serve(args: &ServeArgs) -> u8 {
+    let (config, warnings) = match args.resolve() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("eventbox: {e}");
+            return cli::EXIT_UNUSABLE;
+        }
+    };
+    init_logging(config.log_format);
+    for w in warnings {
+        tracing::warn!("configuration: {w}");
+    }
     match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
-        Ok(rt) => rt.block_on(cli::serve(args)),
+        Ok(rt) => rt.block_on(cli::serve(&config)),
         Err(e) => {
             eprintln!("eventbox: cannot start the runtime: {e}");
             1

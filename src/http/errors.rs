@@ -23,6 +23,8 @@ pub enum ApiError {
     BodyTooLarge,
     /// A method other than GET or HEAD on a known path.
     MethodNotAllowed,
+    /// The first load has not finished yet.
+    NotReady,
 }
 
 /// The largest request body read, in bytes (64 KiB).
@@ -43,7 +45,7 @@ macro_rules! error_body {
 }
 
 impl ApiError {
-    pub const ALL: [ApiError; 7] = [
+    pub const ALL: [ApiError; 8] = [
         ApiError::MissingToken,
         ApiError::InvalidToken,
         ApiError::MissingReference,
@@ -51,6 +53,7 @@ impl ApiError {
         ApiError::PaymentNotFound,
         ApiError::BodyTooLarge,
         ApiError::MethodNotAllowed,
+        ApiError::NotReady,
     ];
 
     pub fn status(self) -> StatusCode {
@@ -60,6 +63,7 @@ impl ApiError {
             ApiError::PaymentNotFound => StatusCode::NOT_FOUND,
             ApiError::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::NotReady => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -73,6 +77,7 @@ impl ApiError {
             ApiError::PaymentNotFound => "payment_not_found",
             ApiError::BodyTooLarge => "body_too_large",
             ApiError::MethodNotAllowed => "method_not_allowed",
+            ApiError::NotReady => "not_ready",
         }
     }
 
@@ -114,6 +119,11 @@ impl ApiError {
                     "The method is not allowed on this resource; use GET or HEAD.",
                     405,
                     "method_not_allowed"
+                ),
+                ApiError::NotReady => error_body!(
+                    "eventbox is still loading its data; retry shortly.",
+                    503,
+                    "not_ready"
                 ),
             }
             .as_bytes(),

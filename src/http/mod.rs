@@ -1,7 +1,7 @@
 //! The HTTP side: a hyper 1 server that answers from the current snapshot.
 //!
-//! - [`server`]: the accept loop and graceful shutdown; takes a bound listener, so tests bind
-//!   `127.0.0.1:0` and run it in-process;
+//! - [`server`]: the accept loop, metrics and access log around the router, graceful shutdown;
+//!   takes a bound listener, so tests bind `127.0.0.1:0` and run it in-process;
 //! - [`router`]: request → response, a plain function of the request and a snapshot;
 //! - [`details`]: where the details endpoint finds its `reference`;
 //! - [`errors`]: the error contract, as constant bodies.
@@ -11,4 +11,4 @@ pub mod errors;
 pub mod router;
 pub mod server;
 
-pub use server::serve;
+pub use server::{serve, Service};

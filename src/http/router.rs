@@ -1,18 +1,21 @@
-//! Request → response: a plain function of the request and the snapshot.
+//! Request → response: a plain function of the request, its route and the snapshot.
 //!
 //! Checks run in the order the error contract fixes: path, method, token, then the request's own
-//! parameters. Every success body is a prepared `Bytes`; answering is a lookup and a clone.
+//! parameters. Every success body of the API is a prepared `Bytes`; answering is a lookup and a
+//! clone. `/metrics` is the one route that encodes per request (it is scraped, not polled).
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Body;
-use hyper::header::{HeaderValue, ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HOST};
+use hyper::header::{HeaderValue, ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HOST, RETRY_AFTER};
 use hyper::{Method, Request, Response, StatusCode};
 
 use super::details;
 use super::errors::{not_found_body, ApiError, BODY_LIMIT};
+use crate::metrics::{self, Metrics};
 use crate::store::{Prepared, Snapshot};
 
 /// The header that carries the token.
@@ -21,6 +24,7 @@ pub const TOKEN_HEADER: &str = "authorization-token";
 const JSON: HeaderValue = HeaderValue::from_static("application/json; charset=utf-8");
 const GET_HEAD: HeaderValue = HeaderValue::from_static("GET, HEAD");
 const HEALTHY: &[u8] = b"{\"status\":\"ok\"}";
+const READY: &[u8] = b"{\"status\":\"ready\"}";
 
 /// The six endpoints of the API text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,10 +42,12 @@ pub enum Endpoint {
 pub enum Route {
     Api(Endpoint),
     Healthz,
+    Readyz,
     Status,
+    Metrics,
 }
 
-const ROUTES: [(&str, Route); 8] = [
+const ROUTES: [(&str, Route); 10] = [
     ("/api/v1/event", Route::Api(Endpoint::Event)),
     ("/api/v1/payments", Route::Api(Endpoint::Payments)),
     (
@@ -55,7 +61,9 @@ const ROUTES: [(&str, Route); 8] = [
     ),
     ("/api/v1/hotsite", Route::Api(Endpoint::Hotsite)),
     ("/healthz", Route::Healthz),
+    ("/readyz", Route::Readyz),
     ("/status", Route::Status),
+    ("/metrics", Route::Metrics),
 ];
 
 impl Route {
@@ -68,13 +76,31 @@ impl Route {
             .find(|(p, _)| p.eq_ignore_ascii_case(path))
             .map(|&(_, r)| r)
     }
+
+    /// The `endpoint` label of metrics and logs.
+    pub fn label(route: Option<Route>) -> &'static str {
+        match route {
+            Some(Route::Api(Endpoint::Event)) => "event",
+            Some(Route::Api(Endpoint::Payments)) => "payments",
+            Some(Route::Api(Endpoint::PaymentDetails)) => "payment_details",
+            Some(Route::Api(Endpoint::Submission)) => "submission",
+            Some(Route::Api(Endpoint::SubmissionList)) => "submission_list",
+            Some(Route::Api(Endpoint::Hotsite)) => "hotsite",
+            Some(Route::Healthz) => "healthz",
+            Some(Route::Readyz) => "readyz",
+            Some(Route::Status) => "status",
+            Some(Route::Metrics) => "metrics",
+            None => "unknown",
+        }
+    }
 }
 
-/// What the router needs to know about the connection.
-#[derive(Debug, Clone, Copy)]
-pub struct ConnInfo {
+/// What the router needs beyond the request and the snapshot; one per server.
+#[derive(Debug, Clone)]
+pub struct Context {
     /// The server's own address, for the unknown-path answer when a request has no Host.
     pub local: SocketAddr,
+    pub metrics: Arc<Metrics>,
 }
 
 fn json(status: StatusCode, body: Bytes) -> Response<Full<Bytes>> {
@@ -89,14 +115,21 @@ fn json(status: StatusCode, body: Bytes) -> Response<Full<Bytes>> {
 
 fn error(e: ApiError) -> Response<Full<Bytes>> {
     let mut res = json(e.status(), e.body());
-    if e == ApiError::MethodNotAllowed {
-        res.headers_mut().insert(ALLOW, GET_HEAD);
+    match e {
+        ApiError::MethodNotAllowed => {
+            res.headers_mut().insert(ALLOW, GET_HEAD);
+        }
+        ApiError::NotReady => {
+            res.headers_mut()
+                .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        _ => {}
     }
     res
 }
 
 /// The full URL of a request, as the service's framework quotes it.
-fn full_url<B>(req: &Request<B>, conn: &ConnInfo) -> String {
+fn full_url<B>(req: &Request<B>, ctx: &Context) -> String {
     let uri = req.uri();
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
     let host = uri
@@ -108,50 +141,71 @@ fn full_url<B>(req: &Request<B>, conn: &ConnInfo) -> String {
                 .and_then(|h| h.to_str().ok())
                 .map(str::to_string)
         })
-        .unwrap_or_else(|| conn.local.to_string());
+        .unwrap_or_else(|| ctx.local.to_string());
     format!("http://{host}{path}")
 }
 
-/// Answers one request from one snapshot. HEAD gets GET's status and headers, `Content-Length`
-/// included, and no body (HTTP/2 rejects DATA frames on a HEAD stream).
+/// The token of a request, trimmed; empty when absent.
+pub fn token_of<B>(req: &Request<B>) -> &[u8] {
+    req.headers()
+        .get(TOKEN_HEADER)
+        .map(|v| v.as_bytes().trim_ascii())
+        .unwrap_or_default()
+}
+
+/// Answers one request from one snapshot; `route` is `Route::of` the request's path. HEAD gets
+/// GET's status and headers, `Content-Length` included, and no body (HTTP/2 rejects DATA frames
+/// on a HEAD stream).
 pub async fn handle<B>(
     req: Request<B>,
+    route: Option<Route>,
     snapshot: &Snapshot,
-    conn: &ConnInfo,
+    ctx: &Context,
 ) -> Response<Full<Bytes>>
 where
     B: Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let head = req.method() == Method::HEAD;
-    let mut res = answer(req, snapshot, conn).await;
+    let mut res = answer(req, route, snapshot, ctx).await;
     if head {
         *res.body_mut() = Full::new(Bytes::new());
     }
     res
 }
 
-async fn answer<B>(req: Request<B>, snapshot: &Snapshot, conn: &ConnInfo) -> Response<Full<Bytes>>
+async fn answer<B>(
+    req: Request<B>,
+    route: Option<Route>,
+    snapshot: &Snapshot,
+    ctx: &Context,
+) -> Response<Full<Bytes>>
 where
     B: Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let Some(route) = Route::of(req.uri().path()) else {
-        return json(StatusCode::NOT_FOUND, not_found_body(&full_url(&req, conn)));
+    let Some(route) = route else {
+        return json(StatusCode::NOT_FOUND, not_found_body(&full_url(&req, ctx)));
     };
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return error(ApiError::MethodNotAllowed);
     }
     let endpoint = match route {
         Route::Healthz => return json(StatusCode::OK, Bytes::from_static(HEALTHY)),
+        Route::Metrics => {
+            let mut res = json(StatusCode::OK, Bytes::from(ctx.metrics.render()));
+            res.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static(metrics::CONTENT_TYPE),
+            );
+            return res;
+        }
+        _ if !snapshot.is_ready() => return error(ApiError::NotReady),
+        Route::Readyz => return json(StatusCode::OK, Bytes::from_static(READY)),
         Route::Status => return json(StatusCode::OK, snapshot.status().clone()),
         Route::Api(endpoint) => endpoint,
     };
-    let token = req
-        .headers()
-        .get(TOKEN_HEADER)
-        .map(|v| v.as_bytes().trim_ascii())
-        .unwrap_or_default();
+    let token = token_of(&req);
     if token.is_empty() {
         return error(ApiError::MissingToken);
     }

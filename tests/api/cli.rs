@@ -233,7 +233,7 @@ fn a_token_named_by_two_bundles_is_an_error_naming_both() {
     let (code, out, root) = check(&data, &[]);
 
     assert_eq!(code, 1, "{out}");
-    let expected = format!("error: {root}/beta/bundle.toml: token tiny… is also named by bundle \"alpha\"; a token opens one bundle, so bundle \"beta\" is not served");
+    let expected = format!("error: {root}/beta/bundle.toml: token tiny… is also named by bundle \"alpha\"; a token opens one bundle, so bundle \"beta\": it is not served");
     assert!(out.contains(&expected), "missing\n  {expected}\nin:\n{out}");
     assert!(
         !out.contains("tiny-token"),
@@ -329,4 +329,223 @@ async fn eventbox_alone_serves_and_prints_the_address_and_bundles() {
         .await
         .expect("answered");
     assert_eq!(res.status(), 200);
+}
+
+/// A served `eventbox` process, its base URL once the address line is printed, and its stderr.
+struct Served {
+    running: Running,
+    base: String,
+    stderr_path: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+fn start_binary(args: &[&str], envs: &[(&str, &str)]) -> Served {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let stderr_path = dir.path().join("stderr.log");
+    let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_eventbox"));
+    cmd.args(args)
+        .env_remove("EVENTBOX_DATA")
+        .env_remove("EVENTBOX_ADDR")
+        .stdout(Stdio::piped())
+        .stderr(stderr);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("start eventbox");
+    let stdout = child.stdout.take().expect("stdout");
+    let running = Running(child);
+    let first = BufReader::new(stdout)
+        .lines()
+        .next()
+        .expect("a first line")
+        .expect("UTF-8");
+    let base = first
+        .strip_prefix("eventbox listening on ")
+        .unwrap_or_else(|| panic!("not the address line: {first}"))
+        .to_string();
+    Served {
+        running,
+        base,
+        stderr_path,
+        _dir: dir,
+    }
+}
+
+impl Served {
+    fn signal(&self, name: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{name}"), &self.running.0.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+
+    /// Waits for the process to exit (bounded) and returns its exit code.
+    fn wait_exit(&mut self) -> Option<i32> {
+        let start = std::time::Instant::now();
+        loop {
+            if let Some(status) = self.running.0.try_wait().expect("try_wait") {
+                return status.code();
+            }
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(15),
+                "the process did not exit"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+}
+
+async fn get_event(base: &str, token: &str) -> (u16, serde_json::Value) {
+    let client = reqwest::Client::new();
+    for _ in 0..200 {
+        if let Ok(res) = client
+            .get(format!("{base}/api/v1/event"))
+            .header("Authorization-Token", token)
+            .send()
+            .await
+        {
+            let status = res.status().as_u16();
+            if status != 503 {
+                let body = res.text().await.unwrap_or_default();
+                return (status, serde_json::from_str(&body).unwrap_or_default());
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("eventbox never became ready at {base}");
+}
+
+#[tokio::test]
+async fn sighup_reloads_every_bundle_now() {
+    let data = TempData::new();
+    data.with_demo("demo");
+    let dir = data.path().to_str().expect("UTF-8").to_string();
+    let served = start_binary(
+        &["--data", &dir, "--addr", "127.0.0.1:0", "--no-watch"],
+        &[],
+    );
+    let (status, before) = get_event(&served.base, "demo-token").await;
+    assert_eq!(status, 200);
+    let text = std::fs::read_to_string(data.path().join("demo/event.json")).expect("event");
+    data.write(
+        "demo/event.json",
+        text.replace("33º Congresso", "Recarregado por SIGHUP"),
+    );
+    assert_eq!(
+        get_event(&served.base, "demo-token").await.1,
+        before,
+        "--no-watch: nothing reloads by itself"
+    );
+
+    served.signal("HUP");
+
+    let start = std::time::Instant::now();
+    loop {
+        let (_, now) = get_event(&served.base, "demo-token").await;
+        if now["data"][0]["title"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("Recarregado por SIGHUP"))
+        {
+            break;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "SIGHUP did not reload"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn json_logs_carry_an_access_line_per_request_with_the_token_cut() {
+    let demo = demo_data();
+    let mut served = start_binary(
+        &[
+            "--addr",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+            "--access-log",
+            "--no-watch",
+        ],
+        &[
+            ("EVENTBOX_DATA", demo.to_str().expect("UTF-8")),
+            ("RUST_LOG", "info"),
+        ],
+    );
+    assert_eq!(get_event(&served.base, "demo-token").await.0, 200);
+
+    served.signal("TERM");
+    assert_eq!(served.wait_exit(), Some(0), "SIGTERM exits 0");
+
+    let stderr = served.stderr();
+    assert!(
+        !stderr.contains("demo-token"),
+        "a whole token in the logs:\n{stderr}"
+    );
+    let lines: Vec<serde_json::Value> = stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}")))
+        .collect();
+    let access = lines
+        .iter()
+        .find(|l| l["target"] == "eventbox::access" && l["fields"]["status"] == 200)
+        .unwrap_or_else(|| panic!("no access line in:\n{stderr}"));
+    let f = &access["fields"];
+    assert_eq!(f["method"], "GET");
+    assert_eq!(f["path"], "/api/v1/event");
+    assert_eq!(f["bundle"], "demo");
+    assert_eq!(f["token"], "demo…");
+    assert!(f["duration_us"].is_u64(), "{f}");
+}
+
+#[tokio::test]
+async fn a_config_file_sets_options_flags_override_it_and_unknown_keys_are_reported() {
+    let data = TempData::new();
+    data.with_demo("from-file");
+    let config = data.path().join("eventbox.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "data = {:?}\naddr = \"127.0.0.1:1\"\nwatch = \"off\"\ncolour = \"blue\"\n",
+            data.path().to_str().expect("UTF-8")
+        ),
+    )
+    .expect("write config");
+
+    // --addr overrides the file's (unusable) port 1; data comes from the file.
+    let served = start_binary(
+        &[
+            "--config",
+            config.to_str().expect("UTF-8"),
+            "--addr",
+            "127.0.0.1:0",
+        ],
+        &[],
+    );
+    assert_eq!(get_event(&served.base, "demo-token").await.0, 200);
+    let stderr = served.stderr();
+    assert!(
+        stderr.contains("unknown key \\\"colour\\\"") || stderr.contains("unknown key \"colour\""),
+        "{stderr}"
+    );
+
+    let broken = data.path().join("broken.toml");
+    std::fs::write(&broken, "watch = \"sometimes\"\n").expect("write");
+    let out = eventbox(&["--config", broken.to_str().expect("UTF-8")], data.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("broken.toml"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -3,9 +3,8 @@
 //! cannot race the start).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use eventbox::store::{Snapshot, Store};
+use eventbox::app::App;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use tokio::net::TcpListener;
@@ -22,25 +21,53 @@ pub const DEMO_TOKEN: &str = "demo-token";
 pub struct TestApp {
     pub base: String,
     pub client: reqwest::Client,
-    _stop: oneshot::Sender<()>,
+    pub app: App,
+    stop: Option<oneshot::Sender<()>>,
+    server: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
 }
 
-/// Loads `data` and serves it on an ephemeral port until the returned app is dropped.
-pub async fn spawn_app(data: &Path) -> TestApp {
-    let loaded = eventbox::load::load_dir(data).expect("the data folder is readable");
-    let store = Arc::new(Store::new(Snapshot::build(loaded)));
+/// Serves `app` (loaded or not) on an ephemeral port until the returned app is dropped.
+pub async fn serve_app(app: App) -> TestApp {
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind 127.0.0.1:0");
     let addr = listener.local_addr().expect("a local address");
     let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(eventbox::http::serve(listener, store, async move {
-        let _ = stopped.await;
-    }));
+    let server = tokio::spawn(eventbox::http::serve(
+        listener,
+        app.service(false),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
     TestApp {
         base: format!("http://{addr}"),
         client: reqwest::Client::new(),
-        _stop: stop,
+        app,
+        stop: Some(stop),
+        server: Some(server),
+    }
+}
+
+/// Loads `data` and serves it on an ephemeral port until the returned app is dropped.
+pub async fn spawn_app(data: &Path) -> TestApp {
+    let app = App::new(data);
+    app.load().expect("the data folder is readable");
+    serve_app(app).await
+}
+
+impl TestApp {
+    /// Asks the server to stop (as SIGTERM does) and waits until it has drained.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(server) = self.server.take() {
+            server
+                .await
+                .expect("the server task")
+                .expect("the server ends cleanly");
+        }
     }
 }
 

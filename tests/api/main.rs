@@ -8,3 +8,4 @@ mod fixtures;
 mod helpers;
 mod operations;
 mod records;
+mod reload;

@@ -1,0 +1,389 @@
+//! The served state across reloads: per bundle folder, its latest load attempt and the version it
+//! serves. `serve` and `check` both go through it, so `check` reports what `serve` would serve.
+//!
+//! A reload never stops a bundle from being served: a new version with errors leaves the last good
+//! version in place, and token clashes are decided here, with bundles already serving keeping
+//! their tokens. See ARCHITECTURE.md, "Reload".
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::Serialize;
+
+use crate::load::{self, BundleReport, LoadError};
+use crate::model::Bundle;
+use crate::problem::{token_hint, Location, Problem, Severity};
+use crate::store::{Prepared, Snapshot};
+
+/// What a bundle holds, for `/status`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub id_event: i64,
+    pub title: String,
+    pub records: Records,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Records {
+    pub tickets: usize,
+    pub payments: usize,
+    pub payment_details: usize,
+    pub submission_types: usize,
+    pub topic_areas: usize,
+    pub submissions: usize,
+    pub page_areas: usize,
+}
+
+impl Summary {
+    fn of(b: &Bundle) -> Summary {
+        Summary {
+            id_event: b.event.event.id_event,
+            title: b.event.event.title.clone(),
+            records: Records {
+                tickets: b.event.event.tickets.len(),
+                payments: b.payments.data.len(),
+                payment_details: b.details.len(),
+                submission_types: b.submission.submission_type.data.len(),
+                topic_areas: b.submission.topic_area.data.len(),
+                submissions: b.submission_list.submission.data.len(),
+                page_areas: b.hotsite.areas.len(),
+            },
+        }
+    }
+}
+
+/// One loaded version of a bundle: its answers, the tokens that open it, what it holds.
+#[derive(Debug)]
+pub struct Version {
+    pub prepared: Arc<Prepared>,
+    pub tokens: Vec<String>,
+    pub summary: Summary,
+    pub loaded_at: DateTime<Utc>,
+}
+
+/// A bundle folder's state.
+#[derive(Debug)]
+pub struct Entry {
+    pub name: String,
+    pub dir: PathBuf,
+    /// The problems of the latest load attempt.
+    pub problems: Vec<Problem>,
+    /// Token clashes found when the last snapshot was built.
+    pub conflicts: Vec<Problem>,
+    /// The tokens the latest bundle.toml names (also when another file has errors).
+    pub tokens: Vec<String>,
+    /// The latest attempt's version, when it had no error.
+    pub candidate: Option<Arc<Version>>,
+    /// The version served now.
+    pub serving: Option<Arc<Version>>,
+    /// When the folder was last read.
+    pub checked_at: DateTime<Utc>,
+}
+
+impl Entry {
+    fn new(report: BundleReport) -> Entry {
+        let mut entry = Entry {
+            name: report.name.clone(),
+            dir: report.dir.clone(),
+            problems: Vec::new(),
+            conflicts: Vec::new(),
+            tokens: Vec::new(),
+            candidate: None,
+            serving: None,
+            checked_at: report.loaded_at,
+        };
+        entry.update(report);
+        entry
+    }
+
+    /// Takes a new load attempt; the served version stays until the next snapshot decides.
+    fn update(&mut self, mut report: BundleReport) {
+        self.candidate = report
+            .bundle
+            .take()
+            .and_then(|bundle| match Prepared::new(&bundle) {
+                Ok(prepared) => Some(Arc::new(Version {
+                    prepared: Arc::new(prepared),
+                    tokens: bundle.config.tokens.clone(),
+                    summary: Summary::of(&bundle),
+                    loaded_at: report.loaded_at,
+                })),
+                Err(e) => {
+                    report.problems.push(Problem::error(
+                        &report.dir,
+                        Location::File,
+                        format!("cannot prepare the answers: {e}"),
+                    ));
+                    None
+                }
+            });
+        self.problems = report.problems;
+        self.tokens = report.tokens;
+        self.checked_at = report.loaded_at;
+    }
+
+    /// Every problem: the latest attempt's, then token clashes.
+    pub fn all_problems(&self) -> impl Iterator<Item = &Problem> {
+        self.problems.iter().chain(&self.conflicts)
+    }
+
+    /// Whether the latest attempt (or a token clash) left errors.
+    pub fn has_errors(&self) -> bool {
+        self.all_problems().any(Problem::is_error)
+    }
+}
+
+/// Which bundles a reload reads again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Scope {
+    /// Every bundle folder.
+    All,
+    /// These bundle folders (plus any folder that appeared or vanished).
+    Bundles(BTreeSet<String>),
+}
+
+impl Scope {
+    fn includes(&self, name: &str) -> bool {
+        match self {
+            Scope::All => true,
+            Scope::Bundles(names) => names.contains(name),
+        }
+    }
+}
+
+/// What a refresh did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Refreshed {
+    /// Bundles read (new ones included), in name order.
+    pub loaded: Vec<String>,
+    /// Bundles whose folder is gone.
+    pub removed: Vec<String>,
+}
+
+/// Every bundle folder of a data folder, across reloads.
+#[derive(Debug)]
+pub struct Catalog {
+    data_dir: PathBuf,
+    entries: BTreeMap<String, Entry>,
+}
+
+impl Catalog {
+    /// An empty catalog for `data_dir`; nothing is read until [`Catalog::refresh`].
+    pub fn new(data_dir: &Path) -> Catalog {
+        Catalog {
+            data_dir: data_dir.to_path_buf(),
+            entries: BTreeMap::new(),
+        }
+    }
+
+    /// Reads every bundle of `data_dir`, and decides the token clashes.
+    pub fn load(data_dir: &Path) -> Result<Catalog, LoadError> {
+        let mut catalog = Catalog::new(data_dir);
+        catalog.refresh(&Scope::All)?;
+        catalog.resolve_tokens();
+        Ok(catalog)
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The bundle folders, in name order.
+    pub fn entries(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.values()
+    }
+
+    pub fn entry(&self, name: &str) -> Option<&Entry> {
+        self.entries.get(name)
+    }
+
+    /// Re-lists the data folder and reads the bundles in `scope`, every new folder, and forgets
+    /// vanished ones. Only a data folder that cannot be listed is an error (nothing changes then).
+    pub fn refresh(&mut self, scope: &Scope) -> Result<Refreshed, LoadError> {
+        let names: BTreeSet<String> = load::bundle_names(&self.data_dir)?.into_iter().collect();
+        let removed: Vec<String> = self
+            .entries
+            .keys()
+            .filter(|n| !names.contains(*n))
+            .cloned()
+            .collect();
+        for name in &removed {
+            self.entries.remove(name);
+        }
+        let mut loaded = Vec::new();
+        for name in names {
+            if self.entries.contains_key(&name) && !scope.includes(&name) {
+                continue;
+            }
+            let report = load::load_bundle(&self.data_dir.join(&name), &name);
+            match self.entries.get_mut(&name) {
+                Some(entry) => entry.update(report),
+                None => {
+                    self.entries.insert(name.clone(), Entry::new(report));
+                }
+            }
+            loaded.push(name);
+        }
+        Ok(Refreshed { loaded, removed })
+    }
+
+    /// Decides which version of each bundle serves which token. Bundles already serving claim
+    /// first, so an incumbent keeps its tokens; then the others in name order; then broken
+    /// bundles, only so that their clashes are reported. A bundle serves its candidate when all
+    /// its tokens are free, else keeps its current version when that one's are.
+    pub fn resolve_tokens(&mut self) {
+        let mut order: Vec<&String> = self.entries.keys().collect();
+        let rank = |e: &Entry| match (&e.serving, &e.candidate) {
+            (Some(_), _) => 0,
+            (None, Some(_)) => 1,
+            (None, None) => 2,
+        };
+        order.sort_by_key(|n| rank(&self.entries[*n]));
+        let order: Vec<String> = order.into_iter().cloned().collect();
+
+        let mut owner: HashMap<String, String> = HashMap::new();
+        for name in order {
+            let Some(entry) = self.entries.get_mut(&name) else {
+                continue;
+            };
+            entry.conflicts.clear();
+            let clashes = |tokens: &[String]| -> Vec<(String, String)> {
+                tokens
+                    .iter()
+                    .filter_map(|t| owner.get(t).map(|o| (token_hint(t), o.clone())))
+                    .collect()
+            };
+            let mut chosen = None;
+            let mut reported = Vec::new();
+            if let Some(candidate) = &entry.candidate {
+                let c = clashes(&candidate.tokens);
+                if c.is_empty() {
+                    chosen = Some(Arc::clone(candidate));
+                } else {
+                    reported = c;
+                }
+            } else if entry.serving.is_none() {
+                reported = clashes(&entry.tokens);
+            }
+            if chosen.is_none() {
+                if let Some(current) = &entry.serving {
+                    if clashes(&current.tokens).is_empty() {
+                        chosen = Some(Arc::clone(current));
+                    }
+                }
+            }
+            let claimed: &[String] = match &chosen {
+                Some(v) => &v.tokens,
+                None if entry.candidate.is_none()
+                    && entry.serving.is_none()
+                    && reported.is_empty() =>
+                {
+                    &entry.tokens
+                }
+                None => &[],
+            };
+            for t in claimed {
+                owner.insert(t.clone(), name.clone());
+            }
+            let outcome = if chosen.is_some() {
+                "its new version is not served; the previous one keeps serving"
+            } else {
+                "it is not served"
+            };
+            for (hint, other) in reported {
+                entry.conflicts.push(Problem::error(
+                    entry.dir.join("bundle.toml"),
+                    Location::File,
+                    format!(
+                        "token {hint} is also named by bundle {other:?}; a token opens one bundle, so bundle {:?}: {outcome}",
+                        entry.name
+                    ),
+                ));
+            }
+            entry.serving = chosen;
+        }
+    }
+
+    /// Resolves the tokens and builds the snapshot to publish.
+    pub fn snapshot(&mut self) -> Snapshot {
+        self.resolve_tokens();
+        let mut by_token = HashMap::new();
+        for entry in self.entries.values() {
+            if let Some(v) = &entry.serving {
+                for t in &v.tokens {
+                    by_token.insert(t.as_str().into(), Arc::clone(&v.prepared));
+                }
+            }
+        }
+        Snapshot::new(by_token, self.status_body())
+    }
+
+    /// How many problems of a severity the catalog has.
+    pub fn count(&self, severity: Severity) -> usize {
+        self.entries
+            .values()
+            .flat_map(Entry::all_problems)
+            .filter(|p| p.severity == severity)
+            .count()
+    }
+
+    fn status_body(&self) -> Bytes {
+        let body = StatusBody {
+            bundles: self.entries.values().map(bundle_status).collect(),
+        };
+        // Only strings, integers and booleans: serialisation cannot fail.
+        serde_json::to_vec(&body)
+            .map_or_else(|_| Bytes::from_static(b"{\"bundles\":[]}"), Bytes::from)
+    }
+}
+
+fn timestamp(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+#[derive(Serialize)]
+struct StatusBody<'a> {
+    bundles: Vec<BundleStatus<'a>>,
+}
+
+#[derive(Serialize)]
+struct BundleStatus<'a> {
+    name: &'a str,
+    served: bool,
+    id_event: Option<i64>,
+    title: Option<&'a str>,
+    /// How many tokens its bundle.toml names; never the tokens.
+    tokens: usize,
+    records: Option<&'a Records>,
+    /// When the served version was loaded.
+    loaded_at: Option<String>,
+    /// When the folder was last read (the errors below are that attempt's).
+    checked_at: String,
+    errors: Vec<String>,
+    warnings: Vec<String>,
+}
+
+fn bundle_status(e: &Entry) -> BundleStatus<'_> {
+    let served = e.serving.as_deref();
+    let lines = |severity| {
+        e.all_problems()
+            .filter(|p| p.severity == severity)
+            .map(ToString::to_string)
+            .collect()
+    };
+    BundleStatus {
+        name: &e.name,
+        served: served.is_some(),
+        id_event: served.map(|v| v.summary.id_event),
+        title: served.map(|v| v.summary.title.as_str()),
+        tokens: e.tokens.len(),
+        records: served.map(|v| &v.summary.records),
+        loaded_at: served.map(|v| timestamp(v.loaded_at)),
+        checked_at: timestamp(e.checked_at),
+        errors: lines(Severity::Error),
+        warnings: lines(Severity::Warning),
+    }
+}

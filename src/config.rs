@@ -1,0 +1,266 @@
+//! The validated configuration of `serve`: command-line flags and `EVENTBOX_*` variables over an
+//! optional TOML file (`--config eventbox.toml`) over the defaults. Raw flags are clap's job in
+//! `cli`; this module merges and checks them. Unknown keys in the file are reported, not fatal.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::watch::WatchMode;
+
+pub const DEFAULT_DATA: &str = "data";
+pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
+pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(100);
+
+/// How logs are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line, for log shippers.
+    Json,
+}
+
+/// How to watch, as written in flags and the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum WatchKind {
+    /// The platform's file events (inotify...).
+    Native,
+    /// Scan the folder every --poll-interval (network shares, some container volumes).
+    Poll,
+    /// Do not watch (SIGHUP still reloads).
+    Off,
+}
+
+/// What flags and environment variables gave (`None`: not given).
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub data: Option<PathBuf>,
+    pub addr: Option<SocketAddr>,
+    pub watch: Option<WatchKind>,
+    pub no_watch: bool,
+    pub poll_interval: Option<Duration>,
+    pub debounce: Option<Duration>,
+    pub log_format: Option<LogFormat>,
+    pub access_log: bool,
+}
+
+/// The configuration file's keys; every serve option has one.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct FileConfig {
+    data: Option<PathBuf>,
+    addr: Option<String>,
+    watch: Option<WatchKind>,
+    poll_interval_ms: Option<u64>,
+    debounce_ms: Option<u64>,
+    log_format: Option<LogFormat>,
+    access_log: Option<bool>,
+}
+
+const FILE_KEYS: [&str; 7] = [
+    "data",
+    "addr",
+    "watch",
+    "poll_interval_ms",
+    "debounce_ms",
+    "log_format",
+    "access_log",
+];
+
+/// A configuration that could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read the configuration file {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: {message}", path.display())]
+    Invalid { path: PathBuf, message: String },
+}
+
+/// The configuration `serve` runs with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServeConfig {
+    pub data: PathBuf,
+    pub addr: SocketAddr,
+    pub watch: WatchMode,
+    pub debounce: Duration,
+    pub log_format: LogFormat,
+    pub access_log: bool,
+}
+
+impl ServeConfig {
+    /// Merges flags over the file (if any) over the defaults. Also returns the warnings to log
+    /// once logging is set up (unknown keys in the file).
+    pub fn resolve(
+        overrides: &Overrides,
+        file: Option<&Path>,
+    ) -> Result<(ServeConfig, Vec<String>), ConfigError> {
+        let (file_config, warnings) = match file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+                parse_file(&text).map_err(|message| ConfigError::Invalid {
+                    path: path.to_path_buf(),
+                    message,
+                })?
+            }
+            None => (FileConfig::default(), Vec::new()),
+        };
+        let invalid = |message: String| ConfigError::Invalid {
+            path: file.map(Path::to_path_buf).unwrap_or_default(),
+            message,
+        };
+        let file_addr = match &file_config.addr {
+            Some(a) => Some(
+                a.parse::<SocketAddr>()
+                    .map_err(|e| invalid(format!("addr: {a:?}: {e}")))?,
+            ),
+            None => None,
+        };
+        let default_addr: SocketAddr = DEFAULT_ADDR
+            .parse()
+            .map_err(|_| invalid("bad default address".into()))?;
+        let kind = if overrides.no_watch {
+            WatchKind::Off
+        } else {
+            overrides
+                .watch
+                .or(file_config.watch)
+                .unwrap_or(WatchKind::Native)
+        };
+        let poll_interval = overrides
+            .poll_interval
+            .or(file_config.poll_interval_ms.map(Duration::from_millis))
+            .unwrap_or(DEFAULT_POLL_INTERVAL);
+        let watch = match kind {
+            WatchKind::Native => WatchMode::Native,
+            WatchKind::Poll => WatchMode::Poll(poll_interval),
+            WatchKind::Off => WatchMode::Off,
+        };
+        let config = ServeConfig {
+            data: overrides
+                .data
+                .clone()
+                .or(file_config.data)
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA)),
+            addr: overrides.addr.or(file_addr).unwrap_or(default_addr),
+            watch,
+            debounce: overrides
+                .debounce
+                .or(file_config.debounce_ms.map(Duration::from_millis))
+                .unwrap_or(DEFAULT_DEBOUNCE),
+            log_format: overrides
+                .log_format
+                .or(file_config.log_format)
+                .unwrap_or(LogFormat::Text),
+            access_log: overrides.access_log || file_config.access_log.unwrap_or(false),
+        };
+        Ok((config, warnings))
+    }
+}
+
+/// Parses the file; unknown keys become warnings.
+fn parse_file(text: &str) -> Result<(FileConfig, Vec<String>), String> {
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| e.message().trim_end().to_string())?;
+    let warnings = table
+        .keys()
+        .filter(|k| !FILE_KEYS.contains(&k.as_str()))
+        .map(|k| {
+            format!(
+                "unknown key {k:?} ignored (known: {})",
+                FILE_KEYS.join(", ")
+            )
+        })
+        .collect();
+    let config = FileConfig::deserialize(toml::Value::Table(table))
+        .map_err(|e| e.message().trim_end().to_string())?;
+    Ok((config, warnings))
+}
+
+/// Parses a duration written as `250ms`, `2s` or a plain number of milliseconds.
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let t = text.trim();
+    let (number, scale) = if let Some(ms) = t.strip_suffix("ms") {
+        (ms, 1)
+    } else if let Some(s) = t.strip_suffix('s') {
+        (s, 1000)
+    } else {
+        (t, 1)
+    };
+    number
+        .trim()
+        .parse::<u64>()
+        .map(|n| Duration::from_millis(n.saturating_mul(scale)))
+        .map_err(|_| format!("{text:?} is not a duration (write 500ms or 2s)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_override_the_file_which_overrides_defaults() {
+        let file = "data = \"from-file\"\naddr = \"127.0.0.1:9000\"\nwatch = \"poll\"\npoll_interval_ms = 250\ncolour = \"blue\"\n";
+        let (parsed, warnings) = parse_file(file).expect("valid");
+        assert_eq!(warnings.len(), 1);
+        assert!(
+            warnings[0].starts_with("unknown key \"colour\""),
+            "{warnings:?}"
+        );
+        assert_eq!(parsed.poll_interval_ms, Some(250));
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("eventbox.toml");
+        std::fs::write(&path, file).expect("write");
+        let overrides = Overrides {
+            addr: Some("127.0.0.1:7000".parse().expect("addr")),
+            ..Overrides::default()
+        };
+        let (config, _) = ServeConfig::resolve(&overrides, Some(&path)).expect("resolves");
+        assert_eq!(config.data, PathBuf::from("from-file"));
+        assert_eq!(config.addr, "127.0.0.1:7000".parse().expect("addr"));
+        assert_eq!(config.watch, WatchMode::Poll(Duration::from_millis(250)));
+        assert_eq!(config.debounce, DEFAULT_DEBOUNCE);
+
+        let (defaults, _) = ServeConfig::resolve(&Overrides::default(), None).expect("resolves");
+        assert_eq!(defaults.data, PathBuf::from("data"));
+        assert_eq!(defaults.watch, WatchMode::Native);
+        let off = Overrides {
+            no_watch: true,
+            ..Overrides::default()
+        };
+        assert_eq!(
+            ServeConfig::resolve(&off, Some(&path))
+                .expect("resolves")
+                .0
+                .watch,
+            WatchMode::Off
+        );
+    }
+
+    #[test]
+    fn bad_files_name_the_problem() {
+        assert!(parse_file("watch = \"sometimes\"\n").is_err());
+        assert!(parse_file("addr = 80\n").is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("40"), Ok(Duration::from_millis(40)));
+        assert!(parse_duration("soon").is_err());
+    }
+}

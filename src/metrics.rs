@@ -1,0 +1,201 @@
+//! Prometheus metrics: requests by endpoint and status, request durations, bundles served, reloads
+//! by result, the time of the last reload, and load errors per bundle.
+//!
+//! Uses the Prometheus project's own Rust client for the text format. Recording a request is a
+//! few atomic operations; `/metrics` encodes the registry when scraped (an operations endpoint,
+//! so the no-serialisation rule of the API paths does not apply to it).
+
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    endpoint: &'static str,
+    status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EndpointLabels {
+    endpoint: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BundleLabels {
+    bundle: String,
+}
+
+type HistogramFamily = Family<EndpointLabels, Histogram, fn() -> Histogram>;
+
+fn duration_histogram() -> Histogram {
+    // 25 µs to about 0.8 s.
+    Histogram::new(exponential_buckets(0.000_025, 2.0, 16))
+}
+
+/// The metrics of one server.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    durations: HistogramFamily,
+    bundles_served: Gauge,
+    reloads: Family<ResultLabels, Counter>,
+    last_reload: Gauge<f64, AtomicU64>,
+    load_errors: Family<BundleLabels, Gauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+/// The content type of the text format this module writes.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("eventbox");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "http_requests",
+            "HTTP requests answered, by endpoint and status",
+            requests.clone(),
+        );
+        let durations: HistogramFamily = Family::new_with_constructor(duration_histogram);
+        registry.register(
+            "http_request_duration_seconds",
+            "Time to answer a request, by endpoint",
+            durations.clone(),
+        );
+        let bundles_served = Gauge::default();
+        registry.register(
+            "bundles_served",
+            "Bundles being served",
+            bundles_served.clone(),
+        );
+        let reloads = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "bundle_loads",
+            "Bundle folders read (at start and on reload), by result: ok, or error (the last good version, if any, keeps serving)",
+            reloads.clone(),
+        );
+        let last_reload = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "last_reload_timestamp_seconds",
+            "When the served snapshot was last replaced, in seconds since the Unix epoch",
+            last_reload.clone(),
+        );
+        let load_errors = Family::<BundleLabels, Gauge>::default();
+        registry.register(
+            "bundle_load_errors",
+            "Errors in the latest load of each bundle folder",
+            load_errors.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            durations,
+            bundles_served,
+            reloads,
+            last_reload,
+            load_errors,
+        }
+    }
+
+    /// Counts one answered request.
+    pub fn observe_request(&self, endpoint: &'static str, status: u16, took: Duration) {
+        self.requests
+            .get_or_create(&RequestLabels { endpoint, status })
+            .inc();
+        self.durations
+            .get_or_create(&EndpointLabels { endpoint })
+            .observe(took.as_secs_f64());
+    }
+
+    /// Counts one bundle folder read.
+    pub fn observe_load(&self, ok: bool) {
+        let result = if ok { "ok" } else { "error" };
+        self.reloads.get_or_create(&ResultLabels { result }).inc();
+    }
+
+    /// Records a published snapshot: how many bundles it serves, and when.
+    pub fn observe_snapshot(&self, bundles_served: usize, at: chrono::DateTime<chrono::Utc>) {
+        self.bundles_served
+            .set(i64::try_from(bundles_served).unwrap_or(i64::MAX));
+        self.last_reload.set(at.timestamp_millis() as f64 / 1000.0);
+    }
+
+    /// Sets the error count of each bundle folder, forgetting folders that are gone.
+    pub fn set_load_errors<'a>(
+        &self,
+        counts: impl Iterator<Item = (&'a str, usize)>,
+        removed: &[String],
+    ) {
+        for (bundle, n) in counts {
+            let labels = BundleLabels {
+                bundle: bundle.to_string(),
+            };
+            self.load_errors
+                .get_or_create(&labels)
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
+        for bundle in removed {
+            self.load_errors.remove(&BundleLabels {
+                bundle: bundle.clone(),
+            });
+        }
+    }
+
+    /// The text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_what_was_observed() {
+        let m = Metrics::new();
+        m.observe_request("event", 200, Duration::from_micros(40));
+        m.observe_load(false);
+        m.set_load_errors([("demo", 2)].into_iter(), &[]);
+        let text = m.render();
+        assert!(
+            text.contains("eventbox_http_requests_total{endpoint=\"event\",status=\"200\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("eventbox_bundle_loads_total{result=\"error\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("eventbox_bundle_load_errors{bundle=\"demo\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("eventbox_http_request_duration_seconds_count{endpoint=\"event\"} 1"),
+            "{text}"
+        );
+        m.set_load_errors(std::iter::empty(), &["demo".to_string()]);
+        assert!(!m.render().contains("bundle=\"demo\""));
+    }
+}

@@ -1,0 +1,436 @@
+//! Hot reload as operators use it: every common way of saving, broken edits, new and removed
+//! bundles, token changes, poll mode, and the guarantee that a reader always sees one whole
+//! version. File watching is asynchronous, so these tests poll the server (bounded) until the
+//! change shows.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use eventbox::app::App;
+use eventbox::watch::{WatchMode, Watcher};
+use reqwest::Method;
+use serde_json::Value;
+
+use crate::helpers::{demo_data, serve_app, Answer, TempData, TestApp, DEMO_TOKEN};
+
+const DEBOUNCE: Duration = Duration::from_millis(50);
+const PATIENCE: Duration = Duration::from_secs(10);
+
+/// A demo bundle in a temporary folder, served and watched.
+struct Watched {
+    data: TempData,
+    app: TestApp,
+    _watcher: Option<Watcher>,
+}
+
+async fn watched(mode: WatchMode) -> Watched {
+    let data = TempData::new();
+    data.with_demo("demo");
+    let app = App::new(data.path());
+    app.load().expect("loads");
+    let watcher = app.watch(mode, DEBOUNCE).expect("watching starts");
+    Watched {
+        app: serve_app(app).await,
+        data,
+        _watcher: watcher,
+    }
+}
+
+impl Watched {
+    fn path(&self, rel: &str) -> std::path::PathBuf {
+        self.data.path().join(rel)
+    }
+
+    /// Polls `path` until `done` holds for the answer; fails after [`PATIENCE`].
+    async fn until(
+        &self,
+        path: &str,
+        token: &str,
+        what: &str,
+        done: impl Fn(&Answer) -> bool,
+    ) -> Answer {
+        let start = Instant::now();
+        loop {
+            let res = self.app.get(path, token).await;
+            if done(&res) {
+                return res;
+            }
+            assert!(
+                start.elapsed() < PATIENCE,
+                "{what}: not seen within {PATIENCE:?}; last answer {} {}",
+                res.status,
+                res.text()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn until_title(&self, title: &str) -> Answer {
+        self.until(
+            "/api/v1/event",
+            DEMO_TOKEN,
+            &format!("title {title:?}"),
+            |r| r.status == 200 && r.json()["data"][0]["title"] == title,
+        )
+        .await
+    }
+}
+
+/// The demo event file with another title.
+fn event_titled(title: &str) -> String {
+    let text = std::fs::read_to_string(demo_data().join("demo/event.json")).expect("demo event");
+    let mut v: Value = serde_json::from_str(&text).expect("JSON");
+    v["data"][0]["title"] = Value::String(title.to_string());
+    v.to_string()
+}
+
+fn write(path: &Path, contents: impl AsRef<[u8]>) {
+    std::fs::write(path, contents).expect("write");
+}
+
+#[tokio::test]
+async fn writing_in_place_is_served() {
+    let w = watched(WatchMode::Native).await;
+
+    write(&w.path("demo/event.json"), event_titled("Escrito no lugar"));
+
+    w.until_title("Escrito no lugar").await;
+}
+
+#[tokio::test]
+async fn a_temporary_file_renamed_over_is_served() {
+    let w = watched(WatchMode::Native).await;
+
+    write(
+        &w.path("demo/.event.json.swp"),
+        event_titled("Renomeado por cima"),
+    );
+    std::fs::rename(w.path("demo/.event.json.swp"), w.path("demo/event.json")).expect("rename");
+
+    w.until_title("Renomeado por cima").await;
+}
+
+#[tokio::test]
+async fn deleting_and_recreating_is_served() {
+    let w = watched(WatchMode::Native).await;
+
+    std::fs::remove_file(w.path("demo/event.json")).expect("remove");
+    write(
+        &w.path("demo/event.json"),
+        event_titled("Apagado e recriado"),
+    );
+
+    w.until_title("Apagado e recriado").await;
+}
+
+#[tokio::test]
+async fn a_bundle_folder_copied_in_starts_serving_and_a_removed_one_stops() {
+    let w = watched(WatchMode::Native).await;
+
+    w.data.with_demo("copied");
+    write(
+        &w.path("copied/bundle.toml"),
+        "tokens = [\"copied-token\"]\n",
+    );
+    w.until("/api/v1/event", "copied-token", "the copied bundle", |r| {
+        r.status == 200
+    })
+    .await;
+
+    std::fs::remove_dir_all(w.path("copied")).expect("remove folder");
+    let gone = w
+        .until("/api/v1/event", "copied-token", "the removed bundle", |r| {
+            r.status == 401
+        })
+        .await;
+    gone.assert_error(401, "invalid_token");
+    assert_eq!(
+        w.app.get("/api/v1/event", DEMO_TOKEN).await.status,
+        200,
+        "the other bundle still serves"
+    );
+}
+
+#[tokio::test]
+async fn a_folder_renamed_in_from_a_staging_name_starts_serving() {
+    let w = watched(WatchMode::Native).await;
+
+    w.data.with_demo("_staging");
+    write(
+        &w.path("_staging/bundle.toml"),
+        "tokens = [\"staged-token\"]\n",
+    );
+    std::fs::rename(w.path("_staging"), w.path("staged")).expect("rename folder");
+
+    w.until(
+        "/api/v1/event",
+        "staged-token",
+        "the renamed-in bundle",
+        |r| r.status == 200,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_broken_edit_keeps_the_last_good_version_until_it_is_fixed() {
+    let w = watched(WatchMode::Native).await;
+    let before = w.app.get("/api/v1/payments", DEMO_TOKEN).await;
+
+    write(
+        &w.path("demo/payments.json"),
+        "{\"data\": [\n  {\"id_event\": }\n]}",
+    );
+    let status = w
+        .until("/status", DEMO_TOKEN, "the error in /status", |r| {
+            r.json()["bundles"][0]["errors"]
+                .as_array()
+                .is_some_and(|e| !e.is_empty())
+        })
+        .await
+        .json();
+    let error = status["bundles"][0]["errors"][0]
+        .as_str()
+        .expect("an error line");
+    assert!(
+        error.ends_with("demo/payments.json:2:16: expected value"),
+        "{error}"
+    );
+    assert_eq!(
+        status["bundles"][0]["served"], true,
+        "the last good version is served"
+    );
+    let during = w.app.get("/api/v1/payments", DEMO_TOKEN).await;
+    assert_eq!(
+        during.body, before.body,
+        "the last good version is served byte for byte"
+    );
+
+    write(&w.path("demo/payments.json"), r#"{"data": [], "count": 0}"#);
+    w.until("/api/v1/payments", DEMO_TOKEN, "the fix", |r| {
+        r.text() == r#"{"data":[],"count":0}"#
+    })
+    .await;
+    let status = w.app.send(Method::GET, "/status", None, None).await.json();
+    assert_eq!(status["bundles"][0]["errors"], serde_json::json!([]));
+}
+
+#[tokio::test]
+async fn a_token_change_takes_effect_and_the_old_token_stops() {
+    let w = watched(WatchMode::Native).await;
+
+    write(
+        &w.path("demo/bundle.toml"),
+        "tokens = [\"rotated-token\"]\n",
+    );
+
+    w.until("/api/v1/event", "rotated-token", "the new token", |r| {
+        r.status == 200
+    })
+    .await;
+    w.app
+        .get("/api/v1/event", DEMO_TOKEN)
+        .await
+        .assert_error(401, "invalid_token");
+}
+
+#[tokio::test]
+async fn poll_mode_picks_changes_up() {
+    let w = watched(WatchMode::Poll(Duration::from_millis(100))).await;
+
+    write(
+        &w.path("demo/event.json"),
+        event_titled("Visto por varredura"),
+    );
+
+    w.until_title("Visto por varredura").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn readers_see_one_whole_version_while_a_writer_rewrites_it() {
+    let w = watched(WatchMode::Native).await;
+    let versions = [event_titled("Versão A"), event_titled("Versão B")];
+    write(&w.path("demo/event.json"), &versions[0]);
+    w.until_title("Versão A").await;
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+
+    let mut readers = Vec::new();
+    for _ in 0..8 {
+        let (client, url, done) = (
+            w.app.client.clone(),
+            format!("{}/api/v1/event", w.app.base),
+            done.clone(),
+        );
+        let versions = versions.clone();
+        readers.push(tokio::spawn(async move {
+            let (mut seen, mut bad) = ([0usize; 2], Vec::new());
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let res = client
+                    .get(&url)
+                    .header("Authorization-Token", DEMO_TOKEN)
+                    .send()
+                    .await;
+                match res {
+                    Ok(r) if r.status() == 200 => {
+                        let body = r.text().await.unwrap_or_default();
+                        match versions.iter().position(|v| *v == body) {
+                            Some(i) => seen[i] += 1,
+                            None => bad.push(format!("200 with another body: {body:.120}")),
+                        }
+                    }
+                    Ok(r) => bad.push(format!("status {}", r.status())),
+                    Err(e) => bad.push(format!("request failed: {e}")),
+                }
+            }
+            (seen, bad)
+        }));
+    }
+    for i in 0..40 {
+        write(&w.path("demo/event.json"), &versions[(i + 1) % 2]);
+        tokio::time::sleep(Duration::from_millis(15)).await;
+    }
+    w.until_title("Versão A").await;
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+
+    let mut total = [0usize; 2];
+    for r in readers {
+        let (seen, bad) = r.await.expect("reader");
+        assert!(bad.is_empty(), "a reader saw: {bad:#?}");
+        total[0] += seen[0];
+        total[1] += seen[1];
+    }
+    assert!(
+        total[0] > 0 && total[1] > 0,
+        "both versions were seen: {total:?}"
+    );
+}
+
+#[tokio::test]
+async fn readyz_is_503_until_the_first_load_then_200() {
+    let data = TempData::new();
+    data.with_demo("demo");
+    let app = serve_app(App::new(data.path())).await;
+
+    let before = app.send(Method::GET, "/readyz", None, None).await;
+    before.assert_error(503, "not_ready");
+    assert_eq!(before.header("retry-after"), Some("1"));
+    app.get("/api/v1/event", DEMO_TOKEN)
+        .await
+        .assert_error(503, "not_ready");
+    assert_eq!(
+        app.send(Method::GET, "/healthz", None, None).await.status,
+        200,
+        "alive while loading"
+    );
+
+    app.app.load().expect("loads");
+
+    let after = app.send(Method::GET, "/readyz", None, None).await;
+    assert_eq!(after.status, 200);
+    assert_eq!(app.get("/api/v1/event", DEMO_TOKEN).await.status, 200);
+}
+
+/// The value of one sample line of the metrics text, 0 when absent.
+fn sample(metrics: &str, series: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(series)
+                .and_then(|rest| rest.strip_prefix(' '))
+        })
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn metrics_move_when_requests_are_made_and_bundles_reload() {
+    let w = watched(WatchMode::Native).await;
+    let scrape = || async { w.app.send(Method::GET, "/metrics", None, None).await };
+    let first = scrape().await;
+    assert_eq!(first.status, 200);
+    assert!(first
+        .header("content-type")
+        .is_some_and(|c| c.starts_with("application/openmetrics-text")));
+    let before = first.text();
+
+    for _ in 0..3 {
+        w.app.get("/api/v1/event", DEMO_TOKEN).await;
+    }
+    w.app.get("/api/v1/event", "wrong").await;
+    write(&w.path("demo/event.json"), event_titled("Métricas"));
+    w.until_title("Métricas").await;
+    let after = scrape().await.text();
+
+    let ok = r#"eventbox_http_requests_total{endpoint="event",status="200"}"#;
+    let refused = r#"eventbox_http_requests_total{endpoint="event",status="401"}"#;
+    assert!(sample(&after, ok) >= sample(&before, ok) + 4.0, "{after}");
+    assert_eq!(
+        sample(&after, refused),
+        sample(&before, refused) + 1.0,
+        "{after}"
+    );
+    let count = r#"eventbox_http_request_duration_seconds_count{endpoint="event"}"#;
+    assert!(
+        sample(&after, count) >= sample(&before, count) + 4.0,
+        "{after}"
+    );
+    let loads = r#"eventbox_bundle_loads_total{result="ok"}"#;
+    assert!(sample(&after, loads) > sample(&before, loads), "{after}");
+    assert_eq!(sample(&after, "eventbox_bundles_served"), 1.0);
+    assert!(
+        sample(&after, "eventbox_last_reload_timestamp_seconds")
+            >= sample(&before, "eventbox_last_reload_timestamp_seconds")
+    );
+    assert_eq!(
+        sample(&after, r#"eventbox_bundle_load_errors{bundle="demo"}"#),
+        0.0
+    );
+}
+
+#[tokio::test]
+async fn shutdown_lets_a_request_in_flight_finish() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let app = crate::helpers::spawn_app(&demo_data()).await;
+    let addr = app.base.trim_start_matches("http://").to_string();
+    let body = br#"{"reference":"PG2026000104"}"#;
+    let mut conn = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    let head = format!(
+        "GET /api/v1/payments/details HTTP/1.1\r\nHost: {addr}\r\nAuthorization-Token: {DEMO_TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    conn.write_all(head.as_bytes()).await.expect("write head");
+    conn.write_all(&body[..5])
+        .await
+        .expect("write part of the body");
+    // Give the server time to take the request in (its headers are read): it is now in flight.
+    let warm = app.get("/healthz", "").await;
+    assert_eq!(warm.status, 200);
+
+    let stopping = tokio::spawn(app.shutdown());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        !stopping.is_finished(),
+        "shutdown waits for the request in flight"
+    );
+    conn.write_all(&body[5..]).await.expect("write the rest");
+    let mut raw = String::new();
+    conn.read_to_string(&mut raw)
+        .await
+        .expect("read the answer");
+
+    assert!(raw.starts_with("HTTP/1.1 200 OK"), "{raw}");
+    assert!(
+        raw.contains("\"reference_payment\":\"PG2026000104\""),
+        "{raw}"
+    );
+    tokio::time::timeout(Duration::from_secs(5), stopping)
+        .await
+        .expect("shutdown completes")
+        .expect("clean");
+    assert!(
+        tokio::net::TcpStream::connect(&addr).await.is_err(),
+        "no new connections after shutdown"
+    );
+}
