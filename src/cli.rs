@@ -54,7 +54,7 @@ pub struct ServeArgs {
     /// Do not watch the data folder (SIGHUP still reloads)
     #[arg(long, env = "EVENTBOX_NO_WATCH")]
     pub no_watch: bool,
-    /// How often --watch poll scans, e.g. 500ms or 2s [default: 1s]
+    /// How often --watch poll scans, e.g. 500ms or 2s [default: 250ms]
     #[arg(long, env = "EVENTBOX_POLL_INTERVAL", value_parser = config::parse_duration)]
     pub poll_interval: Option<Duration>,
     /// How long changes must settle before a reload, e.g. 100ms [default: 100ms]

@@ -12,7 +12,7 @@ use crate::watch::WatchMode;
 
 pub const DEFAULT_DATA: &str = "data";
 pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
-pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(250);
 pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(100);
 
 /// How logs are written.

@@ -177,8 +177,9 @@ fn inode(_: &std::fs::Metadata) -> u64 {
     0
 }
 
-/// Scans `dir` every `interval` and sends the paths that were added, removed or changed since
-/// the scan before (the first time, since `before`).
+/// Scans `dir` every `interval`. Paths added, removed or changed are collected until a scan finds
+/// nothing new (the folder has settled, as the debouncer waits for native events), then sent:
+/// a folder being copied in is not loaded half-copied.
 async fn poll(
     dir: PathBuf,
     mut before: Fingerprints,
@@ -186,6 +187,7 @@ async fn poll(
     tx: mpsc::UnboundedSender<Option<Vec<PathBuf>>>,
 ) {
     let scan = |dir: PathBuf| tokio::task::spawn_blocking(move || fingerprints(&dir));
+    let mut pending: BTreeSet<PathBuf> = BTreeSet::new();
     loop {
         tokio::time::sleep(interval).await;
         let Ok(now) = scan(dir.clone()).await else {
@@ -197,10 +199,18 @@ async fn poll(
             .map(|(p, _)| p.clone())
             .chain(before.keys().filter(|p| !now.contains_key(*p)).cloned())
             .collect();
-        if !changed.is_empty() && tx.send(Some(changed)).is_err() {
+        before = now;
+        if !changed.is_empty() {
+            pending.extend(changed);
+            continue;
+        }
+        if !pending.is_empty()
+            && tx
+                .send(Some(std::mem::take(&mut pending).into_iter().collect()))
+                .is_err()
+        {
             return;
         }
-        before = now;
     }
 }
 
