@@ -59,7 +59,7 @@ impl App {
     }
 
     /// Starts watching the data folder; `None` when `mode` is off. Needs a tokio runtime.
-    pub fn watch(
+    pub async fn watch(
         &self,
         mode: WatchMode,
         debounce: Duration,
@@ -73,12 +73,8 @@ impl App {
                 path: self.data_dir.clone(),
                 source,
             })?;
-        Ok(watch::spawn(
-            &canonical,
-            mode,
-            debounce,
-            Arc::clone(&self.reloader),
-        )?)
+        let reloader = Arc::clone(&self.reloader);
+        Ok(watch::spawn(&canonical, mode, debounce, reloader).await?)
     }
 
     /// What the HTTP server answers from.

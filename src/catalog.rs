@@ -77,6 +77,9 @@ pub struct Entry {
     pub tokens: Vec<String>,
     /// The latest attempt's version, when it had no error.
     pub candidate: Option<Arc<Version>>,
+    /// The newest version that was served; kept when a clash keeps it from being served, so it
+    /// can come back when the token is free.
+    pub last_good: Option<Arc<Version>>,
     /// The version served now.
     pub serving: Option<Arc<Version>>,
     /// When the folder was last read.
@@ -92,6 +95,7 @@ impl Entry {
             conflicts: Vec::new(),
             tokens: Vec::new(),
             candidate: None,
+            last_good: None,
             serving: None,
             checked_at: report.loaded_at,
         };
@@ -230,81 +234,121 @@ impl Catalog {
         Ok(Refreshed { loaded, removed })
     }
 
-    /// Decides which version of each bundle serves which token. Bundles already serving claim
-    /// first, so an incumbent keeps its tokens; then the others in name order; then broken
-    /// bundles, only so that their clashes are reported. A bundle serves its candidate when all
-    /// its tokens are free, else keeps its current version when that one's are.
+    /// Decides which version of each bundle serves which token.
+    ///
+    /// Bundles serving now reserve their tokens first: an incumbent keeps what it serves, whatever
+    /// its neighbours' edits say. Then each bundle, serving ones first and the rest in name order,
+    /// takes its new version if none of its tokens is held by another bundle, else its last good
+    /// version if that one's are free, else nothing. Every clash is reported on the bundle that
+    /// did not get the token. A round can free tokens (a bundle's new version drops one), so
+    /// rounds repeat until nothing changes.
     pub fn resolve_tokens(&mut self) {
-        let mut order: Vec<&String> = self.entries.keys().collect();
-        let rank = |e: &Entry| match (&e.serving, &e.candidate) {
-            (Some(_), _) => 0,
-            (None, Some(_)) => 1,
-            (None, None) => 2,
-        };
-        order.sort_by_key(|n| rank(&self.entries[*n]));
-        let order: Vec<String> = order.into_iter().cloned().collect();
+        for _ in 0..4 {
+            if !self.resolve_round() {
+                break;
+            }
+        }
+    }
 
+    /// One round of [`Catalog::resolve_tokens`]; whether any bundle's served version changed.
+    fn resolve_round(&mut self) -> bool {
         let mut owner: HashMap<String, String> = HashMap::new();
-        for name in order {
+        for e in self.entries.values() {
+            for t in e.serving.iter().flat_map(|v| &v.tokens) {
+                owner.entry(t.clone()).or_insert_with(|| e.name.clone());
+            }
+        }
+        let rank = |e: &Entry| match (&e.serving, &e.candidate, &e.last_good) {
+            (Some(_), _, _) => 0,
+            (None, Some(_), _) | (None, None, Some(_)) => 1,
+            (None, None, None) => 2,
+        };
+        let mut order: Vec<(u8, String)> = self
+            .entries
+            .values()
+            .map(|e| (rank(e), e.name.clone()))
+            .collect();
+        order.sort();
+
+        let mut changed = false;
+        for (_, name) in order {
             let Some(entry) = self.entries.get_mut(&name) else {
                 continue;
             };
-            entry.conflicts.clear();
-            let clashes = |tokens: &[String]| -> Vec<(String, String)> {
+            let held_by_others = |tokens: &[String]| -> Vec<(String, String)> {
                 tokens
                     .iter()
-                    .filter_map(|t| owner.get(t).map(|o| (token_hint(t), o.clone())))
+                    .filter_map(|t| {
+                        owner
+                            .get(t)
+                            .filter(|o| **o != name)
+                            .map(|o| (token_hint(t), o.clone()))
+                    })
                     .collect()
             };
-            let mut chosen = None;
+            let mut chosen: Option<Arc<Version>> = None;
             let mut reported = Vec::new();
-            if let Some(candidate) = &entry.candidate {
-                let c = clashes(&candidate.tokens);
-                if c.is_empty() {
-                    chosen = Some(Arc::clone(candidate));
-                } else {
-                    reported = c;
+            for version in entry.candidate.iter().chain(entry.last_good.iter()) {
+                let clashes = held_by_others(&version.tokens);
+                if clashes.is_empty() {
+                    chosen = Some(Arc::clone(version));
+                    break;
                 }
-            } else if entry.serving.is_none() {
-                reported = clashes(&entry.tokens);
+                if reported.is_empty() {
+                    reported = clashes;
+                }
             }
-            if chosen.is_none() {
-                if let Some(current) = &entry.serving {
-                    if clashes(&current.tokens).is_empty() {
-                        chosen = Some(Arc::clone(current));
-                    }
+            if entry.candidate.is_none() && reported.is_empty() {
+                // The latest attempt had errors: its bundle.toml's tokens may still clash.
+                reported = held_by_others(&entry.tokens);
+            }
+            // Release what this bundle held, then claim what it serves now.
+            for t in entry.serving.iter().flat_map(|v| &v.tokens) {
+                if owner.get(t) == Some(&name) {
+                    owner.remove(t);
                 }
             }
             let claimed: &[String] = match &chosen {
                 Some(v) => &v.tokens,
-                None if entry.candidate.is_none()
-                    && entry.serving.is_none()
-                    && reported.is_empty() =>
-                {
-                    &entry.tokens
-                }
+                // A broken bundle claims its tokens only so that other broken ones report clashes.
+                None if entry.last_good.is_none() && reported.is_empty() => &entry.tokens,
                 None => &[],
             };
             for t in claimed {
-                owner.insert(t.clone(), name.clone());
+                owner.entry(t.clone()).or_insert_with(|| name.clone());
+            }
+            if let (Some(c), Some(v)) = (&entry.candidate, &chosen) {
+                if Arc::ptr_eq(c, v) {
+                    entry.last_good = Some(Arc::clone(c));
+                }
             }
             let outcome = if chosen.is_some() {
-                "its new version is not served; the previous one keeps serving"
+                "the previous version keeps serving"
             } else {
                 "it is not served"
             };
-            for (hint, other) in reported {
-                entry.conflicts.push(Problem::error(
-                    entry.dir.join("bundle.toml"),
-                    Location::File,
-                    format!(
-                        "token {hint} is also named by bundle {other:?}; a token opens one bundle, so bundle {:?}: {outcome}",
-                        entry.name
-                    ),
-                ));
-            }
+            entry.conflicts = reported
+                .into_iter()
+                .map(|(hint, other)| {
+                    Problem::error(
+                        entry.dir.join("bundle.toml"),
+                        Location::File,
+                        format!(
+                            "token {hint} is also named by bundle {other:?}; a token opens one bundle, so bundle {:?}: {outcome}",
+                            entry.name
+                        ),
+                    )
+                })
+                .collect();
+            let same = match (&entry.serving, &chosen) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            };
+            changed |= !same;
             entry.serving = chosen;
         }
+        changed
     }
 
     /// Resolves the tokens and builds the snapshot to publish.

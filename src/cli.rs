@@ -51,9 +51,10 @@ pub struct ServeArgs {
     /// How to notice changed files [default: native]
     #[arg(long, env = "EVENTBOX_WATCH", value_enum)]
     pub watch: Option<WatchKind>,
-    /// Do not watch the data folder (SIGHUP still reloads)
-    #[arg(long, env = "EVENTBOX_NO_WATCH")]
-    pub no_watch: bool,
+    /// Do not watch the data folder (SIGHUP still reloads); --no-watch=false undoes a file's
+    #[arg(long, env = "EVENTBOX_NO_WATCH", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
+    pub no_watch: Option<bool>,
     /// How often --watch poll scans, e.g. 500ms or 2s [default: 250ms]
     #[arg(long, env = "EVENTBOX_POLL_INTERVAL", value_parser = config::parse_duration)]
     pub poll_interval: Option<Duration>,
@@ -63,9 +64,11 @@ pub struct ServeArgs {
     /// Log lines as text or JSON (RUST_LOG filters them) [default: text]
     #[arg(long, env = "EVENTBOX_LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
-    /// Log one line per request (method, path, status, duration, bundle, token hint)
-    #[arg(long, env = "EVENTBOX_ACCESS_LOG")]
-    pub access_log: bool,
+    /// Log one line per request (method, path, status, duration, bundle, token hint);
+    /// --access-log=false turns off a configuration file's
+    #[arg(long, env = "EVENTBOX_ACCESS_LOG", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
+    pub access_log: Option<bool>,
     /// A TOML file with any of these options; flags and EVENTBOX_* variables override it
     #[arg(long, env = "EVENTBOX_CONFIG")]
     pub config: Option<PathBuf>,
@@ -154,6 +157,10 @@ pub async fn serve(config: &ServeConfig) -> u8 {
         eprintln!("eventbox: {e}");
         return EXIT_UNUSABLE;
     }
+    // The SIGHUP handler exists before the port opens: a SIGHUP never finds the default action
+    // (which ends the process).
+    let app = App::new(&config.data);
+    spawn_sighup_reloads(&app);
     let listener = match TcpListener::bind(config.addr).await {
         Ok(l) => l,
         Err(e) => {
@@ -163,24 +170,20 @@ pub async fn serve(config: &ServeConfig) -> u8 {
     };
     let addr = listener.local_addr().map_or(config.addr, |a| a);
     say(format_args!("eventbox listening on http://{addr}"));
-
-    let app = App::new(&config.data);
     let server = tokio::spawn(crate::http::serve(
         listener,
         app.service(config.access_log),
         shutdown_signal(),
     ));
-
     // Watch before the first load, so that nothing changed in between is missed (a change seen
     // during the load only reloads once more).
-    let _watcher = match app.watch(config.watch, config.debounce) {
+    let _watcher = match app.watch(config.watch, config.debounce).await {
         Ok(w) => w,
         Err(e) => {
             tracing::warn!("{e}; changes are picked up on SIGHUP only");
             None
         }
     };
-    spawn_sighup_reloads(&app);
     let loader = app.clone();
     match tokio::task::spawn_blocking(move || loader.load()).await {
         Ok(Ok(_)) => {}
@@ -193,7 +196,10 @@ pub async fn serve(config: &ServeConfig) -> u8 {
             return 1;
         }
     }
-    print_bundles(&app, config);
+    let printer = app.clone();
+    let data = config.data.clone();
+    // The catalog's lock is a blocking one: take it off the async threads.
+    let _ = tokio::task::spawn_blocking(move || print_bundles(&printer, &data)).await;
 
     match server.await {
         Ok(Ok(())) => 0,
@@ -217,7 +223,7 @@ fn say(line: std::fmt::Arguments<'_>) {
     let _ = out.flush();
 }
 
-fn print_bundles(app: &App, config: &ServeConfig) {
+fn print_bundles(app: &App, data: &std::path::Path) {
     app.reloader.with_catalog(|catalog| {
         let mut any = false;
         for entry in catalog.entries() {
@@ -235,7 +241,7 @@ fn print_bundles(app: &App, config: &ServeConfig) {
         if !any {
             say(format_args!(
                 "  no bundle is served: add one under {}",
-                config.data.display()
+                data.display()
             ));
         }
     });

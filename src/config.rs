@@ -43,12 +43,15 @@ pub struct Overrides {
     pub data: Option<PathBuf>,
     pub addr: Option<SocketAddr>,
     pub watch: Option<WatchKind>,
-    pub no_watch: bool,
+    pub no_watch: Option<bool>,
     pub poll_interval: Option<Duration>,
     pub debounce: Option<Duration>,
     pub log_format: Option<LogFormat>,
-    pub access_log: bool,
+    pub access_log: Option<bool>,
 }
+
+/// The shortest debounce and poll interval accepted: below it the watcher would spin.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
 
 /// The configuration file's keys; every serve option has one.
 #[derive(Debug, Default, Deserialize)]
@@ -83,6 +86,8 @@ pub enum ConfigError {
     },
     #[error("{}: {message}", path.display())]
     Invalid { path: PathBuf, message: String },
+    #[error("{0}")]
+    Value(String),
 }
 
 /// The configuration `serve` runs with.
@@ -130,7 +135,7 @@ impl ServeConfig {
         let default_addr: SocketAddr = DEFAULT_ADDR
             .parse()
             .map_err(|_| invalid("bad default address".into()))?;
-        let kind = if overrides.no_watch {
+        let kind = if overrides.no_watch == Some(true) {
             WatchKind::Off
         } else {
             overrides
@@ -163,8 +168,24 @@ impl ServeConfig {
                 .log_format
                 .or(file_config.log_format)
                 .unwrap_or(LogFormat::Text),
-            access_log: overrides.access_log || file_config.access_log.unwrap_or(false),
+            access_log: overrides
+                .access_log
+                .or(file_config.access_log)
+                .unwrap_or(false),
         };
+        if let WatchMode::Poll(interval) = config.watch {
+            if interval < MIN_INTERVAL {
+                return Err(ConfigError::Value(format!(
+                    "the poll interval must be at least {MIN_INTERVAL:?}, not {interval:?}"
+                )));
+            }
+        }
+        if config.debounce < MIN_INTERVAL {
+            return Err(ConfigError::Value(format!(
+                "the debounce must be at least {MIN_INTERVAL:?}, not {:?}",
+                config.debounce
+            )));
+        }
         Ok((config, warnings))
     }
 }
@@ -238,7 +259,7 @@ mod tests {
         assert_eq!(defaults.data, PathBuf::from("data"));
         assert_eq!(defaults.watch, WatchMode::Native);
         let off = Overrides {
-            no_watch: true,
+            no_watch: Some(true),
             ..Overrides::default()
         };
         assert_eq!(
@@ -248,6 +269,36 @@ mod tests {
                 .watch,
             WatchMode::Off
         );
+    }
+
+    #[test]
+    fn flags_turn_a_files_switches_off_and_tiny_intervals_are_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("eventbox.toml");
+        std::fs::write(&path, "access_log = true\nwatch = \"off\"\n").expect("write");
+        let (from_file, _) = ServeConfig::resolve(&Overrides::default(), Some(&path)).expect("ok");
+        assert!(from_file.access_log);
+        let flags = Overrides {
+            access_log: Some(false),
+            watch: Some(WatchKind::Native),
+            ..Overrides::default()
+        };
+        let (overridden, _) = ServeConfig::resolve(&flags, Some(&path)).expect("ok");
+        assert!(!overridden.access_log);
+        assert_eq!(overridden.watch, WatchMode::Native);
+        for bad in [
+            Overrides {
+                debounce: Some(Duration::ZERO),
+                ..Overrides::default()
+            },
+            Overrides {
+                watch: Some(WatchKind::Poll),
+                poll_interval: Some(Duration::from_millis(1)),
+                ..Overrides::default()
+            },
+        ] {
+            assert!(ServeConfig::resolve(&bad, None).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -6,13 +6,50 @@
 //! version serving; only a data folder that cannot be listed at all fails, and then nothing
 //! changes.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::catalog::{Catalog, Refreshed, Scope};
+use crate::catalog::{Catalog, Entry, Refreshed, Scope};
 use crate::load::LoadError;
 use crate::metrics::Metrics;
 use crate::problem::Severity;
 use crate::store::Store;
+
+/// What a bundle's log lines depend on: the version it serves and its token clashes.
+type Signature = (Option<usize>, Vec<String>);
+
+fn signature(e: &Entry) -> Signature {
+    (
+        e.serving.as_ref().map(|v| Arc::as_ptr(v) as usize),
+        e.conflicts.iter().map(ToString::to_string).collect(),
+    )
+}
+
+/// Logs a bundle's problems and what it serves now.
+fn log_entry(entry: &Entry) {
+    let name = &entry.name;
+    for p in entry.all_problems() {
+        match p.severity {
+            Severity::Error => tracing::error!(bundle = %name, "{p}"),
+            Severity::Warning => tracing::warn!(bundle = %name, "{p}"),
+        }
+    }
+    let fresh = match (&entry.serving, &entry.candidate) {
+        (Some(s), Some(c)) => Arc::ptr_eq(s, c),
+        _ => false,
+    };
+    match &entry.serving {
+        Some(_) if fresh && entry.conflicts.is_empty() => {
+            tracing::info!(bundle = %name, "bundle loaded")
+        }
+        Some(v) => tracing::warn!(
+            bundle = %name,
+            "bundle has errors; still serving the version loaded at {}",
+            v.loaded_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        ),
+        None => tracing::error!(bundle = %name, "bundle not served: it has errors"),
+    }
+}
 
 /// Reloads the catalog and publishes snapshots to the store.
 #[derive(Debug)]
@@ -36,6 +73,10 @@ impl Reloader {
     /// and publishes a new snapshot. Blocking: file I/O.
     pub fn reload(&self, scope: &Scope) -> Result<Refreshed, LoadError> {
         let mut catalog = self.catalog.lock().unwrap_or_else(PoisonError::into_inner);
+        let before: HashMap<String, Signature> = catalog
+            .entries()
+            .map(|e| (e.name.clone(), signature(e)))
+            .collect();
         let refreshed = match catalog.refresh(scope) {
             Ok(r) => r,
             Err(e) => {
@@ -57,29 +98,14 @@ impl Reloader {
             }),
             &refreshed.removed,
         );
-        for name in &refreshed.loaded {
-            let Some(entry) = catalog.entry(name) else {
-                continue;
-            };
-            self.metrics.observe_load(!entry.has_errors());
-            for p in entry.all_problems() {
-                match p.severity {
-                    Severity::Error => tracing::error!(bundle = %name, "{p}"),
-                    Severity::Warning => tracing::warn!(bundle = %name, "{p}"),
-                }
+        for entry in catalog.entries() {
+            let reread = refreshed.loaded.contains(&entry.name);
+            if reread {
+                self.metrics.observe_load(!entry.has_errors());
             }
-            let fresh = match (&entry.serving, &entry.candidate) {
-                (Some(s), Some(c)) => Arc::ptr_eq(s, c),
-                _ => false,
-            };
-            match &entry.serving {
-                Some(_) if fresh => tracing::info!(bundle = %name, "bundle loaded"),
-                Some(v) => tracing::warn!(
-                    bundle = %name,
-                    "bundle has errors; still serving the version loaded at {}",
-                    v.loaded_at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-                ),
-                None => tracing::error!(bundle = %name, "bundle not served: it has errors"),
+            // A bundle not re-read can still change: a neighbour's edit freed or took a token.
+            if reread || before.get(&entry.name) != Some(&signature(entry)) {
+                log_entry(entry);
             }
         }
         for name in &refreshed.removed {

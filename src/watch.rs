@@ -65,6 +65,9 @@ pub fn scope_of(data_dir: &Path, paths: &[PathBuf]) -> Scope {
             .and_then(|rel| rel.components().next());
         match first {
             Some(Component::Normal(name)) => match name.to_str() {
+                // Not bundles (staging folders, editor files): a rename out of them shows up
+                // under the new name.
+                Some(n) if n.starts_with('.') || n.starts_with('_') => {}
                 Some(n) => {
                     names.insert(n.to_string());
                 }
@@ -78,7 +81,7 @@ pub fn scope_of(data_dir: &Path, paths: &[PathBuf]) -> Scope {
 
 /// Starts watching `data_dir` (recursively) and reloading what changes. Must be called inside a
 /// tokio runtime. Returns `None` for [`WatchMode::Off`].
-pub fn spawn(
+pub async fn spawn(
     data_dir: &Path,
     mode: WatchMode,
     debounce: Duration,
@@ -108,9 +111,10 @@ pub fn spawn(
                 };
                 let _ = tx.send(batch);
             };
+            // Half the quiet time here; the reload loop waits for the rest (see `reload_loop`).
             let mut d = new_debouncer_opt::<_, RecommendedWatcher, _>(
-                debounce,
-                Some(debounce / 4),
+                debounce / 2,
+                Some(debounce / 8),
                 handler,
                 RecommendedCache::new(),
                 notify::Config::default(),
@@ -122,8 +126,11 @@ pub fn spawn(
             }
         }
         WatchMode::Poll(interval) => {
-            // The baseline is taken now, so a change made right after this returns is seen.
-            let baseline = fingerprints(data_dir);
+            // The baseline is taken before this returns, so a change made right after is seen.
+            let dir = data_dir.to_path_buf();
+            let baseline = tokio::task::spawn_blocking(move || fingerprints(&dir))
+                .await
+                .unwrap_or_default();
             Watcher {
                 _debouncer: None,
                 poller: Some(tokio::spawn(poll(
@@ -135,7 +142,12 @@ pub fn spawn(
             }
         }
     };
-    tokio::spawn(reload_loop(data_dir.to_path_buf(), rx, reloader));
+    // Poll mode settles by itself (a bundle is sent once a scan finds it unchanged).
+    let quiet = match mode {
+        WatchMode::Native => debounce,
+        _ => Duration::ZERO,
+    };
+    tokio::spawn(reload_loop(data_dir.to_path_buf(), rx, reloader, quiet));
     Ok(Some(watcher))
 }
 
@@ -147,39 +159,50 @@ type Fingerprints = BTreeMap<PathBuf, (u64, Option<SystemTime>, u64)>;
 fn fingerprints(dir: &Path) -> Fingerprints {
     let mut out = Fingerprints::new();
     let mut stack = vec![dir.to_path_buf()];
+    // Links are followed, as loading does; a folder reached twice (a link loop) is walked once.
+    let mut walked = std::collections::HashSet::new();
     while let Some(d) = stack.pop() {
+        if let Ok(meta) = std::fs::metadata(&d) {
+            if !walked.insert(identity(&meta)) {
+                continue;
+            }
+        }
         let Ok(entries) = std::fs::read_dir(&d) else {
             continue;
         };
         for entry in entries.flatten() {
             let path = entry.path();
-            // Follows links, as loading does.
             let Ok(meta) = std::fs::metadata(&path) else {
                 continue;
             };
             if meta.is_dir() {
                 stack.push(path.clone());
             }
-            out.insert(path, (meta.len(), meta.modified().ok(), inode(&meta)));
+            out.insert(path, (meta.len(), meta.modified().ok(), identity(&meta).1));
         }
     }
     out
 }
 
+/// A file's device and inode.
 #[cfg(unix)]
-fn inode(meta: &std::fs::Metadata) -> u64 {
+fn identity(meta: &std::fs::Metadata) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
-    meta.ino()
+    (meta.dev(), meta.ino())
 }
 
 #[cfg(not(unix))]
-fn inode(_: &std::fs::Metadata) -> u64 {
-    0
+fn identity(_: &std::fs::Metadata) -> (u64, u64) {
+    (0, 0)
 }
 
-/// Scans `dir` every `interval`. Paths added, removed or changed are collected until a scan finds
-/// nothing new (the folder has settled, as the debouncer waits for native events), then sent:
-/// a folder being copied in is not loaded half-copied.
+/// How many scans a bundle that keeps changing may wait before it is reloaded all the same.
+const MAX_POLL_WAIT: u32 = 8;
+
+/// Scans `dir` every `interval`. A bundle whose files changed is sent once a scan finds it
+/// unchanged (it has settled: a folder being copied in is not loaded half-copied), or after
+/// [`MAX_POLL_WAIT`] scans if it never settles. Bundles settle independently, so a busy folder
+/// never holds back the others.
 async fn poll(
     dir: PathBuf,
     mut before: Fingerprints,
@@ -187,7 +210,9 @@ async fn poll(
     tx: mpsc::UnboundedSender<Option<Vec<PathBuf>>>,
 ) {
     let scan = |dir: PathBuf| tokio::task::spawn_blocking(move || fingerprints(&dir));
-    let mut pending: BTreeSet<PathBuf> = BTreeSet::new();
+    // Changed paths waiting to be sent, by bundle (None: the data folder itself), and how many
+    // scans they have waited.
+    let mut pending: BTreeMap<Option<String>, (Vec<PathBuf>, u32)> = BTreeMap::new();
     loop {
         tokio::time::sleep(interval).await;
         let Ok(now) = scan(dir.clone()).await else {
@@ -200,29 +225,55 @@ async fn poll(
             .chain(before.keys().filter(|p| !now.contains_key(*p)).cloned())
             .collect();
         before = now;
-        if !changed.is_empty() {
-            pending.extend(changed);
-            continue;
+        let mut touched = BTreeSet::new();
+        for path in changed {
+            let key = match scope_of(&dir, std::slice::from_ref(&path)) {
+                Scope::Bundles(names) => match names.into_iter().next() {
+                    Some(name) => Some(name),
+                    None => continue, // a staging or hidden folder
+                },
+                Scope::All => None,
+            };
+            pending.entry(key.clone()).or_default().0.push(path);
+            touched.insert(key);
         }
-        if !pending.is_empty()
-            && tx
-                .send(Some(std::mem::take(&mut pending).into_iter().collect()))
-                .is_err()
-        {
+        let mut ready = Vec::new();
+        pending.retain(|key, (paths, waited)| {
+            *waited += 1;
+            let settled = !touched.contains(key);
+            if settled || *waited > MAX_POLL_WAIT {
+                ready.append(paths);
+                false
+            } else {
+                true
+            }
+        });
+        if !ready.is_empty() && tx.send(Some(ready)).is_err() {
             return;
         }
     }
 }
 
-/// Receives batches of changed paths, merges what is already waiting, reloads, repeats. Ends
-/// when the watcher is dropped.
+/// Receives batches of changed paths, waits until none has come for `quiet` (so a burst of
+/// writes, such as a folder being copied in, is read once it is whole; capped at
+/// [`MAX_SETTLE`]), reloads, repeats. Ends when the watcher is dropped.
 async fn reload_loop(
     data_dir: PathBuf,
     mut rx: mpsc::UnboundedReceiver<Option<Vec<PathBuf>>>,
     reloader: Arc<Reloader>,
+    quiet: Duration,
 ) {
     while let Some(first) = rx.recv().await {
         let mut scope = batch_scope(&data_dir, first);
+        let started = tokio::time::Instant::now();
+        while !quiet.is_zero() && started.elapsed() < MAX_SETTLE {
+            let wait = quiet.min(MAX_SETTLE.saturating_sub(started.elapsed()));
+            match tokio::time::timeout(wait, rx.recv()).await {
+                Ok(Some(more)) => scope = merge(scope, batch_scope(&data_dir, more)),
+                Ok(None) => return,
+                Err(_) => break, // quiet long enough
+            }
+        }
         while let Ok(more) = rx.try_recv() {
             scope = merge(scope, batch_scope(&data_dir, more));
         }
@@ -233,6 +284,9 @@ async fn reload_loop(
         let _ = tokio::task::spawn_blocking(move || reloader.reload(&scope)).await;
     }
 }
+
+/// The longest a reload waits for a folder to stop changing.
+const MAX_SETTLE: Duration = Duration::from_secs(2);
 
 fn batch_scope(data_dir: &Path, batch: Option<Vec<PathBuf>>) -> Scope {
     match batch {
@@ -272,6 +326,16 @@ mod tests {
             )
         );
         assert_eq!(scope_of(root, &[PathBuf::from("/d")]), Scope::All);
+        assert_eq!(
+            scope_of(
+                root,
+                &[
+                    PathBuf::from("/d/_staging/x.json"),
+                    PathBuf::from("/d/.git/x")
+                ]
+            ),
+            Scope::Bundles(BTreeSet::new())
+        );
         assert_eq!(scope_of(root, &[PathBuf::from("/elsewhere/x")]), Scope::All);
     }
 }

@@ -440,6 +440,8 @@ async fn sighup_reloads_every_bundle_now() {
         "demo/event.json",
         text.replace("33º Congresso", "Recarregado por SIGHUP"),
     );
+    // Longer than any debounce: had anything been watching, it would have reloaded by now.
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
     assert_eq!(
         get_event(&served.base, "demo-token").await.1,
         before,

@@ -26,9 +26,10 @@ struct Watched {
 async fn watched(mode: WatchMode) -> Watched {
     let data = TempData::new();
     data.with_demo("demo");
+    // As `serve` does: watch first, then load.
     let app = App::new(data.path());
+    let watcher = app.watch(mode, DEBOUNCE).await.expect("watching starts");
     app.load().expect("loads");
-    let watcher = app.watch(mode, DEBOUNCE).expect("watching starts");
     Watched {
         app: serve_app(app).await,
         data,
@@ -284,9 +285,11 @@ async fn readers_see_one_whole_version_while_a_writer_rewrites_it() {
             (seen, bad)
         }));
     }
-    for i in 0..40 {
+    // Each rewrite is followed by a pause longer than the quiet time, so that each version is
+    // loaded and served while the readers keep reading (rewrites closer together are coalesced).
+    for i in 0..20 {
         write(&w.path("demo/event.json"), &versions[(i + 1) % 2]);
-        tokio::time::sleep(Duration::from_millis(15)).await;
+        tokio::time::sleep(DEBOUNCE * 2).await;
     }
     w.until_title("Versão A").await;
     done.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -433,4 +436,184 @@ async fn shutdown_lets_a_request_in_flight_finish() {
         tokio::net::TcpStream::connect(&addr).await.is_err(),
         "no new connections after shutdown"
     );
+}
+
+/// The `/status` entry of one bundle.
+fn bundle_status(status: &Value, name: &str) -> Value {
+    status["bundles"]
+        .as_array()
+        .and_then(|b| b.iter().find(|b| b["name"] == name))
+        .cloned()
+        .unwrap_or_else(|| panic!("no bundle {name} in {status}"))
+}
+
+fn errors_of(status: &Value, name: &str) -> Vec<String> {
+    bundle_status(status, name)["errors"]
+        .as_array()
+        .map(|e| {
+            e.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn an_edit_never_takes_a_token_another_bundle_serves() {
+    let w = watched(WatchMode::Native).await;
+    w.data.with_demo("b");
+    write(&w.path("b/bundle.toml"), "tokens = [\"b-token\"]\n");
+    write(&w.path("b/event.json"), event_titled("Bundle B"));
+    let title_of = |r: &Answer| r.json()["data"][0]["title"].as_str().map(str::to_string);
+    w.until("/api/v1/event", "b-token", "bundle b", |r| {
+        r.status == 200 && title_of(r).as_deref() == Some("Bundle B")
+    })
+    .await;
+
+    // demo's new bundle.toml claims b's token as well: b keeps it, demo keeps its old version.
+    write(
+        &w.path("demo/bundle.toml"),
+        "tokens = [\"demo-token\", \"b-token\"]\n",
+    );
+    let clash = "demo/bundle.toml: token b-t… is also named by bundle \"b\"; a token opens one bundle, so bundle \"demo\": the previous version keeps serving";
+    w.until("/status", "", "the clash on demo", |r| {
+        errors_of(&r.json(), "demo")
+            .iter()
+            .any(|e| e.ends_with(clash))
+    })
+    .await;
+    assert_eq!(
+        title_of(&w.app.get("/api/v1/event", "b-token").await).as_deref(),
+        Some("Bundle B")
+    );
+    assert_eq!(w.app.get("/api/v1/event", DEMO_TOKEN).await.status, 200);
+    let status = w.app.send(Method::GET, "/status", None, None).await.json();
+    assert_eq!(bundle_status(&status, "b")["served"], true);
+    assert!(errors_of(&status, "b").is_empty());
+
+    // b breaks: it keeps its last good version and its token, whatever demo claims.
+    write(&w.path("b/payments.json"), "[{}]");
+    w.until("/status", "", "b's error", |r| {
+        !errors_of(&r.json(), "b").is_empty()
+    })
+    .await;
+    assert_eq!(
+        title_of(&w.app.get("/api/v1/event", "b-token").await).as_deref(),
+        Some("Bundle B")
+    );
+
+    // demo gives the token back and b is fixed: both clean, each with its own token.
+    write(&w.path("demo/bundle.toml"), "tokens = [\"demo-token\"]\n");
+    std::fs::copy(
+        demo_data().join("demo/payments.json"),
+        w.path("b/payments.json"),
+    )
+    .expect("copy");
+    w.until("/status", "", "both clean", |r| {
+        let s = r.json();
+        errors_of(&s, "demo").is_empty() && errors_of(&s, "b").is_empty()
+    })
+    .await;
+    assert_eq!(
+        title_of(&w.app.get("/api/v1/event", "b-token").await).as_deref(),
+        Some("Bundle B")
+    );
+    w.app.get("/api/v1/event", "b-token").await;
+    assert_ne!(
+        title_of(&w.app.get("/api/v1/event", DEMO_TOKEN).await).as_deref(),
+        Some("Bundle B")
+    );
+}
+
+#[tokio::test]
+async fn poll_mode_sees_folders_copied_in_and_removed() {
+    let w = watched(WatchMode::Poll(Duration::from_millis(50))).await;
+
+    w.data.with_demo("copied");
+    write(
+        &w.path("copied/bundle.toml"),
+        "tokens = [\"copied-token\"]\n",
+    );
+    w.until("/api/v1/event", "copied-token", "the copied bundle", |r| {
+        r.status == 200
+    })
+    .await;
+
+    std::fs::remove_dir_all(w.path("copied")).expect("remove");
+    w.until("/api/v1/event", "copied-token", "the removed bundle", |r| {
+        r.status == 401
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bundle_written_file_by_file_is_never_served_half_written() {
+    let w = watched(WatchMode::Native).await;
+    let full = std::fs::read_to_string(demo_data().join("demo/payments.json")).expect("payments");
+    let full: String = serde_json::from_str::<Value>(&full)
+        .expect("JSON")
+        .to_string();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (client, url, done) = (
+            w.app.client.clone(),
+            format!("{}/api/v1/payments", w.app.base),
+            done.clone(),
+        );
+        tokio::spawn(async move {
+            let mut served = Vec::new();
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(r) = client
+                    .get(&url)
+                    .header("Authorization-Token", "slow-token")
+                    .send()
+                    .await
+                {
+                    if r.status() == 200 {
+                        served.push(r.text().await.unwrap_or_default());
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(3)).await;
+            }
+            served
+        })
+    };
+
+    // Each file lands 15 ms after the one before: less than the quiet time, so the bundle is read
+    // once, whole. payments.json comes last; without it the bundle would be valid but empty.
+    let slow = w.path("slow");
+    std::fs::create_dir(&slow).expect("mkdir");
+    write(&slow.join("bundle.toml"), "tokens = [\"slow-token\"]\n");
+    for file in [
+        "event.json",
+        "submission.json",
+        "submission_list.json",
+        "hotsite.json",
+        "payment_details",
+    ] {
+        tokio::time::sleep(Duration::from_millis(15)).await;
+        let from = demo_data().join("demo").join(file);
+        if from.is_dir() {
+            std::fs::create_dir(slow.join(file)).expect("mkdir");
+            for d in std::fs::read_dir(&from).expect("read").flatten() {
+                tokio::time::sleep(Duration::from_millis(15)).await;
+                std::fs::copy(d.path(), slow.join(file).join(d.file_name())).expect("copy");
+            }
+        } else {
+            std::fs::copy(&from, slow.join(file)).expect("copy");
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(15)).await;
+    write(&slow.join("payments.json"), &full);
+    w.until("/api/v1/payments", "slow-token", "the whole bundle", |r| {
+        r.status == 200
+    })
+    .await;
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+
+    let served = reader.await.expect("reader");
+    assert!(!served.is_empty());
+    for body in served {
+        assert_eq!(body, full, "a half-written bundle was served");
+    }
 }
