@@ -38,10 +38,15 @@ pub struct App {
 impl App {
     /// Nothing is loaded yet: the store serves the not-ready snapshot (`/readyz` is 503).
     pub fn new(data_dir: &Path) -> App {
+        App::with_compression(data_dir, true)
+    }
+
+    /// As [`App::new`], choosing whether answers get compressed variants.
+    pub fn with_compression(data_dir: &Path, compression: bool) -> App {
         let store = Arc::new(Store::new(Snapshot::default()));
         let metrics = Arc::new(Metrics::new());
         let reloader = Arc::new(Reloader::new(
-            Catalog::new(data_dir),
+            Catalog::new(data_dir).with_compression(compression),
             Arc::clone(&store),
             Arc::clone(&metrics),
         ));
@@ -79,10 +84,12 @@ impl App {
 
     /// What the HTTP server answers from.
     pub fn service(&self, access_log: bool) -> Service {
+        let compression = self.reloader.with_catalog(|c| c.compression());
         Service {
             store: Arc::clone(&self.store),
             metrics: Arc::clone(&self.metrics),
             access_log,
+            compression,
         }
     }
 }

@@ -87,7 +87,7 @@ pub struct Entry {
 }
 
 impl Entry {
-    fn new(report: BundleReport) -> Entry {
+    fn new(report: BundleReport, compression: bool) -> Entry {
         let mut entry = Entry {
             name: report.name.clone(),
             dir: report.dir.clone(),
@@ -99,31 +99,32 @@ impl Entry {
             serving: None,
             checked_at: report.loaded_at,
         };
-        entry.update(report);
+        entry.update(report, compression);
         entry
     }
 
     /// Takes a new load attempt; the served version stays until the next snapshot decides.
-    fn update(&mut self, mut report: BundleReport) {
-        self.candidate = report
-            .bundle
-            .take()
-            .and_then(|bundle| match Prepared::new(&bundle) {
-                Ok(prepared) => Some(Arc::new(Version {
-                    prepared: Arc::new(prepared),
-                    tokens: bundle.config.tokens.clone(),
-                    summary: Summary::of(&bundle),
-                    loaded_at: report.loaded_at,
-                })),
-                Err(e) => {
-                    report.problems.push(Problem::error(
-                        &report.dir,
-                        Location::File,
-                        format!("cannot prepare the answers: {e}"),
-                    ));
-                    None
-                }
-            });
+    fn update(&mut self, mut report: BundleReport, compression: bool) {
+        self.candidate =
+            report
+                .bundle
+                .take()
+                .and_then(|bundle| match Prepared::new(&bundle, compression) {
+                    Ok(prepared) => Some(Arc::new(Version {
+                        prepared: Arc::new(prepared),
+                        tokens: bundle.config.tokens.clone(),
+                        summary: Summary::of(&bundle),
+                        loaded_at: report.loaded_at,
+                    })),
+                    Err(e) => {
+                        report.problems.push(Problem::error(
+                            &report.dir,
+                            Location::File,
+                            format!("cannot prepare the answers: {e}"),
+                        ));
+                        None
+                    }
+                });
         self.problems = report.problems;
         self.tokens = report.tokens;
         self.checked_at = report.loaded_at;
@@ -172,6 +173,8 @@ pub struct Refreshed {
 pub struct Catalog {
     data_dir: PathBuf,
     entries: BTreeMap<String, Entry>,
+    /// Whether answers are prepared with compressed variants.
+    compression: bool,
 }
 
 impl Catalog {
@@ -180,7 +183,18 @@ impl Catalog {
         Catalog {
             data_dir: data_dir.to_path_buf(),
             entries: BTreeMap::new(),
+            compression: true,
         }
+    }
+
+    /// Prepares answers with (the default) or without compressed variants.
+    pub fn with_compression(mut self, on: bool) -> Catalog {
+        self.compression = on;
+        self
+    }
+
+    pub fn compression(&self) -> bool {
+        self.compression
     }
 
     /// Reads every bundle of `data_dir`, and decides the token clashes.
@@ -224,9 +238,10 @@ impl Catalog {
             }
             let report = load::load_bundle(&self.data_dir.join(&name), &name);
             match self.entries.get_mut(&name) {
-                Some(entry) => entry.update(report),
+                Some(entry) => entry.update(report, self.compression),
                 None => {
-                    self.entries.insert(name.clone(), Entry::new(report));
+                    self.entries
+                        .insert(name.clone(), Entry::new(report, self.compression));
                 }
             }
             loaded.push(name);

@@ -69,6 +69,9 @@ pub struct ServeArgs {
     #[arg(long, env = "EVENTBOX_ACCESS_LOG", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
     pub access_log: Option<bool>,
+    /// Send gzip and brotli bodies to clients that accept them [default: on]
+    #[arg(long, env = "EVENTBOX_COMPRESSION", value_enum)]
+    pub compression: Option<config::Switch>,
     /// A TOML file with any of these options; flags and EVENTBOX_* variables override it
     #[arg(long, env = "EVENTBOX_CONFIG")]
     pub config: Option<PathBuf>,
@@ -86,6 +89,7 @@ impl ServeArgs {
             debounce: self.debounce,
             log_format: self.log_format,
             access_log: self.access_log,
+            compression: self.compression,
         };
         ServeConfig::resolve(&overrides, self.config.as_deref())
     }
@@ -159,7 +163,7 @@ pub async fn serve(config: &ServeConfig) -> u8 {
     }
     // The SIGHUP handler exists before the port opens: a SIGHUP never finds the default action
     // (which ends the process).
-    let app = App::new(&config.data);
+    let app = App::with_compression(&config.data, config.compression);
     spawn_sighup_reloads(&app);
     let listener = match TcpListener::bind(config.addr).await {
         Ok(l) => l,

@@ -48,6 +48,15 @@ pub struct Overrides {
     pub debounce: Option<Duration>,
     pub log_format: Option<LogFormat>,
     pub access_log: Option<bool>,
+    pub compression: Option<Switch>,
+}
+
+/// On or off, as written in flags and the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Switch {
+    On,
+    Off,
 }
 
 /// The shortest debounce and poll interval accepted: below it the watcher would spin.
@@ -64,9 +73,10 @@ struct FileConfig {
     debounce_ms: Option<u64>,
     log_format: Option<LogFormat>,
     access_log: Option<bool>,
+    compression: Option<Switch>,
 }
 
-const FILE_KEYS: [&str; 7] = [
+const FILE_KEYS: [&str; 8] = [
     "data",
     "addr",
     "watch",
@@ -74,6 +84,7 @@ const FILE_KEYS: [&str; 7] = [
     "debounce_ms",
     "log_format",
     "access_log",
+    "compression",
 ];
 
 /// A configuration that could not be used.
@@ -99,6 +110,8 @@ pub struct ServeConfig {
     pub debounce: Duration,
     pub log_format: LogFormat,
     pub access_log: bool,
+    /// Send gzip and brotli bodies to clients that accept them.
+    pub compression: bool,
 }
 
 impl ServeConfig {
@@ -172,6 +185,7 @@ impl ServeConfig {
                 .access_log
                 .or(file_config.access_log)
                 .unwrap_or(false),
+            compression: overrides.compression.or(file_config.compression) != Some(Switch::Off),
         };
         if let WatchMode::Poll(interval) = config.watch {
             if interval < MIN_INTERVAL {

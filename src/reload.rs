@@ -111,6 +111,23 @@ impl Reloader {
         for name in &refreshed.removed {
             tracing::info!(bundle = %name, "bundle folder removed; its tokens no longer open it");
         }
+        if catalog.compression() {
+            // Bodies too large to compress while preparing: in the background, identity being
+            // served until they are ready.
+            let fresh: Vec<Arc<crate::store::Prepared>> = catalog
+                .entries()
+                .filter(|e| refreshed.loaded.contains(&e.name))
+                .filter_map(|e| e.serving.as_ref().map(|v| Arc::clone(&v.prepared)))
+                .collect();
+            if !fresh.is_empty() {
+                let spawned = std::thread::Builder::new()
+                    .name("eventbox-compress".into())
+                    .spawn(move || fresh.iter().for_each(|p| p.compress_large()));
+                if let Err(e) = spawned {
+                    tracing::warn!(error = %e, "cannot start background compression; large bodies are sent plain");
+                }
+            }
+        }
         Ok(refreshed)
     }
 

@@ -6,7 +6,7 @@
 //! swapping it in whole; a request that holds the old one keeps a consistent view until it ends.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arc_swap::{ArcSwap, Guard};
 use bytes::Bytes;
@@ -16,27 +16,150 @@ use crate::model::bodies::List;
 use crate::model::records::PaymentDetail;
 use crate::model::Bundle;
 
-/// One bundle's answers, as the bytes sent on the wire.
+/// A content coding eventbox can send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    Identity,
+    Gzip,
+    Brotli,
+}
+
+impl Encoding {
+    /// The `Content-Encoding` value; none for identity.
+    pub fn header(self) -> Option<&'static str> {
+        match self {
+            Encoding::Identity => None,
+            Encoding::Gzip => Some("gzip"),
+            Encoding::Brotli => Some("br"),
+        }
+    }
+}
+
+/// Bodies smaller than this are sent plain unless the client refuses identity.
+pub const MIN_COMPRESS: usize = 1024;
+/// Bodies up to this size are compressed (at the highest useful levels) when prepared; larger ones
+/// (at faster levels) on a background thread once published, identity being served meanwhile.
+pub const EAGER_COMPRESS_MAX: usize = 1 << 20;
+
+/// The compressed variants of a body.
+#[derive(Debug)]
+pub struct Compressed {
+    pub gzip: Bytes,
+    pub br: Bytes,
+}
+
+/// One answer: its bytes, a hash of them for the `ETag`, and its compressed variants, each made
+/// once (when prepared, in the background, or on first demand) and then kept.
+#[derive(Debug)]
+pub struct Body {
+    identity: Bytes,
+    hash: u64,
+    compressed: OnceLock<Box<Compressed>>,
+}
+
+impl Body {
+    pub fn new(identity: Bytes) -> Body {
+        Body {
+            hash: xxhash_rust::xxh3::xxh3_64(&identity),
+            identity,
+            compressed: OnceLock::new(),
+        }
+    }
+
+    pub fn identity(&self) -> &Bytes {
+        &self.identity
+    }
+
+    /// Too small to be worth compressing (when the client accepts identity).
+    pub fn is_small(&self) -> bool {
+        self.identity.len() < MIN_COMPRESS
+    }
+
+    /// The strong entity tag of one encoding of this body: the same bytes give the same tag, across
+    /// restarts too.
+    pub fn etag(&self, encoding: Encoding) -> String {
+        match encoding {
+            Encoding::Identity => format!("\"{:016x}\"", self.hash),
+            Encoding::Gzip => format!("\"{:016x}-gzip\"", self.hash),
+            Encoding::Brotli => format!("\"{:016x}-br\"", self.hash),
+        }
+    }
+
+    /// The bytes of an encoding if they are ready (identity always is).
+    pub fn ready(&self, encoding: Encoding) -> Option<&Bytes> {
+        match encoding {
+            Encoding::Identity => Some(&self.identity),
+            Encoding::Gzip => self.compressed.get().map(|c| &c.gzip),
+            Encoding::Brotli => self.compressed.get().map(|c| &c.br),
+        }
+    }
+
+    /// The bytes of an encoding, compressing now if needed (CPU work: for a large body, call it
+    /// off the async threads).
+    pub fn encoded(&self, encoding: Encoding) -> &Bytes {
+        if encoding != Encoding::Identity {
+            self.compress();
+        }
+        self.ready(encoding).unwrap_or(&self.identity)
+    }
+
+    /// Makes the compressed variants if they are not there yet.
+    pub fn compress(&self) {
+        self.compressed.get_or_init(|| {
+            let large = self.identity.len() > EAGER_COMPRESS_MAX;
+            let (gzip_level, br_quality) = if large { (6, 5) } else { (9, 9) };
+            Box::new(Compressed {
+                gzip: gzip(&self.identity, gzip_level),
+                br: brotli(&self.identity, br_quality),
+            })
+        });
+    }
+}
+
+fn gzip(data: &[u8], level: u32) -> Bytes {
+    use std::io::Write;
+    let mut enc = flate2::write::GzEncoder::new(
+        Vec::with_capacity(data.len() / 4),
+        flate2::Compression::new(level),
+    );
+    // Writing into a Vec cannot fail.
+    let _ = enc.write_all(data);
+    Bytes::from(enc.finish().unwrap_or_default())
+}
+
+fn brotli(data: &[u8], quality: u32) -> Bytes {
+    use std::io::Write;
+    let mut out = Vec::with_capacity(data.len() / 4);
+    {
+        let mut w = ::brotli::CompressorWriter::new(&mut out, 64 * 1024, quality, 22);
+        let _ = w.write_all(data);
+    }
+    Bytes::from(out)
+}
+
+/// One bundle's answers.
 #[derive(Debug)]
 pub struct Prepared {
     pub name: Arc<str>,
-    pub event: Bytes,
-    pub payments: Bytes,
-    pub submission: Bytes,
-    pub submission_list: Bytes,
-    pub hotsite: Bytes,
+    pub event: Body,
+    pub payments: Body,
+    pub submission: Body,
+    pub submission_list: Body,
+    pub hotsite: Body,
     /// The details answer for every payment reference (and every detail file).
-    pub details: HashMap<Box<str>, Bytes>,
+    pub details: HashMap<Box<str>, Body>,
 }
 
-fn to_bytes<T: Serialize>(value: &T) -> serde_json::Result<Bytes> {
-    serde_json::to_vec(value).map(Bytes::from)
+fn to_body<T: Serialize>(value: &T) -> serde_json::Result<Body> {
+    serde_json::to_vec(value).map(|v| Body::new(Bytes::from(v)))
 }
 
 impl Prepared {
     /// Serialises every answer of a bundle. A payment with a detail file answers that file's
-    /// body; any other payment answers one row derived from the payment itself.
-    pub fn new(bundle: &Bundle) -> serde_json::Result<Prepared> {
+    /// body; any other payment answers one row derived from the payment itself. With
+    /// `compression`, bodies from [`MIN_COMPRESS`] up to [`EAGER_COMPRESS_MAX`] are compressed
+    /// now.
+    pub fn new(bundle: &Bundle, compression: bool) -> serde_json::Result<Prepared> {
         let mut details = HashMap::with_capacity(bundle.payments.data.len() + bundle.details.len());
         for payment in &bundle.payments.data {
             if !bundle.details.contains_key(&payment.reference_payment) {
@@ -46,22 +169,53 @@ impl Prepared {
                 };
                 details.insert(
                     payment.reference_payment.as_str().into(),
-                    to_bytes(&derived)?,
+                    to_body(&derived)?,
                 );
             }
         }
         for (reference, body) in &bundle.details {
-            details.insert(reference.as_str().into(), to_bytes(body)?);
+            details.insert(reference.as_str().into(), to_body(body)?);
         }
-        Ok(Prepared {
+        let prepared = Prepared {
             name: bundle.name.as_str().into(),
-            event: to_bytes(&bundle.event)?,
-            payments: to_bytes(&bundle.payments)?,
-            submission: to_bytes(&bundle.submission)?,
-            submission_list: to_bytes(&bundle.submission_list)?,
-            hotsite: to_bytes(&bundle.hotsite)?,
+            event: to_body(&bundle.event)?,
+            payments: to_body(&bundle.payments)?,
+            submission: to_body(&bundle.submission)?,
+            submission_list: to_body(&bundle.submission_list)?,
+            hotsite: to_body(&bundle.hotsite)?,
             details,
-        })
+        };
+        if compression {
+            for body in prepared.bodies() {
+                let len = body.identity.len();
+                if (MIN_COMPRESS..=EAGER_COMPRESS_MAX).contains(&len) {
+                    body.compress();
+                }
+            }
+        }
+        Ok(prepared)
+    }
+
+    /// Every body of the bundle.
+    pub fn bodies(&self) -> impl Iterator<Item = &Body> {
+        [
+            &self.event,
+            &self.payments,
+            &self.submission,
+            &self.submission_list,
+            &self.hotsite,
+        ]
+        .into_iter()
+        .chain(self.details.values())
+    }
+
+    /// Compresses the bodies too large to compress when prepared (run it on a background thread).
+    pub fn compress_large(&self) {
+        for body in self.bodies() {
+            if body.identity.len() > EAGER_COMPRESS_MAX {
+                body.compress();
+            }
+        }
     }
 }
 

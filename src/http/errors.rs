@@ -25,6 +25,8 @@ pub enum ApiError {
     MethodNotAllowed,
     /// The first load has not finished yet.
     NotReady,
+    /// `Accept-Encoding` refuses every encoding eventbox can send.
+    NotAcceptable,
 }
 
 /// The largest request body read, in bytes (64 KiB).
@@ -45,7 +47,7 @@ macro_rules! error_body {
 }
 
 impl ApiError {
-    pub const ALL: [ApiError; 8] = [
+    pub const ALL: [ApiError; 9] = [
         ApiError::MissingToken,
         ApiError::InvalidToken,
         ApiError::MissingReference,
@@ -54,6 +56,7 @@ impl ApiError {
         ApiError::BodyTooLarge,
         ApiError::MethodNotAllowed,
         ApiError::NotReady,
+        ApiError::NotAcceptable,
     ];
 
     pub fn status(self) -> StatusCode {
@@ -64,6 +67,7 @@ impl ApiError {
             ApiError::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::NotReady => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
         }
     }
 
@@ -78,6 +82,7 @@ impl ApiError {
             ApiError::BodyTooLarge => "body_too_large",
             ApiError::MethodNotAllowed => "method_not_allowed",
             ApiError::NotReady => "not_ready",
+            ApiError::NotAcceptable => "not_acceptable",
         }
     }
 
@@ -124,6 +129,11 @@ impl ApiError {
                     "eventbox is still loading its data; retry shortly.",
                     503,
                     "not_ready"
+                ),
+                ApiError::NotAcceptable => error_body!(
+                    "Accept-Encoding refuses every encoding available: identity, gzip and br.",
+                    406,
+                    "not_acceptable"
                 ),
             }
             .as_bytes(),

@@ -4,10 +4,12 @@
 //!   takes a bound listener, so tests bind `127.0.0.1:0` and run it in-process;
 //! - [`router`]: request → response, a plain function of the request and a snapshot;
 //! - [`details`]: where the details endpoint finds its `reference`;
+//! - [`negotiate`]: `Accept-Encoding` and `If-None-Match`;
 //! - [`errors`]: the error contract, as constant bodies.
 
 pub mod details;
 pub mod errors;
+pub mod negotiate;
 pub mod router;
 pub mod server;
 

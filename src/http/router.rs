@@ -10,13 +10,17 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Body;
-use hyper::header::{HeaderValue, ALLOW, CONTENT_LENGTH, CONTENT_TYPE, HOST, RETRY_AFTER};
+use hyper::header::{
+    HeaderMap, HeaderValue, ACCEPT_ENCODING, ALLOW, CACHE_CONTROL, CONTENT_ENCODING,
+    CONTENT_LENGTH, CONTENT_TYPE, ETAG, HOST, IF_NONE_MATCH, RETRY_AFTER, VARY,
+};
+use hyper::http::request::Parts;
 use hyper::{Method, Request, Response, StatusCode};
 
-use super::details;
 use super::errors::{not_found_body, ApiError, BODY_LIMIT};
+use super::{details, negotiate};
 use crate::metrics::{self, Metrics};
-use crate::store::{Prepared, Snapshot};
+use crate::store::{self, Encoding, Prepared, Snapshot};
 
 /// The header that carries the token.
 pub const TOKEN_HEADER: &str = "authorization-token";
@@ -25,6 +29,9 @@ const JSON: HeaderValue = HeaderValue::from_static("application/json; charset=ut
 const GET_HEAD: HeaderValue = HeaderValue::from_static("GET, HEAD");
 const HEALTHY: &[u8] = b"{\"status\":\"ok\"}";
 const READY: &[u8] = b"{\"status\":\"ready\"}";
+/// Clients may keep answers but must revalidate (cheap: ETag and 304), so a reload shows at once.
+const NO_CACHE: HeaderValue = HeaderValue::from_static("no-cache");
+const ACCEPT_ENCODING_VARY: HeaderValue = HeaderValue::from_static("accept-encoding");
 
 /// The six endpoints of the API text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +108,8 @@ pub struct Context {
     /// The server's own address, for the unknown-path answer when a request has no Host.
     pub local: SocketAddr,
     pub metrics: Arc<Metrics>,
+    /// Whether to send compressed bodies.
+    pub compression: bool,
 }
 
 fn json(status: StatusCode, body: Bytes) -> Response<Full<Bytes>> {
@@ -215,43 +224,89 @@ where
     else {
         return error(ApiError::InvalidToken);
     };
+    let (parts, request_body) = req.into_parts();
     let body = match endpoint {
-        Endpoint::Event => bundle.event.clone(),
-        Endpoint::Payments => bundle.payments.clone(),
-        Endpoint::Submission => bundle.submission.clone(),
-        Endpoint::SubmissionList => bundle.submission_list.clone(),
-        Endpoint::Hotsite => bundle.hotsite.clone(),
-        Endpoint::PaymentDetails => match payment_details(req, bundle).await {
+        Endpoint::Event => &bundle.event,
+        Endpoint::Payments => &bundle.payments,
+        Endpoint::Submission => &bundle.submission,
+        Endpoint::SubmissionList => &bundle.submission_list,
+        Endpoint::Hotsite => &bundle.hotsite,
+        Endpoint::PaymentDetails => match payment_details(&parts, request_body, bundle).await {
             Ok(body) => body,
             Err(e) => return error(e),
         },
     };
-    json(StatusCode::OK, body)
+    represent(&parts.headers, body, ctx)
+}
+
+/// The answer for a prepared body: the encoding `Accept-Encoding` picks, its `ETag`, and 304 when
+/// `If-None-Match` names that tag. No compression happens here unless a client refuses identity
+/// for a body still being compressed in the background.
+fn represent(headers: &HeaderMap, body: &store::Body, ctx: &Context) -> Response<Full<Bytes>> {
+    let accept = headers.get(ACCEPT_ENCODING).and_then(|v| v.to_str().ok());
+    let Some(wanted) = negotiate::choose(accept, ctx.compression, body.is_small()) else {
+        return error(ApiError::NotAcceptable);
+    };
+    let (encoding, bytes) = match body.ready(wanted) {
+        Some(bytes) => (wanted, bytes.clone()),
+        None if negotiate::accepts_identity(accept) => {
+            (Encoding::Identity, body.identity().clone())
+        }
+        None => (wanted, body.encoded(wanted).clone()),
+    };
+    let etag = HeaderValue::from_str(&body.etag(encoding)).ok();
+    let matched = match (
+        headers.get(IF_NONE_MATCH).and_then(|v| v.to_str().ok()),
+        &etag,
+    ) {
+        (Some(inm), Some(tag)) => negotiate::none_match(inm, tag.to_str().unwrap_or_default()),
+        _ => false,
+    };
+    let mut res = if matched {
+        let mut res = Response::new(Full::new(Bytes::new()));
+        *res.status_mut() = StatusCode::NOT_MODIFIED;
+        res
+    } else {
+        json(StatusCode::OK, bytes)
+    };
+    let h = res.headers_mut();
+    if let Some(tag) = etag {
+        h.insert(ETAG, tag);
+    }
+    h.insert(CACHE_CONTROL, NO_CACHE);
+    h.insert(VARY, ACCEPT_ENCODING_VARY);
+    if let (Some(name), false) = (encoding.header(), matched) {
+        h.insert(CONTENT_ENCODING, HeaderValue::from_static(name));
+    }
+    res
 }
 
 /// The details answer: the reference from the query, else from the body (read up to the cap).
-async fn payment_details<B>(req: Request<B>, bundle: &Prepared) -> Result<Bytes, ApiError>
+async fn payment_details<'a, B>(
+    parts: &Parts,
+    body: B,
+    bundle: &'a Prepared,
+) -> Result<&'a store::Body, ApiError>
 where
     B: Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let reference = match details::from_query(req.uri().query()) {
+    let reference = match details::from_query(parts.uri.query()) {
         Some(r) => r,
         None => {
-            let declared = req
-                .headers()
+            let declared = parts
+                .headers
                 .get(CONTENT_LENGTH)
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| v.parse::<u64>().ok());
             if declared.is_some_and(|n| n > BODY_LIMIT as u64) {
                 return Err(ApiError::BodyTooLarge);
             }
-            let content_type = req
-                .headers()
+            let content_type = parts
+                .headers
                 .get(CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_string);
-            let body = Limited::new(req.into_body(), BODY_LIMIT)
+                .and_then(|v| v.to_str().ok());
+            let bytes = Limited::new(body, BODY_LIMIT)
                 .collect()
                 .await
                 .map_err(|e| {
@@ -262,7 +317,7 @@ where
                     }
                 })?
                 .to_bytes();
-            details::from_body(content_type.as_deref(), &body)
+            details::from_body(content_type, &bytes)
                 .map_err(|_| ApiError::InvalidBody)?
                 .ok_or(ApiError::MissingReference)?
         }
@@ -270,7 +325,6 @@ where
     bundle
         .details
         .get(reference.as_str())
-        .cloned()
         .ok_or(ApiError::PaymentNotFound)
 }
 

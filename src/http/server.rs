@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hyper::body::Incoming;
+use hyper::header::{HeaderValue, SERVER};
 use hyper::service::service_fn;
 use hyper::Request;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -21,6 +22,10 @@ use crate::metrics::Metrics;
 use crate::problem::token_hint;
 use crate::store::Store;
 
+/// The `Server` header of every answer.
+const SERVER_NAME: HeaderValue =
+    HeaderValue::from_static(concat!("eventbox/", env!("CARGO_PKG_VERSION")));
+
 /// How long requests in flight may take to finish once shutdown is asked for.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -31,6 +36,8 @@ pub struct Service {
     pub metrics: Arc<Metrics>,
     /// Write one `eventbox::access` log line per request.
     pub access_log: bool,
+    /// Send compressed bodies when clients accept them.
+    pub compression: bool,
 }
 
 /// Serves until `shutdown` completes, then stops accepting and lets requests in flight finish
@@ -43,6 +50,7 @@ pub async fn serve(
     let ctx = Arc::new(Context {
         local: listener.local_addr()?,
         metrics: Arc::clone(&service.metrics),
+        compression: service.compression,
     });
     let builder = auto::Builder::new(TokioExecutor::new());
     let graceful = GracefulShutdown::new();
@@ -100,7 +108,8 @@ async fn answer(
         (req.method().clone(), req.uri().path().to_string(), token)
     });
     let snapshot = service.store.snapshot();
-    let res = router::handle(req, route, &snapshot, ctx).await;
+    let mut res = router::handle(req, route, &snapshot, ctx).await;
+    res.headers_mut().insert(SERVER, SERVER_NAME);
     let took = start.elapsed();
     let endpoint = Route::label(route);
     ctx.metrics

@@ -153,6 +153,37 @@ impl TestApp {
         }
     }
 
+    /// A GET with extra request headers.
+    pub async fn get_with(&self, path: &str, token: &str, headers: &[(&str, &str)]) -> Answer {
+        self.request(Method::GET, path, token, headers).await
+    }
+
+    /// Any method with a token and extra request headers (no body).
+    pub async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        token: &str,
+        headers: &[(&str, &str)],
+    ) -> Answer {
+        let mut req = self.client.request(method, format!("{}{path}", self.base));
+        if !token.is_empty() {
+            req = req.header("Authorization-Token", token);
+        }
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let res = req.send().await.expect("the request is answered");
+        let status = res.status();
+        let headers = res.headers().clone();
+        let body = res.bytes().await.expect("the body is read");
+        Answer {
+            status,
+            headers,
+            body,
+        }
+    }
+
     pub async fn get(&self, path: &str, token: &str) -> Answer {
         self.send(Method::GET, path, Some(token), None).await
     }

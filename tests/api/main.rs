@@ -6,6 +6,7 @@ mod endpoints;
 mod errors;
 mod fixtures;
 mod helpers;
+mod http;
 mod operations;
 mod records;
 mod reload;
