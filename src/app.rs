@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::catalog::{Catalog, Refreshed, Scope};
-use crate::http::Service;
+use crate::http::cors::Cors;
+use crate::http::{Limits, Service};
 use crate::load::LoadError;
 use crate::metrics::Metrics;
 use crate::reload::Reloader;
@@ -82,7 +83,8 @@ impl App {
         Ok(watch::spawn(&canonical, mode, debounce, reloader).await?)
     }
 
-    /// What the HTTP server answers from.
+    /// What the HTTP server answers from: the defaults (CORS for every origin), and the access
+    /// log if asked for.
     pub fn service(&self, access_log: bool) -> Service {
         let compression = self.reloader.with_catalog(|c| c.compression());
         Service {
@@ -90,6 +92,8 @@ impl App {
             metrics: Arc::clone(&self.metrics),
             access_log,
             compression,
+            cors: Cors::Any,
+            limits: Limits::default(),
         }
     }
 }

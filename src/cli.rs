@@ -12,6 +12,7 @@ use tokio::net::TcpListener;
 use crate::app::App;
 use crate::catalog::Catalog;
 use crate::config::{self, LogFormat, Overrides, ServeConfig, WatchKind};
+use crate::http::cors::Cors;
 use crate::problem::{token_hint, Severity};
 
 /// Exit code: the data folder, the address or the configuration could not be used.
@@ -72,6 +73,26 @@ pub struct ServeArgs {
     /// Send gzip and brotli bodies to clients that accept them [default: on]
     #[arg(long, env = "EVENTBOX_COMPRESSION", value_enum)]
     pub compression: Option<config::Switch>,
+    /// An origin allowed to read answers from a browser; repeat it for more; `*` for all, `none`
+    /// to turn CORS off [default: *]
+    #[arg(
+        long = "cors-origin",
+        env = "EVENTBOX_CORS_ORIGIN",
+        value_delimiter = ','
+    )]
+    pub cors_origins: Vec<String>,
+    /// Time allowed for a request's headers (also bounds an idle HTTP/1 connection) [default: 10s]
+    #[arg(long, env = "EVENTBOX_HEADER_TIMEOUT", value_parser = config::parse_duration)]
+    pub header_timeout: Option<Duration>,
+    /// Close a connection with no traffic for this long [default: 60s]
+    #[arg(long, env = "EVENTBOX_IDLE_TIMEOUT", value_parser = config::parse_duration)]
+    pub idle_timeout: Option<Duration>,
+    /// The largest request head in bytes [default: 16384]
+    #[arg(long, env = "EVENTBOX_MAX_HEADER_BYTES")]
+    pub max_header_bytes: Option<usize>,
+    /// Connections served at once; more wait to be accepted [default: 4096]
+    #[arg(long, env = "EVENTBOX_MAX_CONNECTIONS")]
+    pub max_connections: Option<usize>,
     /// A TOML file with any of these options; flags and EVENTBOX_* variables override it
     #[arg(long, env = "EVENTBOX_CONFIG")]
     pub config: Option<PathBuf>,
@@ -90,6 +111,11 @@ impl ServeArgs {
             log_format: self.log_format,
             access_log: self.access_log,
             compression: self.compression,
+            cors_origins: self.cors_origins.clone(),
+            header_timeout: self.header_timeout,
+            idle_timeout: self.idle_timeout,
+            max_header_bytes: self.max_header_bytes,
+            max_connections: self.max_connections,
         };
         ServeConfig::resolve(&overrides, self.config.as_deref())
     }
@@ -174,11 +200,10 @@ pub async fn serve(config: &ServeConfig) -> u8 {
     };
     let addr = listener.local_addr().map_or(config.addr, |a| a);
     say(format_args!("eventbox listening on http://{addr}"));
-    let server = tokio::spawn(crate::http::serve(
-        listener,
-        app.service(config.access_log),
-        shutdown_signal(),
-    ));
+    let mut service = app.service(config.access_log);
+    service.cors = Cors::from_origins(&config.cors_origins);
+    service.limits = config.limits;
+    let server = tokio::spawn(crate::http::serve(listener, service, shutdown_signal()));
     // Watch before the first load, so that nothing changed in between is missed (a change seen
     // during the load only reloads once more).
     let _watcher = match app.watch(config.watch, config.debounce).await {

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::http::Limits;
 use crate::watch::WatchMode;
 
 pub const DEFAULT_DATA: &str = "data";
@@ -49,6 +50,12 @@ pub struct Overrides {
     pub log_format: Option<LogFormat>,
     pub access_log: Option<bool>,
     pub compression: Option<Switch>,
+    /// Empty: not given.
+    pub cors_origins: Vec<String>,
+    pub header_timeout: Option<Duration>,
+    pub idle_timeout: Option<Duration>,
+    pub max_header_bytes: Option<usize>,
+    pub max_connections: Option<usize>,
 }
 
 /// On or off, as written in flags and the file.
@@ -74,9 +81,14 @@ struct FileConfig {
     log_format: Option<LogFormat>,
     access_log: Option<bool>,
     compression: Option<Switch>,
+    cors_origins: Option<Vec<String>>,
+    header_timeout_ms: Option<u64>,
+    idle_timeout_ms: Option<u64>,
+    max_header_bytes: Option<usize>,
+    max_connections: Option<usize>,
 }
 
-const FILE_KEYS: [&str; 8] = [
+const FILE_KEYS: [&str; 13] = [
     "data",
     "addr",
     "watch",
@@ -85,6 +97,11 @@ const FILE_KEYS: [&str; 8] = [
     "log_format",
     "access_log",
     "compression",
+    "cors_origins",
+    "header_timeout_ms",
+    "idle_timeout_ms",
+    "max_header_bytes",
+    "max_connections",
 ];
 
 /// A configuration that could not be used.
@@ -112,6 +129,9 @@ pub struct ServeConfig {
     pub access_log: bool,
     /// Send gzip and brotli bodies to clients that accept them.
     pub compression: bool,
+    /// Origins allowed by CORS (`*`: all; `none`: CORS off).
+    pub cors_origins: Vec<String>,
+    pub limits: Limits,
 }
 
 impl ServeConfig {
@@ -165,6 +185,7 @@ impl ServeConfig {
             WatchKind::Poll => WatchMode::Poll(poll_interval),
             WatchKind::Off => WatchMode::Off,
         };
+        let defaults = Limits::default();
         let config = ServeConfig {
             data: overrides
                 .data
@@ -186,6 +207,31 @@ impl ServeConfig {
                 .or(file_config.access_log)
                 .unwrap_or(false),
             compression: overrides.compression.or(file_config.compression) != Some(Switch::Off),
+            cors_origins: if overrides.cors_origins.is_empty() {
+                file_config
+                    .cors_origins
+                    .unwrap_or_else(|| vec!["*".to_string()])
+            } else {
+                overrides.cors_origins.clone()
+            },
+            limits: Limits {
+                header_timeout: overrides
+                    .header_timeout
+                    .or(file_config.header_timeout_ms.map(Duration::from_millis))
+                    .unwrap_or(defaults.header_timeout),
+                idle_timeout: overrides
+                    .idle_timeout
+                    .or(file_config.idle_timeout_ms.map(Duration::from_millis))
+                    .unwrap_or(defaults.idle_timeout),
+                max_header_bytes: overrides
+                    .max_header_bytes
+                    .or(file_config.max_header_bytes)
+                    .unwrap_or(defaults.max_header_bytes),
+                max_connections: overrides
+                    .max_connections
+                    .or(file_config.max_connections)
+                    .unwrap_or(defaults.max_connections),
+            },
         };
         if let WatchMode::Poll(interval) = config.watch {
             if interval < MIN_INTERVAL {
@@ -193,6 +239,15 @@ impl ServeConfig {
                     "the poll interval must be at least {MIN_INTERVAL:?}, not {interval:?}"
                 )));
             }
+        }
+        let l = &config.limits;
+        if l.header_timeout < MIN_INTERVAL
+            || l.idle_timeout < MIN_INTERVAL
+            || l.max_connections == 0
+        {
+            return Err(ConfigError::Value(
+                "timeouts must be at least 10ms and max_connections at least 1".to_string(),
+            ));
         }
         if config.debounce < MIN_INTERVAL {
             return Err(ConfigError::Value(format!(

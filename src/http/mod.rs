@@ -3,14 +3,17 @@
 //! - [`server`]: the accept loop, metrics and access log around the router, graceful shutdown;
 //!   takes a bound listener, so tests bind `127.0.0.1:0` and run it in-process;
 //! - [`router`]: request → response, a plain function of the request and a snapshot;
+//! - [`cors`]: CORS headers and preflights;
 //! - [`details`]: where the details endpoint finds its `reference`;
 //! - [`negotiate`]: `Accept-Encoding` and `If-None-Match`;
 //! - [`errors`]: the error contract, as constant bodies.
 
+pub mod cors;
 pub mod details;
 pub mod errors;
+pub mod idle;
 pub mod negotiate;
 pub mod router;
 pub mod server;
 
-pub use server::{serve, Service};
+pub use server::{serve, Limits, Service};

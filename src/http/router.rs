@@ -17,6 +17,7 @@ use hyper::header::{
 use hyper::http::request::Parts;
 use hyper::{Method, Request, Response, StatusCode};
 
+use super::cors::Cors;
 use super::errors::{not_found_body, ApiError, BODY_LIMIT};
 use super::{details, negotiate};
 use crate::metrics::{self, Metrics};
@@ -27,6 +28,7 @@ pub const TOKEN_HEADER: &str = "authorization-token";
 
 const JSON: HeaderValue = HeaderValue::from_static("application/json; charset=utf-8");
 const GET_HEAD: HeaderValue = HeaderValue::from_static("GET, HEAD");
+const GET_HEAD_OPTIONS: HeaderValue = HeaderValue::from_static("GET, HEAD, OPTIONS");
 const HEALTHY: &[u8] = b"{\"status\":\"ok\"}";
 const READY: &[u8] = b"{\"status\":\"ready\"}";
 /// Clients may keep answers but must revalidate (cheap: ETag and 304), so a reload shows at once.
@@ -110,6 +112,8 @@ pub struct Context {
     pub metrics: Arc<Metrics>,
     /// Whether to send compressed bodies.
     pub compression: bool,
+    /// Which origins may read answers.
+    pub cors: Cors,
 }
 
 fn json(status: StatusCode, body: Bytes) -> Response<Full<Bytes>> {
@@ -196,6 +200,13 @@ where
     let Some(route) = route else {
         return json(StatusCode::NOT_FOUND, not_found_body(&full_url(&req, ctx)));
     };
+    if req.method() == Method::OPTIONS && ctx.cors.is_on() {
+        // A CORS preflight: no token (browsers send none), the allow headers added by the server.
+        let mut res = Response::new(Full::new(Bytes::new()));
+        *res.status_mut() = StatusCode::NO_CONTENT;
+        res.headers_mut().insert(ALLOW, GET_HEAD_OPTIONS);
+        return res;
+    }
     if req.method() != Method::GET && req.method() != Method::HEAD {
         return error(ApiError::MethodNotAllowed);
     }

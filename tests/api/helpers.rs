@@ -28,18 +28,24 @@ pub struct TestApp {
 
 /// Serves `app` (loaded or not) on an ephemeral port until the returned app is dropped.
 pub async fn serve_app(app: App) -> TestApp {
+    serve_app_with(app, |_| {}).await
+}
+
+/// As [`serve_app`], with the service's options changed by `configure` first.
+pub async fn serve_app_with(
+    app: App,
+    configure: impl FnOnce(&mut eventbox::http::Service),
+) -> TestApp {
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind 127.0.0.1:0");
     let addr = listener.local_addr().expect("a local address");
     let (stop, stopped) = oneshot::channel::<()>();
-    let server = tokio::spawn(eventbox::http::serve(
-        listener,
-        app.service(false),
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    let mut service = app.service(false);
+    configure(&mut service);
+    let server = tokio::spawn(eventbox::http::serve(listener, service, async move {
+        let _ = stopped.await;
+    }));
     TestApp {
         base: format!("http://{addr}"),
         client: reqwest::Client::new(),

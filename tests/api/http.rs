@@ -268,3 +268,274 @@ async fn etags_survive_restarts_and_change_with_the_data() {
         "a client holding the old tag gets the new body"
     );
 }
+
+// ---- CORS ---------------------------------------------------------------------------------
+
+use eventbox::http::cors::Cors;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::helpers::serve_app_with;
+
+async fn demo_with(
+    configure: impl FnOnce(&mut eventbox::http::Service),
+) -> crate::helpers::TestApp {
+    let app = App::new(&demo_data());
+    app.load().expect("loads");
+    serve_app_with(app, configure).await
+}
+
+const PREFLIGHT: [(&str, &str); 3] = [
+    ("origin", "https://app.example"),
+    ("access-control-request-method", "GET"),
+    ("access-control-request-headers", "authorization-token"),
+];
+
+#[tokio::test]
+async fn a_preflight_is_answered_without_a_token() {
+    let app = spawn_app(&demo_data()).await;
+
+    let res = app
+        .request(Method::OPTIONS, "/api/v1/payments/details", "", &PREFLIGHT)
+        .await;
+
+    assert_eq!(res.status, 204);
+    assert!(res.body.is_empty());
+    assert_eq!(res.header("access-control-allow-origin"), Some("*"));
+    assert_eq!(
+        res.header("access-control-allow-methods"),
+        Some("GET, HEAD")
+    );
+    let allowed = res
+        .header("access-control-allow-headers")
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    assert!(
+        allowed.contains("authorization-token") && allowed.contains("content-type"),
+        "{allowed}"
+    );
+    assert!(res
+        .header("access-control-max-age")
+        .is_some_and(|a| a.parse::<u32>().is_ok()));
+    let unknown = app
+        .request(Method::OPTIONS, "/api/v1/nope", "", &PREFLIGHT)
+        .await;
+    assert_eq!(unknown.status, 404, "the path is checked first");
+}
+
+#[tokio::test]
+async fn answers_and_errors_carry_cors_headers() {
+    let app = spawn_app(&demo_data()).await;
+    let origin = [("origin", "https://app.example")];
+
+    let ok = app.get_with("/api/v1/event", DEMO_TOKEN, &origin).await;
+    let refused = app.get_with("/api/v1/event", "wrong", &origin).await;
+
+    assert_eq!(ok.header("access-control-allow-origin"), Some("*"));
+    assert!(ok
+        .header("access-control-expose-headers")
+        .is_some_and(|h| h.contains("ETag")));
+    refused.assert_error(401, "invalid_token");
+    assert_eq!(
+        refused.header("access-control-allow-origin"),
+        Some("*"),
+        "a browser can read the 401"
+    );
+}
+
+#[tokio::test]
+async fn listed_origins_are_echoed_and_others_refused() {
+    let app = demo_with(|s| s.cors = Cors::from_origins(&["https://app.example".into()])).await;
+
+    let allowed = app
+        .get_with(
+            "/api/v1/event",
+            DEMO_TOKEN,
+            &[("origin", "https://app.example")],
+        )
+        .await;
+    let other = app
+        .get_with(
+            "/api/v1/event",
+            DEMO_TOKEN,
+            &[("origin", "https://evil.example")],
+        )
+        .await;
+    let preflight_other = app
+        .request(
+            Method::OPTIONS,
+            "/api/v1/event",
+            "",
+            &[
+                ("origin", "https://evil.example"),
+                ("access-control-request-method", "GET"),
+            ],
+        )
+        .await;
+    let preflight_ok = app
+        .request(Method::OPTIONS, "/api/v1/event", "", &PREFLIGHT)
+        .await;
+
+    assert_eq!(
+        allowed.header("access-control-allow-origin"),
+        Some("https://app.example")
+    );
+    let vary: Vec<&str> = allowed
+        .headers
+        .get_all("vary")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    assert!(vary.iter().any(|v| v.contains("origin")), "{vary:?}");
+    assert!(other.header("access-control-allow-origin").is_none());
+    assert_eq!(
+        other.status, 200,
+        "the server answers; the browser hides it"
+    );
+    assert_eq!(preflight_other.status, 204);
+    assert!(preflight_other
+        .header("access-control-allow-origin")
+        .is_none());
+    assert_eq!(
+        preflight_ok.header("access-control-allow-origin"),
+        Some("https://app.example")
+    );
+}
+
+#[tokio::test]
+async fn cors_none_sends_no_cors_headers_and_options_is_405() {
+    let app = demo_with(|s| s.cors = Cors::from_origins(&["none".into()])).await;
+
+    let res = app
+        .get_with(
+            "/api/v1/event",
+            DEMO_TOKEN,
+            &[("origin", "https://app.example")],
+        )
+        .await;
+    let options = app
+        .request(Method::OPTIONS, "/api/v1/event", "", &PREFLIGHT)
+        .await;
+
+    assert!(res.header("access-control-allow-origin").is_none());
+    options.assert_error(405, "method_not_allowed");
+}
+
+// ---- limits -------------------------------------------------------------------------------
+
+/// Reads until the server closes the connection; how long that took, bounded by `within`.
+async fn closed_within(conn: &mut tokio::net::TcpStream, within: Duration) -> Option<Duration> {
+    let start = std::time::Instant::now();
+    let mut buf = [0u8; 4096];
+    loop {
+        match tokio::time::timeout(within.saturating_sub(start.elapsed()), conn.read(&mut buf))
+            .await
+        {
+            Ok(Ok(0)) | Ok(Err(_)) => return Some(start.elapsed()),
+            Ok(Ok(_)) => continue,
+            Err(_) => return None,
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_slow_client_is_cut_off_by_the_header_timeout_while_others_are_served() {
+    let app = demo_with(|s| s.limits.header_timeout = Duration::from_millis(300)).await;
+    let addr = app.base.trim_start_matches("http://").to_string();
+    let mut slow = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    slow.write_all(b"GET /api/v1/event HTTP/1.1\r\nHost: x\r\nAuthoriz")
+        .await
+        .expect("write");
+
+    for _ in 0..5 {
+        assert_eq!(
+            app.get("/api/v1/event", DEMO_TOKEN).await.status,
+            200,
+            "others are served meanwhile"
+        );
+    }
+    let closed = closed_within(&mut slow, Duration::from_secs(5)).await;
+
+    let took = closed.expect("the slow client was cut off");
+    assert!(took < Duration::from_secs(3), "cut off after {took:?}");
+}
+
+#[tokio::test]
+async fn an_idle_connection_is_closed() {
+    let app = demo_with(|s| s.limits.idle_timeout = Duration::from_millis(300)).await;
+    let addr = app.base.trim_start_matches("http://").to_string();
+    let mut conn = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .expect("write");
+    let mut buf = [0u8; 1024];
+    let n = conn.read(&mut buf).await.expect("an answer");
+    assert!(
+        buf[..n].starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&buf[..n])
+    );
+
+    let closed = closed_within(&mut conn, Duration::from_secs(5)).await;
+
+    assert!(
+        closed.is_some(),
+        "the idle keep-alive connection was closed"
+    );
+}
+
+#[tokio::test]
+async fn a_request_head_over_the_cap_is_refused() {
+    let app = demo_with(|s| s.limits.max_header_bytes = 16 * 1024).await;
+    let big = "x".repeat(20 * 1024);
+
+    let res = app
+        .get_with("/api/v1/event", DEMO_TOKEN, &[("x-padding", &big)])
+        .await;
+
+    assert_eq!(res.status, 431);
+    assert_eq!(
+        app.get_with("/api/v1/event", DEMO_TOKEN, &[("x-padding", "small")])
+            .await
+            .status,
+        200
+    );
+}
+
+#[tokio::test]
+async fn connections_over_the_cap_wait_for_a_free_slot() {
+    let app = demo_with(|s| s.limits.max_connections = 1).await;
+    let addr = app.base.trim_start_matches("http://").to_string();
+    let mut first = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    first
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .expect("write");
+    let mut buf = [0u8; 1024];
+    assert!(first.read(&mut buf).await.expect("answered") > 0);
+
+    // The only slot is held by the idle keep-alive connection: a second client is not served.
+    let client = reqwest::Client::new();
+    let url = format!("{}/healthz", app.base);
+    let waiting = tokio::time::timeout(Duration::from_millis(400), client.get(&url).send()).await;
+    assert!(
+        waiting.is_err(),
+        "a second connection was served over the cap"
+    );
+
+    drop(first);
+    let served = tokio::time::timeout(Duration::from_secs(5), client.get(&url).send()).await;
+    assert_eq!(
+        served
+            .expect("served once the slot is free")
+            .expect("answered")
+            .status(),
+        200
+    );
+}

@@ -1,0 +1,127 @@
+//! CORS for browser clients. The API's custom `Authorization-Token` header makes every new origin
+//! send a preflight, so `OPTIONS` on a known path answers one (no token needed), and every answer,
+//! errors included, carries `Access-Control-Allow-Origin`, so a browser client can read a 401.
+
+use hyper::header::{
+    HeaderMap, HeaderValue, ACCESS_CONTROL_ALLOW_HEADERS, ACCESS_CONTROL_ALLOW_METHODS,
+    ACCESS_CONTROL_ALLOW_ORIGIN, ACCESS_CONTROL_EXPOSE_HEADERS, ACCESS_CONTROL_MAX_AGE, VARY,
+};
+
+const ANY: HeaderValue = HeaderValue::from_static("*");
+const METHODS: HeaderValue = HeaderValue::from_static("GET, HEAD");
+const HEADERS: HeaderValue =
+    HeaderValue::from_static("Authorization-Token, Content-Type, If-None-Match");
+const EXPOSE: HeaderValue = HeaderValue::from_static("ETag, Retry-After");
+/// How long a browser may cache a preflight answer, in seconds (browsers cap it lower).
+const MAX_AGE: HeaderValue = HeaderValue::from_static("86400");
+const ORIGIN_VARY: HeaderValue = HeaderValue::from_static("origin");
+
+/// Which origins may read answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cors {
+    /// No CORS headers; `OPTIONS` is 405.
+    Off,
+    /// Every origin (`Access-Control-Allow-Origin: *`).
+    Any,
+    /// These origins, echoed back with `Vary: Origin`.
+    Origins(Vec<String>),
+}
+
+impl Cors {
+    /// From `--cors-origin` values: `none` turns CORS off, `*` (the default) allows every origin.
+    pub fn from_origins(origins: &[String]) -> Cors {
+        if origins.is_empty() || origins.iter().any(|o| o == "*") {
+            Cors::Any
+        } else if origins.iter().all(|o| o.eq_ignore_ascii_case("none")) {
+            Cors::Off
+        } else {
+            Cors::Origins(
+                origins
+                    .iter()
+                    .filter(|o| !o.eq_ignore_ascii_case("none"))
+                    .map(|o| o.trim_end_matches('/').to_string())
+                    .collect(),
+            )
+        }
+    }
+
+    pub fn is_on(&self) -> bool {
+        *self != Cors::Off
+    }
+
+    /// The `Access-Control-Allow-Origin` value for a request's `Origin`, if it may read.
+    fn allow(&self, origin: Option<&HeaderValue>) -> Option<HeaderValue> {
+        match self {
+            Cors::Off => None,
+            Cors::Any => Some(ANY),
+            Cors::Origins(list) => {
+                let origin = origin?;
+                let text = origin.to_str().ok()?;
+                list.iter()
+                    .any(|o| o.eq_ignore_ascii_case(text))
+                    .then(|| origin.clone())
+            }
+        }
+    }
+
+    /// Adds the CORS headers of an ordinary answer (success or error).
+    pub fn apply(&self, origin: Option<&HeaderValue>, headers: &mut HeaderMap) {
+        if let Cors::Origins(_) = self {
+            headers.append(VARY, ORIGIN_VARY);
+        }
+        if let Some(allow) = self.allow(origin) {
+            headers.insert(ACCESS_CONTROL_ALLOW_ORIGIN, allow);
+            headers.insert(ACCESS_CONTROL_EXPOSE_HEADERS, EXPOSE);
+        }
+    }
+
+    /// Adds the headers of a preflight answer: nothing beyond `Vary` for an origin not allowed.
+    pub fn apply_preflight(&self, origin: Option<&HeaderValue>, headers: &mut HeaderMap) {
+        if let Cors::Origins(_) = self {
+            headers.append(VARY, ORIGIN_VARY);
+        }
+        if let Some(allow) = self.allow(origin) {
+            headers.insert(ACCESS_CONTROL_ALLOW_ORIGIN, allow);
+            headers.insert(ACCESS_CONTROL_ALLOW_METHODS, METHODS);
+            headers.insert(ACCESS_CONTROL_ALLOW_HEADERS, HEADERS);
+            headers.insert(ACCESS_CONTROL_MAX_AGE, MAX_AGE);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins_from_flags() {
+        assert_eq!(Cors::from_origins(&[]), Cors::Any);
+        assert_eq!(Cors::from_origins(&["*".into()]), Cors::Any);
+        assert_eq!(Cors::from_origins(&["none".into()]), Cors::Off);
+        assert_eq!(
+            Cors::from_origins(&["https://app.example/".into()]),
+            Cors::Origins(vec!["https://app.example".into()])
+        );
+    }
+
+    #[test]
+    fn listed_origins_are_echoed_and_others_are_not() {
+        let cors = Cors::from_origins(&["https://app.example".into()]);
+        let mut h = HeaderMap::new();
+        cors.apply(
+            Some(&HeaderValue::from_static("https://app.example")),
+            &mut h,
+        );
+        assert_eq!(
+            h.get(ACCESS_CONTROL_ALLOW_ORIGIN).map(|v| v.as_bytes()),
+            Some(&b"https://app.example"[..])
+        );
+        assert_eq!(h.get(VARY).map(|v| v.as_bytes()), Some(&b"origin"[..]));
+        let mut h = HeaderMap::new();
+        cors.apply(
+            Some(&HeaderValue::from_static("https://evil.example")),
+            &mut h,
+        );
+        assert!(h.get(ACCESS_CONTROL_ALLOW_ORIGIN).is_none());
+    }
+}
