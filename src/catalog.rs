@@ -44,7 +44,7 @@ impl Summary {
             title: b.event.event.title.clone(),
             records: Records {
                 tickets: b.event.event.tickets.len(),
-                payments: b.payments.data.len(),
+                payments: b.payments.count(),
                 payment_details: b.details.len(),
                 submission_types: b.submission.submission_type.data.len(),
                 topic_areas: b.submission.topic_area.data.len(),

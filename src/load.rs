@@ -5,15 +5,16 @@
 //! bundles and `check` can list everything at once. Only a data folder that cannot be listed at
 //! all is an `Err`. Deciding between bundles (token clashes, reloads) is `catalog`'s job.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fs;
-use std::io;
+use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 use crate::model::bodies::{self, List};
 use crate::model::decode::Diag;
+use crate::model::payments::{self, Payments};
 use crate::model::records::PaymentDetail;
 use crate::model::{self, Bundle, Format};
 use crate::problem::{Location, Problem};
@@ -135,20 +136,19 @@ impl BundleLoader<'_> {
             self.tokens.clone_from(&config.tokens);
         }
         let event = self.required(&files, "event", bodies::event_body);
-        let payments = self.optional(&files, "payments", bodies::payments_body);
+        let payments = self.payments(&files);
         let submission = self.optional(&files, "submission", bodies::submission_body);
         let submission_list =
             self.optional(&files, "submission_list", bodies::submission_list_body);
         let hotsite = self.optional(&files, "hotsite", bodies::hotsite_body);
-        // Which payments a detail file may belong to; unknown when payments had an error.
-        let no_payments = List::default();
-        let known_payments = match &payments {
-            Some(Some(list)) => Some(list),
-            Some(None) => Some(&no_payments),
+        // Which references a detail file may belong to; unknown when payments had an error.
+        let known: Option<HashSet<&str>> = match &payments {
+            Some(Some(p)) => Some(p.derived.iter().map(|(r, _)| r.as_str()).collect()),
+            Some(None) => Some(HashSet::new()),
             None => None,
         };
         let details = match details_dir {
-            Some(d) => self.details(&d, known_payments),
+            Some(d) => self.details(&d, known.as_ref()),
             None => Some(BTreeMap::new()),
         };
 
@@ -286,6 +286,69 @@ impl BundleLoader<'_> {
         self.file(&path, format, decode).map(Some)
     }
 
+    /// The payments file: JSON is streamed record by record (see `model::payments`), TOML goes
+    /// through the same builder from its parsed value.
+    fn payments(&mut self, files: &Found) -> Option<Option<Payments>> {
+        let (format, path) = match self.pick(files.get("payments")) {
+            Ok(None) => return Some(None),
+            Ok(Some(f)) => f,
+            Err(()) => return None,
+        };
+        if format == Format::Toml {
+            return self.file(&path, format, payments::from_value).map(Some);
+        }
+        let file = match fs::File::open(&path) {
+            Ok(f) => f,
+            Err(e) => {
+                self.problems.push(Problem::error(
+                    &path,
+                    Location::File,
+                    format!("cannot read: {e}"),
+                ));
+                return None;
+            }
+        };
+        let mut reader = BufReader::with_capacity(256 * 1024, file);
+        // A byte-order mark is not JSON, but editors on some systems add one.
+        if reader
+            .fill_buf()
+            .is_ok_and(|b| b.starts_with(b"\xEF\xBB\xBF"))
+        {
+            reader.consume(3);
+        }
+        let mut diag = Diag::default();
+        let result = payments::from_json_reader(reader, &mut diag);
+        self.push_findings(&path, diag);
+        match result {
+            Ok(p) => p.map(Some),
+            Err(e) => {
+                let full = e.to_string();
+                let suffix = format!(" at line {} column {}", e.line(), e.column());
+                let message = full.strip_suffix(&suffix).unwrap_or(&full).to_string();
+                let line = e.line().max(1);
+                let column = char_column_in_file(&path, line, e.column());
+                self.problems.push(Problem::error(
+                    &path,
+                    Location::Text { line, column },
+                    message,
+                ));
+                None
+            }
+        }
+    }
+
+    /// Ties a file's content findings to it.
+    fn push_findings(&mut self, path: &Path, diag: Diag) {
+        for f in diag.findings {
+            self.problems.push(Problem {
+                severity: f.severity,
+                file: path.to_path_buf(),
+                location: Location::Path(f.path),
+                message: f.message,
+            });
+        }
+    }
+
     /// Reads, parses and decodes one file, turning every finding into a problem of that file.
     fn file<T>(
         &mut self,
@@ -334,14 +397,7 @@ impl BundleLoader<'_> {
         };
         let mut diag = Diag::default();
         let decoded = decode(&value, &mut diag);
-        for f in diag.findings {
-            self.problems.push(Problem {
-                severity: f.severity,
-                file: path.to_path_buf(),
-                location: Location::Path(f.path),
-                message: f.message,
-            });
-        }
+        self.push_findings(path, diag);
         decoded
     }
 
@@ -349,7 +405,7 @@ impl BundleLoader<'_> {
     fn details(
         &mut self,
         dir: &Path,
-        payments: Option<&List<model::records::Payment>>,
+        payments: Option<&HashSet<&str>>,
     ) -> Option<BTreeMap<String, List<PaymentDetail>>> {
         let entries = match sorted_entries(dir) {
             Ok(e) => e,
@@ -385,8 +441,7 @@ impl BundleLoader<'_> {
                 ok = false;
                 continue;
             };
-            let known =
-                payments.is_none_or(|p| p.data.iter().any(|p| &p.reference_payment == reference));
+            let known = payments.is_none_or(|p| p.contains(reference.as_str()));
             if !known {
                 self.problems.push(Problem::warning(
                     &path,
@@ -402,6 +457,19 @@ impl BundleLoader<'_> {
             }
         }
         ok.then_some(out)
+    }
+}
+
+/// The character column of a byte column on one line of a file (reading only up to that line);
+/// the byte column when the line cannot be read as text.
+fn char_column_in_file(path: &Path, line: usize, byte_column: usize) -> usize {
+    let text = fs::File::open(path)
+        .ok()
+        .and_then(|f| BufReader::new(f).lines().nth(line - 1))
+        .and_then(Result::ok);
+    match text {
+        Some(t) => model::char_column(&t, 1, byte_column),
+        None => byte_column.max(1),
     }
 }
 

@@ -12,8 +12,6 @@ use arc_swap::{ArcSwap, Guard};
 use bytes::Bytes;
 use serde::Serialize;
 
-use crate::model::bodies::List;
-use crate::model::records::PaymentDetail;
 use crate::model::Bundle;
 
 /// A content coding eventbox can send.
@@ -160,17 +158,11 @@ impl Prepared {
     /// `compression`, bodies from [`MIN_COMPRESS`] up to [`EAGER_COMPRESS_MAX`] are compressed
     /// now.
     pub fn new(bundle: &Bundle, compression: bool) -> serde_json::Result<Prepared> {
-        let mut details = HashMap::with_capacity(bundle.payments.data.len() + bundle.details.len());
-        for payment in &bundle.payments.data {
-            if !bundle.details.contains_key(&payment.reference_payment) {
-                let derived = List {
-                    data: vec![PaymentDetail::derived_from(payment)],
-                    extra: Default::default(),
-                };
-                details.insert(
-                    payment.reference_payment.as_str().into(),
-                    to_body(&derived)?,
-                );
+        let derived = &bundle.payments.derived;
+        let mut details = HashMap::with_capacity(derived.len() + bundle.details.len());
+        for (reference, row) in derived {
+            if !bundle.details.contains_key(reference) {
+                details.insert(reference.as_str().into(), Body::new(row.clone()));
             }
         }
         for (reference, body) in &bundle.details {
@@ -179,7 +171,7 @@ impl Prepared {
         let prepared = Prepared {
             name: bundle.name.as_str().into(),
             event: to_body(&bundle.event)?,
-            payments: to_body(&bundle.payments)?,
+            payments: Body::new(bundle.payments.body.clone()),
             submission: to_body(&bundle.submission)?,
             submission_list: to_body(&bundle.submission_list)?,
             hotsite: to_body(&bundle.hotsite)?,

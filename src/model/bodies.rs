@@ -5,15 +5,11 @@
 //! also the bare event object). `count` may be left out; when present it must agree. Each body
 //! serialises back to the service's shape with `count` computed.
 
-use std::collections::HashMap;
-
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
 
 use super::decode::{decode_array, describe, Diag, ItemDecoder, Obj};
-use super::records::{
-    self, Event, Extra, PageArea, Payment, Submission, SubmissionType, TopicArea,
-};
+use super::records::{self, Event, Extra, PageArea, Submission, SubmissionType, TopicArea};
 
 /// A list envelope: `{"data": [...], "count": n}`, then any members the file added.
 #[derive(Debug, Clone)]
@@ -129,28 +125,6 @@ pub fn event_body(v: &Value, diag: &mut Diag) -> Option<EventBody> {
         event,
         extra: list.extra,
     })
-}
-
-/// The payments file. Two payments with one `reference_payment` are an error: the reference is
-/// the key of the details endpoint.
-pub fn payments_body(v: &Value, diag: &mut Diag) -> Option<List<Payment>> {
-    let (list, data_path) = list(v, "", diag, records::payment)?;
-    let mut seen: HashMap<&str, usize> = HashMap::with_capacity(list.data.len());
-    let mut ok = true;
-    for (i, p) in list.data.iter().enumerate() {
-        if let Some(first) = seen.insert(&p.reference_payment, i) {
-            seen.insert(&p.reference_payment, first);
-            ok = false;
-            diag.error(
-                &format!("{data_path}[{i}].reference_payment"),
-                format!(
-                    "{:?} is also the reference of {data_path}[{first}]; references must be unique",
-                    p.reference_payment
-                ),
-            );
-        }
-    }
-    ok.then_some(list)
 }
 
 /// A payment_details file: the rows of one payment's detail.

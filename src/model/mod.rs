@@ -9,6 +9,7 @@
 pub mod bodies;
 pub mod decode;
 pub mod formats;
+pub mod payments;
 pub mod records;
 
 use std::collections::BTreeMap;
@@ -17,7 +18,7 @@ use serde_json::{Number, Value};
 
 use bodies::{EventBody, HotsiteBody, List, SubmissionBody, SubmissionListBody};
 use decode::Diag;
-use records::{Payment, PaymentDetail};
+use records::PaymentDetail;
 
 /// The two file formats a bundle may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +79,7 @@ pub fn parse_text(text: &str, format: Format) -> Result<Value, SyntaxError> {
 
 /// serde_json counts columns in bytes; people (and TOML's errors here) count characters. Turns a
 /// 1-based line and byte column into a 1-based character column, never less than 1.
-fn char_column(text: &str, line: usize, byte_column: usize) -> usize {
+pub fn char_column(text: &str, line: usize, byte_column: usize) -> usize {
     let line_text = text.split('\n').nth(line.saturating_sub(1)).unwrap_or("");
     let mut end = byte_column.min(line_text.len());
     // A column inside a multi-byte character counts that whole character.
@@ -205,7 +206,7 @@ pub struct Bundle {
     pub name: String,
     pub config: BundleConfig,
     pub event: EventBody,
-    pub payments: List<Payment>,
+    pub payments: payments::Payments,
     /// Detail files by payment reference.
     pub details: BTreeMap<String, List<PaymentDetail>>,
     pub submission: SubmissionBody,

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Scale run: a bundle of 200,000 payments (about 100 MB of JSON).
+
+    cargo build --release && python3 bench/scale.py [--payments 200000] [--duration 15]
+
+Measures, with the release build of eventbox:
+- the time from process start to `/readyz` answering 200;
+- peak RSS (VmHWM) after the load, as a multiple of the bundle's bytes on disk;
+- requests/s on the event endpoint (wrk, 32 connections) while the bundle is reloaded every
+  second (payments.json rewritten with the same bytes, which the watcher picks up), the number
+  of failed requests (non-2xx, socket errors), and the peak RSS after those reloads.
+Uses ../shared/bench/gen_fixture.py for the data (deterministic) and wrk (Debian package).
+"""
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BINARY = os.path.join(ROOT, "target", "release", "eventbox")
+GEN = os.path.join(ROOT, "..", "shared", "bench", "gen_fixture.py")
+
+
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def status(url):
+    try:
+        return urllib.request.urlopen(url, timeout=2).status
+    except Exception as e:
+        return getattr(e, "code", None)
+
+
+def vm(pid, key):
+    with open(f"/proc/{pid}/status") as f:
+        return int(re.search(rf"{key}:\s+(\d+)", f.read()).group(1))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--payments", type=int, default=200_000)
+    ap.add_argument("--duration", type=int, default=15)
+    args = ap.parse_args()
+    for needed, hint in ((BINARY, "cargo build --release"), (GEN, "the shared bench folder")):
+        if not os.path.exists(needed):
+            sys.exit(f"missing {needed} ({hint})")
+    if shutil.which("wrk") is None:
+        sys.exit("wrk is missing: apt-get install wrk")
+
+    work = tempfile.mkdtemp(prefix="eventbox-scale-")
+    proc = None
+    try:
+        fix = os.path.join(work, "fixture")
+        print(f"generating {args.payments} payments...", file=sys.stderr)
+        subprocess.run([sys.executable, GEN, fix, "--payments", str(args.payments)], check=True,
+                       stdout=subprocess.DEVNULL)
+        bundle = os.path.join(work, "data", "big")
+        os.makedirs(bundle)
+        for name in ("event", "payments", "submission", "hotsite"):
+            shutil.copy(os.path.join(fix, f"{name}.json"), bundle)
+        with open(os.path.join(bundle, "bundle.toml"), "w") as f:
+            f.write('tokens = ["demo"]\n')
+        disk = sum(os.path.getsize(os.path.join(bundle, n)) for n in os.listdir(bundle))
+
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        started = time.monotonic()
+        proc = subprocess.Popen([BINARY, "--data", os.path.join(work, "data"), "--addr", f"127.0.0.1:{port}"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                env={**os.environ, "RUST_LOG": "warn"})
+        while status(f"{base}/readyz") != 200:
+            if proc.poll() is not None:
+                sys.exit(f"eventbox exited with {proc.returncode}")
+            if time.monotonic() - started > 120:
+                sys.exit("not ready after 120 s")
+            time.sleep(0.01)
+        ready = time.monotonic() - started
+        time.sleep(2)  # let background compression of the large body finish
+        rss_ready = vm(proc.pid, "VmHWM") * 1024
+
+        payments = os.path.join(bundle, "payments.json")
+        with open(payments, "rb") as f:
+            payload = f.read()
+        stop = threading.Event()
+        reloads = [0]
+
+        def rewrite():
+            while not stop.wait(1.0):
+                with open(payments, "wb") as f:
+                    f.write(payload)
+                reloads[0] += 1
+
+        writer = threading.Thread(target=rewrite)
+        writer.start()
+        out = subprocess.run(["wrk", "-t1", "-c32", f"-d{args.duration}s", "-H", "Authorization-Token: demo",
+                              "--latency", f"{base}/api/v1/event"], capture_output=True, text=True).stdout
+        stop.set()
+        writer.join()
+        time.sleep(1)
+        rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+        p99 = re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1)
+        non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+        sock = re.search(r"Socket errors:.*", out)
+        rss_after = vm(proc.pid, "VmHWM") * 1024
+        rss_now = vm(proc.pid, "VmRSS") * 1024
+
+        mib = 1024 * 1024
+        print(f"bundle on disk:            {disk / mib:.1f} MiB ({args.payments} payments)")
+        print(f"start to ready:            {ready:.2f} s")
+        print(f"peak RSS after load:       {rss_ready / mib:.1f} MiB = {rss_ready / disk:.2f}x the bytes on disk")
+        print(f"event endpoint, reloading: {rps:.0f} req/s, p99 {p99}, {reloads[0]} reloads in {args.duration} s")
+        print(f"failed requests:           {int(non2xx.group(1)) if non2xx else 0} non-2xx; "
+              f"{sock.group(0) if sock else 'no socket errors'}")
+        print(f"peak RSS over the reloads: {rss_after / mib:.1f} MiB = {rss_after / disk:.2f}x; "
+              f"RSS at the end {rss_now / mib:.1f} MiB")
+    finally:
+        if proc:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,390 @@
+//! Payments, prepared record by record as they are read.
+//!
+//! The payments file is the one that grows large (a 200,000-payment event is about 100 MB of
+//! JSON). Holding it as text, as a value tree and as typed records at once would take several
+//! times its size, so it is read as a stream: each record is parsed on its own, decoded with the
+//! same rules as every other record, serialised into the payments body and into its derived detail
+//! row, then dropped. What stays is the two kinds of bytes that are served, and the references.
+//! TOML files (and tests) feed the same builder from a parsed value.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::io::Read;
+
+use bytes::Bytes;
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+
+use super::bodies::List;
+use super::decode::{describe, join_index, Diag};
+use super::records::{self, PaymentDetail};
+
+/// The payments of a bundle, ready to serve.
+#[derive(Debug, Clone)]
+pub struct Payments {
+    /// The body of `GET /api/v1/payments`: `{"data": [...], "count": n}` and any members the
+    /// file added.
+    pub body: Bytes,
+    /// For every payment, in file order: its reference and the detail row derived from it (served
+    /// when the bundle has no detail file for that reference).
+    pub derived: Vec<(String, Bytes)>,
+}
+
+impl Default for Payments {
+    fn default() -> Self {
+        Payments {
+            body: Bytes::from_static(b"{\"data\":[],\"count\":0}"),
+            derived: Vec::new(),
+        }
+    }
+}
+
+impl Payments {
+    pub fn count(&self) -> usize {
+        self.derived.len()
+    }
+}
+
+/// Builds [`Payments`] one record at a time.
+#[derive(Debug)]
+struct Builder {
+    /// `data` for the envelope, empty for a bare list.
+    data_path: String,
+    body: Vec<u8>,
+    derived: Vec<(String, Bytes)>,
+    /// Reference → index of the record that has it.
+    seen: HashMap<String, usize>,
+    records: usize,
+    ok: bool,
+    saw_data: bool,
+    declared_count: Option<Value>,
+    extra: Map<String, Value>,
+}
+
+impl Builder {
+    fn new() -> Builder {
+        let mut body = Vec::with_capacity(4096);
+        body.extend_from_slice(b"{\"data\":[");
+        Builder {
+            data_path: String::new(),
+            body,
+            derived: Vec::new(),
+            seen: HashMap::new(),
+            records: 0,
+            ok: true,
+            saw_data: false,
+            declared_count: None,
+            extra: Map::new(),
+        }
+    }
+
+    /// Decodes, checks and serialises one record.
+    fn record(&mut self, value: &Value, diag: &mut Diag) {
+        let index = self.records;
+        self.records += 1;
+        let path = join_index(&self.data_path, index);
+        let Some(payment) = records::payment(value, &path, diag) else {
+            self.ok = false;
+            return;
+        };
+        if let Some(&first) = self.seen.get(&payment.reference_payment) {
+            self.ok = false;
+            diag.error(
+                &format!("{path}.reference_payment"),
+                format!(
+                    "{:?} is also the reference of {}; references must be unique",
+                    payment.reference_payment,
+                    join_index(&self.data_path, first)
+                ),
+            );
+            return;
+        }
+        self.seen.insert(payment.reference_payment.clone(), index);
+        if !self.ok {
+            return; // the bundle is rejected anyway: keep checking, stop building
+        }
+        if !self.derived.is_empty() {
+            self.body.push(b',');
+        }
+        let derived = List {
+            data: vec![PaymentDetail::derived_from(&payment)],
+            extra: Map::new(),
+        };
+        match (
+            serde_json::to_writer(&mut self.body, &payment),
+            serde_json::to_vec(&derived),
+        ) {
+            (Ok(()), Ok(row)) => self
+                .derived
+                .push((payment.reference_payment, Bytes::from(row))),
+            (Err(e), _) | (_, Err(e)) => {
+                self.ok = false;
+                diag.error(&path, format!("cannot be prepared: {e}"));
+            }
+        }
+    }
+
+    /// Checks the envelope's `count` and closes the body.
+    fn finish(mut self, diag: &mut Diag) -> Option<Payments> {
+        if let Some(v) = &self.declared_count {
+            match v.as_u64() {
+                Some(n) if n as usize == self.records => {}
+                Some(n) => {
+                    diag.error(
+                        "count",
+                        format!("count is {n} but data has {}", self.records),
+                    );
+                    self.ok = false;
+                }
+                None => {
+                    diag.error(
+                        "count",
+                        format!("expected an integer, found {}", describe(v)),
+                    );
+                    self.ok = false;
+                }
+            }
+        }
+        if !self.ok {
+            return None;
+        }
+        self.body.extend_from_slice(b"],\"count\":");
+        self.body
+            .extend_from_slice(self.derived.len().to_string().as_bytes());
+        for (k, v) in &self.extra {
+            self.body.push(b',');
+            // Keys and values come from a parsed document: serialisation cannot fail.
+            let _ = serde_json::to_writer(&mut self.body, k);
+            self.body.push(b':');
+            let _ = serde_json::to_writer(&mut self.body, v);
+        }
+        self.body.push(b'}');
+        self.body.shrink_to_fit();
+        Some(Payments {
+            body: Bytes::from(self.body),
+            derived: self.derived,
+        })
+    }
+}
+
+/// Payments from a parsed value (TOML files; JSON in tests): the envelope or a bare list.
+pub fn from_value(v: &Value, diag: &mut Diag) -> Option<Payments> {
+    let mut b = Builder::new();
+    match v {
+        Value::Array(items) => items.iter().for_each(|item| b.record(item, diag)),
+        Value::Object(map) => {
+            b.data_path = "data".into();
+            for (k, v) in map {
+                match k.as_str() {
+                    "data" => {
+                        b.saw_data = true;
+                        match v {
+                            Value::Array(items) => {
+                                items.iter().for_each(|item| b.record(item, diag))
+                            }
+                            other => {
+                                diag.error(
+                                    "data",
+                                    format!("expected an array, found {}", describe(other)),
+                                );
+                                b.ok = false;
+                            }
+                        }
+                    }
+                    "count" => b.declared_count = Some(v.clone()),
+                    _ => {
+                        b.extra.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            if !b.saw_data {
+                diag.error("data", "missing required field");
+                b.ok = false;
+            }
+        }
+        other => {
+            diag.error(
+                "",
+                format!(
+                    "expected an object with \"data\", or an array, found {}",
+                    describe(other)
+                ),
+            );
+            return None;
+        }
+    }
+    b.finish(diag)
+}
+
+/// Payments streamed from JSON text: only one record is held as a value at a time. A syntax
+/// error (or a document that is neither an envelope nor a list) is the `Err`, with serde's line
+/// and byte column.
+pub fn from_json_reader<R: Read>(
+    reader: R,
+    diag: &mut Diag,
+) -> Result<Option<Payments>, serde_json::Error> {
+    let mut b = Builder::new();
+    let mut de = serde_json::Deserializer::from_reader(reader);
+    Top {
+        b: &mut b,
+        diag: &mut *diag,
+    }
+    .deserialize(&mut de)?;
+    de.end()?;
+    Ok(b.finish(diag))
+}
+
+struct Top<'a> {
+    b: &'a mut Builder,
+    diag: &'a mut Diag,
+}
+
+impl<'de> DeserializeSeed<'de> for Top<'_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Top<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object with \"data\" (the service's body), or an array of payments")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
+        Records {
+            b: self.b,
+            diag: self.diag,
+        }
+        .visit_seq(seq)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        self.b.data_path = "data".into();
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "data" => {
+                    self.b.saw_data = true;
+                    map.next_value_seed(Records {
+                        b: &mut *self.b,
+                        diag: &mut *self.diag,
+                    })?;
+                }
+                "count" => self.b.declared_count = Some(map.next_value::<Value>()?),
+                _ => {
+                    let v = map.next_value::<Value>()?;
+                    self.b.extra.insert(key, v);
+                }
+            }
+        }
+        if !self.b.saw_data {
+            self.diag.error("data", "missing required field");
+            self.b.ok = false;
+        }
+        Ok(())
+    }
+}
+
+/// The list of records, streamed.
+struct Records<'a> {
+    b: &'a mut Builder,
+    diag: &'a mut Diag,
+}
+
+impl<'de> DeserializeSeed<'de> for Records<'_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Records<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array of payments")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while let Some(record) = seq.next_element::<Value>()? {
+            self.b.record(&record, self.diag);
+        }
+        Ok(())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        self.diag
+            .error(&self.b.data_path, "expected an array, found an object");
+        self.b.ok = false;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TWO: &str = r#"{"count": 2, "data": [
+      {"id_event": 1, "id_payment": 1, "reference_payment": "A", "buyer": "Ana", "email_buyer": "a@x", "country_buyer": "Brasil", "document_buyer": "1", "description_payment": "1x", "date_payment": "01/02/2026", "hour_payment": "10:00", "type_payment": "Pix", "method_payment": "Pix", "amount_payment": 10.00, "amount_receive_payment": 9.90, "status_payment": "Pago", "cupom_payment": "", "note_payment": "", "extra": true},
+      {"id_event": 1, "id_payment": 2, "reference_payment": "B", "buyer": "Bia", "email_buyer": "b@x", "country_buyer": "Brasil", "document_buyer": "2", "description_payment": "2x", "date_payment": "02/02/2026", "hour_payment": "11:00", "type_payment": "Visa", "method_payment": "Cartão", "amount_payment": 20, "amount_receive_payment": 19, "status_payment": "Pago", "cupom_payment": "", "note_payment": ""}
+    ], "source": "export"}"#;
+
+    #[test]
+    fn the_stream_and_the_value_give_the_same_bytes() {
+        let mut d1 = Diag::default();
+        let streamed = from_json_reader(TWO.as_bytes(), &mut d1)
+            .expect("valid")
+            .expect("no errors");
+        let value: Value = serde_json::from_str(TWO).expect("valid");
+        let mut d2 = Diag::default();
+        let parsed = from_value(&value, &mut d2).expect("no errors");
+        assert_eq!(streamed.body, parsed.body);
+        assert_eq!(streamed.derived.len(), 2);
+        let body = std::str::from_utf8(&streamed.body).expect("UTF-8");
+        assert!(
+            body.starts_with(r#"{"data":[{"id_event":1,"id_payment":1,"reference_payment":"A""#),
+            "{body}"
+        );
+        assert!(body.contains(r#""amount_payment":10.00,"#), "{body}");
+        assert!(
+            body.ends_with(r#"],"count":2,"source":"export"}"#),
+            "{body}"
+        );
+        assert!(d1.findings.is_empty() && d2.findings.is_empty());
+    }
+
+    #[test]
+    fn every_problem_is_reported_with_its_path() {
+        let broken = TWO
+            .replacen("\"B\"", "\"A\"", 1)
+            .replacen("10:00", "25:00", 1)
+            .replacen("\"count\": 2", "\"count\": 3", 1);
+        let mut diag = Diag::default();
+        assert!(from_json_reader(broken.as_bytes(), &mut diag)
+            .expect("valid JSON")
+            .is_none());
+        let got: Vec<String> = diag
+            .findings
+            .iter()
+            .map(|f| format!("{}: {}", f.path, f.message))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                "data[0].hour_payment: \"25:00\" is not an HH:MM hour".to_string(),
+                "count: count is 3 but data has 2".to_string(),
+            ],
+            "a record with an error is not a reference holder, so B=A is no duplicate here"
+        );
+    }
+
+    #[test]
+    fn syntax_errors_are_errors() {
+        let mut diag = Diag::default();
+        let e = from_json_reader(&b"{\"data\": [\n  {]"[..], &mut diag).unwrap_err();
+        assert_eq!(e.line(), 2);
+    }
+}
