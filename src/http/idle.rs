@@ -49,6 +49,26 @@ impl<S> IdleTimeout<S> {
     }
 }
 
+impl<S> IdleTimeout<S> {
+    /// Records a write that moved bytes, or turns a stalled one into a timeout once idle too long.
+    fn after_write(
+        &mut self,
+        cx: &mut Context<'_>,
+        written: Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        match written {
+            Poll::Ready(Ok(n)) => {
+                if n > 0 {
+                    self.last_activity = Instant::now();
+                }
+                Poll::Ready(Ok(n))
+            }
+            Poll::Pending if self.expired(cx) => Poll::Ready(Err(timed_out())),
+            other => other,
+        }
+    }
+}
+
 fn timed_out() -> io::Error {
     io::Error::new(io::ErrorKind::TimedOut, "connection idle for too long")
 }
@@ -79,16 +99,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for IdleTimeout<S> {
         cx: &mut Context<'_>,
         data: &[u8],
     ) -> Poll<io::Result<usize>> {
-        match Pin::new(&mut self.inner).poll_write(cx, data) {
-            Poll::Ready(Ok(n)) => {
-                if n > 0 {
-                    self.last_activity = Instant::now();
-                }
-                Poll::Ready(Ok(n))
-            }
-            Poll::Pending if self.expired(cx) => Poll::Ready(Err(timed_out())),
-            other => other,
-        }
+        let written = Pin::new(&mut self.inner).poll_write(cx, data);
+        self.after_write(cx, written)
     }
 
     fn poll_write_vectored(
@@ -96,16 +108,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for IdleTimeout<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        match Pin::new(&mut self.inner).poll_write_vectored(cx, bufs) {
-            Poll::Ready(Ok(n)) => {
-                if n > 0 {
-                    self.last_activity = Instant::now();
-                }
-                Poll::Ready(Ok(n))
-            }
-            Poll::Pending if self.expired(cx) => Poll::Ready(Err(timed_out())),
-            other => other,
-        }
+        let written = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.after_write(cx, written)
     }
 
     fn is_write_vectored(&self) -> bool {

@@ -129,6 +129,19 @@ impl Answer {
     }
 }
 
+/// Sends a request and keeps what a test looks at.
+async fn answer(req: reqwest::RequestBuilder) -> Answer {
+    let res = req.send().await.expect("the request is answered");
+    let status = res.status();
+    let headers = res.headers().clone();
+    let body = res.bytes().await.expect("the body is read");
+    Answer {
+        status,
+        headers,
+        body,
+    }
+}
+
 impl TestApp {
     /// Sends a request; `token` goes in `Authorization-Token`.
     pub async fn send(
@@ -148,15 +161,7 @@ impl TestApp {
             }
             req = req.body(bytes.to_vec());
         }
-        let res = req.send().await.expect("the request is answered");
-        let status = res.status();
-        let headers = res.headers().clone();
-        let body = res.bytes().await.expect("the body is read");
-        Answer {
-            status,
-            headers,
-            body,
-        }
+        answer(req).await
     }
 
     /// A GET with extra request headers.
@@ -179,15 +184,7 @@ impl TestApp {
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
-        let res = req.send().await.expect("the request is answered");
-        let status = res.status();
-        let headers = res.headers().clone();
-        let body = res.bytes().await.expect("the body is read");
-        Answer {
-            status,
-            headers,
-            body,
-        }
+        answer(req).await
     }
 
     pub async fn get(&self, path: &str, token: &str) -> Answer {
