@@ -256,12 +256,22 @@ where
 fn represent(headers: &HeaderMap, body: &store::Body, ctx: &Context) -> Response<Full<Bytes>> {
     let accept = headers.get(ACCEPT_ENCODING).and_then(|v| v.to_str().ok());
     let Some(wanted) = negotiate::choose(accept, ctx.compression, body.is_small()) else {
-        return error(ApiError::NotAcceptable);
+        let mut res = error(ApiError::NotAcceptable);
+        res.headers_mut().insert(VARY, ACCEPT_ENCODING_VARY);
+        return res;
     };
     let (encoding, bytes) = match body.ready(wanted) {
         Some(bytes) => (wanted, bytes.clone()),
         None if negotiate::accepts_identity(accept) => {
             (Encoding::Identity, body.identity().clone())
+        }
+        // Identity refused and the variant not made yet: a small body is compressed now (a few
+        // ms); a large one is being compressed in the background, so ask the client to retry
+        // rather than hold a worker for seconds.
+        None if body.identity().len() > store::EAGER_COMPRESS_MAX => {
+            let mut res = error(ApiError::NotReady);
+            res.headers_mut().insert(VARY, ACCEPT_ENCODING_VARY);
+            return res;
         }
         None => (wanted, body.encoded(wanted).clone()),
     };

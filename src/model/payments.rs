@@ -55,7 +55,10 @@ struct Builder {
     /// Reference → index of the record that has it.
     seen: HashMap<String, usize>,
     records: usize,
+    /// No record (and no shape) error so far.
     ok: bool,
+    /// Duplicate references, reported after `count` (as the non-streamed decoders order them).
+    duplicates: Vec<(String, String)>,
     saw_data: bool,
     declared_count: Option<Value>,
     extra: Map<String, Value>,
@@ -72,6 +75,7 @@ impl Builder {
             seen: HashMap::new(),
             records: 0,
             ok: true,
+            duplicates: Vec::new(),
             saw_data: false,
             declared_count: None,
             extra: Map::new(),
@@ -88,19 +92,18 @@ impl Builder {
             return;
         };
         if let Some(&first) = self.seen.get(&payment.reference_payment) {
-            self.ok = false;
-            diag.error(
-                &format!("{path}.reference_payment"),
+            self.duplicates.push((
+                format!("{path}.reference_payment"),
                 format!(
                     "{:?} is also the reference of {}; references must be unique",
                     payment.reference_payment,
                     join_index(&self.data_path, first)
                 ),
-            );
+            ));
             return;
         }
         self.seen.insert(payment.reference_payment.clone(), index);
-        if !self.ok {
+        if !self.ok || !self.duplicates.is_empty() {
             return; // the bundle is rejected anyway: keep checking, stop building
         }
         if !self.derived.is_empty() {
@@ -126,6 +129,10 @@ impl Builder {
 
     /// Checks the envelope's `count` and closes the body.
     fn finish(mut self, diag: &mut Diag) -> Option<Payments> {
+        // As for every other list: count and duplicates are checked once every record decoded.
+        if !self.ok {
+            return None;
+        }
         if let Some(v) = &self.declared_count {
             match v.as_u64() {
                 Some(n) if n as usize == self.records => {}
@@ -144,6 +151,10 @@ impl Builder {
                     self.ok = false;
                 }
             }
+        }
+        for (path, message) in std::mem::take(&mut self.duplicates) {
+            diag.error(&path, message);
+            self.ok = false;
         }
         if !self.ok {
             return None;
@@ -185,7 +196,7 @@ pub fn from_value(v: &Value, diag: &mut Diag) -> Option<Payments> {
                             other => {
                                 diag.error(
                                     "data",
-                                    format!("expected an array, found {}", describe(other)),
+                                    format!("expected an array at data, found {}", describe(other)),
                                 );
                                 b.ok = false;
                             }
@@ -205,10 +216,7 @@ pub fn from_value(v: &Value, diag: &mut Diag) -> Option<Payments> {
         other => {
             diag.error(
                 "",
-                format!(
-                    "expected an object with \"data\", or an array, found {}",
-                    describe(other)
-                ),
+                format!("expected an object at the file, found {}", describe(other)),
             );
             return None;
         }
@@ -253,6 +261,18 @@ impl<'de> Visitor<'de> for Top<'_> {
         f.write_str("an object with \"data\" (the service's body), or an array of payments")
     }
 
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        self.wrong("null")
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<(), E> {
+        self.wrong(&v.to_string())
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        self.wrong(&describe(&Value::String(v.into())))
+    }
+
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
         Records {
             b: self.b,
@@ -264,7 +284,16 @@ impl<'de> Visitor<'de> for Top<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         self.b.data_path = "data".into();
         while let Some(key) = map.next_key::<String>()? {
+            if key == NUMBER_TOKEN {
+                let n: String = map.next_value()?;
+                return self.wrong(&format!("the number {n}"));
+            }
             match key.as_str() {
+                "data" if self.b.saw_data => {
+                    map.next_value::<IgnoredAny>()?;
+                    self.diag.error("data", "appears twice; keep one");
+                    self.b.ok = false;
+                }
                 "data" => {
                     self.b.saw_data = true;
                     map.next_value_seed(Records {
@@ -283,6 +312,36 @@ impl<'de> Visitor<'de> for Top<'_> {
             self.diag.error("data", "missing required field");
             self.b.ok = false;
         }
+        Ok(())
+    }
+}
+
+/// How serde_json (with `arbitrary_precision`) hands a number to a visitor: a one-entry map.
+const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+
+impl Top<'_> {
+    /// A document that is neither an object nor an array: the message `Obj::new` gives.
+    fn wrong<E>(self, found: &str) -> Result<(), E> {
+        self.diag
+            .error("", format!("expected an object at the file, found {found}"));
+        self.b.ok = false;
+        Ok(())
+    }
+}
+
+impl Records<'_> {
+    /// `data` that is not an array: the message `decode_array` gives.
+    fn wrong<E>(self, found: &str) -> Result<(), E> {
+        let at = if self.b.data_path.is_empty() {
+            "the file"
+        } else {
+            self.b.data_path.as_str()
+        };
+        self.diag.error(
+            &self.b.data_path,
+            format!("expected an array at {at}, found {found}"),
+        );
+        self.b.ok = false;
         Ok(())
     }
 }
@@ -307,6 +366,18 @@ impl<'de> Visitor<'de> for Records<'_> {
         f.write_str("an array of payments")
     }
 
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        self.wrong("null")
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<(), E> {
+        self.wrong(&v.to_string())
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        self.wrong(&describe(&Value::String(v.into())))
+    }
+
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         while let Some(record) = seq.next_element::<Value>()? {
             self.b.record(&record, self.diag);
@@ -315,11 +386,15 @@ impl<'de> Visitor<'de> for Records<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        self.diag
-            .error(&self.b.data_path, "expected an array, found an object");
-        self.b.ok = false;
-        Ok(())
+        let mut found = "an object".to_string();
+        while let Some(key) = map.next_key::<String>()? {
+            if key == NUMBER_TOKEN {
+                found = format!("the number {}", map.next_value::<String>()?);
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        self.wrong(&found)
     }
 }
 
@@ -373,11 +448,8 @@ mod tests {
             .collect();
         assert_eq!(
             got,
-            vec![
-                "data[0].hour_payment: \"25:00\" is not an HH:MM hour".to_string(),
-                "count: count is 3 but data has 2".to_string(),
-            ],
-            "a record with an error is not a reference holder, so B=A is no duplicate here"
+            vec!["data[0].hour_payment: \"25:00\" is not an HH:MM hour".to_string()],
+            "as for other lists, count and duplicates are checked once every record decoded"
         );
     }
 
@@ -386,5 +458,71 @@ mod tests {
         let mut diag = Diag::default();
         let e = from_json_reader(&b"{\"data\": [\n  {]"[..], &mut diag).unwrap_err();
         assert_eq!(e.line(), 2);
+    }
+}
+
+#[cfg(test)]
+mod shape_tests {
+    use super::*;
+
+    /// The findings for `text`, checking the stream and the parsed value agree.
+    fn messages(text: &str) -> Vec<String> {
+        let mut diag = Diag::default();
+        assert!(from_json_reader(text.as_bytes(), &mut diag)
+            .expect("valid JSON")
+            .is_none());
+        let value: Value = serde_json::from_str(text).expect("valid JSON");
+        let mut d2 = Diag::default();
+        assert!(from_value(&value, &mut d2).is_none());
+        let show = |d: &Diag| -> Vec<String> {
+            d.findings
+                .iter()
+                .map(|f| format!("{}: {}", f.path, f.message))
+                .collect()
+        };
+        assert_eq!(show(&diag), show(&d2), "stream and value agree for {text}");
+        show(&diag)
+    }
+
+    #[test]
+    fn wrong_shapes_read_as_the_other_lists_do() {
+        assert_eq!(
+            messages(r#"{"data": "x"}"#),
+            ["data: expected an array at data, found the string \"x\""]
+        );
+        assert_eq!(
+            messages(r#"{"data": 12.50}"#),
+            ["data: expected an array at data, found the number 12.50"]
+        );
+        assert_eq!(
+            messages(r#"{"data": {"a": 1}}"#),
+            ["data: expected an array at data, found an object"]
+        );
+        assert_eq!(
+            messages(r#""x""#),
+            [": expected an object at the file, found the string \"x\""]
+        );
+        assert_eq!(
+            messages(r#"{"count": 0}"#),
+            ["data: missing required field"]
+        );
+    }
+
+    #[test]
+    fn duplicates_come_after_count_and_data_twice_is_refused() {
+        let one = r#"{"id_event": 1, "id_payment": 1, "reference_payment": "A", "buyer": "Ana", "email_buyer": "a@x", "country_buyer": "Brasil", "document_buyer": "1", "description_payment": "1x", "date_payment": "01/02/2026", "hour_payment": "10:00", "type_payment": "Pix", "method_payment": "Pix", "amount_payment": 10.00, "amount_receive_payment": 9.90, "status_payment": "Pago", "cupom_payment": "", "note_payment": ""}"#;
+        assert_eq!(
+            messages(&format!("{{\"data\": [{one}, {one}], \"count\": 3}}")),
+            [
+                "count: count is 3 but data has 2",
+                "data[1].reference_payment: \"A\" is also the reference of data[0]; references must be unique",
+            ]
+        );
+        let mut diag = Diag::default();
+        let twice = format!("{{\"data\": [{one}], \"data\": [{one}]}}");
+        assert!(from_json_reader(twice.as_bytes(), &mut diag)
+            .expect("valid JSON")
+            .is_none());
+        assert_eq!(diag.findings[0].message, "appears twice; keep one");
     }
 }

@@ -110,13 +110,15 @@ async fn small_bodies_stay_plain_unless_identity_is_refused_and_nothing_acceptab
         .await;
     assert_eq!(forced.header("content-encoding"), Some("gzip"));
     assert_eq!(decode(&forced), small.body.to_vec());
-    app.get_with(
-        "/api/v1/submission/",
-        TOKEN,
-        &[("accept-encoding", "identity;q=0, *;q=0")],
-    )
-    .await
-    .assert_error(406, "not_acceptable");
+    let refused = app
+        .get_with(
+            "/api/v1/submission/",
+            TOKEN,
+            &[("accept-encoding", "identity;q=0, *;q=0")],
+        )
+        .await;
+    refused.assert_error(406, "not_acceptable");
+    assert_eq!(refused.header("vary"), Some("accept-encoding"));
 }
 
 #[tokio::test]
