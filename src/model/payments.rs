@@ -225,145 +225,66 @@ pub fn from_value(v: &Value, diag: &mut Diag) -> Option<Payments> {
 }
 
 /// Payments streamed from JSON text: only one record is held as a value at a time. A syntax
-/// error (or a document that is neither an envelope nor a list) is the `Err`, with serde's line
-/// and byte column.
+/// error is the `Err`, with serde's line and byte column; a wrong shape is a finding, worded as
+/// the other lists word it.
 pub fn from_json_reader<R: Read>(
     reader: R,
     diag: &mut Diag,
 ) -> Result<Option<Payments>, serde_json::Error> {
     let mut b = Builder::new();
     let mut de = serde_json::Deserializer::from_reader(reader);
-    Top {
+    Stream {
         b: &mut b,
         diag: &mut *diag,
+        top: true,
     }
     .deserialize(&mut de)?;
     de.end()?;
     Ok(b.finish(diag))
 }
 
-struct Top<'a> {
+/// How serde_json (with `arbitrary_precision`) hands a number to a visitor: a one-entry map.
+const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+
+/// The streaming visitor: at the top of the file (`top`), the envelope or a bare list; under
+/// `data`, the list. A list is visited record by record.
+struct Stream<'a> {
     b: &'a mut Builder,
     diag: &'a mut Diag,
+    top: bool,
 }
 
-impl<'de> DeserializeSeed<'de> for Top<'_> {
+impl Stream<'_> {
+    /// A value of the wrong kind: the message `Obj::new` (top) or `decode_array` (data) gives.
+    fn wrong<E>(self, found: &str) -> Result<(), E> {
+        let (path, message) = if self.top {
+            (
+                String::new(),
+                format!("expected an object at the file, found {found}"),
+            )
+        } else {
+            let path = self.b.data_path.clone();
+            let message = format!("expected an array at {path}, found {found}");
+            (path, message)
+        };
+        self.diag.error(&path, message);
+        self.b.ok = false;
+        Ok(())
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Stream<'_> {
     type Value = ();
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for Top<'_> {
+impl<'de> Visitor<'de> for Stream<'_> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an object with \"data\" (the service's body), or an array of payments")
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        self.wrong("null")
-    }
-
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<(), E> {
-        self.wrong(&v.to_string())
-    }
-
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
-        self.wrong(&describe(&Value::String(v.into())))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
-        Records {
-            b: self.b,
-            diag: self.diag,
-        }
-        .visit_seq(seq)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        self.b.data_path = "data".into();
-        while let Some(key) = map.next_key::<String>()? {
-            if key == NUMBER_TOKEN {
-                let n: String = map.next_value()?;
-                return self.wrong(&format!("the number {n}"));
-            }
-            match key.as_str() {
-                "data" if self.b.saw_data => {
-                    map.next_value::<IgnoredAny>()?;
-                    self.diag.error("data", "appears twice; keep one");
-                    self.b.ok = false;
-                }
-                "data" => {
-                    self.b.saw_data = true;
-                    map.next_value_seed(Records {
-                        b: &mut *self.b,
-                        diag: &mut *self.diag,
-                    })?;
-                }
-                "count" => self.b.declared_count = Some(map.next_value::<Value>()?),
-                _ => {
-                    let v = map.next_value::<Value>()?;
-                    self.b.extra.insert(key, v);
-                }
-            }
-        }
-        if !self.b.saw_data {
-            self.diag.error("data", "missing required field");
-            self.b.ok = false;
-        }
-        Ok(())
-    }
-}
-
-/// How serde_json (with `arbitrary_precision`) hands a number to a visitor: a one-entry map.
-const NUMBER_TOKEN: &str = "$serde_json::private::Number";
-
-impl Top<'_> {
-    /// A document that is neither an object nor an array: the message `Obj::new` gives.
-    fn wrong<E>(self, found: &str) -> Result<(), E> {
-        self.diag
-            .error("", format!("expected an object at the file, found {found}"));
-        self.b.ok = false;
-        Ok(())
-    }
-}
-
-impl Records<'_> {
-    /// `data` that is not an array: the message `decode_array` gives.
-    fn wrong<E>(self, found: &str) -> Result<(), E> {
-        let at = if self.b.data_path.is_empty() {
-            "the file"
-        } else {
-            self.b.data_path.as_str()
-        };
-        self.diag.error(
-            &self.b.data_path,
-            format!("expected an array at {at}, found {found}"),
-        );
-        self.b.ok = false;
-        Ok(())
-    }
-}
-
-/// The list of records, streamed.
-struct Records<'a> {
-    b: &'a mut Builder,
-    diag: &'a mut Diag,
-}
-
-impl<'de> DeserializeSeed<'de> for Records<'_> {
-    type Value = ();
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Records<'_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an array of payments")
     }
 
     fn visit_unit<E: de::Error>(self) -> Result<(), E> {
@@ -386,15 +307,47 @@ impl<'de> Visitor<'de> for Records<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        let mut found = "an object".to_string();
+        let mut number = None;
+        if self.top {
+            self.b.data_path = "data".into();
+        }
         while let Some(key) = map.next_key::<String>()? {
-            if key == NUMBER_TOKEN {
-                found = format!("the number {}", map.next_value::<String>()?);
-            } else {
-                map.next_value::<IgnoredAny>()?;
+            match key.as_str() {
+                NUMBER_TOKEN => number = Some(map.next_value::<String>()?),
+                _ if !self.top => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+                "data" if self.b.saw_data => {
+                    map.next_value::<IgnoredAny>()?;
+                    self.diag.error("data", "appears twice; keep one");
+                    self.b.ok = false;
+                }
+                "data" => {
+                    self.b.saw_data = true;
+                    map.next_value_seed(Stream {
+                        b: &mut *self.b,
+                        diag: &mut *self.diag,
+                        top: false,
+                    })?;
+                }
+                "count" => self.b.declared_count = Some(map.next_value::<Value>()?),
+                _ => {
+                    let v = map.next_value::<Value>()?;
+                    self.b.extra.insert(key, v);
+                }
             }
         }
-        self.wrong(&found)
+        if let Some(n) = number {
+            return self.wrong(&format!("the number {n}"));
+        }
+        if !self.top {
+            return self.wrong("an object");
+        }
+        if !self.b.saw_data {
+            self.diag.error("data", "missing required field");
+            self.b.ok = false;
+        }
+        Ok(())
     }
 }
 
