@@ -12,6 +12,7 @@ use arc_swap::{ArcSwap, Guard};
 use bytes::Bytes;
 use serde::Serialize;
 
+use crate::model::payments::DerivedRow;
 use crate::model::Bundle;
 
 /// A content coding eventbox can send.
@@ -135,6 +136,35 @@ fn brotli(data: &[u8], quality: u32) -> Bytes {
     Bytes::from(out)
 }
 
+/// A payment's detail answer.
+#[derive(Debug)]
+pub enum Detail {
+    /// The bundle's detail file for that reference, prepared.
+    File(Box<Body>),
+    /// The row derived from the payment: its values are in the payments body already, so the
+    /// row is assembled when asked for instead of being kept (it would double a large event's
+    /// memory).
+    Derived(DerivedRow),
+}
+
+/// A body to answer with: prepared and borrowed from the snapshot, or made for this request.
+#[derive(Debug)]
+pub enum Answer<'a> {
+    Prepared(&'a Body),
+    Made(Body),
+}
+
+impl std::ops::Deref for Answer<'_> {
+    type Target = Body;
+
+    fn deref(&self) -> &Body {
+        match self {
+            Answer::Prepared(body) => body,
+            Answer::Made(body) => body,
+        }
+    }
+}
+
 /// One bundle's answers.
 #[derive(Debug)]
 pub struct Prepared {
@@ -145,7 +175,7 @@ pub struct Prepared {
     pub submission_list: Body,
     pub hotsite: Body,
     /// The details answer for every payment reference (and every detail file).
-    pub details: HashMap<Box<str>, Body>,
+    pub details: HashMap<Box<str>, Detail>,
 }
 
 fn to_body<T: Serialize>(value: &T) -> serde_json::Result<Body> {
@@ -162,11 +192,14 @@ impl Prepared {
         let mut details = HashMap::with_capacity(derived.len() + bundle.details.len());
         for (reference, row) in derived {
             if !bundle.details.contains_key(reference) {
-                details.insert(reference.as_str().into(), Body::new(row.clone()));
+                details.insert(reference.as_str().into(), Detail::Derived(*row));
             }
         }
         for (reference, body) in &bundle.details {
-            details.insert(reference.as_str().into(), to_body(body)?);
+            details.insert(
+                reference.as_str().into(),
+                Detail::File(Box::new(to_body(body)?)),
+            );
         }
         let prepared = Prepared {
             name: bundle.name.as_str().into(),
@@ -198,7 +231,18 @@ impl Prepared {
             &self.hotsite,
         ]
         .into_iter()
-        .chain(self.details.values())
+        .chain(self.details.values().filter_map(|d| match d {
+            Detail::File(body) => Some(body.as_ref()),
+            Detail::Derived(_) => None,
+        }))
+    }
+
+    /// The details answer for a payment reference.
+    pub fn detail(&self, reference: &str) -> Option<Answer<'_>> {
+        Some(match self.details.get(reference)? {
+            Detail::File(body) => Answer::Prepared(body),
+            Detail::Derived(row) => Answer::Made(Body::new(row.bytes(self.payments.identity()))),
+        })
     }
 
     /// Compresses the bodies too large to compress when prepared (run it on a background thread).

@@ -242,10 +242,12 @@ where
         Endpoint::Submission => &bundle.submission,
         Endpoint::SubmissionList => &bundle.submission_list,
         Endpoint::Hotsite => &bundle.hotsite,
-        Endpoint::PaymentDetails => match payment_details(&parts, request_body, bundle).await {
-            Ok(body) => body,
-            Err(e) => return error(e),
-        },
+        Endpoint::PaymentDetails => {
+            return match payment_details(&parts, request_body, bundle).await {
+                Ok(answer) => represent(&parts.headers, &answer, ctx),
+                Err(e) => error(e),
+            }
+        }
     };
     represent(&parts.headers, body, ctx)
 }
@@ -307,7 +309,7 @@ async fn payment_details<'a, B>(
     parts: &Parts,
     body: B,
     bundle: &'a Prepared,
-) -> Result<&'a store::Body, ApiError>
+) -> Result<store::Answer<'a>, ApiError>
 where
     B: Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -344,8 +346,7 @@ where
         }
     };
     bundle
-        .details
-        .get(reference.as_str())
+        .detail(reference.as_str())
         .ok_or(ApiError::PaymentNotFound)
 }
 

@@ -4,7 +4,10 @@
 //! JSON). Holding it as text, as a value tree and as typed records at once would take several
 //! times its size, so it is read as a stream: each record is parsed on its own, decoded with the
 //! same rules as every other record, serialised into the payments body and into its derived detail
-//! row, then dropped. What stays is the two kinds of bytes that are served, and the references.
+//! row, then dropped. What stays is the payments body and, for each payment, its reference and
+//! where in that body the values its derived detail row repeats lie: the row is those values
+//! between fixed JSON text, assembled when asked for (a copy of a few hundred bytes), so a large
+//! event does not hold every row a second time.
 //! TOML files (and tests) feed the same builder from a parsed value.
 
 use std::collections::HashMap;
@@ -13,11 +16,11 @@ use std::io::Read;
 
 use bytes::Bytes;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::bodies::List;
 use super::decode::{describe, join_index, Diag};
-use super::records::{self, PaymentDetail};
+use super::records::{self, Payment};
 
 /// The payments of a bundle, ready to serve.
 #[derive(Debug, Clone)]
@@ -26,8 +29,48 @@ pub struct Payments {
     /// file added.
     pub body: Bytes,
     /// For every payment, in file order: its reference and the detail row derived from it (served
-    /// when the bundle has no detail file for that reference).
-    pub derived: Vec<(String, Bytes)>,
+    /// when the bundle has no detail file for that reference), as places in `body`.
+    pub derived: Vec<(String, DerivedRow)>,
+}
+
+/// The JSON text of a derived detail row around the payment's values: see
+/// [`PaymentDetail::derived_from`], which this mirrors (a test holds the two equal).
+const ROW_PIECES: [&[u8]; DERIVED_VALUES + 1] = [
+    b"{\"data\":[{\"id_event\":",
+    b",\"id_payment\":",
+    b",\"reference_payment\":",
+    b",\"attendee\":",
+    b",\"email_attendee\":",
+    b",\"document_attendee\":",
+    b",\"phone_attende\":\"\",\"description\":",
+    b",\"item\":\"\",\"amount\":",
+    b"}],\"count\":1}",
+];
+
+/// How many of a payment's values its derived row repeats.
+const DERIVED_VALUES: usize = 8;
+
+/// A payment's derived detail row, as the places (start, end) in the payments body of the values
+/// it repeats: `id_event`, `id_payment`, `reference_payment`, `buyer`, `email_buyer`,
+/// `document_buyer`, `description_payment`, `amount_payment`, each as serialised JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DerivedRow {
+    spans: [(u32, u32); DERIVED_VALUES],
+}
+
+impl DerivedRow {
+    /// The row's bytes, from the payments body it was made with.
+    pub fn bytes(&self, body: &[u8]) -> Bytes {
+        let values: usize = self.spans.iter().map(|&(s, e)| (e - s) as usize).sum();
+        let fixed: usize = ROW_PIECES.iter().map(|p| p.len()).sum();
+        let mut out = Vec::with_capacity(fixed + values);
+        for (piece, &(start, end)) in ROW_PIECES.iter().zip(&self.spans) {
+            out.extend_from_slice(piece);
+            out.extend_from_slice(body.get(start as usize..end as usize).unwrap_or_default());
+        }
+        out.extend_from_slice(ROW_PIECES[DERIVED_VALUES]);
+        Bytes::from(out)
+    }
 }
 
 impl Default for Payments {
@@ -51,7 +94,7 @@ struct Builder {
     /// `data` for the envelope, empty for a bare list.
     data_path: String,
     body: Vec<u8>,
-    derived: Vec<(String, Bytes)>,
+    derived: Vec<(String, DerivedRow)>,
     /// Reference → index of the record that has it.
     seen: HashMap<String, usize>,
     records: usize,
@@ -109,20 +152,11 @@ impl Builder {
         if !self.derived.is_empty() {
             self.body.push(b',');
         }
-        let derived = List {
-            data: vec![PaymentDetail::derived_from(&payment)],
-            extra: Map::new(),
-        };
-        match (
-            serde_json::to_writer(&mut self.body, &payment),
-            serde_json::to_vec(&derived),
-        ) {
-            (Ok(()), Ok(row)) => self
-                .derived
-                .push((payment.reference_payment, Bytes::from(row))),
-            (Err(e), _) | (_, Err(e)) => {
+        match write_payment(&payment, &mut self.body) {
+            Ok(row) => self.derived.push((payment.reference_payment, row)),
+            Err(message) => {
                 self.ok = false;
-                diag.error(&path, format!("cannot be prepared: {e}"));
+                diag.error(&path, format!("cannot be prepared: {message}"));
             }
         }
     }
@@ -176,6 +210,69 @@ impl Builder {
             derived: self.derived,
         })
     }
+}
+
+/// Appends a payment to the body exactly as its derived `Serialize` writes it (a test holds the
+/// two equal), noting where the values its derived detail row repeats lie.
+fn write_payment(p: &Payment, out: &mut Vec<u8>) -> Result<DerivedRow, String> {
+    /// Writes `"key":value` (after a comma unless first) and returns where the value lies.
+    fn entry<T: Serialize + ?Sized>(
+        out: &mut Vec<u8>,
+        first: bool,
+        key: &str,
+        value: &T,
+    ) -> Result<(u32, u32), String> {
+        if !first {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut *out, key).map_err(|e| e.to_string())?;
+        out.push(b':');
+        let start = out.len();
+        serde_json::to_writer(&mut *out, value).map_err(|e| e.to_string())?;
+        let offset = |n: usize| {
+            u32::try_from(n).map_err(|_| "the payments body would exceed 4 GiB".to_string())
+        };
+        Ok((offset(start)?, offset(out.len())?))
+    }
+    out.push(b'{');
+    let id_event = entry(out, true, "id_event", &p.id_event)?;
+    let id_payment = entry(out, false, "id_payment", &p.id_payment)?;
+    let reference = entry(out, false, "reference_payment", &p.reference_payment)?;
+    let buyer = entry(out, false, "buyer", &p.buyer)?;
+    let email = entry(out, false, "email_buyer", &p.email_buyer)?;
+    entry(out, false, "country_buyer", &p.country_buyer)?;
+    let document = entry(out, false, "document_buyer", &p.document_buyer)?;
+    let description = entry(out, false, "description_payment", &p.description_payment)?;
+    entry(out, false, "date_payment", &p.date_payment)?;
+    entry(out, false, "hour_payment", &p.hour_payment)?;
+    entry(out, false, "type_payment", &p.type_payment)?;
+    entry(out, false, "method_payment", &p.method_payment)?;
+    let amount = entry(out, false, "amount_payment", &p.amount_payment)?;
+    entry(
+        out,
+        false,
+        "amount_receive_payment",
+        &p.amount_receive_payment,
+    )?;
+    entry(out, false, "status_payment", &p.status_payment)?;
+    entry(out, false, "cupom_payment", &p.cupom_payment)?;
+    entry(out, false, "note_payment", &p.note_payment)?;
+    for (k, v) in &p.extra {
+        entry(out, false, k, v)?;
+    }
+    out.push(b'}');
+    Ok(DerivedRow {
+        spans: [
+            id_event,
+            id_payment,
+            reference,
+            buyer,
+            email,
+            document,
+            description,
+            amount,
+        ],
+    })
 }
 
 /// Payments from a parsed value (TOML files; JSON in tests): the envelope or a bare list.
@@ -354,6 +451,8 @@ impl<'de> Visitor<'de> for Stream<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::bodies::List;
+    use crate::model::records::PaymentDetail;
 
     const TWO: &str = r#"{"count": 2, "data": [
       {"id_event": 1, "id_payment": 1, "reference_payment": "A", "buyer": "Ana", "email_buyer": "a@x", "country_buyer": "Brasil", "document_buyer": "1", "description_payment": "1x", "date_payment": "01/02/2026", "hour_payment": "10:00", "type_payment": "Pix", "method_payment": "Pix", "amount_payment": 10.00, "amount_receive_payment": 9.90, "status_payment": "Pago", "cupom_payment": "", "note_payment": "", "extra": true},
@@ -382,6 +481,47 @@ mod tests {
             "{body}"
         );
         assert!(d1.findings.is_empty() && d2.findings.is_empty());
+    }
+
+    #[test]
+    fn records_and_derived_rows_are_what_serde_writes() {
+        // The hand-written payment writer and the row pieces mirror `Payment`'s `Serialize` and
+        // `PaymentDetail::derived_from`: escapes, non-ASCII text, numbers as written and fields
+        // the file adds included.
+        let text = TWO
+            .replacen("\"Ana\"", r#""Ana \"Zé\" \\ Ção\u0001""#, 1)
+            .replacen(
+                "\"extra\": true",
+                r#""extra": {"a": [1, 2.50]}, "z": null"#,
+                1,
+            );
+        let value: Value = serde_json::from_str(&text).expect("valid");
+        let mut diag = Diag::default();
+        let payments = from_value(&value, &mut diag).expect("no errors");
+        let mut expected_body = b"{\"data\":[".to_vec();
+        for (i, item) in value["data"].as_array().expect("a list").iter().enumerate() {
+            let payment = records::payment(item, "data", &mut diag).expect("a payment");
+            let (reference, row) = &payments.derived[i];
+            assert_eq!(reference, &payment.reference_payment);
+            let expected_row = serde_json::to_vec(&List {
+                data: vec![PaymentDetail::derived_from(&payment)],
+                extra: Map::new(),
+            })
+            .expect("serialisable");
+            assert_eq!(
+                String::from_utf8_lossy(&row.bytes(&payments.body)),
+                String::from_utf8_lossy(&expected_row)
+            );
+            if i > 0 {
+                expected_body.push(b',');
+            }
+            serde_json::to_writer(&mut expected_body, &payment).expect("serialisable");
+        }
+        expected_body.extend_from_slice(b"],\"count\":2,\"source\":\"export\"}");
+        assert_eq!(
+            String::from_utf8_lossy(&payments.body),
+            String::from_utf8_lossy(&expected_body)
+        );
     }
 
     #[test]
