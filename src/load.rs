@@ -468,6 +468,10 @@ fn char_column_in_file(path: &Path, line: usize, byte_column: usize) -> usize {
         .and_then(|f| BufReader::new(f).lines().nth(line - 1))
         .and_then(Result::ok);
     match text {
+        // The parser read past a byte-order mark (see `payments`): columns start after it.
+        Some(t) if line == 1 => {
+            model::char_column(t.strip_prefix('\u{feff}').unwrap_or(&t), 1, byte_column)
+        }
         Some(t) => model::char_column(&t, 1, byte_column),
         None => byte_column.max(1),
     }

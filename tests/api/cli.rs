@@ -77,6 +77,9 @@ fn check_names_the_file_and_place_of_every_kind_of_problem() {
         ("two-formats", "event.toml", fixtures::EVENT_TOML.as_bytes().to_vec(), "two-formats/event.json: "),
         ("tokens-string", "bundle.toml", b"tokens = \"secret-xyz-token\"\n".to_vec(), "tokens-string/bundle.toml: tokens: expected an array of strings, found a string"),
         ("no-tokens", "bundle.toml", b"tokens = []\n".to_vec(), "no-tokens/bundle.toml: tokens: at least one token is required"),
+        // After a byte-order mark columns count from the first character after it, streamed or not.
+        ("bom-streamed", "payments.json", b"\xEF\xBB\xBF{\"data\": [}".to_vec(), "bom-streamed/payments.json:1:11: "),
+        ("bom-parsed", "event.json", b"\xEF\xBB\xBF{\"data\": [}".to_vec(), "bom-parsed/event.json:1:11: "),
         ("not-utf8", "hotsite.json", b"{\"capa\": \"caf\xe9\"}".to_vec(), "not-utf8/hotsite.json: not valid UTF-8 (at byte 13)"),
     ];
     for (name, file, contents, _) in &cases {
