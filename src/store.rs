@@ -13,6 +13,7 @@ use bytes::Bytes;
 use serde::Serialize;
 
 use crate::model::Bundle;
+use crate::simulate::Simulation;
 
 /// A content coding eventbox can send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,6 +147,8 @@ pub struct Prepared {
     pub hotsite: Body,
     /// The details answer for every payment reference (and every detail file).
     pub details: HashMap<Box<str>, Body>,
+    /// What `[simulate]` in bundle.toml asks for; its sequence starts with this version.
+    pub simulation: Option<Simulation>,
 }
 
 fn to_body<T: Serialize>(value: &T) -> serde_json::Result<Body> {
@@ -176,6 +179,7 @@ impl Prepared {
             submission_list: to_body(&bundle.submission_list)?,
             hotsite: to_body(&bundle.hotsite)?,
             details,
+            simulation: bundle.config.simulate.as_ref().map(Simulation::new),
         };
         if compression {
             for body in prepared.bodies() {
