@@ -287,9 +287,17 @@ where
     } else {
         Control::default()
     };
+    // For the journal: the reference of a details request that gets no real answer (a fault, a
+    // simulated error) is the query's, if any; a real answer's is the one it looked up.
+    let asked = (endpoint == Endpoint::PaymentDetails && ctx.journal.is_some())
+        .then(|| details::from_query(req.uri().query()))
+        .flatten();
     let mut res = simulated(req, endpoint, bundle, control, ctx).await;
     if let Some(fault) = control.fault {
         res.extensions_mut().insert(fault);
+    }
+    if let (Some(r), None) = (asked, res.extensions().get::<Reference>()) {
+        res.extensions_mut().insert(Reference(r.into_boxed_str()));
     }
     res
 }

@@ -46,7 +46,7 @@ async fn the_journal_lists_each_request_oldest_first_with_what_was_asked() {
     app.send(Method::GET, "/nope?x=1", None, None).await;
     app.get("/api/v1/event", "wrong-token").await;
     app.get_with(
-        "/api/v1/hotsite",
+        "/api/v1/payments/details?reference=PG2026000110",
         DEMO_TOKEN,
         &[("x-eventbox-status", "503")],
     )
@@ -123,12 +123,12 @@ async fn the_journal_lists_each_request_oldest_first_with_what_was_asked() {
         ),
         (
             "GET",
-            "/api/v1/hotsite",
-            Value::Null,
+            "/api/v1/payments/details",
+            s("reference=PG2026000110"),
             s("demo"),
             s("demo"),
             503,
-            Value::Null,
+            s("PG2026000110"),
         ),
         (
             "GET",
