@@ -324,6 +324,11 @@ where
         tokio::time::sleep(delay).await;
     }
     if let Some(fault @ (Fault::Reset | Fault::Empty)) = control.fault {
+        if fault == Fault::Empty {
+            // Bytes left unread in the socket would turn the close into a reset: read the body
+            // (up to the cap) so the client sees an orderly close.
+            let _ = Limited::new(req.into_body(), BODY_LIMIT).collect().await;
+        }
         let mut res = Response::new(Bytes::new());
         res.extensions_mut().insert(Unanswered(fault));
         return res;

@@ -194,13 +194,13 @@ async fn answer(
     connection: &ConnFault,
 ) -> Result<hyper::Response<ReplyBody>, FaultError> {
     let start = Instant::now();
-    let arrived = chrono::Utc::now();
     let route = Route::of(req.uri().path());
     let http1 = req.version() < hyper::Version::HTTP_2;
     let journal = ctx
         .journal
         .as_ref()
         .filter(|_| route != Some(Route::Journal));
+    let arrived = journal.map(|_| chrono::Utc::now());
     let token = (service.access_log || journal.is_some())
         .then(|| String::from_utf8_lossy(router::token_of(&req)).into_owned());
     let seen = token.is_some().then(|| {
@@ -244,7 +244,7 @@ async fn answer(
                 "request"
             );
         }
-        if let Some(journal) = journal {
+        if let (Some(journal), Some(arrived)) = (journal, arrived) {
             journal.record(journal::Entry {
                 time: arrived,
                 method: method.to_string(),

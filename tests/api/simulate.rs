@@ -387,6 +387,26 @@ async fn fault_empty_closes_the_connection_without_a_byte() {
 }
 
 #[tokio::test]
+async fn fault_empty_after_a_request_body_is_still_an_orderly_close() {
+    let app = with_control(&crate::helpers::demo_data(), Duration::from_secs(30)).await;
+    // Larger than hyper reads with the head, so most of it is still in the socket.
+    let body = format!(
+        r#"{{"reference":"PG2026000104","padding":"{}"}}"#,
+        "x".repeat(60 * 1024)
+    );
+    let request = format!(
+        "GET /api/v1/payments/details HTTP/1.1\r\nHost: x\r\nAuthorization-Token: {DEMO_TOKEN}\r\n\
+         X-Eventbox-Fault: empty\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+
+    let got = raw_http1(&app.base, &request).await;
+
+    assert!(got.received.is_empty(), "{:?}", got.received);
+    assert!(got.end.is_ok(), "an orderly close (FIN): {:?}", got.end);
+}
+
+#[tokio::test]
 async fn fault_truncate_sends_the_head_and_half_the_body_then_closes() {
     let app = with_control(&crate::helpers::demo_data(), Duration::from_secs(30)).await;
     // A small body, and one (526 KB) larger than the socket buffers take at once.
