@@ -83,8 +83,8 @@ impl App {
         Ok(watch::spawn(&canonical, mode, debounce, reloader).await?)
     }
 
-    /// What the HTTP server answers from: the defaults (CORS for every origin), and the access
-    /// log if asked for.
+    /// What the HTTP server answers from: the defaults (CORS for every origin; no control
+    /// headers, no journal), and the access log if asked for.
     pub fn service(&self, access_log: bool) -> Service {
         let compression = self.reloader.with_catalog(|c| c.compression());
         Service {
@@ -94,6 +94,9 @@ impl App {
             compression,
             cors: Cors::Any,
             limits: Limits::default(),
+            allow_control_headers: false,
+            max_delay: Service::DEFAULT_MAX_DELAY,
+            journal: None,
         }
     }
 }

@@ -36,7 +36,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve every bundle of the data folder (the default).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Check the data folder: every problem on its own line, then a summary.
     Check(CheckArgs),
 }
@@ -93,6 +93,17 @@ pub struct ServeArgs {
     /// Connections served at once; more wait to be accepted [default: 4096]
     #[arg(long, env = "EVENTBOX_MAX_CONNECTIONS")]
     pub max_connections: Option<usize>,
+    /// Obey the X-Eventbox-Delay, X-Eventbox-Status and X-Eventbox-Fault request headers (for
+    /// testing clients; ignored without it); --allow-control-headers=false undoes a file's
+    #[arg(long, env = "EVENTBOX_ALLOW_CONTROL_HEADERS", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
+    pub allow_control_headers: Option<bool>,
+    /// The longest simulated delay (control headers and bundle simulation), e.g. 5s [default: 30s]
+    #[arg(long, env = "EVENTBOX_MAX_DELAY", value_parser = config::parse_duration)]
+    pub max_delay: Option<Duration>,
+    /// Keep the last N requests in memory, listed at GET /_journal (0: off) [default: 0]
+    #[arg(long, env = "EVENTBOX_JOURNAL", value_name = "N")]
+    pub journal: Option<usize>,
     /// A TOML file with any of these options; flags and EVENTBOX_* variables override it
     #[arg(long, env = "EVENTBOX_CONFIG")]
     pub config: Option<PathBuf>,
@@ -116,6 +127,9 @@ impl ServeArgs {
             idle_timeout: self.idle_timeout,
             max_header_bytes: self.max_header_bytes,
             max_connections: self.max_connections,
+            allow_control_headers: self.allow_control_headers,
+            max_delay: self.max_delay,
+            journal: self.journal,
         };
         ServeConfig::resolve(&overrides, self.config.as_deref())
     }
@@ -203,6 +217,18 @@ pub async fn serve(config: &ServeConfig) -> u8 {
     let mut service = app.service(config.access_log);
     service.cors = Cors::from_origins(&config.cors_origins);
     service.limits = config.limits;
+    service.max_delay = config.max_delay;
+    let service = service
+        .with_control_headers(config.allow_control_headers)
+        .with_journal(config.journal);
+    if config.allow_control_headers {
+        tracing::warn!(
+            "control headers are obeyed: any client may delay, fail or break its answers"
+        );
+    }
+    if config.journal > 0 {
+        tracing::info!(capacity = config.journal, "request journal on at /_journal");
+    }
     let server = tokio::spawn(crate::http::serve(listener, service, shutdown_signal()));
     // Watch before the first load, so that nothing changed in between is missed (a change seen
     // during the load only reloads once more).

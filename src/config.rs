@@ -56,6 +56,9 @@ pub struct Overrides {
     pub idle_timeout: Option<Duration>,
     pub max_header_bytes: Option<usize>,
     pub max_connections: Option<usize>,
+    pub allow_control_headers: Option<bool>,
+    pub max_delay: Option<Duration>,
+    pub journal: Option<usize>,
 }
 
 /// On or off, as written in flags and the file.
@@ -86,9 +89,12 @@ struct FileConfig {
     idle_timeout_ms: Option<u64>,
     max_header_bytes: Option<usize>,
     max_connections: Option<usize>,
+    allow_control_headers: Option<bool>,
+    max_delay_ms: Option<u64>,
+    journal: Option<usize>,
 }
 
-const FILE_KEYS: [&str; 13] = [
+const FILE_KEYS: [&str; 16] = [
     "data",
     "addr",
     "watch",
@@ -102,6 +108,9 @@ const FILE_KEYS: [&str; 13] = [
     "idle_timeout_ms",
     "max_header_bytes",
     "max_connections",
+    "allow_control_headers",
+    "max_delay_ms",
+    "journal",
 ];
 
 /// A configuration that could not be used.
@@ -132,6 +141,12 @@ pub struct ServeConfig {
     /// Origins allowed by CORS (`*`: all; `none`: CORS off).
     pub cors_origins: Vec<String>,
     pub limits: Limits,
+    /// Obey the `X-Eventbox-*` control headers.
+    pub allow_control_headers: bool,
+    /// The longest simulated delay.
+    pub max_delay: Duration,
+    /// How many requests the journal keeps (0: off).
+    pub journal: usize,
 }
 
 impl ServeConfig {
@@ -232,6 +247,15 @@ impl ServeConfig {
                     .or(file_config.max_connections)
                     .unwrap_or(defaults.max_connections),
             },
+            allow_control_headers: overrides
+                .allow_control_headers
+                .or(file_config.allow_control_headers)
+                .unwrap_or(false),
+            max_delay: overrides
+                .max_delay
+                .or(file_config.max_delay_ms.map(Duration::from_millis))
+                .unwrap_or(crate::http::Service::DEFAULT_MAX_DELAY),
+            journal: overrides.journal.or(file_config.journal).unwrap_or(0),
         };
         if let WatchMode::Poll(interval) = config.watch {
             if interval < MIN_INTERVAL {
@@ -368,6 +392,37 @@ mod tests {
         ] {
             assert!(ServeConfig::resolve(&bad, None).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn simulation_options_come_from_the_file_and_flags() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("eventbox.toml");
+        std::fs::write(
+            &path,
+            "allow_control_headers = true\nmax_delay_ms = 2000\njournal = 50\n",
+        )
+        .expect("write");
+        let (defaults, _) = ServeConfig::resolve(&Overrides::default(), None).expect("ok");
+        assert!(!defaults.allow_control_headers);
+        assert_eq!(defaults.max_delay, Duration::from_secs(30));
+        assert_eq!(defaults.journal, 0);
+        let (from_file, warnings) =
+            ServeConfig::resolve(&Overrides::default(), Some(&path)).expect("ok");
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert!(from_file.allow_control_headers);
+        assert_eq!(from_file.max_delay, Duration::from_secs(2));
+        assert_eq!(from_file.journal, 50);
+        let flags = Overrides {
+            allow_control_headers: Some(false),
+            max_delay: Some(Duration::from_millis(500)),
+            journal: Some(0),
+            ..Overrides::default()
+        };
+        let (overridden, _) = ServeConfig::resolve(&flags, Some(&path)).expect("ok");
+        assert!(!overridden.allow_control_headers);
+        assert_eq!(overridden.max_delay, Duration::from_millis(500));
+        assert_eq!(overridden.journal, 0);
     }
 
     #[test]

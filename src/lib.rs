@@ -8,6 +8,7 @@
 //! - [`store`]: prepares each bundle's answers as bytes in an immutable snapshot, behind ArcSwap;
 //! - [`reload`], [`watch`]: reading what changed and swapping a new snapshot in;
 //! - [`http`]: the hyper server and the router that answers from the snapshot;
+//! - [`simulate`]: the latency and errors a bundle's `[simulate]` table asks for;
 //! - [`metrics`]: Prometheus metrics;
 //! - [`app`]: those pieces wired together, as `serve` and the tests run them;
 //! - [`config`], [`cli`]: the command line (`serve`, `check`) and the configuration file;
@@ -26,5 +27,6 @@ pub mod metrics;
 pub mod model;
 pub mod problem;
 pub mod reload;
+pub mod simulate;
 pub mod store;
 pub mod watch;

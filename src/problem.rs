@@ -87,9 +87,14 @@ impl fmt::Display for Problem {
 /// A token cut to its first four characters, for logs and messages: a token is a secret. A
 /// short token shows at most half of its characters, so no token is ever printed whole.
 pub fn token_hint(token: &str) -> String {
+    format!("{}…", token_head(token))
+}
+
+/// The part of a token [`token_hint`] shows, without the ellipsis (the request journal's
+/// `token` field): the first four characters, at most half of a short token.
+pub fn token_head(token: &str) -> String {
     let shown = (token.chars().count() / 2).min(4);
-    let head: String = token.chars().take(shown).collect();
-    format!("{head}…")
+    token.chars().take(shown).collect()
 }
 
 #[cfg(test)]

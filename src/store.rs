@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::model::payments::DerivedRow;
 use crate::model::Bundle;
+use crate::simulate::Simulation;
 
 /// A content coding eventbox can send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -176,6 +177,8 @@ pub struct Prepared {
     pub hotsite: Body,
     /// The details answer for every payment reference (and every detail file).
     pub details: HashMap<Box<str>, Detail>,
+    /// What `[simulate]` in bundle.toml asks for; its sequence starts with this version.
+    pub simulation: Option<Simulation>,
 }
 
 fn to_body<T: Serialize>(value: &T) -> serde_json::Result<Body> {
@@ -209,6 +212,7 @@ impl Prepared {
             submission_list: to_body(&bundle.submission_list)?,
             hotsite: to_body(&bundle.hotsite)?,
             details,
+            simulation: bundle.config.simulate.as_ref().map(Simulation::new),
         };
         if compression {
             for body in prepared.bodies() {

@@ -27,6 +27,11 @@ pub enum ApiError {
     NotReady,
     /// `Accept-Encoding` refuses every encoding eventbox can send.
     NotAcceptable,
+    /// An `X-Eventbox-Delay`, `-Status` or `-Fault` value that cannot be used (with
+    /// `--allow-control-headers`).
+    InvalidControlHeader,
+    /// `/_journal` while the request journal is off.
+    JournalDisabled,
 }
 
 /// The largest request body read, in bytes (64 KiB).
@@ -47,7 +52,7 @@ macro_rules! error_body {
 }
 
 impl ApiError {
-    pub const ALL: [ApiError; 9] = [
+    pub const ALL: [ApiError; 11] = [
         ApiError::MissingToken,
         ApiError::InvalidToken,
         ApiError::MissingReference,
@@ -57,13 +62,17 @@ impl ApiError {
         ApiError::MethodNotAllowed,
         ApiError::NotReady,
         ApiError::NotAcceptable,
+        ApiError::InvalidControlHeader,
+        ApiError::JournalDisabled,
     ];
 
     pub fn status(self) -> StatusCode {
         match self {
             ApiError::MissingToken | ApiError::InvalidToken => StatusCode::UNAUTHORIZED,
-            ApiError::MissingReference | ApiError::InvalidBody => StatusCode::BAD_REQUEST,
-            ApiError::PaymentNotFound => StatusCode::NOT_FOUND,
+            ApiError::MissingReference | ApiError::InvalidBody | ApiError::InvalidControlHeader => {
+                StatusCode::BAD_REQUEST
+            }
+            ApiError::PaymentNotFound | ApiError::JournalDisabled => StatusCode::NOT_FOUND,
             ApiError::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::NotReady => StatusCode::SERVICE_UNAVAILABLE,
@@ -83,6 +92,8 @@ impl ApiError {
             ApiError::MethodNotAllowed => "method_not_allowed",
             ApiError::NotReady => "not_ready",
             ApiError::NotAcceptable => "not_acceptable",
+            ApiError::InvalidControlHeader => "invalid_control_header",
+            ApiError::JournalDisabled => "journal_disabled",
         }
     }
 
@@ -135,10 +146,41 @@ impl ApiError {
                     406,
                     "not_acceptable"
                 ),
+                ApiError::InvalidControlHeader => error_body!(
+                    "A control header cannot be used: X-Eventbox-Delay takes milliseconds, X-Eventbox-Status a status from 400 to 599, X-Eventbox-Fault one of reset, empty, truncate.",
+                    400,
+                    "invalid_control_header"
+                ),
+                ApiError::JournalDisabled => error_body!(
+                    "The request journal is off; start eventbox with --journal N to keep the last N requests.",
+                    404,
+                    "journal_disabled"
+                ),
             }
             .as_bytes(),
         )
     }
+}
+
+/// The statuses a simulated error may have.
+pub const SIMULATED_STATUSES: std::ops::RangeInclusive<u16> = 400..=599;
+
+/// The body of a simulated error (`[simulate]` or `X-Eventbox-Status`): the error shape with the
+/// status in `code` and `simulated_error` in `description`. One body per status, formatted once
+/// for the whole process; answering clones it. `None` outside [`SIMULATED_STATUSES`].
+pub fn simulated_error_body(status: u16) -> Option<Bytes> {
+    static BODIES: std::sync::OnceLock<Vec<Bytes>> = std::sync::OnceLock::new();
+    let bodies = BODIES.get_or_init(|| {
+        SIMULATED_STATUSES
+            .map(|s| {
+                Bytes::from(format!(
+                    "{{\"message\":\"Simulated error {s} (eventbox simulation).\",\"erros\":[{{\"code\":{s},\"description\":\"simulated_error\"}}],\"count_erros\":1}}"
+                ))
+            })
+            .collect()
+    });
+    let index = status.checked_sub(*SIMULATED_STATUSES.start())?;
+    bodies.get(usize::from(index)).cloned()
 }
 
 /// The body the service's web framework answers for an unknown path (capital `M`), quoting the
@@ -172,6 +214,19 @@ mod tests {
             assert_eq!(v["count_erros"], 1);
             assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()));
         }
+    }
+
+    #[test]
+    fn simulated_errors_have_the_shape_for_every_status() {
+        for status in [400, 418, 503, 599] {
+            let body = simulated_error_body(status).expect("in range");
+            let v: Value = serde_json::from_slice(&body).expect("valid JSON");
+            assert_eq!(v["erros"][0]["code"], status);
+            assert_eq!(v["erros"][0]["description"], "simulated_error");
+            assert_eq!(v["count_erros"], 1);
+        }
+        assert_eq!(simulated_error_body(399), None);
+        assert_eq!(simulated_error_body(600), None);
     }
 
     #[test]

@@ -6,14 +6,22 @@
 //! - [`cors`]: CORS headers and preflights;
 //! - [`details`]: where the details endpoint finds its `reference`;
 //! - [`negotiate`]: `Accept-Encoding` and `If-None-Match`;
-//! - [`errors`]: the error contract, as constant bodies.
+//! - [`errors`]: the error contract, as constant bodies;
+//! - [`control`]: the `X-Eventbox-*` control headers (per-request simulation);
+//! - [`fault`]: making the faults they ask for happen below hyper (reset, empty, truncate);
+//! - [`journal`]: the request journal behind `/_journal`;
+//! - [`idle`]: the idle-timeout wrapper around each connection.
 
+pub mod control;
 pub mod cors;
 pub mod details;
 pub mod errors;
+pub mod fault;
 pub mod idle;
+pub mod journal;
 pub mod negotiate;
 pub mod router;
 pub mod server;
 
+pub use journal::Journal;
 pub use server::{serve, Limits, Service};

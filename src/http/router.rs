@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Limited};
 use hyper::body::Body;
 use hyper::header::{
     HeaderMap, HeaderValue, ACCEPT_ENCODING, ALLOW, CACHE_CONTROL, CONTENT_ENCODING,
@@ -17,11 +17,14 @@ use hyper::header::{
 use hyper::http::request::Parts;
 use hyper::{Method, Request, Response, StatusCode};
 
+use super::control::{Control, Fault};
 use super::cors::Cors;
-use super::errors::{not_found_body, ApiError, BODY_LIMIT};
+use super::errors::{not_found_body, simulated_error_body, ApiError, BODY_LIMIT};
+use super::fault::ReplyBody;
+use super::journal::Journal;
 use super::{details, negotiate};
 use crate::metrics::{self, Metrics};
-use crate::store::{self, Encoding, Prepared, Snapshot};
+use crate::store::{self, Answer, Encoding, Prepared, Snapshot};
 
 /// The header that carries the token.
 pub const TOKEN_HEADER: &str = "authorization-token";
@@ -54,9 +57,11 @@ pub enum Route {
     Readyz,
     Status,
     Metrics,
+    /// The request journal (`--journal`).
+    Journal,
 }
 
-const ROUTES: [(&str, Route); 10] = [
+const ROUTES: [(&str, Route); 11] = [
     ("/api/v1/event", Route::Api(Endpoint::Event)),
     ("/api/v1/payments", Route::Api(Endpoint::Payments)),
     (
@@ -73,7 +78,22 @@ const ROUTES: [(&str, Route); 10] = [
     ("/readyz", Route::Readyz),
     ("/status", Route::Status),
     ("/metrics", Route::Metrics),
+    ("/_journal", Route::Journal),
 ];
+
+impl Endpoint {
+    /// Its index in `model::simulate::ENDPOINT_KEYS` (the same names as its metrics label).
+    pub fn index(self) -> usize {
+        match self {
+            Endpoint::Event => 0,
+            Endpoint::Payments => 1,
+            Endpoint::PaymentDetails => 2,
+            Endpoint::Submission => 3,
+            Endpoint::SubmissionList => 4,
+            Endpoint::Hotsite => 5,
+        }
+    }
+}
 
 impl Route {
     /// The route of a path, with or without one trailing slash. Like the service's web framework,
@@ -99,6 +119,7 @@ impl Route {
             Some(Route::Readyz) => "readyz",
             Some(Route::Status) => "status",
             Some(Route::Metrics) => "metrics",
+            Some(Route::Journal) => "journal",
             None => "unknown",
         }
     }
@@ -114,11 +135,27 @@ pub struct Context {
     pub compression: bool,
     /// Which origins may read answers.
     pub cors: Cors,
+    /// Whether `X-Eventbox-*` control headers are obeyed.
+    pub allow_control_headers: bool,
+    /// The longest delay simulated (control headers and `[simulate]` alike).
+    pub max_delay: std::time::Duration,
+    /// The request journal, when on.
+    pub journal: Option<Arc<Journal>>,
 }
 
-fn json(status: StatusCode, body: Bytes) -> Response<Full<Bytes>> {
+/// Put in a response's extensions when the request asked for a payment reference (for the
+/// journal).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reference(pub Box<str>);
+
+/// Put in a response's extensions when no answer must be sent (`X-Eventbox-Fault: reset` or
+/// `empty`); the server fails the request instead (see `fault`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unanswered(pub Fault);
+
+fn json(status: StatusCode, body: Bytes) -> Response<Bytes> {
     let len = HeaderValue::from(body.len());
-    let mut res = Response::new(Full::new(body));
+    let mut res = Response::new(body);
     *res.status_mut() = status;
     let h = res.headers_mut();
     h.insert(CONTENT_TYPE, JSON);
@@ -126,7 +163,7 @@ fn json(status: StatusCode, body: Bytes) -> Response<Full<Bytes>> {
     res
 }
 
-fn error(e: ApiError) -> Response<Full<Bytes>> {
+fn error(e: ApiError) -> Response<Bytes> {
     let mut res = json(e.status(), e.body());
     match e {
         ApiError::MethodNotAllowed => {
@@ -168,23 +205,26 @@ pub fn token_of<B>(req: &Request<B>) -> &[u8] {
 
 /// Answers one request from one snapshot; `route` is `Route::of` the request's path. HEAD gets
 /// GET's status and headers, `Content-Length` included, and no body (HTTP/2 rejects DATA frames
-/// on a HEAD stream).
+/// on a HEAD stream). A request that asked for `X-Eventbox-Fault: truncate` gets half its body;
+/// one that asked for `reset` or `empty` gets an [`Unanswered`] mark for the server to act on.
 pub async fn handle<B>(
     req: Request<B>,
     route: Option<Route>,
     snapshot: &Snapshot,
     ctx: &Context,
-) -> Response<Full<Bytes>>
+) -> Response<ReplyBody>
 where
     B: Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let head = req.method() == Method::HEAD;
-    let mut res = answer(req, route, snapshot, ctx).await;
-    if head {
-        *res.body_mut() = Full::new(Bytes::new());
-    }
-    res
+    let res = answer(req, route, snapshot, ctx).await;
+    let truncate = res.extensions().get::<Fault>() == Some(&Fault::Truncate);
+    res.map(|body| match (head, truncate) {
+        (true, _) => ReplyBody::full(Bytes::new()),
+        (false, true) => ReplyBody::truncated(body),
+        (false, false) => ReplyBody::full(body),
+    })
 }
 
 async fn answer<B>(
@@ -192,7 +232,7 @@ async fn answer<B>(
     route: Option<Route>,
     snapshot: &Snapshot,
     ctx: &Context,
-) -> Response<Full<Bytes>>
+) -> Response<Bytes>
 where
     B: Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -200,9 +240,12 @@ where
     let Some(route) = route else {
         return json(StatusCode::NOT_FOUND, not_found_body(&full_url(&req, ctx)));
     };
+    if route == Route::Journal {
+        return journal(req.method(), ctx.journal.as_deref());
+    }
     if req.method() == Method::OPTIONS && ctx.cors.is_on() {
         // A CORS preflight: no token (browsers send none), the allow headers added by the server.
-        let mut res = Response::new(Full::new(Bytes::new()));
+        let mut res = Response::new(Bytes::new());
         *res.status_mut() = StatusCode::NO_CONTENT;
         res.headers_mut().insert(ALLOW, GET_HEAD_OPTIONS);
         return res;
@@ -223,6 +266,7 @@ where
         _ if !snapshot.is_ready() => return error(ApiError::NotReady),
         Route::Readyz => return json(StatusCode::OK, Bytes::from_static(READY)),
         Route::Status => return json(StatusCode::OK, snapshot.status().clone()),
+        Route::Journal => return journal(req.method(), ctx.journal.as_deref()),
         Route::Api(endpoint) => endpoint,
     };
     let token = token_of(&req);
@@ -235,27 +279,122 @@ where
     else {
         return error(ApiError::InvalidToken);
     };
+    let control = if ctx.allow_control_headers {
+        match Control::from_headers(req.headers(), ctx.max_delay) {
+            Ok(c) => c,
+            Err(e) => return error(e),
+        }
+    } else {
+        Control::default()
+    };
+    // For the journal: the reference of a details request that gets no real answer (a fault, a
+    // simulated error) is the query's, if any; a real answer's is the one it looked up.
+    let asked = (endpoint == Endpoint::PaymentDetails && ctx.journal.is_some())
+        .then(|| details::from_query(req.uri().query()))
+        .flatten();
+    let mut res = simulated(req, endpoint, bundle, control, ctx).await;
+    if let Some(fault) = control.fault {
+        res.extensions_mut().insert(fault);
+    }
+    if let (Some(r), None) = (asked, res.extensions().get::<Reference>()) {
+        res.extensions_mut().insert(Reference(r.into_boxed_str()));
+    }
+    res
+}
+
+/// The API answer after the simulation asked for: the delay (the control header's, else the
+/// bundle's draw, capped by `--max-delay`), then no answer, a simulated error or the real one.
+async fn simulated<B>(
+    req: Request<B>,
+    endpoint: Endpoint,
+    bundle: &Prepared,
+    control: Control,
+    ctx: &Context,
+) -> Response<Bytes>
+where
+    B: Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let draw = bundle.simulation.as_ref().map(|s| s.draw(endpoint.index()));
+    let delay = control
+        .delay
+        .or(draw.map(|d| d.delay))
+        .map(|d| d.min(ctx.max_delay));
+    if let Some(delay) = delay.filter(|d| !d.is_zero()) {
+        tokio::time::sleep(delay).await;
+    }
+    if let Some(fault @ (Fault::Reset | Fault::Empty)) = control.fault {
+        if fault == Fault::Empty {
+            // Bytes left unread in the socket would turn the close into a reset: read the body
+            // (up to the cap) so the client sees an orderly close.
+            let _ = Limited::new(req.into_body(), BODY_LIMIT).collect().await;
+        }
+        let mut res = Response::new(Bytes::new());
+        res.extensions_mut().insert(Unanswered(fault));
+        return res;
+    }
+    let status = control.status.or(draw.and_then(|d| d.error));
+    if let Some(status) = status {
+        let code = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+        if let Some(body) = simulated_error_body(code.as_u16()) {
+            return json(code, body);
+        }
+    }
     let (parts, request_body) = req.into_parts();
+    let mut reference = None;
     let body = match endpoint {
-        Endpoint::Event => &bundle.event,
-        Endpoint::Payments => &bundle.payments,
-        Endpoint::Submission => &bundle.submission,
-        Endpoint::SubmissionList => &bundle.submission_list,
-        Endpoint::Hotsite => &bundle.hotsite,
+        Endpoint::Event => Answer::Prepared(&bundle.event),
+        Endpoint::Payments => Answer::Prepared(&bundle.payments),
+        Endpoint::Submission => Answer::Prepared(&bundle.submission),
+        Endpoint::SubmissionList => Answer::Prepared(&bundle.submission_list),
+        Endpoint::Hotsite => Answer::Prepared(&bundle.hotsite),
         Endpoint::PaymentDetails => {
-            return match payment_details(&parts, request_body, bundle).await {
-                Ok(answer) => represent(&parts.headers, &answer, ctx),
-                Err(e) => error(e),
+            let found = payment_details(&parts, request_body, bundle, &mut reference).await;
+            match found {
+                Ok(body) => body,
+                Err(e) => {
+                    let mut res = error(e);
+                    if let Some(r) = reference {
+                        res.extensions_mut().insert(Reference(r));
+                    }
+                    return res;
+                }
             }
         }
     };
-    represent(&parts.headers, body, ctx)
+    let mut res = represent(&parts.headers, &body, ctx);
+    if let Some(r) = reference {
+        res.extensions_mut().insert(Reference(r));
+    }
+    res
+}
+
+/// `/_journal`: GET lists the requests kept, DELETE forgets them; 404 when the journal is off.
+fn journal(method: &Method, journal: Option<&Journal>) -> Response<Bytes> {
+    let Some(journal) = journal else {
+        return error(ApiError::JournalDisabled);
+    };
+    match *method {
+        Method::GET | Method::HEAD => json(StatusCode::OK, journal.body()),
+        Method::DELETE => {
+            journal.clear();
+            let mut res = Response::new(Bytes::new());
+            *res.status_mut() = StatusCode::NO_CONTENT;
+            res
+        }
+        _ => {
+            let mut res = error(ApiError::MethodNotAllowed);
+            res.headers_mut()
+                .insert(ALLOW, HeaderValue::from_static("GET, HEAD, DELETE"));
+            res
+        }
+    }
 }
 
 /// The answer for a prepared body: the encoding `Accept-Encoding` picks, its `ETag`, and 304 when
 /// `If-None-Match` names that tag. No compression happens here unless a client refuses identity
 /// for a body still being compressed in the background.
-fn represent(headers: &HeaderMap, body: &store::Body, ctx: &Context) -> Response<Full<Bytes>> {
+fn represent(headers: &HeaderMap, body: &store::Body, ctx: &Context) -> Response<Bytes> {
     let accept = headers.get(ACCEPT_ENCODING).and_then(|v| v.to_str().ok());
     let Some(wanted) = negotiate::choose(accept, ctx.compression, body.is_small()) else {
         let mut res = error(ApiError::NotAcceptable);
@@ -286,7 +425,7 @@ fn represent(headers: &HeaderMap, body: &store::Body, ctx: &Context) -> Response
         _ => false,
     };
     let mut res = if matched {
-        let mut res = Response::new(Full::new(Bytes::new()));
+        let mut res = Response::new(Bytes::new());
         *res.status_mut() = StatusCode::NOT_MODIFIED;
         res
     } else {
@@ -305,11 +444,13 @@ fn represent(headers: &HeaderMap, body: &store::Body, ctx: &Context) -> Response
 }
 
 /// The details answer: the reference from the query, else from the body (read up to the cap).
+/// The reference found is left in `asked`.
 async fn payment_details<'a, B>(
     parts: &Parts,
     body: B,
     bundle: &'a Prepared,
-) -> Result<store::Answer<'a>, ApiError>
+    asked: &mut Option<Box<str>>,
+) -> Result<Answer<'a>, ApiError>
 where
     B: Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -345,9 +486,9 @@ where
                 .ok_or(ApiError::MissingReference)?
         }
     };
-    bundle
-        .detail(reference.as_str())
-        .ok_or(ApiError::PaymentNotFound)
+    let found = bundle.detail(reference.as_str());
+    *asked = Some(reference.into_boxed_str());
+    found.ok_or(ApiError::PaymentNotFound)
 }
 
 #[cfg(test)]
@@ -369,5 +510,21 @@ mod tests {
         assert_eq!(Route::of("/api/v1/event//"), None);
         assert_eq!(Route::of("/api/v1"), None);
         assert_eq!(Route::of("/"), None);
+        assert_eq!(Route::of("/_journal"), Some(Route::Journal));
+    }
+
+    #[test]
+    fn endpoint_indexes_name_the_simulate_keys() {
+        use crate::model::simulate::ENDPOINT_KEYS;
+        for e in [
+            Endpoint::Event,
+            Endpoint::Payments,
+            Endpoint::PaymentDetails,
+            Endpoint::Submission,
+            Endpoint::SubmissionList,
+            Endpoint::Hotsite,
+        ] {
+            assert_eq!(ENDPOINT_KEYS[e.index()], Route::label(Some(Route::Api(e))));
+        }
     }
 }

@@ -1,9 +1,9 @@
 //! The accept loop: one task per connection, HTTP/1.1 and HTTP/2 (prior knowledge) on the same
 //! port through hyper-util's auto builder, and a graceful shutdown that lets requests in flight
 //! finish (bounded). Around the router it measures each request (metrics) and, when asked,
-//! writes the access log.
+//! writes the access log and the request journal; it turns the faults a request asked for into
+//! a failed request (see `fault`).
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,11 +19,14 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
+use super::control::{Fault, DEFAULT_MAX_DELAY};
 use super::cors::Cors;
+use super::fault::{ConnFault, FaultError, FaultIo, ReplyBody};
 use super::idle::IdleTimeout;
-use super::router::{self, Context, Route};
+use super::journal::{self, Journal};
+use super::router::{self, Context, Reference, Route, Unanswered};
 use crate::metrics::Metrics;
-use crate::problem::token_hint;
+use crate::problem::{token_head, token_hint};
 use crate::store::Store;
 
 /// The `Server` header of every answer.
@@ -45,6 +48,30 @@ pub struct Service {
     /// Which origins may read answers.
     pub cors: Cors,
     pub limits: Limits,
+    /// Obey the `X-Eventbox-Delay`, `X-Eventbox-Status` and `X-Eventbox-Fault` request headers
+    /// (`--allow-control-headers`; off by default: they are ignored).
+    pub allow_control_headers: bool,
+    /// The longest simulated delay, from a control header or `[simulate]` (`--max-delay`).
+    pub max_delay: Duration,
+    /// The request journal served at `/_journal` (`--journal N`); `None`: off.
+    pub journal: Option<Arc<Journal>>,
+}
+
+impl Service {
+    /// Turns the control headers on or off.
+    pub fn with_control_headers(mut self, allow: bool) -> Self {
+        self.allow_control_headers = allow;
+        self
+    }
+
+    /// Keeps the last `capacity` requests in a journal (0: off).
+    pub fn with_journal(mut self, capacity: usize) -> Self {
+        self.journal = Journal::with_capacity(capacity);
+        self
+    }
+
+    /// The default cap of simulated delays.
+    pub const DEFAULT_MAX_DELAY: Duration = DEFAULT_MAX_DELAY;
 }
 
 /// Protection against slow, idle or greedy clients.
@@ -85,6 +112,9 @@ pub async fn serve(
         metrics: Arc::clone(&service.metrics),
         compression: service.compression,
         cors: service.cors.clone(),
+        allow_control_headers: service.allow_control_headers,
+        max_delay: service.max_delay,
+        journal: service.journal.clone(),
     });
     let limits = service.limits;
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -124,12 +154,17 @@ pub async fn serve(
         let _ = stream.set_nodelay(true);
         let service = service.clone();
         let ctx = Arc::clone(&ctx);
+        let fault = ConnFault::default();
+        let io = TokioIo::new(IdleTimeout::new(
+            FaultIo::new(stream, fault.clone()),
+            limits.idle_timeout,
+        ));
         let svc = service_fn(move |req| {
             let service = service.clone();
             let ctx = Arc::clone(&ctx);
-            async move { Ok::<_, Infallible>(answer(req, &service, &ctx).await) }
+            let fault = fault.clone();
+            async move { answer(req, &service, &ctx, &fault).await }
         });
-        let io = TokioIo::new(IdleTimeout::new(stream, limits.idle_timeout));
         let connection = builder.serve_connection(io, svc).into_owned();
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
@@ -149,21 +184,37 @@ pub async fn serve(
     Ok(())
 }
 
+/// Answers one request around the router: headers every answer carries, metrics, access log,
+/// journal; a request that asked for no answer fails (HTTP/1 then closes the connection, after
+/// `reset` with an RST; HTTP/2 resets the stream).
 async fn answer(
     req: Request<Incoming>,
     service: &Service,
     ctx: &Context,
-) -> hyper::Response<http_body_util::Full<bytes::Bytes>> {
+    connection: &ConnFault,
+) -> Result<hyper::Response<ReplyBody>, FaultError> {
     let start = Instant::now();
     let route = Route::of(req.uri().path());
-    let access = service.access_log.then(|| {
-        let token = String::from_utf8_lossy(router::token_of(&req)).into_owned();
-        (req.method().clone(), req.uri().path().to_string(), token)
+    let http1 = req.version() < hyper::Version::HTTP_2;
+    let journal = ctx
+        .journal
+        .as_ref()
+        .filter(|_| route != Some(Route::Journal));
+    let arrived = journal.map(|_| chrono::Utc::now());
+    let token = (service.access_log || journal.is_some())
+        .then(|| String::from_utf8_lossy(router::token_of(&req)).into_owned());
+    let seen = token.is_some().then(|| {
+        (
+            req.method().clone(),
+            req.uri().path().to_string(),
+            req.uri().query().map(str::to_string),
+        )
     });
     let origin = req.headers().get(ORIGIN).cloned();
     let preflight = req.method() == Method::OPTIONS && route.is_some();
     let snapshot = service.store.snapshot();
     let mut res = router::handle(req, route, &snapshot, ctx).await;
+    let unanswered = res.extensions().get::<Unanswered>().map(|u| u.0);
     res.headers_mut().insert(SERVER, SERVER_NAME);
     if preflight && res.status() == hyper::StatusCode::NO_CONTENT {
         ctx.cors.apply_preflight(origin.as_ref(), res.headers_mut());
@@ -171,29 +222,54 @@ async fn answer(
         ctx.cors.apply(origin.as_ref(), res.headers_mut());
     }
     let took = start.elapsed();
+    // No status line is sent for an unanswered request: it counts as status 0.
+    let status = if unanswered.is_some() {
+        0
+    } else {
+        res.status().as_u16()
+    };
     let endpoint = Route::label(route);
-    ctx.metrics
-        .observe_request(endpoint, res.status().as_u16(), took);
-    if let Some((method, path, token)) = access {
-        let bundle = snapshot
-            .bundle(&token)
-            .map(|b| b.name.as_ref())
-            .unwrap_or("-");
-        let token = if token.is_empty() {
-            "-".to_string()
-        } else {
-            token_hint(&token)
-        };
-        tracing::info!(
-            target: "eventbox::access",
-            %method,
-            %path,
-            status = res.status().as_u16(),
-            duration_us = took.as_micros() as u64,
-            bundle,
-            token = %token,
-            "request"
-        );
+    ctx.metrics.observe_request(endpoint, status, took);
+    if let (Some((method, path, query)), Some(token)) = (seen, token) {
+        let bundle = snapshot.bundle(&token).map(|b| Arc::clone(&b.name));
+        if service.access_log {
+            tracing::info!(
+                target: "eventbox::access",
+                %method,
+                %path,
+                status,
+                duration_us = took.as_micros() as u64,
+                bundle = bundle.as_deref().unwrap_or("-"),
+                token = %if token.is_empty() { "-".to_string() } else { token_hint(&token) },
+                "request"
+            );
+        }
+        if let (Some(journal), Some(arrived)) = (journal, arrived) {
+            journal.record(journal::Entry {
+                time: arrived,
+                method: method.to_string(),
+                path,
+                query,
+                bundle,
+                token: (!token.is_empty()).then(|| token_head(&token)),
+                status,
+                duration: took,
+                reference: res.extensions_mut().remove::<Reference>().map(|r| r.0),
+            });
+        }
     }
-    res
+    match unanswered {
+        Some(fault) => {
+            if fault == Fault::Reset && http1 {
+                connection.reset_on_close();
+            }
+            Err(FaultError(fault))
+        }
+        None => {
+            if http1 {
+                res.body_mut().cut_after_half(connection);
+            }
+            Ok(res)
+        }
+    }
 }

@@ -11,6 +11,7 @@ pub mod decode;
 pub mod formats;
 pub mod payments;
 pub mod records;
+pub mod simulate;
 
 use std::collections::BTreeMap;
 
@@ -111,10 +112,12 @@ fn toml_to_json(v: toml::Value) -> Value {
     }
 }
 
-/// `bundle.toml`: the tokens that open the bundle.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// `bundle.toml`: the tokens that open the bundle, and what its answers simulate.
+#[derive(Debug, Clone, PartialEq)]
 pub struct BundleConfig {
     pub tokens: Vec<String>,
+    /// The `[simulate]` table: latency and errors (see [`simulate`]).
+    pub simulate: Option<simulate::Simulate>,
 }
 
 /// Decodes `bundle.toml`. At least one token; tokens are non-blank and have no surrounding white
@@ -123,6 +126,7 @@ pub struct BundleConfig {
 pub fn bundle_config(v: &Value, diag: &mut Diag) -> Option<BundleConfig> {
     let mut o = decode::Obj::new(v, "", diag)?;
     let tokens = o.raw("tokens");
+    let simulate_table = o.raw("simulate");
     let extra = o.finish();
     for key in extra.keys() {
         diag.warning(key, "unknown key, ignored");
@@ -184,7 +188,13 @@ pub fn bundle_config(v: &Value, diag: &mut Diag) -> Option<BundleConfig> {
             }
         }
     }
-    ok.then_some(BundleConfig { tokens: out })
+    // Errors in [simulate] keep the bundle from being served (they are in `diag`), but its tokens
+    // are still known, so clashes are found.
+    let simulate = simulate_table.and_then(|v| simulate::simulate(v, diag));
+    ok.then_some(BundleConfig {
+        tokens: out,
+        simulate,
+    })
 }
 
 /// What kind of value this is, without its content (for values that may be secrets).

@@ -554,3 +554,76 @@ async fn a_config_file_sets_options_flags_override_it_and_unknown_keys_are_repor
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[tokio::test]
+async fn serve_flags_and_env_turn_on_control_headers_max_delay_and_the_journal() {
+    let demo = demo_data();
+    let served = start_binary(
+        &[
+            "--addr",
+            "127.0.0.1:0",
+            "--no-watch",
+            "--allow-control-headers",
+            "--max-delay",
+            "200ms",
+        ],
+        &[
+            ("EVENTBOX_DATA", demo.to_str().expect("UTF-8")),
+            ("EVENTBOX_JOURNAL", "2"),
+        ],
+    );
+    assert_eq!(get_event(&served.base, "demo-token").await.0, 200);
+    let client = reqwest::Client::new();
+
+    let start = std::time::Instant::now();
+    let status = client
+        .get(format!("{}/api/v1/event", served.base))
+        .header("Authorization-Token", "demo-token")
+        .header("X-Eventbox-Status", "429")
+        .header("X-Eventbox-Delay", "5000")
+        .send()
+        .await
+        .expect("answered")
+        .status();
+    let took = start.elapsed();
+    let journal = client
+        .get(format!("{}/_journal", served.base))
+        .send()
+        .await
+        .expect("answered")
+        .bytes()
+        .await
+        .expect("a body");
+    let journal: serde_json::Value = serde_json::from_slice(&journal).expect("JSON");
+
+    assert_eq!(status, 429);
+    assert!(
+        took >= std::time::Duration::from_millis(200) && took < std::time::Duration::from_secs(4),
+        "--max-delay 200ms caps the 5 s asked for: {took:?}"
+    );
+    assert_eq!(journal["capacity"], 2);
+    assert_eq!(journal["entries"][1]["status"], 429, "{journal}");
+}
+
+#[test]
+fn check_reports_simulate_problems_with_the_bundle_toml_key() {
+    let data = TempData::new();
+    bundle_with(
+        &data,
+        "sim",
+        "bundle.toml",
+        "tokens = [\"tok-sim\"]\n[simulate]\nerror_rate = 2\n\
+         [simulate.endpoints.payments]\nlatency_ms = [800, 200]\n[simulate.endpoints.tickets]\n",
+    );
+
+    let (code, out, root) = check(&data, &[]);
+
+    assert_eq!(code, 1, "{out}");
+    for line in [
+        format!("error: {root}/sim/bundle.toml: simulate.endpoints.payments.latency_ms: the range [800, 200] has its minimum above its maximum"),
+        format!("error: {root}/sim/bundle.toml: simulate.error_rate: expected a number from 0 to 1, found the number 2"),
+        format!("warning: {root}/sim/bundle.toml: simulate.endpoints.tickets: unknown endpoint, ignored (known: event, payments, payment_details, submission, submission_list, hotsite)"),
+    ] {
+        assert!(out.lines().any(|l| l == line), "missing {line:?} in:\n{out}");
+    }
+}

@@ -223,6 +223,52 @@ impl TempData {
         copy_dir(&demo_data().join("demo"), &self.dir.path().join(name));
         self
     }
+
+    /// Copies the demo bundle in under `name`, its bundle.toml given `simulate` (TOML text: a
+    /// `[simulate]` table and its endpoint tables) after the demo token.
+    pub fn with_simulating_demo(&self, name: &str, simulate: &str) -> &Self {
+        self.with_demo(name);
+        self.write(
+            &format!("{name}/bundle.toml"),
+            format!("tokens = [\"{DEMO_TOKEN}\"]\n{simulate}"),
+        )
+    }
+}
+
+/// How a raw HTTP/1.1 exchange ended, read until the server closed the connection.
+#[derive(Debug)]
+pub struct RawExchange {
+    /// Every byte received.
+    pub received: Vec<u8>,
+    /// `Ok` for an orderly close (FIN), the read error otherwise (an RST is `ConnectionReset`).
+    pub end: std::io::Result<()>,
+}
+
+/// Writes `request` (raw HTTP/1.1) on a new connection and reads until the server closes it;
+/// fails the test if that takes over 5 s.
+pub async fn raw_http1(base: &str, request: &str) -> RawExchange {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = base.trim_start_matches("http://");
+    let mut conn = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    conn.write_all(request.as_bytes()).await.expect("write");
+    let mut received = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    let end = loop {
+        let read = tokio::time::timeout(std::time::Duration::from_secs(5), conn.read(&mut buf))
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "the server did not close the connection within 5 s; received {:?}",
+                    String::from_utf8_lossy(&received)
+                )
+            });
+        match read {
+            Ok(0) => break Ok(()),
+            Ok(n) => received.extend_from_slice(&buf[..n]),
+            Err(e) => break Err(e),
+        }
+    };
+    RawExchange { received, end }
 }
 
 fn copy_dir(from: &Path, to: &Path) {

@@ -7,6 +7,8 @@ mod errors;
 mod fixtures;
 mod helpers;
 mod http;
+mod journal;
 mod operations;
 mod records;
 mod reload;
+mod simulate;

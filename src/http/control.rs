@@ -1,0 +1,156 @@
+//! Control headers: per-request simulation, only with `--allow-control-headers` (without the
+//! flag the headers are ignored, so a client cannot slow a shared server down).
+//!
+//! - `X-Eventbox-Delay: <ms>` waits that long before answering (capped by `--max-delay`);
+//! - `X-Eventbox-Status: <400..=599>` answers that status with the simulated error body;
+//! - `X-Eventbox-Fault: reset | empty | truncate` breaks the answer as [`Fault`] says.
+//!
+//! A value that cannot be used is 400 `invalid_control_header`, not silently ignored: a test
+//! that asks for a fault must not pass because nothing happened.
+
+use std::time::Duration;
+
+use hyper::header::HeaderMap;
+
+use super::errors::{ApiError, SIMULATED_STATUSES};
+
+pub const DELAY_HEADER: &str = "x-eventbox-delay";
+pub const STATUS_HEADER: &str = "x-eventbox-status";
+pub const FAULT_HEADER: &str = "x-eventbox-fault";
+
+/// The largest delay a request may ask for when `--max-delay` is not given.
+pub const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(30);
+
+/// How an answer is broken, as a real client sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// No answer: the connection is reset (TCP RST). HTTP/2: the stream is reset.
+    Reset,
+    /// No answer: the connection is closed (FIN) without a byte. HTTP/2: the stream is reset.
+    Empty,
+    /// The status and headers with the full `Content-Length`, half the body, then the
+    /// connection is closed. HTTP/2: the stream is reset after half the body.
+    Truncate,
+}
+
+impl Fault {
+    /// The header's value for this fault.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fault::Reset => "reset",
+            Fault::Empty => "empty",
+            Fault::Truncate => "truncate",
+        }
+    }
+
+    fn parse(text: &str) -> Option<Fault> {
+        [Fault::Reset, Fault::Empty, Fault::Truncate]
+            .into_iter()
+            .find(|f| f.as_str().eq_ignore_ascii_case(text))
+    }
+}
+
+/// What a request's control headers ask for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Control {
+    /// Already capped by `--max-delay`.
+    pub delay: Option<Duration>,
+    pub status: Option<u16>,
+    pub fault: Option<Fault>,
+}
+
+impl Control {
+    /// Reads the control headers; `max_delay` caps the delay.
+    pub fn from_headers(headers: &HeaderMap, max_delay: Duration) -> Result<Control, ApiError> {
+        let text = |name: &str| -> Result<Option<&str>, ApiError> {
+            headers
+                .get(name)
+                .map(|v| {
+                    v.to_str()
+                        .map(str::trim)
+                        .map_err(|_| ApiError::InvalidControlHeader)
+                })
+                .transpose()
+        };
+        let number = |t: &str| -> Result<u64, ApiError> {
+            // `u64::from_str` also takes a leading `+`; a header value should be plain digits.
+            if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(ApiError::InvalidControlHeader);
+            }
+            // Beyond u64 milliseconds is far beyond any cap.
+            Ok(t.parse::<u64>().unwrap_or(u64::MAX))
+        };
+        let delay = match text(DELAY_HEADER)? {
+            Some(t) => Some(Duration::from_millis(number(t)?).min(max_delay)),
+            None => None,
+        };
+        let status = match text(STATUS_HEADER)? {
+            Some(t) => {
+                let code = number(t)?;
+                match u16::try_from(code) {
+                    Ok(code) if SIMULATED_STATUSES.contains(&code) => Some(code),
+                    _ => return Err(ApiError::InvalidControlHeader),
+                }
+            }
+            None => None,
+        };
+        let fault = match text(FAULT_HEADER)? {
+            Some(t) => Some(Fault::parse(t).ok_or(ApiError::InvalidControlHeader)?),
+            None => None,
+        };
+        Ok(Control {
+            delay,
+            status,
+            fault,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hyper::header::HeaderValue;
+
+    fn control(pairs: &[(&'static str, &'static str)]) -> Result<Control, ApiError> {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, HeaderValue::from_static(v));
+        }
+        Control::from_headers(&h, Duration::from_secs(30))
+    }
+
+    #[test]
+    fn values_are_read_and_the_delay_capped() {
+        assert_eq!(control(&[]), Ok(Control::default()));
+        let c = control(&[
+            (DELAY_HEADER, " 250 "),
+            (STATUS_HEADER, "429"),
+            (FAULT_HEADER, "Truncate"),
+        ])
+        .expect("valid");
+        assert_eq!(c.delay, Some(Duration::from_millis(250)));
+        assert_eq!(c.status, Some(429));
+        assert_eq!(c.fault, Some(Fault::Truncate));
+        let capped = control(&[(DELAY_HEADER, "99999999999999999999999")]).expect("valid");
+        assert_eq!(capped.delay, Some(Duration::from_secs(30)));
+    }
+
+    #[test]
+    fn unusable_values_are_refused() {
+        for pairs in [
+            [(DELAY_HEADER, "soon")],
+            [(DELAY_HEADER, "-5")],
+            [(DELAY_HEADER, "")],
+            [(STATUS_HEADER, "200")],
+            [(STATUS_HEADER, "600")],
+            [(STATUS_HEADER, "5o3")],
+            [(FAULT_HEADER, "explode")],
+        ] {
+            assert_eq!(
+                control(&pairs),
+                Err(ApiError::InvalidControlHeader),
+                "{pairs:?}"
+            );
+        }
+    }
+}

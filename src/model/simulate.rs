@@ -1,0 +1,303 @@
+//! The `[simulate]` table of `bundle.toml`: latency and errors a bundle's answers are given, so
+//! API clients can be tested against the unhappy paths of the real service.
+//!
+//! Decoded like every other file: every problem is collected with its key
+//! (`simulate.endpoints.payments.latency_ms`), values out of range are errors (the bundle is not
+//! served, or keeps its last good version on reload) and unknown keys or endpoints are warnings.
+//! Endpoint tables override the bundle's values field by field, so what is served is resolved
+//! here once into one [`Settings`] per endpoint; the request path only indexes it.
+
+use serde_json::{Map, Value};
+
+use super::decode::{describe, join_key, Diag};
+
+/// The endpoint keys of `[simulate.endpoints.<key>]`, in the order of [`Simulate::endpoints`].
+pub const ENDPOINT_KEYS: [&str; 6] = [
+    "event",
+    "payments",
+    "payment_details",
+    "submission",
+    "submission_list",
+    "hotsite",
+];
+
+/// The status of a simulated error when `error_status` is not given.
+pub const DEFAULT_ERROR_STATUS: u16 = 503;
+
+/// What one endpoint's answers are given.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Settings {
+    /// The delay before answering, uniform in `[min, max]` milliseconds (both included).
+    pub latency_ms: (u64, u64),
+    /// The share of requests answered with `error_status`, in `[0, 1]`.
+    pub error_rate: f64,
+    /// The status of a simulated error, in 400..=599.
+    pub error_status: u16,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            latency_ms: (0, 0),
+            error_rate: 0.0,
+            error_status: DEFAULT_ERROR_STATUS,
+        }
+    }
+}
+
+/// A bundle's `[simulate]` table, resolved per endpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Simulate {
+    /// The seed of the sequence of delays and errors; `None`: seeded from the clock.
+    pub seed: Option<u64>,
+    /// One per endpoint, in [`ENDPOINT_KEYS`] order.
+    pub endpoints: [Settings; 6],
+}
+
+/// The fields of the bundle-wide table and of each endpoint table, as written (`None`: absent
+/// or invalid).
+#[derive(Debug, Default, Clone, Copy)]
+struct Partial {
+    latency_ms: Option<(u64, u64)>,
+    error_rate: Option<f64>,
+    error_status: Option<u16>,
+}
+
+impl Partial {
+    fn over(self, base: Settings) -> Settings {
+        Settings {
+            latency_ms: self.latency_ms.unwrap_or(base.latency_ms),
+            error_rate: self.error_rate.unwrap_or(base.error_rate),
+            error_status: self.error_status.unwrap_or(base.error_status),
+        }
+    }
+}
+
+/// Decodes the value of `simulate` in bundle.toml. `None` when it had an error (in `diag`).
+pub fn simulate(v: &Value, diag: &mut Diag) -> Option<Simulate> {
+    let path = "simulate";
+    let map = table(v, path, diag)?;
+    let before = errors(diag);
+    let mut seed = None;
+    let mut endpoint_tables: Vec<(usize, Partial)> = Vec::new();
+    for (key, value) in map {
+        let at = join_key(path, key);
+        match key.as_str() {
+            "latency_ms" | "error_rate" | "error_status" => {}
+            "seed" => match value.as_u64() {
+                Some(s) => seed = Some(s),
+                None => diag.error(
+                    &at,
+                    format!(
+                        "expected a non-negative integer, found {}",
+                        describe(value)
+                    ),
+                ),
+            },
+            "endpoints" => {
+                let Some(endpoints) = table(value, &at, diag) else {
+                    continue;
+                };
+                for (name, table_value) in endpoints {
+                    let at = join_key(&at, name);
+                    match ENDPOINT_KEYS.iter().position(|k| k == name) {
+                        Some(index) => {
+                            if let Some(t) = table(table_value, &at, diag) {
+                                endpoint_tables.push((index, fields(t, &at, diag, false)));
+                            }
+                        }
+                        None => diag.warning(
+                            &at,
+                            format!(
+                                "unknown endpoint, ignored (known: {})",
+                                ENDPOINT_KEYS.join(", ")
+                            ),
+                        ),
+                    }
+                }
+            }
+            _ => diag.warning(
+                &at,
+                "unknown key, ignored (known: latency_ms, error_rate, error_status, seed, endpoints)",
+            ),
+        }
+    }
+    let base = fields(map, path, diag, true).over(Settings::default());
+    let mut endpoints = [base; 6];
+    for (index, partial) in endpoint_tables {
+        endpoints[index] = partial.over(base);
+    }
+    (errors(diag) == before).then_some(Simulate { seed, endpoints })
+}
+
+fn errors(diag: &Diag) -> usize {
+    diag.findings
+        .iter()
+        .filter(|f| f.severity == crate::problem::Severity::Error)
+        .count()
+}
+
+fn table<'v>(v: &'v Value, path: &str, diag: &mut Diag) -> Option<&'v Map<String, Value>> {
+    match v {
+        Value::Object(map) => Some(map),
+        other => {
+            diag.error(path, format!("expected a table, found {}", describe(other)));
+            None
+        }
+    }
+}
+
+/// The three settings of a table. The bundle-wide table's other keys are checked by the caller;
+/// an endpoint table's unknown keys are warned about here.
+fn fields(map: &Map<String, Value>, path: &str, diag: &mut Diag, bundle_wide: bool) -> Partial {
+    let mut out = Partial::default();
+    for (key, value) in map {
+        let at = join_key(path, key);
+        match key.as_str() {
+            "latency_ms" => out.latency_ms = latency(value, &at, diag),
+            "error_rate" => match value.as_f64() {
+                Some(r) if value.is_number() && (0.0..=1.0).contains(&r) => {
+                    out.error_rate = Some(r);
+                }
+                _ => diag.error(
+                    &at,
+                    format!("expected a number from 0 to 1, found {}", describe(value)),
+                ),
+            },
+            "error_status" => match value.as_u64().and_then(|s| u16::try_from(s).ok()) {
+                Some(s) if (400..=599).contains(&s) => out.error_status = Some(s),
+                _ => diag.error(
+                    &at,
+                    format!(
+                        "expected an HTTP error status from 400 to 599, found {}",
+                        describe(value)
+                    ),
+                ),
+            },
+            _ if bundle_wide => {}
+            "seed" => diag.warning(
+                &at,
+                "unknown key, ignored (the seed is set once for the bundle, in [simulate])",
+            ),
+            _ => diag.warning(
+                &at,
+                "unknown key, ignored (known: latency_ms, error_rate, error_status)",
+            ),
+        }
+    }
+    out
+}
+
+/// `120` or `[50, 400]`: milliseconds, or a range with min ≤ max.
+fn latency(v: &Value, path: &str, diag: &mut Diag) -> Option<(u64, u64)> {
+    const EXPECTED: &str = "expected milliseconds (120) or a range [min, max] ([50, 400])";
+    match v {
+        Value::Number(n) => match n.as_u64() {
+            Some(ms) => Some((ms, ms)),
+            None => {
+                diag.error(path, format!("{EXPECTED}, found {}", describe(v)));
+                None
+            }
+        },
+        Value::Array(items) => match items.as_slice() {
+            [a, b] => match (a.as_u64(), b.as_u64()) {
+                (Some(min), Some(max)) if min <= max => Some((min, max)),
+                (Some(min), Some(max)) => {
+                    diag.error(
+                        path,
+                        format!("the range [{min}, {max}] has its minimum above its maximum"),
+                    );
+                    None
+                }
+                _ => {
+                    diag.error(
+                        path,
+                        format!("{EXPECTED}; the range holds something other than milliseconds"),
+                    );
+                    None
+                }
+            },
+            _ => {
+                diag.error(path, format!("{EXPECTED}; a range has exactly two numbers"));
+                None
+            }
+        },
+        other => {
+            diag.error(path, format!("{EXPECTED}, found {}", describe(other)));
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{parse_text, Format};
+
+    fn decode(text: &str) -> (Option<Simulate>, Vec<String>) {
+        let v = parse_text(text, Format::Toml).expect("valid TOML");
+        let mut diag = Diag::default();
+        let out = simulate(&v["simulate"], &mut diag);
+        let lines = diag
+            .findings
+            .iter()
+            .map(|f| format!("{}: {}: {}", f.severity.as_str(), f.path, f.message))
+            .collect();
+        (out, lines)
+    }
+
+    #[test]
+    fn endpoint_tables_override_the_bundle_field_by_field() {
+        let (sim, problems) = decode(
+            "[simulate]\nlatency_ms = 120\nerror_rate = 0.05\nseed = 7\n\
+             [simulate.endpoints.payments]\nlatency_ms = [200, 800]\n\
+             [simulate.endpoints.hotsite]\nerror_status = 502\n",
+        );
+        assert_eq!(problems, Vec::<String>::new());
+        let sim = sim.expect("valid");
+        assert_eq!(sim.seed, Some(7));
+        let event = sim.endpoints[0];
+        assert_eq!(event.latency_ms, (120, 120));
+        assert_eq!(event.error_rate, 0.05);
+        assert_eq!(event.error_status, DEFAULT_ERROR_STATUS);
+        assert_eq!(sim.endpoints[1].latency_ms, (200, 800));
+        assert_eq!(sim.endpoints[1].error_rate, 0.05);
+        assert_eq!(sim.endpoints[5].error_status, 502);
+        assert_eq!(sim.endpoints[5].latency_ms, (120, 120));
+    }
+
+    #[test]
+    fn bad_values_are_errors_with_their_key_and_unknown_names_warnings() {
+        let (sim, problems) = decode(
+            "[simulate]\nerror_rate = 1.5\nerror_status = 302\nlatency_ms = [5]\nspeed = 1\n\
+             [simulate.endpoints.payments]\nlatency_ms = [800, 200]\nseed = 3\n\
+             [simulate.endpoints.tickets]\nerror_rate = 1\n",
+        );
+        assert_eq!(sim, None);
+        assert_eq!(
+            problems,
+            vec![
+                "warning: simulate.speed: unknown key, ignored (known: latency_ms, error_rate, error_status, seed, endpoints)",
+                "error: simulate.endpoints.payments.latency_ms: the range [800, 200] has its minimum above its maximum",
+                "warning: simulate.endpoints.payments.seed: unknown key, ignored (the seed is set once for the bundle, in [simulate])",
+                "warning: simulate.endpoints.tickets: unknown endpoint, ignored (known: event, payments, payment_details, submission, submission_list, hotsite)",
+                "error: simulate.error_rate: expected a number from 0 to 1, found the number 1.5",
+                "error: simulate.error_status: expected an HTTP error status from 400 to 599, found the number 302",
+                "error: simulate.latency_ms: expected milliseconds (120) or a range [min, max] ([50, 400]); a range has exactly two numbers",
+            ]
+        );
+    }
+
+    #[test]
+    fn warnings_alone_keep_the_table() {
+        let (sim, problems) = decode("[simulate]\nerror_rate = 1\n[simulate.endpoints.nope]\n");
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(sim.expect("served").endpoints[3].error_rate, 1.0);
+        let (sim, problems) = decode("simulate = 3\n");
+        assert_eq!(sim, None);
+        assert_eq!(
+            problems,
+            vec!["error: simulate: expected a table, found the number 3"]
+        );
+    }
+}

@@ -1,0 +1,136 @@
+//! The simulation a bundle's `[simulate]` table asks for, as served: per request, a delay and
+//! whether to answer with a simulated error.
+//!
+//! Draws are counter-based so they are lock-free and reproducible: each loaded version of a
+//! bundle owns a request counter, and request `n` draws from `splitmix64` of the seed and `n`.
+//! The same seed therefore gives the same sequence of delays and errors for requests made one
+//! after another; concurrent requests take the numbers in the order they arrive. A reload of the
+//! bundle builds a new version, which starts its sequence again. Without a seed, the clock seeds
+//! it. No HTTP here: the router asks for a [`Draw`] and acts on it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::model::simulate::{Settings, Simulate};
+
+/// What one request is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Draw {
+    /// How long to wait before answering.
+    pub delay: Duration,
+    /// The status of a simulated error, or `None` for the real answer.
+    pub error: Option<u16>,
+}
+
+/// One bundle version's simulation: its settings per endpoint and its request counter.
+#[derive(Debug)]
+pub struct Simulation {
+    seed: u64,
+    endpoints: [Settings; 6],
+    next: AtomicU64,
+}
+
+impl Simulation {
+    /// A fresh sequence for `config` (seeded from the clock when it names no seed).
+    pub fn new(config: &Simulate) -> Simulation {
+        let seed = config.seed.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+        });
+        Simulation {
+            seed,
+            endpoints: config.endpoints,
+            next: AtomicU64::new(0),
+        }
+    }
+
+    /// The draw of the next request to `endpoint` (an index into
+    /// [`crate::model::simulate::ENDPOINT_KEYS`]). Every endpoint shares the bundle's sequence.
+    pub fn draw(&self, endpoint: usize) -> Draw {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let settings = self.endpoints.get(endpoint).copied().unwrap_or_default();
+        draw_at(self.seed, n, &settings)
+    }
+}
+
+/// The draw of request `n` of a sequence: a pure function, so a sequence can be replayed.
+pub fn draw_at(seed: u64, n: u64, settings: &Settings) -> Draw {
+    // Two independent values per request: one for the delay, one for the error.
+    let base = seed.wrapping_add(n.wrapping_mul(2).wrapping_mul(GOLDEN));
+    let for_delay = splitmix64(base.wrapping_add(GOLDEN));
+    let for_error = splitmix64(base.wrapping_add(GOLDEN.wrapping_mul(2)));
+    let (min, max) = settings.latency_ms;
+    let span = max.saturating_sub(min).saturating_add(1);
+    let delay_ms = if span <= 1 {
+        min
+    } else {
+        min + for_delay % span
+    };
+    let error = (unit(for_error) < settings.error_rate).then_some(settings.error_status);
+    Draw {
+        delay: Duration::from_millis(delay_ms),
+        error,
+    }
+}
+
+const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// The splitmix64 output function: a well-mixed 64-bit value from any input.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A value in `[0, 1)` from the top 53 bits.
+fn unit(x: u64) -> f64 {
+    (x >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(latency_ms: (u64, u64), error_rate: f64) -> Settings {
+        Settings {
+            latency_ms,
+            error_rate,
+            error_status: 503,
+        }
+    }
+
+    #[test]
+    fn the_same_seed_replays_the_same_sequence_and_another_differs() {
+        let s = settings((0, 1000), 0.5);
+        let seq = |seed| (0..64).map(|n| draw_at(seed, n, &s)).collect::<Vec<_>>();
+        assert_eq!(seq(7), seq(7));
+        assert_ne!(seq(7), seq(8));
+        let sim = Simulation::new(&Simulate {
+            seed: Some(7),
+            endpoints: [s; 6],
+        });
+        let drawn: Vec<Draw> = (0..64).map(|_| sim.draw(0)).collect();
+        assert_eq!(drawn, seq(7));
+    }
+
+    #[test]
+    fn delays_cover_their_range_and_errors_their_rate() {
+        let s = settings((20, 40), 0.3);
+        let draws: Vec<Draw> = (0..10_000).map(|n| draw_at(42, n, &s)).collect();
+        let ms: Vec<u64> = draws.iter().map(|d| d.delay.as_millis() as u64).collect();
+        assert!(ms.iter().all(|m| (20..=40).contains(m)));
+        assert!(ms.contains(&20) && ms.contains(&40), "both ends are drawn");
+        let errors = draws.iter().filter(|d| d.error == Some(503)).count();
+        // 3,000 expected; 5 standard deviations are ±229.
+        assert!((2771..=3229).contains(&errors), "{errors} errors");
+        let never = settings((5, 5), 0.0);
+        let always = settings((5, 5), 1.0);
+        for n in 0..100 {
+            assert_eq!(draw_at(1, n, &never).error, None);
+            assert_eq!(draw_at(1, n, &always).error, Some(503));
+            assert_eq!(draw_at(1, n, &never).delay, Duration::from_millis(5));
+        }
+    }
+}

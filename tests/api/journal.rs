@@ -1,0 +1,222 @@
+//! The request journal over HTTP: what each entry holds, its bound, clearing it, and `/_journal`
+//! when the journal is off.
+
+use eventbox::app::App;
+use reqwest::Method;
+use serde_json::Value;
+
+use crate::helpers::{demo_data, raw_http1, serve_app_with, spawn_app, TestApp, DEMO_TOKEN};
+
+/// The demo bundle served with a journal of `capacity` and the control headers on.
+async fn journaled(capacity: usize) -> TestApp {
+    let app = App::new(&demo_data());
+    app.load().expect("loads");
+    serve_app_with(app, |s| {
+        *s = s.clone().with_journal(capacity).with_control_headers(true);
+    })
+    .await
+}
+
+async fn journal(app: &TestApp) -> Value {
+    let res = app.get("/_journal", "").await;
+    assert_eq!(res.status, 200, "{}", res.text());
+    assert_eq!(
+        res.header("content-type"),
+        Some("application/json; charset=utf-8")
+    );
+    res.json()
+}
+
+#[tokio::test]
+async fn the_journal_lists_each_request_oldest_first_with_what_was_asked() {
+    let app = journaled(10).await;
+    app.get("/api/v1/event", DEMO_TOKEN).await;
+    app.get(
+        "/api/v1/payments/details?reference=PG2026000107",
+        DEMO_TOKEN,
+    )
+    .await;
+    app.send(
+        Method::GET,
+        "/api/v1/payments/details",
+        Some(DEMO_TOKEN),
+        Some(("application/json", br#"{"reference":"PG2026000104"}"#)),
+    )
+    .await;
+    app.send(Method::GET, "/nope?x=1", None, None).await;
+    app.get("/api/v1/event", "wrong-token").await;
+    app.get_with(
+        "/api/v1/payments/details?reference=PG2026000110",
+        DEMO_TOKEN,
+        &[("x-eventbox-status", "503")],
+    )
+    .await;
+    let reset = format!(
+        "GET /api/v1/submission HTTP/1.1\r\nHost: x\r\nAuthorization-Token: {DEMO_TOKEN}\r\n\
+         X-Eventbox-Fault: reset\r\n\r\n"
+    );
+    raw_http1(&app.base, &reset).await;
+    app.get("/healthz", "").await;
+
+    let listed = journal(&app).await;
+
+    assert_eq!(listed["capacity"], 10);
+    assert_eq!(listed["count"], 8, "/_journal itself is not recorded");
+    let entries = listed["entries"].as_array().expect("entries");
+    let row = |e: &Value| {
+        (
+            e["method"].as_str().unwrap_or("?").to_string(),
+            e["path"].as_str().unwrap_or("?").to_string(),
+            e["query"].clone(),
+            e["bundle"].clone(),
+            e["token"].clone(),
+            e["status"].as_u64().unwrap_or(999),
+            e["reference"].clone(),
+        )
+    };
+    let s = |t: &str| Value::String(t.to_string());
+    let expected = vec![
+        (
+            "GET",
+            "/api/v1/event",
+            Value::Null,
+            s("demo"),
+            s("demo"),
+            200,
+            Value::Null,
+        ),
+        (
+            "GET",
+            "/api/v1/payments/details",
+            s("reference=PG2026000107"),
+            s("demo"),
+            s("demo"),
+            200,
+            s("PG2026000107"),
+        ),
+        (
+            "GET",
+            "/api/v1/payments/details",
+            Value::Null,
+            s("demo"),
+            s("demo"),
+            200,
+            s("PG2026000104"),
+        ),
+        (
+            "GET",
+            "/nope",
+            s("x=1"),
+            Value::Null,
+            Value::Null,
+            404,
+            Value::Null,
+        ),
+        (
+            "GET",
+            "/api/v1/event",
+            Value::Null,
+            Value::Null,
+            s("wron"),
+            401,
+            Value::Null,
+        ),
+        (
+            "GET",
+            "/api/v1/payments/details",
+            s("reference=PG2026000110"),
+            s("demo"),
+            s("demo"),
+            503,
+            s("PG2026000110"),
+        ),
+        (
+            "GET",
+            "/api/v1/submission",
+            Value::Null,
+            s("demo"),
+            s("demo"),
+            0,
+            Value::Null,
+        ),
+        (
+            "GET",
+            "/healthz",
+            Value::Null,
+            Value::Null,
+            Value::Null,
+            200,
+            Value::Null,
+        ),
+    ];
+    let got: Vec<_> = entries.iter().map(row).collect();
+    let expected: Vec<_> = expected
+        .into_iter()
+        .map(|(m, p, q, b, t, st, r)| (m.to_string(), p.to_string(), q, b, t, st, r))
+        .collect();
+    assert_eq!(got, expected);
+    let mut previous = None;
+    for e in entries {
+        let time = e["time"].as_str().expect("a time");
+        let parsed = chrono::DateTime::parse_from_rfc3339(time).expect("RFC 3339");
+        assert!(
+            time.len() == 24 && time.ends_with('Z'),
+            "UTC with milliseconds: {time}"
+        );
+        assert!(previous.is_none_or(|p| p <= parsed), "oldest first");
+        previous = Some(parsed);
+        assert!(e["duration_ms"].as_f64().is_some_and(|d| d >= 0.0), "{e}");
+    }
+    assert!(
+        !listed.to_string().contains(DEMO_TOKEN) && !listed.to_string().contains("wrong-token"),
+        "no token is shown whole"
+    );
+}
+
+#[tokio::test]
+async fn the_journal_keeps_only_the_last_n_requests() {
+    let app = journaled(3).await;
+    for i in 0..5 {
+        app.get(&format!("/healthz?i={i}"), "").await;
+    }
+
+    let listed = journal(&app).await;
+
+    assert_eq!(listed["capacity"], 3);
+    assert_eq!(listed["count"], 3);
+    let queries: Vec<&str> = listed["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter_map(|e| e["query"].as_str())
+        .collect();
+    assert_eq!(queries, ["i=2", "i=3", "i=4"]);
+}
+
+#[tokio::test]
+async fn delete_empties_the_journal() {
+    let app = journaled(5).await;
+    app.get("/api/v1/event", DEMO_TOKEN).await;
+    assert_eq!(journal(&app).await["count"], 1);
+
+    let deleted = app.request(Method::DELETE, "/_journal", "", &[]).await;
+
+    assert_eq!(deleted.status, 204);
+    assert!(deleted.body.is_empty());
+    let after = journal(&app).await;
+    assert_eq!(after["count"], 0);
+    assert_eq!(after["entries"], Value::Array(Vec::new()));
+    let put = app.request(Method::PUT, "/_journal", "", &[]).await;
+    put.assert_error(405, "method_not_allowed");
+}
+
+#[tokio::test]
+async fn without_journal_the_route_is_404_journal_disabled() {
+    let app = spawn_app(&demo_data()).await;
+
+    let listed = app.get("/_journal", "").await;
+    let deleted = app.request(Method::DELETE, "/_journal", "", &[]).await;
+
+    listed.assert_error(404, "journal_disabled");
+    deleted.assert_error(404, "journal_disabled");
+}

@@ -1,0 +1,476 @@
+//! Simulation as a client under test sees it: `[simulate]` latency and error rates (bounds,
+//! binomial tolerance, same seed same sequence, endpoint overrides, reload), the control headers
+//! and each fault over a raw TCP connection, and the headers ignored without the flag.
+
+use std::time::{Duration, Instant};
+
+use eventbox::app::App;
+use eventbox::watch::WatchMode;
+use reqwest::StatusCode;
+use tokio::task::JoinSet;
+
+use crate::helpers::{raw_http1, serve_app_with, spawn_app, Answer, TempData, TestApp, DEMO_TOKEN};
+
+/// Serves `data` with the control headers on (and `max_delay`).
+async fn with_control(data: &std::path::Path, max_delay: Duration) -> TestApp {
+    let app = App::new(data);
+    app.load().expect("loads");
+    serve_app_with(app, |s| {
+        s.allow_control_headers = true;
+        s.max_delay = max_delay;
+    })
+    .await
+}
+
+/// One GET and how long it took, client-side.
+async fn timed_get(client: reqwest::Client, url: String) -> (StatusCode, Duration) {
+    let start = Instant::now();
+    let res = client
+        .get(url)
+        .header("Authorization-Token", DEMO_TOKEN)
+        .send()
+        .await
+        .expect("answered");
+    let status = res.status();
+    res.bytes().await.expect("the body");
+    (status, start.elapsed())
+}
+
+/// `n` GETs of `path`, `at_once` in flight at a time: each one's status and duration.
+async fn many(app: &TestApp, path: &str, n: usize, at_once: usize) -> Vec<(StatusCode, Duration)> {
+    let mut out = Vec::with_capacity(n);
+    let mut set = JoinSet::new();
+    for _ in 0..n {
+        if set.len() >= at_once {
+            out.push(set.join_next().await.expect("a task").expect("no panic"));
+        }
+        set.spawn(timed_get(app.client.clone(), format!("{}{path}", app.base)));
+    }
+    while let Some(done) = set.join_next().await {
+        out.push(done.expect("no panic"));
+    }
+    out
+}
+
+/// The statuses of `n` GETs of the event made one after another.
+async fn sequence(app: &TestApp, n: usize) -> Vec<u16> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        out.push(app.get("/api/v1/event", DEMO_TOKEN).await.status.as_u16());
+    }
+    out
+}
+
+#[tokio::test]
+async fn latency_stays_within_its_bounds_over_100_requests() {
+    let data = TempData::new();
+    data.with_simulating_demo("demo", "[simulate]\nlatency_ms = [20, 40]\nseed = 1\n");
+    let app = spawn_app(data.path()).await;
+
+    let answers = many(&app, "/api/v1/event", 100, 10).await;
+
+    assert_eq!(answers.len(), 100);
+    // Scheduling on a busy machine only adds time: the lower bound is exact, the upper generous.
+    let slack = Duration::from_millis(400);
+    for (status, took) in &answers {
+        assert_eq!(*status, 200);
+        assert!(
+            *took >= Duration::from_millis(20) && *took < Duration::from_millis(40) + slack,
+            "took {took:?}; every answer waits 20 to 40 ms"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_error_rate_is_within_a_binomial_tolerance_over_1000_requests() {
+    let data = TempData::new();
+    data.with_simulating_demo(
+        "demo",
+        "[simulate]\nerror_rate = 0.3\nerror_status = 503\nseed = 7\n",
+    );
+    let app = spawn_app(data.path()).await;
+
+    let answers = many(&app, "/api/v1/event", 1000, 25).await;
+
+    let errors = answers.iter().filter(|(s, _)| *s == 503).count();
+    let ok = answers.iter().filter(|(s, _)| *s == 200).count();
+    assert_eq!(errors + ok, 1000, "only 200 and 503 are answered");
+    // 300 expected; 5 standard deviations (sqrt(1000 * 0.3 * 0.7) = 14.5) either side.
+    assert!(
+        (228..=372).contains(&errors),
+        "{errors} simulated errors in 1000 requests at rate 0.3"
+    );
+    let one = first_error(&app, 503).await;
+    one.assert_error(503, "simulated_error");
+}
+
+/// The first simulated error with `status` among the next requests (bounded).
+async fn first_error(app: &TestApp, status: u16) -> Answer {
+    for _ in 0..200 {
+        let res = app.get("/api/v1/event", DEMO_TOKEN).await;
+        if res.status == status {
+            return res;
+        }
+    }
+    panic!("no {status} within 200 requests");
+}
+
+#[tokio::test]
+async fn the_same_seed_gives_the_same_sequence_and_a_reload_starts_it_again() {
+    let data = TempData::new();
+    data.with_simulating_demo("demo", "[simulate]\nerror_rate = 0.5\nseed = 42\n");
+    let other = TempData::new();
+    other.with_simulating_demo("demo", "[simulate]\nerror_rate = 0.5\nseed = 43\n");
+    let first = spawn_app(data.path()).await;
+    let second = spawn_app(data.path()).await;
+    let third = spawn_app(other.path()).await;
+
+    let a = sequence(&first, 40).await;
+    let b = sequence(&second, 40).await;
+    let c = sequence(&third, 40).await;
+    first.app.load().expect("reload");
+    let after_reload = sequence(&first, 40).await;
+
+    assert!(a.contains(&503) && a.contains(&200), "{a:?}");
+    assert_eq!(a, b, "two servers, one seed");
+    assert_eq!(a, after_reload, "a reload starts the sequence again");
+    assert_ne!(a, c, "another seed, another sequence");
+}
+
+#[tokio::test]
+async fn an_endpoint_override_applies_to_that_endpoint_only() {
+    let data = TempData::new();
+    data.with_simulating_demo(
+        "demo",
+        "[simulate]\nerror_rate = 0\n\
+         [simulate.endpoints.payments]\nerror_rate = 1.0\nerror_status = 502\n\
+         [simulate.endpoints.hotsite]\nlatency_ms = 600\n",
+    );
+    let app = spawn_app(data.path()).await;
+
+    let payments = app.get("/api/v1/payments", DEMO_TOKEN).await;
+    let start = Instant::now();
+    let hotsite = app.get("/api/v1/hotsite/", DEMO_TOKEN).await;
+    let hotsite_took = start.elapsed();
+    let start = Instant::now();
+    let event = app.get("/api/v1/event", DEMO_TOKEN).await;
+    let event_took = start.elapsed();
+    let submission = app.get("/api/v1/submission/", DEMO_TOKEN).await;
+
+    payments.assert_error(502, "simulated_error");
+    assert_eq!(hotsite.status, 200);
+    assert!(
+        hotsite_took >= Duration::from_millis(600),
+        "{hotsite_took:?}"
+    );
+    assert_eq!(event.status, 200);
+    assert!(event_took < Duration::from_millis(600), "{event_took:?}");
+    assert_eq!(submission.status, 200);
+}
+
+#[tokio::test]
+async fn a_reload_applies_a_changed_simulate_and_a_bad_one_keeps_the_last_good() {
+    let data = TempData::new();
+    data.with_demo("demo");
+    let app = App::new(data.path());
+    let _watcher = app
+        .watch(WatchMode::Native, Duration::from_millis(50))
+        .await
+        .expect("watching starts");
+    app.load().expect("loads");
+    let app = serve_app_with(app, |_| {}).await;
+    assert_eq!(app.get("/api/v1/event", DEMO_TOKEN).await.status, 200);
+
+    let bundle_toml = |simulate: &str| format!("tokens = [\"{DEMO_TOKEN}\"]\n{simulate}");
+    data.write(
+        "demo/bundle.toml",
+        bundle_toml("[simulate]\nerror_rate = 1\nerror_status = 500\n"),
+    );
+    let failing = until(&app, "[simulate] error_rate = 1", |r| r.status == 500).await;
+    failing.assert_error(500, "simulated_error");
+
+    data.write(
+        "demo/bundle.toml",
+        bundle_toml(
+            "[simulate]\nerror_rate = 1\n[simulate.endpoints.payments]\nlatency_ms = [800, 200]\n",
+        ),
+    );
+    let status = until_status(&app, |errors| !errors.is_empty()).await;
+    assert_eq!(app.get("/api/v1/event", DEMO_TOKEN).await.status, 500);
+    assert!(
+        status
+            .iter()
+            .any(|e| e.contains("bundle.toml: simulate.endpoints.payments.latency_ms: ")),
+        "{status:?}"
+    );
+}
+
+const PATIENCE: Duration = Duration::from_secs(10);
+
+/// Polls the event endpoint until `done` holds (bounded).
+async fn until(app: &TestApp, what: &str, done: impl Fn(&Answer) -> bool) -> Answer {
+    let start = Instant::now();
+    loop {
+        let res = app.get("/api/v1/event", DEMO_TOKEN).await;
+        if done(&res) {
+            return res;
+        }
+        assert!(start.elapsed() < PATIENCE, "{what}: not seen in time");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Polls `/status` until the demo bundle's errors satisfy `done` (bounded); those errors.
+async fn until_status(app: &TestApp, done: impl Fn(&[String]) -> bool) -> Vec<String> {
+    let start = Instant::now();
+    loop {
+        let status = app.get("/status", "").await.json();
+        let errors: Vec<String> = status["bundles"][0]["errors"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|e| e.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if done(&errors) {
+            return errors;
+        }
+        assert!(start.elapsed() < PATIENCE, "/status: not seen in time");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+// ---- control headers --------------------------------------------------------------------------
+
+const CONTROL: [(&str, &str); 3] = [
+    ("x-eventbox-delay", "2000"),
+    ("x-eventbox-status", "503"),
+    ("x-eventbox-fault", "reset"),
+];
+
+#[tokio::test]
+async fn control_headers_are_ignored_without_the_flag() {
+    let app = spawn_app(&crate::helpers::demo_data()).await;
+    let plain = app.get("/api/v1/event", DEMO_TOKEN).await;
+    let start = Instant::now();
+
+    let res = app.get_with("/api/v1/event", DEMO_TOKEN, &CONTROL).await;
+
+    assert!(start.elapsed() < Duration::from_millis(1500), "not delayed");
+    assert_eq!(res.status, 200);
+    assert_eq!(res.body, plain.body);
+    let bad = app
+        .get_with("/api/v1/event", DEMO_TOKEN, &[("x-eventbox-fault", "nope")])
+        .await;
+    assert_eq!(bad.status, 200, "not even read");
+}
+
+#[tokio::test]
+async fn x_eventbox_delay_waits_and_is_capped_by_max_delay() {
+    let app = with_control(&crate::helpers::demo_data(), Duration::from_millis(400)).await;
+
+    let start = Instant::now();
+    let short = app
+        .get_with("/api/v1/event", DEMO_TOKEN, &[("x-eventbox-delay", "150")])
+        .await;
+    let short_took = start.elapsed();
+    let start = Instant::now();
+    let long = app
+        .get_with(
+            "/api/v1/event",
+            DEMO_TOKEN,
+            &[("x-eventbox-delay", "60000")],
+        )
+        .await;
+    let long_took = start.elapsed();
+
+    assert_eq!(short.status, 200);
+    assert!(short_took >= Duration::from_millis(150), "{short_took:?}");
+    assert_eq!(long.status, 200);
+    assert!(
+        long_took >= Duration::from_millis(400) && long_took < Duration::from_secs(5),
+        "capped at --max-delay 400ms: {long_took:?}"
+    );
+}
+
+#[tokio::test]
+async fn x_eventbox_status_answers_that_status_with_the_error_body() {
+    let app = with_control(&crate::helpers::demo_data(), Duration::from_secs(30)).await;
+
+    for status in ["400", "404", "429", "500", "503", "599"] {
+        let res = app
+            .get_with(
+                "/api/v1/payments",
+                DEMO_TOKEN,
+                &[("x-eventbox-status", status)],
+            )
+            .await;
+        res.assert_error(status.parse().expect("a number"), "simulated_error");
+    }
+    for (header, value) in [
+        ("x-eventbox-status", "200"),
+        ("x-eventbox-status", "600"),
+        ("x-eventbox-status", "oops"),
+        ("x-eventbox-delay", "1.5s"),
+        ("x-eventbox-fault", "explode"),
+    ] {
+        let res = app
+            .get_with("/api/v1/event", DEMO_TOKEN, &[(header, value)])
+            .await;
+        res.assert_error(400, "invalid_control_header");
+    }
+    let no_token = app
+        .get_with("/api/v1/event", "wrong", &[("x-eventbox-status", "503")])
+        .await;
+    no_token.assert_error(401, "invalid_token");
+    let operations = app
+        .get_with("/healthz", "", &[("x-eventbox-status", "503")])
+        .await;
+    assert_eq!(
+        operations.status, 200,
+        "operations routes are not simulated"
+    );
+}
+
+#[tokio::test]
+async fn a_control_header_overrides_the_bundles_simulation() {
+    let data = TempData::new();
+    data.with_simulating_demo("demo", "[simulate]\nerror_rate = 1\nerror_status = 503\n");
+    let app = with_control(data.path(), Duration::from_secs(30)).await;
+
+    let res = app
+        .get_with("/api/v1/event", DEMO_TOKEN, &[("x-eventbox-status", "418")])
+        .await;
+
+    res.assert_error(418, "simulated_error");
+    app.get("/api/v1/event", DEMO_TOKEN)
+        .await
+        .assert_error(503, "simulated_error");
+}
+
+fn raw_request(fault: &str) -> String {
+    raw_request_to("/api/v1/event", fault)
+}
+
+fn raw_request_to(path: &str, fault: &str) -> String {
+    format!(
+        "GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization-Token: {DEMO_TOKEN}\r\n\
+         X-Eventbox-Fault: {fault}\r\n\r\n"
+    )
+}
+
+#[tokio::test]
+async fn fault_reset_resets_the_connection_without_an_answer() {
+    let app = with_control(&crate::helpers::demo_data(), Duration::from_secs(30)).await;
+
+    let got = raw_http1(&app.base, &raw_request("reset")).await;
+
+    assert!(got.received.is_empty(), "{:?}", got.received);
+    // The RST arrives after the request was read, so the read that waits for the answer fails.
+    let kind = got.end.as_ref().map_err(std::io::Error::kind);
+    assert_eq!(
+        kind,
+        Err(std::io::ErrorKind::ConnectionReset),
+        "a reset, not an orderly close"
+    );
+}
+
+#[tokio::test]
+async fn fault_empty_closes_the_connection_without_a_byte() {
+    let app = with_control(&crate::helpers::demo_data(), Duration::from_secs(30)).await;
+
+    let got = raw_http1(&app.base, &raw_request("empty")).await;
+
+    assert!(got.received.is_empty(), "{:?}", got.received);
+    assert!(got.end.is_ok(), "an orderly close (FIN): {:?}", got.end);
+}
+
+#[tokio::test]
+async fn fault_empty_after_a_request_body_is_still_an_orderly_close() {
+    let app = with_control(&crate::helpers::demo_data(), Duration::from_secs(30)).await;
+    // Larger than hyper reads with the head, so most of it is still in the socket.
+    let body = format!(
+        r#"{{"reference":"PG2026000104","padding":"{}"}}"#,
+        "x".repeat(60 * 1024)
+    );
+    let request = format!(
+        "GET /api/v1/payments/details HTTP/1.1\r\nHost: x\r\nAuthorization-Token: {DEMO_TOKEN}\r\n\
+         X-Eventbox-Fault: empty\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+
+    let got = raw_http1(&app.base, &request).await;
+
+    assert!(got.received.is_empty(), "{:?}", got.received);
+    assert!(got.end.is_ok(), "an orderly close (FIN): {:?}", got.end);
+}
+
+#[tokio::test]
+async fn fault_truncate_sends_the_head_and_half_the_body_then_closes() {
+    let app = with_control(&crate::helpers::demo_data(), Duration::from_secs(30)).await;
+    // A small body, and one (526 KB) larger than the socket buffers take at once.
+    for path in ["/api/v1/event", "/api/v1/payments"] {
+        let whole = app.get(path, DEMO_TOKEN).await.body;
+
+        let got = raw_http1(&app.base, &raw_request_to(path, "truncate")).await;
+
+        assert_truncated(&got, &whole);
+    }
+}
+
+/// Head with the full Content-Length, exactly the first half of the body, then an orderly close.
+fn assert_truncated(got: &crate::helpers::RawExchange, whole: &[u8]) {
+    assert!(got.end.is_ok(), "closed: {:?}", got.end);
+    let split = got
+        .received
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a complete head");
+    let head = String::from_utf8_lossy(&got.received[..split]).to_ascii_lowercase();
+    let body = &got.received[split + 4..];
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    let announced = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .expect("a Content-Length");
+    assert_eq!(announced, whole.len(), "the full length is announced");
+    assert_eq!(body.len(), whole.len() / 2, "half the body is sent");
+    assert_eq!(body, &whole[..body.len()]);
+}
+
+#[tokio::test]
+async fn over_http2_a_fault_resets_only_its_stream() {
+    let app = with_control(&crate::helpers::demo_data(), Duration::from_secs(30)).await;
+    let client = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .expect("a client");
+    let url = format!("{}/api/v1/event", app.base);
+    let get = |fault: Option<&'static str>| {
+        let mut req = client.get(&url).header("Authorization-Token", DEMO_TOKEN);
+        if let Some(f) = fault {
+            req = req.header("X-Eventbox-Fault", f);
+        }
+        req.send()
+    };
+
+    let ok = get(None).await.expect("answered");
+    assert_eq!(ok.version(), reqwest::Version::HTTP_2);
+    for fault in ["reset", "empty"] {
+        assert!(get(Some(fault)).await.is_err(), "{fault}: no answer");
+    }
+    // The stream reset may overtake the queued head: the request or its body fails.
+    let truncated = match get(Some("truncate")).await {
+        Ok(res) => res.bytes().await.map(|b| b.len()),
+        Err(e) => Err(e),
+    };
+    assert!(
+        truncated.is_err(),
+        "truncate: the body is cut: {truncated:?}"
+    );
+    let after = get(None).await.expect("answered");
+
+    assert_eq!(after.status(), 200, "the connection carries on");
+}
