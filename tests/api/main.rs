@@ -4,9 +4,11 @@
 mod cli;
 mod endpoints;
 mod errors;
+mod examples;
 mod fixtures;
 mod helpers;
 mod http;
 mod operations;
 mod records;
 mod reload;
+mod testing;
