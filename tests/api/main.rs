@@ -8,6 +8,7 @@ mod examples;
 mod fixtures;
 mod helpers;
 mod http;
+mod openapi;
 mod operations;
 mod records;
 mod reload;
