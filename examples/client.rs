@@ -106,7 +106,8 @@ pub async fn report(base: &str, token: &str) -> Result<String, ClientError> {
             "  {:<14} {} {:>10} {:<8} {}",
             text(&p["reference_payment"]),
             text(&p["date_payment"]),
-            p["amount_payment"],
+            // Display of a JSON number is its text as served (`210.50`).
+            p["amount_payment"].to_string(),
             text(&p["status_payment"]),
             text(&p["buyer"]),
         );
@@ -115,7 +116,17 @@ pub async fn report(base: &str, token: &str) -> Result<String, ClientError> {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> std::process::ExitCode {
+    match run().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("client: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let url = args.next().or_else(|| std::env::var("EVENTBOX_URL").ok());
     let token = args

@@ -284,7 +284,7 @@ enum Data {
     Bundles(Vec<Bundle>),
 }
 
-type Configure = Box<dyn FnOnce(&mut Service)>;
+type Configure = Box<dyn FnOnce(&mut Service) + Send>;
 
 /// Options of a [`TestServer`], then [`Builder::start`].
 ///
@@ -356,7 +356,7 @@ impl Builder {
 
     /// Changes any option of the HTTP service before the server starts (options added to
     /// [`Service`] later are reachable here before they get a method of their own).
-    pub fn configure(mut self, f: impl FnOnce(&mut Service) + 'static) -> Builder {
+    pub fn configure(mut self, f: impl FnOnce(&mut Service) + Send + 'static) -> Builder {
         self.configure.push(Box::new(f));
         self
     }

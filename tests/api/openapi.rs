@@ -60,7 +60,9 @@ fn the_document_lists_the_six_endpoints_and_only_routes_that_exist() {
     assert_eq!(doc["info"]["version"], env!("CARGO_PKG_VERSION"));
     let paths = doc["paths"].as_object().expect("paths");
     for path in API_PATHS {
-        let get = &paths.get(path).unwrap_or_else(|| panic!("{path} missing"))["get"];
+        let item = paths.get(path).unwrap_or_else(|| panic!("{path} missing"));
+        assert!(item.get("head").is_some(), "{path}: HEAD is not described");
+        let get = &item["get"];
         assert_eq!(get["security"][0]["token"], serde_json::json!([]), "{path}");
         for status in ["200", "304", "401", "406", "503"] {
             assert!(get["responses"].get(status).is_some(), "{path} {status}");

@@ -134,22 +134,60 @@ async fn in_code_bundles_serve_every_file_they_are_given() {
     assert_eq!(tokens.get("forum").map(Vec::len), Some(1));
 }
 
-#[test]
-fn works_from_a_plain_test_without_a_runtime() {
-    let server = TestServer::start(demo_data()).expect("the demo starts");
-
+/// A GET over a plain `TcpStream` (HTTP/1.1, `Connection: close`): the whole answer as text.
+fn raw_get(server: &TestServer, path: &str, token: &str) -> String {
     let mut conn = TcpStream::connect(server.addr()).expect("connect");
     write!(
         conn,
-        "GET /api/v1/submission/list HTTP/1.1\r\nHost: {}\r\nAuthorization-Token: {DEMO_TOKEN}\r\nConnection: close\r\n\r\n",
+        "GET {path} HTTP/1.1\r\nHost: {}\r\nAuthorization-Token: {token}\r\nConnection: close\r\n\r\n",
         server.addr()
     )
     .expect("write the request");
     let mut text = String::new();
     conn.read_to_string(&mut text).expect("read the answer");
+    text
+}
+
+#[test]
+fn works_from_a_plain_test_without_a_runtime() {
+    let server = TestServer::start(demo_data()).expect("the demo starts");
+
+    let text = raw_get(&server, "/api/v1/submission/list", DEMO_TOKEN);
 
     assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
     assert!(text.contains(r#""id_submission":58800"#), "{text}");
+}
+
+#[test]
+fn many_servers_started_from_many_threads_never_cross_talk() {
+    let servers: Vec<TestServer> = std::thread::scope(|scope| {
+        let started: Vec<_> = (0..8)
+            .map(|i| {
+                scope.spawn(move || {
+                    TestServer::from_bundles([Bundle::new(format!("event{i}"))
+                        .token(format!("token-{i}"))
+                        .event(event(&format!("Event {i}"), i))])
+                    .start()
+                    .expect("starts")
+                })
+            })
+            .collect();
+        started
+            .into_iter()
+            .map(|h| h.join().expect("the starting thread"))
+            .collect()
+    });
+
+    for (i, server) in servers.iter().enumerate() {
+        let own = raw_get(server, "/api/v1/event", &format!("token-{i}"));
+        let neighbour = raw_get(server, "/api/v1/event", &format!("token-{}", (i + 1) % 8));
+        assert!(own.contains(&format!(r#""title":"Event {i}""#)), "{own}");
+        assert!(neighbour.starts_with("HTTP/1.1 401 "), "{neighbour}");
+    }
+    let mut ports: Vec<u16> = servers.iter().map(|s| s.addr().port()).collect();
+    ports.sort_unstable();
+    ports.dedup();
+    assert_eq!(ports.len(), 8);
 }
 
 #[tokio::test]
