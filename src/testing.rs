@@ -307,6 +307,7 @@ pub struct Builder {
     data: Data,
     compression: bool,
     access_log: bool,
+    allow_errors: bool,
     configure: Vec<Configure>,
 }
 
@@ -316,6 +317,7 @@ impl fmt::Debug for Builder {
             .field("data", &self.data)
             .field("compression", &self.compression)
             .field("access_log", &self.access_log)
+            .field("allow_errors", &self.allow_errors)
             .field("configure", &self.configure.len())
             .finish()
     }
@@ -327,6 +329,7 @@ impl Builder {
             data,
             compression: true,
             access_log: false,
+            allow_errors: false,
             configure: Vec::new(),
         }
     }
@@ -354,6 +357,14 @@ impl Builder {
         self
     }
 
+    /// Starts even when bundles have errors (default off: `start` fails): the bundles that load
+    /// are served, the others are not (their tokens get 401) and `/status` lists their errors,
+    /// as `eventbox serve` does.
+    pub fn allow_errors(mut self, allow: bool) -> Builder {
+        self.allow_errors = allow;
+        self
+    }
+
     /// Changes any option of the HTTP service before the server starts (options added to
     /// [`Service`] later are reachable here before they get a method of their own).
     pub fn configure(mut self, f: impl FnOnce(&mut Service) + Send + 'static) -> Builder {
@@ -362,7 +373,8 @@ impl Builder {
     }
 
     /// Loads the data and starts serving; returns once the server accepts connections and the
-    /// data is published. Fails when a bundle has an error (every error is listed).
+    /// data is published. Fails when a bundle has an error (every error is listed), unless
+    /// [`Builder::allow_errors`].
     pub fn start(self) -> Result<TestServer, StartError> {
         let (data_dir, temp) = match self.data {
             Data::Folder(dir) => (dir, None),
@@ -386,7 +398,7 @@ impl Builder {
                 .collect();
             (tokens, problems)
         });
-        if !problems.is_empty() {
+        if !problems.is_empty() && !self.allow_errors {
             if temp.is_some() {
                 // The temporary folder's name says nothing: show `summit/event.json`.
                 for p in &mut problems {

@@ -264,6 +264,36 @@ fn a_bundle_with_errors_fails_start_with_every_problem_and_its_place() {
     assert!(!message.contains("broken-token"), "{message}");
 }
 
+#[tokio::test]
+async fn allow_errors_serves_the_good_bundles_and_reports_the_broken_ones() {
+    let server = TestServer::from_bundles([
+        summit(),
+        Bundle::new("broken")
+            .token("broken-token")
+            .file("event.json", "{\"data\": ["),
+    ])
+    .allow_errors(true)
+    .start()
+    .expect("starts despite the broken bundle");
+
+    let good = get(&server, "/api/v1/event", "summit-token", &[]).await;
+    let broken = get(&server, "/api/v1/event", "broken-token", &[]).await;
+    let status = get(&server, "/status", "", &[]).await;
+
+    assert_eq!(good.status, 200, "{}", good.text());
+    broken.assert_error(401, "invalid_token");
+    let bundles = status.json()["bundles"].clone();
+    assert_eq!(bundles[0]["name"], "broken", "{bundles}");
+    assert_eq!(bundles[0]["served"], false, "{bundles}");
+    assert!(
+        bundles[0]["errors"][0]
+            .as_str()
+            .is_some_and(|e| e.contains("broken/event.json:1:")),
+        "{bundles}"
+    );
+    assert_eq!(server.token("broken"), None);
+}
+
 #[test]
 fn unusable_names_and_paths_are_refused() {
     let cases = [
