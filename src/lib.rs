@@ -12,7 +12,9 @@
 //! - [`metrics`]: Prometheus metrics;
 //! - [`app`]: those pieces wired together, as `serve` and the tests run them;
 //! - [`config`], [`cli`]: the command line (`serve`, `check`) and the configuration file;
-//! - [`problem`]: errors and warnings with the file and place they concern.
+//! - [`problem`]: errors and warnings with the file and place they concern;
+//! - [`testing`]: `TestServer`, a whole eventbox in a test process on `127.0.0.1:0`, from a data
+//!   folder or from bundles built in code.
 //!
 //! See ARCHITECTURE.md for the invariants.
 #![forbid(unsafe_code)]
@@ -29,4 +31,5 @@ pub mod problem;
 pub mod reload;
 pub mod simulate;
 pub mod store;
+pub mod testing;
 pub mod watch;

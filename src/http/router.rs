@@ -5,7 +5,7 @@
 //! clone. `/metrics` is the one route that encodes per request (it is scraped, not polled).
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
@@ -59,9 +59,10 @@ pub enum Route {
     Metrics,
     /// The request journal (`--journal`).
     Journal,
+    OpenApi,
 }
 
-const ROUTES: [(&str, Route); 11] = [
+const ROUTES: [(&str, Route); 12] = [
     ("/api/v1/event", Route::Api(Endpoint::Event)),
     ("/api/v1/payments", Route::Api(Endpoint::Payments)),
     (
@@ -79,7 +80,19 @@ const ROUTES: [(&str, Route); 11] = [
     ("/status", Route::Status),
     ("/metrics", Route::Metrics),
     ("/_journal", Route::Journal),
+    ("/openapi.json", Route::OpenApi),
 ];
+
+/// The OpenAPI 3.1 document of the API as served (kept at the repository's root).
+pub const OPENAPI: &[u8] = include_bytes!("../../openapi.json");
+
+/// The document as a prepared body (ETag, compressed variants), made on first use. The same
+/// bytes for every server, so sharing it shares no state.
+static OPENAPI_BODY: LazyLock<store::Body> = LazyLock::new(|| {
+    let body = store::Body::new(Bytes::from_static(OPENAPI));
+    body.compress();
+    body
+});
 
 impl Endpoint {
     /// Its index in `model::simulate::ENDPOINT_KEYS` (the same names as its metrics label).
@@ -120,6 +133,7 @@ impl Route {
             Some(Route::Status) => "status",
             Some(Route::Metrics) => "metrics",
             Some(Route::Journal) => "journal",
+            Some(Route::OpenApi) => "openapi",
             None => "unknown",
         }
     }
@@ -263,6 +277,7 @@ where
             );
             return res;
         }
+        Route::OpenApi => return represent(req.headers(), &OPENAPI_BODY, ctx),
         _ if !snapshot.is_ready() => return error(ApiError::NotReady),
         Route::Readyz => return json(StatusCode::OK, Bytes::from_static(READY)),
         Route::Status => return json(StatusCode::OK, snapshot.status().clone()),
@@ -507,6 +522,7 @@ mod tests {
         );
         assert_eq!(Route::of("/API/V1/Hotsite/"), api(Endpoint::Hotsite));
         assert_eq!(Route::of("/healthz"), Some(Route::Healthz));
+        assert_eq!(Route::of("/openapi.json"), Some(Route::OpenApi));
         assert_eq!(Route::of("/api/v1/event//"), None);
         assert_eq!(Route::of("/api/v1"), None);
         assert_eq!(Route::of("/"), None);

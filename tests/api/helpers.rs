@@ -130,7 +130,7 @@ impl Answer {
 }
 
 /// Sends a request and keeps what a test looks at.
-async fn answer(req: reqwest::RequestBuilder) -> Answer {
+pub async fn answer(req: reqwest::RequestBuilder) -> Answer {
     let res = req.send().await.expect("the request is answered");
     let status = res.status();
     let headers = res.headers().clone();

@@ -4,11 +4,14 @@
 mod cli;
 mod endpoints;
 mod errors;
+mod examples;
 mod fixtures;
 mod helpers;
 mod http;
 mod journal;
+mod openapi;
 mod operations;
 mod records;
 mod reload;
 mod simulate;
+mod testing;

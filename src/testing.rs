@@ -1,0 +1,612 @@
+//! [`TestServer`]: a whole eventbox running inside a test process, for teams that test their API
+//! clients against fixtures.
+//!
+//! Why it is shaped so:
+//! - **Its own thread and runtime.** Each server runs a single-threaded tokio runtime on a thread
+//!   of its own, so it works the same from `#[test]` and from `#[tokio::test]` (dropping it never
+//!   blocks on the caller's runtime), and no server shares anything with another.
+//! - **No global state, no fixed port.** Each server binds `127.0.0.1:0` and has its own store,
+//!   metrics and catalog; it installs no tracing subscriber and no signal handler. Many servers
+//!   can run at once in one test binary without port reuse or cross-talk.
+//! - **Ready when `start` returns.** The listener is bound and the first load is published before
+//!   `start` returns, so the first request never races the start (no sleeps, no polling).
+//! - **Bundles built in code go through the normal path.** They are written to a private temporary
+//!   folder (removed on drop) and loaded like any data folder, so every validation applies; a
+//!   bundle with an error makes `start` fail with every problem, each with its file and place.
+//!
+//! ```
+//! use eventbox::testing::{Bundle, TestServer};
+//! use serde_json::json;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let server = TestServer::from_bundles([Bundle::new("summit")
+//!     .token("summit-token")
+//!     .event(json!({"data": [{
+//!         "id_event": 7, "title": "Summit", "url": "summit",
+//!         "start_date": "2026-05-04T09:00:00", "end_date": "2026-05-05T18:00:00",
+//!         "start_date_registration": "01/02/2026", "end_date_registration": "03/05/2026",
+//!         "summary": "Two days", "description": null, "url_image": "",
+//!         "credit_hour": 0, "country": "Brasil", "state": "SP", "city": "Santos",
+//!         "venue": "Porto", "latitude": "-23.96", "longitude": "-46.33",
+//!         "banner": null, "tickets": []
+//!     }]}))])
+//! .start()?;
+//!
+//! // Any HTTP client works; this one is plain std, as a synchronous `#[test]` could use.
+//! use std::io::{Read, Write};
+//! let mut conn = std::net::TcpStream::connect(server.addr())?;
+//! let token = server.token("summit").unwrap_or_default();
+//! write!(conn, "GET /api/v1/event HTTP/1.1\r\nHost: {}\r\n", server.addr())?;
+//! write!(conn, "Authorization-Token: {token}\r\nConnection: close\r\n\r\n")?;
+//! let mut answer = String::new();
+//! conn.read_to_string(&mut answer)?;
+//! assert!(answer.starts_with("HTTP/1.1 200 OK"), "{answer}");
+//! assert!(answer.contains(r#""title":"Summit""#), "{answer}");
+//! # Ok(())
+//! # }
+//! ```
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Component, Path, PathBuf};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tokio::sync::oneshot;
+
+use crate::app::App;
+use crate::http::cors::Cors;
+use crate::http::{Limits, Service};
+use crate::load::LoadError;
+use crate::problem::Problem;
+
+/// How long requests in flight may take to finish once a test server is dropped; connections
+/// still open then are closed. Short: a test is waiting.
+pub const STOP_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// A test server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// An in-code bundle's name cannot be a bundle folder's name.
+    #[error("bundle name {0:?} is not usable: give one folder name, not empty, not starting with `.` or `_` (such folders are not served)")]
+    BundleName(String),
+    /// Two in-code bundles have one name.
+    #[error("two bundles are named {0:?}: give each bundle its own name")]
+    DuplicateBundle(String),
+    /// A file path given to [`Bundle::file`] would leave the bundle's folder.
+    #[error("bundle {bundle:?}: file path {path:?} is not usable: give a relative path such as `hotsite.json` or `payment_details/PG1.json`")]
+    FilePath { bundle: String, path: String },
+    /// The temporary data folder could not be made or written.
+    #[error("cannot write the test data folder at {}: {source}", path.display())]
+    Write { path: PathBuf, source: io::Error },
+    /// The data folder could not be read at all.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// A bundle has errors, so it would not be served.
+    #[error(transparent)]
+    Bundles(BundleErrors),
+    /// The server's listener, runtime or thread could not be set up.
+    #[error("cannot start the test server ({what}): {source}")]
+    Server {
+        what: &'static str,
+        source: io::Error,
+    },
+}
+
+/// Every error that kept a bundle from being served, each with its file and place (for bundles
+/// built in code, the file is relative to the temporary data folder, e.g. `summit/event.json`).
+#[derive(Debug, Clone)]
+pub struct BundleErrors {
+    pub problems: Vec<Problem>,
+}
+
+impl fmt::Display for BundleErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.problems.len();
+        write!(
+            f,
+            "{n} error{} in the bundles, so the test server did not start:",
+            if n == 1 { "" } else { "s" }
+        )?;
+        for p in &self.problems {
+            write!(f, "\n  error: {p}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for BundleErrors {}
+
+/// A bundle built in code: its name, the tokens that open it and its files. Written to the test
+/// server's temporary data folder as a bundle folder, then loaded like any other.
+///
+/// ```
+/// use eventbox::testing::Bundle;
+/// use serde_json::json;
+///
+/// let bundle = Bundle::new("summit")
+///     .token("summit-token")
+///     .payments(json!({"data": []}))
+///     .file("hotsite.toml", "areasSite = []\n");
+/// assert_eq!(bundle.name(), "summit");
+/// // Debug shows how many tokens, never the tokens.
+/// assert!(!format!("{bundle:?}").contains("summit-token"));
+/// ```
+#[derive(Clone)]
+pub struct Bundle {
+    name: String,
+    tokens: Vec<String>,
+    /// Relative path → contents, written in this order (a later file replaces an earlier one).
+    files: Vec<(String, Vec<u8>)>,
+}
+
+impl fmt::Debug for Bundle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Bundle")
+            .field("name", &self.name)
+            .field("tokens", &self.tokens.len())
+            .field(
+                "files",
+                &self.files.iter().map(|(p, _)| p).collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl Bundle {
+    /// An empty bundle; its folder is named `name`.
+    pub fn new(name: impl Into<String>) -> Bundle {
+        Bundle {
+            name: name.into(),
+            tokens: Vec::new(),
+            files: Vec::new(),
+        }
+    }
+
+    /// The bundle's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Adds a token that opens the bundle (written to `bundle.toml`). A bundle needs at least one,
+    /// unless a `bundle.toml` is given with [`Bundle::file`].
+    pub fn token(mut self, token: impl Into<String>) -> Bundle {
+        self.tokens.push(token.into());
+        self
+    }
+
+    /// `event.json`: the event endpoint's body (`{"data": [event]}`) or the bare event.
+    pub fn event(self, body: serde_json::Value) -> Bundle {
+        self.json("event.json", &body)
+    }
+
+    /// `payments.json`: `{"data": [...]}` or the bare list.
+    pub fn payments(self, body: serde_json::Value) -> Bundle {
+        self.json("payments.json", &body)
+    }
+
+    /// `payment_details/<reference>.json`: the detail answer of one payment.
+    pub fn payment_detail(self, reference: &str, body: serde_json::Value) -> Bundle {
+        self.json(&format!("payment_details/{reference}.json"), &body)
+    }
+
+    /// `submission.json`.
+    pub fn submission(self, body: serde_json::Value) -> Bundle {
+        self.json("submission.json", &body)
+    }
+
+    /// `submission_list.json`.
+    pub fn submission_list(self, body: serde_json::Value) -> Bundle {
+        self.json("submission_list.json", &body)
+    }
+
+    /// `hotsite.json`.
+    pub fn hotsite(self, body: serde_json::Value) -> Bundle {
+        self.json("hotsite.json", &body)
+    }
+
+    /// Any file, as text or bytes, at a path relative to the bundle's folder: TOML files, a
+    /// file with a deliberate error, or JSON whose numbers must keep their text (`10.00`).
+    pub fn file(mut self, path: impl Into<String>, contents: impl Into<Vec<u8>>) -> Bundle {
+        self.files.push((path.into(), contents.into()));
+        self
+    }
+
+    /// Pretty-printed, so a problem's `line:column` points somewhere readable.
+    fn json(self, path: &str, body: &serde_json::Value) -> Bundle {
+        // A `Value` always serialises (its keys are strings).
+        let text = serde_json::to_vec_pretty(body).unwrap_or_default();
+        self.file(path, text)
+    }
+
+    /// Writes the bundle's folder under `data`.
+    fn write(&self, data: &Path) -> Result<(), StartError> {
+        let name_ok = matches!(
+            Path::new(&self.name)
+                .components()
+                .collect::<Vec<_>>()
+                .as_slice(),
+            [Component::Normal(_)]
+        ) && !self.name.starts_with(['.', '_']);
+        if !name_ok {
+            return Err(StartError::BundleName(self.name.clone()));
+        }
+        let dir = data.join(&self.name);
+        std::fs::create_dir_all(&dir).map_err(|source| StartError::Write {
+            path: dir.clone(),
+            source,
+        })?;
+        if !self.tokens.is_empty() {
+            let tokens = toml::Value::Array(
+                self.tokens
+                    .iter()
+                    .map(|t| toml::Value::String(t.clone()))
+                    .collect(),
+            );
+            write_file(&dir.join("bundle.toml"), format!("tokens = {tokens}\n"))?;
+        }
+        for (rel, contents) in &self.files {
+            let rel_path = Path::new(rel);
+            let relative = !rel.is_empty()
+                && rel_path
+                    .components()
+                    .all(|c| matches!(c, Component::Normal(_)));
+            if !relative {
+                return Err(StartError::FilePath {
+                    bundle: self.name.clone(),
+                    path: rel.clone(),
+                });
+            }
+            write_file(&dir.join(rel_path), contents)?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes `contents` at `path`, creating its folders.
+fn write_file(path: &Path, contents: impl AsRef<[u8]>) -> Result<(), StartError> {
+    let failed = |source| StartError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(failed)?;
+    }
+    std::fs::write(path, contents).map_err(failed)
+}
+
+/// Where a test server's data comes from.
+#[derive(Debug)]
+enum Data {
+    Folder(PathBuf),
+    Bundles(Vec<Bundle>),
+}
+
+type Configure = Box<dyn FnOnce(&mut Service) + Send>;
+
+/// Options of a [`TestServer`], then [`Builder::start`].
+///
+/// ```
+/// use eventbox::http::cors::Cors;
+/// use eventbox::testing::TestServer;
+///
+/// # fn main() -> Result<(), eventbox::testing::StartError> {
+/// let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/data");
+/// let server = TestServer::from_folder(demo)
+///     .compression(false)
+///     .cors(Cors::Off)
+///     .start()?;
+/// assert!(server.base_url().starts_with("http://127.0.0.1:"));
+/// assert_eq!(server.token("demo"), Some("demo-token"));
+/// # Ok(())
+/// # }
+/// ```
+pub struct Builder {
+    data: Data,
+    compression: bool,
+    access_log: bool,
+    allow_errors: bool,
+    configure: Vec<Configure>,
+}
+
+impl fmt::Debug for Builder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Builder")
+            .field("data", &self.data)
+            .field("compression", &self.compression)
+            .field("access_log", &self.access_log)
+            .field("allow_errors", &self.allow_errors)
+            .field("configure", &self.configure.len())
+            .finish()
+    }
+}
+
+impl Builder {
+    fn new(data: Data) -> Builder {
+        Builder {
+            data,
+            compression: true,
+            access_log: false,
+            allow_errors: false,
+            configure: Vec::new(),
+        }
+    }
+
+    /// gzip and brotli variants of the answers (default on, as `--compression`).
+    pub fn compression(mut self, on: bool) -> Builder {
+        self.compression = on;
+        self
+    }
+
+    /// Which origins may read answers (default every origin, as `--cors-origin`).
+    pub fn cors(self, cors: Cors) -> Builder {
+        self.configure(move |s| s.cors = cors)
+    }
+
+    /// Timeouts and caps (default as the command line's).
+    pub fn limits(self, limits: Limits) -> Builder {
+        self.configure(move |s| s.limits = limits)
+    }
+
+    /// One `eventbox::access` log line per request (default off). Lines go wherever the test's
+    /// own tracing subscriber sends them; the test server installs none.
+    pub fn access_log(mut self, on: bool) -> Builder {
+        self.access_log = on;
+        self
+    }
+
+    /// Starts even when bundles have errors (default off: `start` fails): the bundles that load
+    /// are served, the others are not (their tokens get 401) and `/status` lists their errors,
+    /// as `eventbox serve` does.
+    pub fn allow_errors(mut self, allow: bool) -> Builder {
+        self.allow_errors = allow;
+        self
+    }
+
+    /// Obeys the `X-Eventbox-Delay`, `-Status` and `-Fault` request headers (default off, as
+    /// `--allow-control-headers`).
+    pub fn allow_control_headers(self, allow: bool) -> Builder {
+        self.configure(move |s| s.allow_control_headers = allow)
+    }
+
+    /// Caps simulated delays, from `[simulate]` or `X-Eventbox-Delay` (default 30 s, as
+    /// `--max-delay`).
+    pub fn max_delay(self, max: std::time::Duration) -> Builder {
+        self.configure(move |s| s.max_delay = max)
+    }
+
+    /// Keeps the last `capacity` requests at `/_journal` (default 0: off, as `--journal`).
+    pub fn journal(self, capacity: usize) -> Builder {
+        self.configure(move |s| s.journal = crate::http::Journal::with_capacity(capacity))
+    }
+
+    /// Changes any option of the HTTP service before the server starts (options added to
+    /// [`Service`] later are reachable here before they get a method of their own).
+    pub fn configure(mut self, f: impl FnOnce(&mut Service) + Send + 'static) -> Builder {
+        self.configure.push(Box::new(f));
+        self
+    }
+
+    /// Loads the data and starts serving; returns once the server accepts connections and the
+    /// data is published. Fails when a bundle has an error (every error is listed), unless
+    /// [`Builder::allow_errors`].
+    pub fn start(self) -> Result<TestServer, StartError> {
+        let (data_dir, temp) = match self.data {
+            Data::Folder(dir) => (dir, None),
+            Data::Bundles(bundles) => {
+                let temp = write_bundles(&bundles)?;
+                (temp.path().to_path_buf(), Some(temp))
+            }
+        };
+        let app = App::with_compression(&data_dir, self.compression);
+        app.load()?;
+        let (tokens, mut problems) = app.reloader.with_catalog(|catalog| {
+            let tokens: BTreeMap<String, Vec<String>> = catalog
+                .entries()
+                .filter_map(|e| Some((e.name.clone(), e.serving.as_ref()?.tokens.clone())))
+                .collect();
+            let problems: Vec<Problem> = catalog
+                .entries()
+                .flat_map(|e| e.all_problems())
+                .filter(|p| p.is_error())
+                .cloned()
+                .collect();
+            (tokens, problems)
+        });
+        if !problems.is_empty() && !self.allow_errors {
+            if temp.is_some() {
+                // The temporary folder's name says nothing: show `summit/event.json`.
+                for p in &mut problems {
+                    if let Ok(rel) = p.file.strip_prefix(&data_dir) {
+                        p.file = rel.to_path_buf();
+                    }
+                }
+            }
+            return Err(StartError::Bundles(BundleErrors { problems }));
+        }
+        let mut service = app.service(self.access_log);
+        for configure in self.configure {
+            configure(&mut service);
+        }
+        let (addr, stop, thread) = spawn(service)?;
+        Ok(TestServer {
+            addr,
+            tokens,
+            app,
+            data_dir,
+            stop: Some(stop),
+            thread: Some(thread),
+            _temp: temp,
+        })
+    }
+}
+
+fn write_bundles(bundles: &[Bundle]) -> Result<tempfile::TempDir, StartError> {
+    let temp = tempfile::Builder::new()
+        .prefix("eventbox-test-")
+        .tempdir()
+        .map_err(|source| StartError::Write {
+            path: std::env::temp_dir(),
+            source,
+        })?;
+    let mut names = BTreeSet::new();
+    for bundle in bundles {
+        if !names.insert(bundle.name.as_str()) {
+            return Err(StartError::DuplicateBundle(bundle.name.clone()));
+        }
+        bundle.write(temp.path())?;
+    }
+    Ok(temp)
+}
+
+/// Binds `127.0.0.1:0` and serves on a thread of its own until the sender is used or dropped.
+fn spawn(
+    service: Service,
+) -> Result<(SocketAddr, oneshot::Sender<()>, JoinHandle<()>), StartError> {
+    let failed = |what| move |source| StartError::Server { what, source };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(failed("runtime"))?;
+    let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(failed("bind"))?;
+    listener.set_nonblocking(true).map_err(failed("listener"))?;
+    let addr = listener.local_addr().map_err(failed("listener"))?;
+    // Registered with this runtime's reactor; connections wait in the kernel's queue until the
+    // accept loop runs, so the server is usable as soon as this returns.
+    let listener = {
+        let _entered = runtime.enter();
+        tokio::net::TcpListener::from_std(listener).map_err(failed("listener"))?
+    };
+    let (stop, stopped) = oneshot::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name(format!("eventbox-test-{}", addr.port()))
+        .spawn(move || run(runtime, listener, service, stopped))
+        .map_err(failed("thread"))?;
+    Ok((addr, stop, thread))
+}
+
+/// The server thread: serve until asked to stop, drain for at most [`STOP_TIMEOUT`], then drop
+/// the runtime (which closes every connection still open).
+fn run(
+    runtime: tokio::runtime::Runtime,
+    listener: tokio::net::TcpListener,
+    service: Service,
+    stopped: oneshot::Receiver<()>,
+) {
+    runtime.block_on(async move {
+        let (asked, drain) = oneshot::channel::<()>();
+        let shutdown = async move {
+            // Asked, or the handle is gone: stop either way.
+            let _ = stopped.await;
+            let _ = asked.send(());
+        };
+        let deadline = async move {
+            let _ = drain.await;
+            tokio::time::sleep(STOP_TIMEOUT).await;
+        };
+        tokio::select! {
+            served = crate::http::serve(listener, service, shutdown) => {
+                if let Err(e) = served {
+                    tracing::warn!(error = %e, "the test server stopped with an error");
+                }
+            }
+            () = deadline => {}
+        }
+    });
+}
+
+/// An eventbox serving on `127.0.0.1:<ephemeral port>` from a thread of its own, until dropped.
+///
+/// Start it from a data folder ([`TestServer::start`], [`TestServer::from_folder`]) or from
+/// bundles built in code ([`TestServer::from_bundles`]). Dropping it stops accepting, lets
+/// requests in flight finish (up to [`STOP_TIMEOUT`]), closes every connection and removes the
+/// temporary folder of in-code bundles; afterwards its port refuses connections.
+pub struct TestServer {
+    addr: SocketAddr,
+    tokens: BTreeMap<String, Vec<String>>,
+    app: App,
+    data_dir: PathBuf,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+    /// Last: removed after the server thread has stopped.
+    _temp: Option<tempfile::TempDir>,
+}
+
+impl fmt::Debug for TestServer {
+    /// The address and the bundles; never a token.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TestServer")
+            .field("addr", &self.addr)
+            .field("bundles", &self.tokens.keys().collect::<Vec<_>>())
+            .field("data_dir", &self.data_dir)
+            .finish()
+    }
+}
+
+impl TestServer {
+    /// Serves every bundle of a data folder with the default options.
+    pub fn start(data_dir: impl AsRef<Path>) -> Result<TestServer, StartError> {
+        TestServer::from_folder(data_dir).start()
+    }
+
+    /// A builder for a server on a data folder (read once; not watched).
+    pub fn from_folder(data_dir: impl AsRef<Path>) -> Builder {
+        Builder::new(Data::Folder(data_dir.as_ref().to_path_buf()))
+    }
+
+    /// A builder for a server on bundles built in code.
+    pub fn from_bundles(bundles: impl IntoIterator<Item = Bundle>) -> Builder {
+        Builder::new(Data::Bundles(bundles.into_iter().collect()))
+    }
+
+    /// The address it listens on (`127.0.0.1` and an ephemeral port).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:<port>`, without a trailing slash.
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The full URL of a path: `url("/api/v1/event")`.
+    pub fn url(&self, path: &str) -> String {
+        let slash = if path.starts_with('/') { "" } else { "/" };
+        format!("http://{}{slash}{path}", self.addr)
+    }
+
+    /// The tokens of every bundle served, by bundle name.
+    pub fn tokens(&self) -> &BTreeMap<String, Vec<String>> {
+        &self.tokens
+    }
+
+    /// The first token of a served bundle.
+    pub fn token(&self, bundle: &str) -> Option<&str> {
+        self.tokens.get(bundle)?.first().map(String::as_str)
+    }
+
+    /// The data folder served: the one given, or the temporary folder of in-code bundles.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The running eventbox: its store, metrics and reloader (`app().load()` re-reads the data
+    /// folder after a test has changed it).
+    pub fn app(&self) -> &App {
+        &self.app
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            // The thread only panics if the server did; the test sees that as refused requests.
+            let _ = thread.join();
+        }
+    }
+}

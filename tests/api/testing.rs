@@ -1,0 +1,377 @@
+//! `eventbox::testing::TestServer`, as a client's test suite uses it: several at once, from a
+//! folder or from bundles built in code, from `#[test]` and `#[tokio::test]`, stopped on drop,
+//! and refusing to start on a broken bundle.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+use eventbox::http::cors::Cors;
+use eventbox::problem::Location;
+use eventbox::testing::{Bundle, StartError, TestServer};
+use serde_json::{json, Value};
+
+use crate::fixtures;
+use crate::helpers::{answer, demo_data, Answer, DEMO_TOKEN};
+
+/// A GET with a token and extra headers, over a fresh client.
+async fn get(server: &TestServer, path: &str, token: &str, headers: &[(&str, &str)]) -> Answer {
+    let mut req = reqwest::Client::new()
+        .get(server.url(path))
+        .header("Authorization-Token", token);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    answer(req).await
+}
+
+/// The fixture's event with another title and id: each server's data is told apart by it.
+fn event(title: &str, id_event: i64) -> Value {
+    let mut body: Value = serde_json::from_str(fixtures::EVENT_JSON).expect("the fixture is JSON");
+    body["data"][0]["title"] = json!(title);
+    body["data"][0]["id_event"] = json!(id_event);
+    body
+}
+
+fn summit() -> Bundle {
+    Bundle::new("summit")
+        .token("summit-token")
+        .event(event("Summit", 1))
+}
+
+#[tokio::test]
+async fn two_servers_at_once_each_answer_their_own_token_only() {
+    let summit = TestServer::from_bundles([summit()])
+        .start()
+        .expect("summit starts");
+    let demo = TestServer::start(demo_data()).expect("the demo starts");
+    assert_ne!(summit.addr(), demo.addr(), "each server has its own port");
+
+    let summit_own = get(&summit, "/api/v1/event", "summit-token", &[]).await;
+    let demo_own = get(&demo, "/api/v1/event", DEMO_TOKEN, &[]).await;
+    let summit_other = get(&summit, "/api/v1/event", DEMO_TOKEN, &[]).await;
+    let demo_other = get(&demo, "/api/v1/event", "summit-token", &[]).await;
+
+    assert_eq!(summit_own.status, 200, "{}", summit_own.text());
+    assert_eq!(summit_own.json()["data"][0]["title"], "Summit");
+    assert_eq!(demo_own.status, 200, "{}", demo_own.text());
+    assert_eq!(
+        demo_own.json()["data"][0]["title"],
+        "33º Congresso Brasileiro de Engenharia Sanitária e Ambiental"
+    );
+    summit_other.assert_error(401, "invalid_token");
+    demo_other.assert_error(401, "invalid_token");
+    assert_eq!(summit.token("summit"), Some("summit-token"));
+    assert_eq!(demo.token("demo"), Some(DEMO_TOKEN));
+    assert_eq!(summit.token("demo"), None);
+}
+
+#[tokio::test]
+async fn in_code_bundles_serve_every_file_they_are_given() {
+    let server = TestServer::from_bundles([
+        summit()
+            .token("second-summit-token")
+            .payments(serde_json::from_str(fixtures::PAYMENTS_JSON).expect("JSON"))
+            .payment_detail(
+                "R-002",
+                serde_json::from_str(fixtures::DETAIL_JSON).expect("JSON"),
+            )
+            // A TOML file and JSON numbers kept as written, through `file`.
+            .file("hotsite.toml", fixtures::HOTSITE_TOML)
+            .file(
+                "submission.json",
+                r#"{"submission_type": [], "topic_area": [], "count": 2, "note": 10.00}"#,
+            ),
+        Bundle::new("forum")
+            .token("forum-token")
+            .event(event("Forum", 2)),
+    ])
+    .start()
+    .expect("the bundles start");
+
+    let payments = get(&server, "/api/v1/payments", "second-summit-token", &[]).await;
+    let detail = get(
+        &server,
+        "/api/v1/payments/details?reference=R-002",
+        "summit-token",
+        &[],
+    )
+    .await;
+    let hotsite = get(&server, "/api/v1/hotsite/", "summit-token", &[]).await;
+    let submission = get(&server, "/api/v1/submission/", "summit-token", &[]).await;
+    let forum = get(&server, "/api/v1/event", "forum-token", &[]).await;
+
+    assert_eq!(payments.json()["count"], 2, "{}", payments.text());
+    assert_eq!(detail.json()["data"][0]["phone_attende"], "31999990000");
+    let titles: Vec<String> = hotsite.json()["areasSite"]
+        .as_array()
+        .expect("areasSite")
+        .iter()
+        .map(|a| a["titulo"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        titles,
+        ["Abertura", "Programação", "Extra", "Patrocinadores"],
+        "{}",
+        hotsite.text()
+    );
+    assert!(
+        submission.text().ends_with(r#""note":10.00}"#),
+        "{}",
+        submission.text()
+    );
+    assert_eq!(forum.json()["data"][0]["title"], "Forum");
+    let tokens = server.tokens();
+    assert_eq!(
+        tokens.get("summit").map(Vec::as_slice),
+        Some(
+            [
+                "summit-token".to_string(),
+                "second-summit-token".to_string()
+            ]
+            .as_slice()
+        )
+    );
+    assert_eq!(tokens.get("forum").map(Vec::len), Some(1));
+}
+
+/// A GET over a plain `TcpStream` (HTTP/1.1, `Connection: close`): the whole answer as text.
+fn raw_get(server: &TestServer, path: &str, token: &str) -> String {
+    let mut conn = TcpStream::connect(server.addr()).expect("connect");
+    write!(
+        conn,
+        "GET {path} HTTP/1.1\r\nHost: {}\r\nAuthorization-Token: {token}\r\nConnection: close\r\n\r\n",
+        server.addr()
+    )
+    .expect("write the request");
+    let mut text = String::new();
+    conn.read_to_string(&mut text).expect("read the answer");
+    text
+}
+
+#[test]
+fn works_from_a_plain_test_without_a_runtime() {
+    let server = TestServer::start(demo_data()).expect("the demo starts");
+
+    let text = raw_get(&server, "/api/v1/submission/list", DEMO_TOKEN);
+
+    assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+    assert!(text.contains(r#""id_submission":58800"#), "{text}");
+}
+
+#[test]
+fn many_servers_started_from_many_threads_never_cross_talk() {
+    let servers: Vec<TestServer> = std::thread::scope(|scope| {
+        let started: Vec<_> = (0..8)
+            .map(|i| {
+                scope.spawn(move || {
+                    TestServer::from_bundles([Bundle::new(format!("event{i}"))
+                        .token(format!("token-{i}"))
+                        .event(event(&format!("Event {i}"), i))])
+                    .start()
+                    .expect("starts")
+                })
+            })
+            .collect();
+        started
+            .into_iter()
+            .map(|h| h.join().expect("the starting thread"))
+            .collect()
+    });
+
+    for (i, server) in servers.iter().enumerate() {
+        let own = raw_get(server, "/api/v1/event", &format!("token-{i}"));
+        let neighbour = raw_get(server, "/api/v1/event", &format!("token-{}", (i + 1) % 8));
+        assert!(own.contains(&format!(r#""title":"Event {i}""#)), "{own}");
+        assert!(neighbour.starts_with("HTTP/1.1 401 "), "{neighbour}");
+    }
+    let mut ports: Vec<u16> = servers.iter().map(|s| s.addr().port()).collect();
+    ports.sort_unstable();
+    ports.dedup();
+    assert_eq!(ports.len(), 8);
+}
+
+#[tokio::test]
+async fn dropping_the_server_stops_it() {
+    let server = TestServer::from_bundles([summit()])
+        .start()
+        .expect("summit starts");
+    let addr = server.addr();
+    // A kept-alive connection, open when the server is dropped.
+    let client = reqwest::Client::new();
+    let before = answer(client.get(server.url("/healthz"))).await;
+    assert_eq!(before.status, 200);
+    let data_dir = server.data_dir().to_path_buf();
+    assert!(data_dir.join("summit/event.json").is_file());
+
+    drop(server);
+
+    let refused = TcpStream::connect(addr).expect_err("nothing listens after drop");
+    assert_eq!(refused.kind(), std::io::ErrorKind::ConnectionRefused);
+    let reused = client.get(format!("http://{addr}/healthz")).send().await;
+    assert!(reused.is_err(), "the kept-alive connection was answered");
+    assert!(
+        !data_dir.exists(),
+        "the temporary data folder is removed: {}",
+        data_dir.display()
+    );
+}
+
+#[test]
+fn a_bundle_with_errors_fails_start_with_every_problem_and_its_place() {
+    let mut bad = event("Broken", 3);
+    bad["data"][0]["start_date"] = json!("2026-13-01T08:00:00");
+    bad["data"][0]["latitude"] = json!("north");
+
+    let err = TestServer::from_bundles([
+        summit(),
+        Bundle::new("broken").token("broken-token").event(bad),
+        Bundle::new("tokenless").event(event("No token", 4)),
+    ])
+    .start()
+    .expect_err("a broken bundle fails the start");
+
+    let StartError::Bundles(errors) = &err else {
+        panic!("expected bundle errors, got {err}");
+    };
+    let places: Vec<(String, Location)> = errors
+        .problems
+        .iter()
+        .map(|p| (p.file.display().to_string(), p.location.clone()))
+        .collect();
+    assert!(
+        places.contains(&(
+            "broken/event.json".into(),
+            Location::Path("data[0].start_date".into())
+        )),
+        "{places:?}"
+    );
+    assert!(
+        places.contains(&(
+            "broken/event.json".into(),
+            Location::Path("data[0].latitude".into())
+        )),
+        "{places:?}"
+    );
+    assert!(
+        places.iter().any(|(f, _)| f == "tokenless/bundle.toml"),
+        "{places:?}"
+    );
+    let message = err.to_string();
+    assert!(
+        message.contains("error: broken/event.json: data[0].start_date: "),
+        "{message}"
+    );
+    assert!(!message.contains("broken-token"), "{message}");
+}
+
+#[tokio::test]
+async fn allow_errors_serves_the_good_bundles_and_reports_the_broken_ones() {
+    let server = TestServer::from_bundles([
+        summit(),
+        Bundle::new("broken")
+            .token("broken-token")
+            .file("event.json", "{\"data\": ["),
+    ])
+    .allow_errors(true)
+    .start()
+    .expect("starts despite the broken bundle");
+
+    let good = get(&server, "/api/v1/event", "summit-token", &[]).await;
+    let broken = get(&server, "/api/v1/event", "broken-token", &[]).await;
+    let status = get(&server, "/status", "", &[]).await;
+
+    assert_eq!(good.status, 200, "{}", good.text());
+    broken.assert_error(401, "invalid_token");
+    let bundles = status.json()["bundles"].clone();
+    assert_eq!(bundles[0]["name"], "broken", "{bundles}");
+    assert_eq!(bundles[0]["served"], false, "{bundles}");
+    assert!(
+        bundles[0]["errors"][0]
+            .as_str()
+            .is_some_and(|e| e.contains("broken/event.json:1:")),
+        "{bundles}"
+    );
+    assert_eq!(server.token("broken"), None);
+}
+
+#[test]
+fn unusable_names_and_paths_are_refused() {
+    let cases = [
+        (vec![Bundle::new("_hidden").token("t")], "_hidden"),
+        (vec![Bundle::new("a/b").token("t")], "a/b"),
+        (vec![summit(), summit()], "summit"),
+        (
+            vec![summit().file("../escape.json", "{}")],
+            "../escape.json",
+        ),
+    ];
+    for (bundles, named) in cases {
+        let err = TestServer::from_bundles(bundles)
+            .start()
+            .expect_err("refused");
+        let fits = match &err {
+            StartError::BundleName(n) | StartError::DuplicateBundle(n) => n == named,
+            StartError::FilePath { path, .. } => path == named,
+            _ => false,
+        };
+        assert!(fits, "{named}: {err}");
+    }
+}
+
+#[tokio::test]
+async fn builder_options_reach_the_server() {
+    let plain = TestServer::from_folder(demo_data())
+        .compression(false)
+        .cors(Cors::Off)
+        .start()
+        .expect("the demo starts");
+    let default = TestServer::start(demo_data()).expect("the demo starts");
+    let asks = [("accept-encoding", "gzip"), ("origin", "https://a.example")];
+
+    let from_plain = get(&plain, "/api/v1/payments", DEMO_TOKEN, &asks).await;
+    let from_default = get(&default, "/api/v1/payments", DEMO_TOKEN, &asks).await;
+
+    assert_eq!(from_plain.status, 200);
+    assert_eq!(from_plain.header("content-encoding"), None);
+    assert_eq!(from_plain.header("access-control-allow-origin"), None);
+    assert_eq!(from_default.header("content-encoding"), Some("gzip"));
+    assert_eq!(
+        from_default.header("access-control-allow-origin"),
+        Some("*")
+    );
+}
+
+#[tokio::test]
+async fn the_journal_and_control_headers_are_builder_options() {
+    let testing = TestServer::from_folder(demo_data())
+        .allow_control_headers(true)
+        .journal(8)
+        .start()
+        .expect("the demo starts");
+    let default = TestServer::start(demo_data()).expect("the demo starts");
+    let teapot = [("x-eventbox-status", "418")];
+
+    let from_testing = get(&testing, "/api/v1/event", DEMO_TOKEN, &teapot).await;
+    let from_default = get(&default, "/api/v1/event", DEMO_TOKEN, &teapot).await;
+    let journal = get(&testing, "/_journal", "", &[]).await;
+    let no_journal = get(&default, "/_journal", "", &[]).await;
+
+    assert_eq!(from_testing.status, 418, "{}", from_testing.text());
+    assert_eq!(from_default.status, 200);
+    assert_eq!(journal.status, 200, "{}", journal.text());
+    assert_eq!(journal.json()["capacity"], 8);
+    assert_eq!(journal.json()["entries"][0]["status"], 418);
+    assert_eq!(no_journal.status, 404);
+}
+
+#[test]
+fn debug_never_shows_a_token() {
+    let server = TestServer::from_bundles([summit()])
+        .start()
+        .expect("summit starts");
+
+    let shown = format!("{server:?} {:?}", summit());
+
+    assert!(shown.contains("summit"), "{shown}");
+    assert!(!shown.contains("summit-token"), "{shown}");
+}
