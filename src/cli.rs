@@ -101,7 +101,8 @@ pub struct ServeArgs {
     /// The longest simulated delay (control headers and bundle simulation), e.g. 5s [default: 30s]
     #[arg(long, env = "EVENTBOX_MAX_DELAY", value_parser = config::parse_duration)]
     pub max_delay: Option<Duration>,
-    /// Keep the last N requests in memory, listed at GET /_journal (0: off) [default: 0]
+    /// Keep the last N requests in memory, listed at GET /_journal (0: off; at most 100000)
+    /// [default: 0]
     #[arg(long, env = "EVENTBOX_JOURNAL", value_name = "N")]
     pub journal: Option<usize>,
     /// A TOML file with any of these options; flags and EVENTBOX_* variables override it

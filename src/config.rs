@@ -72,6 +72,9 @@ pub enum Switch {
 /// The shortest debounce and poll interval accepted: below it the watcher would spin.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
 
+/// The most requests `--journal` may keep.
+pub const MAX_JOURNAL: usize = crate::http::journal::MAX_CAPACITY;
+
 /// The configuration file's keys; every serve option has one.
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
@@ -273,6 +276,12 @@ impl ServeConfig {
                 "timeouts must be at least 10ms and max_connections at least 1".to_string(),
             ));
         }
+        if config.journal > MAX_JOURNAL {
+            return Err(ConfigError::Value(format!(
+                "the journal keeps at most {MAX_JOURNAL} requests, not {}",
+                config.journal
+            )));
+        }
         if config.debounce < MIN_INTERVAL {
             return Err(ConfigError::Value(format!(
                 "the debounce must be at least {MIN_INTERVAL:?}, not {:?}",
@@ -423,6 +432,19 @@ mod tests {
         assert!(!overridden.allow_control_headers);
         assert_eq!(overridden.max_delay, Duration::from_millis(500));
         assert_eq!(overridden.journal, 0);
+        let most = Overrides {
+            journal: Some(MAX_JOURNAL),
+            ..Overrides::default()
+        };
+        assert!(ServeConfig::resolve(&most, None).is_ok());
+        std::fs::write(&path, "journal = 100001\n").expect("write");
+        let refused = ServeConfig::resolve(&Overrides::default(), Some(&path))
+            .err()
+            .map(|e| e.to_string());
+        assert_eq!(
+            refused.as_deref(),
+            Some("the journal keeps at most 100000 requests, not 100001")
+        );
     }
 
     #[test]

@@ -1,10 +1,13 @@
 //! The request journal (`--journal N`): the last N requests, in memory, so a team can see what
 //! its client sent. `GET /_journal` lists them, `DELETE /_journal` empties it.
 //!
-//! A bounded ring: recording the N+1st request drops the oldest, so a long test run cannot grow
-//! it without limit. Recording is one short lock per request (only when the journal is on); the
-//! list is serialised when `/_journal` is asked for, an operations route, never on the API's
-//! request path. Tokens are kept cut to their first four characters, never whole.
+//! A bounded ring in arrival order: recording the N+1st request drops the one that arrived
+//! first, so a long test run cannot grow it without limit. N is at most [`MAX_CAPACITY`], and
+//! each entry's client-given text (path, query, reference) is cut to [`MAX_TEXT`] bytes, so the
+//! journal's memory is bounded whatever clients send. Recording is one short lock per request
+//! (only when the journal is on); listing copies pointers under the lock and serialises after
+//! releasing it, when `/_journal` is asked for (an operations route, never the API's request
+//! path). Tokens are kept cut to their first four characters, never whole.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -13,6 +16,25 @@ use std::time::Duration;
 use bytes::Bytes;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
+
+/// The most requests a journal keeps (`--journal N`).
+pub const MAX_CAPACITY: usize = 100_000;
+
+/// The most bytes of a request's path, query or reference kept; longer ones are cut (on a
+/// character boundary) and end with `…`.
+pub const MAX_TEXT: usize = 1024;
+
+/// Cuts `text` to at most [`MAX_TEXT`] bytes on a character boundary, appending `…` when cut.
+fn clip(text: &mut String) {
+    if text.len() > MAX_TEXT {
+        let mut end = MAX_TEXT;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+}
 
 /// One request, as the journal keeps it.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,15 +57,17 @@ pub struct Entry {
     pub reference: Option<Box<str>>,
 }
 
-/// The last `capacity` requests.
+/// The last `capacity` requests to arrive.
 #[derive(Debug)]
 pub struct Journal {
     capacity: usize,
-    entries: Mutex<VecDeque<Entry>>,
+    /// In arrival order (`Entry::time`); shared, so listing copies pointers under the lock.
+    entries: Mutex<VecDeque<Arc<Entry>>>,
 }
 
 impl Journal {
-    /// A journal of the last `capacity` requests; `None` (off) for 0.
+    /// A journal of the last `capacity` requests; `None` (off) for 0. The caller keeps
+    /// `capacity` at most [`MAX_CAPACITY`] (the configuration refuses more).
     pub fn with_capacity(capacity: usize) -> Option<Arc<Journal>> {
         (capacity > 0).then(|| {
             Arc::new(Journal {
@@ -57,22 +81,39 @@ impl Journal {
         self.capacity
     }
 
-    fn lock(&self) -> MutexGuard<'_, VecDeque<Entry>> {
+    fn lock(&self) -> MutexGuard<'_, VecDeque<Arc<Entry>>> {
         // A panic while holding the lock cannot leave the ring inconsistent: keep using it.
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Keeps one request, dropping the oldest when full.
-    pub fn record(&self, entry: Entry) {
+    /// Keeps one request (its path, query and reference cut to [`MAX_TEXT`] bytes) in arrival
+    /// order, dropping the one that arrived first when full. Requests are recorded when they
+    /// end, so one that waited longer goes before those that arrived after it and ended first:
+    /// its place is found from the back (usually the back itself).
+    pub fn record(&self, mut entry: Entry) {
+        clip(&mut entry.path);
+        if let Some(query) = &mut entry.query {
+            clip(query);
+        }
+        if let Some(reference) = entry.reference.take() {
+            let mut reference = reference.into_string();
+            clip(&mut reference);
+            entry.reference = Some(reference.into_boxed_str());
+        }
+        let entry = Arc::new(entry);
         let mut entries = self.lock();
-        while entries.len() >= self.capacity {
+        let at = entries
+            .iter()
+            .rposition(|e| e.time <= entry.time)
+            .map_or(0, |i| i + 1);
+        entries.insert(at, entry);
+        while entries.len() > self.capacity {
             entries.pop_front();
         }
-        entries.push_back(entry);
     }
 
-    /// The requests kept, oldest first.
-    pub fn entries(&self) -> Vec<Entry> {
+    /// The requests kept, in the order they arrived.
+    pub fn entries(&self) -> Vec<Arc<Entry>> {
         self.lock().iter().cloned().collect()
     }
 
@@ -81,13 +122,14 @@ impl Journal {
         self.lock().clear();
     }
 
-    /// The `GET /_journal` body: `{"capacity": N, "count": n, "entries": [...]}`.
+    /// The `GET /_journal` body: `{"capacity": N, "count": n, "entries": [...]}`. Serialised
+    /// after the lock is released: recording requests never waits for it.
     pub fn body(&self) -> Bytes {
         let entries = self.entries();
         let body = Listing {
             capacity: self.capacity,
             count: entries.len(),
-            entries: entries.iter().map(Shown::of).collect(),
+            entries: entries.iter().map(|e| Shown::of(e)).collect(),
         };
         // Strings, integers and finite floats: serialisation cannot fail.
         serde_json::to_vec(&body).map_or_else(|_| Bytes::new(), Bytes::from)
@@ -154,7 +196,7 @@ mod tests {
         for p in ["/a", "/b", "/c"] {
             journal.record(entry(p));
         }
-        let paths: Vec<String> = journal.entries().into_iter().map(|e| e.path).collect();
+        let paths: Vec<String> = journal.entries().iter().map(|e| e.path.clone()).collect();
         assert_eq!(paths, ["/b", "/c"]);
         let v: serde_json::Value = serde_json::from_slice(&journal.body()).expect("JSON");
         assert_eq!(v["capacity"], 2);
@@ -165,5 +207,52 @@ mod tests {
         journal.clear();
         assert!(journal.entries().is_empty());
         assert!(Journal::with_capacity(0).is_none());
+    }
+
+    #[test]
+    fn entries_are_kept_in_arrival_order_and_the_first_arrived_is_dropped() {
+        let at = |ms: i64, path: &str| Entry {
+            time: DateTime::from_timestamp_millis(1_795_000_000_000 + ms).expect("a time"),
+            ..entry(path)
+        };
+        let journal = Journal::with_capacity(3).expect("on");
+        // Recorded when they end: /slow arrived first and ended last.
+        journal.record(at(20, "/b"));
+        journal.record(at(30, "/c"));
+        journal.record(at(10, "/slow"));
+        let paths =
+            |j: &Journal| -> Vec<String> { j.entries().iter().map(|e| e.path.clone()).collect() };
+        assert_eq!(paths(&journal), ["/slow", "/b", "/c"]);
+        journal.record(at(40, "/d"));
+        assert_eq!(paths(&journal), ["/b", "/c", "/d"]);
+        journal.record(at(5, "/older-than-all"));
+        assert_eq!(
+            paths(&journal),
+            ["/b", "/c", "/d"],
+            "full: the first arrived goes"
+        );
+    }
+
+    #[test]
+    fn long_text_is_cut_on_a_character_boundary() {
+        let journal = Journal::with_capacity(1).expect("on");
+        // 'é' is two bytes: 1023 ASCII bytes put one across the limit.
+        let long = format!("/{}{}", "a".repeat(1022), "é".repeat(10));
+        journal.record(Entry {
+            query: Some("q".repeat(5000)),
+            reference: Some("r".repeat(MAX_TEXT).into_boxed_str()),
+            ..entry(&long)
+        });
+        let kept = &journal.entries()[0];
+        assert_eq!(kept.path, format!("/{}…", "a".repeat(1022)));
+        assert_eq!(
+            kept.query.as_deref(),
+            Some(format!("{}…", "q".repeat(MAX_TEXT)).as_str())
+        );
+        assert_eq!(
+            kept.reference.as_deref(),
+            Some("r".repeat(MAX_TEXT).as_str()),
+            "not cut at the limit"
+        );
     }
 }

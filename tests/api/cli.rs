@@ -627,3 +627,28 @@ fn check_reports_simulate_problems_with_the_bundle_toml_key() {
         assert!(out.lines().any(|l| l == line), "missing {line:?} in:\n{out}");
     }
 }
+
+#[test]
+fn a_journal_over_100000_is_refused_from_the_flag_and_the_environment() {
+    // A data folder that is not there: had the option been taken, serve would stop there (exit 2
+    // too, with another message) rather than serve on.
+    let dir = TempData::new();
+    let missing = dir.path().join("missing");
+    let data = missing.to_str().expect("UTF-8");
+    let flag = eventbox(&["--data", data, "--journal", "100001"], dir.path());
+    let env = Command::new(env!("CARGO_BIN_EXE_eventbox"))
+        .args(["--data", data])
+        .env("EVENTBOX_JOURNAL", "100001")
+        .env_remove("EVENTBOX_ADDR")
+        .output()
+        .expect("run eventbox");
+
+    for out in [flag, env] {
+        assert_eq!(out.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("the journal keeps at most 100000 requests, not 100001"),
+            "{stderr}"
+        );
+    }
+}

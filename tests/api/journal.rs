@@ -27,6 +27,16 @@ async fn journal(app: &TestApp) -> Value {
     res.json()
 }
 
+/// The entries' queries, in the order listed.
+fn queries(listed: &Value) -> Vec<&str> {
+    listed["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter_map(|e| e["query"].as_str())
+        .collect()
+}
+
 #[tokio::test]
 async fn the_journal_lists_each_request_oldest_first_with_what_was_asked() {
     let app = journaled(10).await;
@@ -184,12 +194,7 @@ async fn the_journal_keeps_only_the_last_n_requests() {
 
     assert_eq!(listed["capacity"], 3);
     assert_eq!(listed["count"], 3);
-    let queries: Vec<&str> = listed["entries"]
-        .as_array()
-        .expect("entries")
-        .iter()
-        .filter_map(|e| e["query"].as_str())
-        .collect();
+    let queries = queries(&listed);
     assert_eq!(queries, ["i=2", "i=3", "i=4"]);
 }
 
@@ -219,4 +224,47 @@ async fn without_journal_the_route_is_404_journal_disabled() {
 
     listed.assert_error(404, "journal_disabled");
     deleted.assert_error(404, "journal_disabled");
+}
+
+#[tokio::test]
+async fn a_long_query_is_cut_in_the_journal() {
+    let app = journaled(5).await;
+    let long = "q".repeat(10 * 1024);
+
+    app.get(&format!("/healthz?{long}"), "").await;
+
+    let listed = journal(&app).await;
+    let query = listed["entries"][0]["query"].as_str().expect("a query");
+    assert_eq!(query, format!("{}…", &long[..1024]), "cut to 1024 bytes");
+}
+
+#[tokio::test]
+async fn entries_are_listed_in_arrival_order_not_completion_order() {
+    let app = journaled(5).await;
+    let slow = {
+        let client = app.client.clone();
+        let url = format!("{}/api/v1/event?first", app.base);
+        tokio::spawn(async move {
+            client
+                .get(url)
+                .header("Authorization-Token", DEMO_TOKEN)
+                .header("X-Eventbox-Delay", "600")
+                .send()
+                .await
+                .map(|r| r.status())
+        })
+    };
+    // No signal says the server has read the first request; it has long before 100 ms pass.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let fast = app.get("/api/v1/event?second", DEMO_TOKEN).await;
+    let slow = slow.await.expect("no panic").expect("answered");
+
+    assert_eq!((slow.as_u16(), fast.status.as_u16()), (200, 200));
+    let listed = journal(&app).await;
+    let queries = queries(&listed);
+    assert_eq!(
+        queries,
+        ["first", "second"],
+        "the first to arrive is listed first"
+    );
 }
