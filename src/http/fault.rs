@@ -109,7 +109,8 @@ const RESET: u8 = 1;
 const CUT: u8 = 2;
 
 /// What the service asked of one HTTP/1 connection's socket: nothing, an RST when it is closed
-/// (`reset`), or failing the next flush (`truncate`). Shared by the service and [`FaultIo`].
+/// (`reset`), or failing the next flush (`truncate`). Shared by the service and [`FaultIo`];
+/// only made when control headers are allowed (otherwise no request can ask for a fault).
 #[derive(Debug, Clone, Default)]
 pub struct ConnFault(Arc<AtomicU8>);
 
@@ -129,22 +130,27 @@ impl ConnFault {
 }
 
 /// A connection's socket, acting on its [`ConnFault`]: closed with a TCP RST instead of a FIN
-/// after `reset`, and failing the flush that follows a truncated body.
+/// after `reset`, and failing the flush that follows a truncated body. Without a `ConnFault`
+/// (control headers not allowed) it is the plain socket.
 #[derive(Debug)]
 pub struct FaultIo {
     inner: TcpStream,
-    fault: ConnFault,
+    fault: Option<ConnFault>,
 }
 
 impl FaultIo {
-    pub fn new(inner: TcpStream, fault: ConnFault) -> Self {
+    pub fn new(inner: TcpStream, fault: Option<ConnFault>) -> Self {
         FaultIo { inner, fault }
+    }
+
+    fn is(&self, what: u8) -> bool {
+        self.fault.as_ref().is_some_and(|f| f.is(what))
     }
 }
 
 impl Drop for FaultIo {
     fn drop(&mut self) {
-        if self.fault.is(RESET) {
+        if self.is(RESET) {
             // Linger 0: closing discards what is unsent and sends RST. Nothing is left to send.
             if let Err(e) = self.inner.set_zero_linger() {
                 tracing::debug!(error = %e, "cannot reset the connection; it is closed instead");
@@ -188,7 +194,7 @@ impl AsyncWrite for FaultIo {
     /// failing here ends the connection with exactly the head and half the body sent.
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let flushed = Pin::new(&mut self.inner).poll_flush(cx);
-        if self.fault.is(CUT) && matches!(flushed, Poll::Ready(Ok(()))) {
+        if self.is(CUT) && matches!(flushed, Poll::Ready(Ok(()))) {
             return Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::ConnectionAborted,
                 "answer truncated on purpose (X-Eventbox-Fault: truncate)",

@@ -49,9 +49,11 @@ pub struct Entry {
     pub bundle: Option<Arc<str>>,
     /// The token's first four characters (fewer for a short token: never more than half).
     pub token: Option<String>,
-    /// The status answered; 0 when no answer was sent (`X-Eventbox-Fault: reset` or `empty`).
+    /// The status answered; 0 when no answer was sent (`X-Eventbox-Fault: reset` or `empty`),
+    /// 499 when the client went away before the answer was ready.
     pub status: u16,
-    /// From arrival to the answer's head being ready (simulated delays included).
+    /// From arrival to the answer's head being ready (simulated delays included), or to the
+    /// client going away.
     pub duration: Duration,
     /// The payment reference a details request asked for.
     pub reference: Option<Box<str>>,

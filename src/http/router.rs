@@ -254,20 +254,19 @@ where
     let Some(route) = route else {
         return json(StatusCode::NOT_FOUND, not_found_body(&full_url(&req, ctx)));
     };
-    if route == Route::Journal {
-        return journal(req.method(), ctx.journal.as_deref());
-    }
-    if req.method() == Method::OPTIONS && ctx.cors.is_on() {
-        // A CORS preflight: no token (browsers send none), the allow headers added by the server.
-        let mut res = Response::new(Bytes::new());
-        *res.status_mut() = StatusCode::NO_CONTENT;
-        res.headers_mut().insert(ALLOW, GET_HEAD_OPTIONS);
-        return res;
-    }
-    if req.method() != Method::GET && req.method() != Method::HEAD {
-        return error(ApiError::MethodNotAllowed);
-    }
     let endpoint = match route {
+        // Its own methods (DELETE too), and no preflight: answered before the checks below.
+        Route::Journal => return journal(req.method(), ctx.journal.as_deref()),
+        // A CORS preflight: no token (browsers send none), the allow headers added by the server.
+        _ if req.method() == Method::OPTIONS && ctx.cors.is_on() => {
+            let mut res = Response::new(Bytes::new());
+            *res.status_mut() = StatusCode::NO_CONTENT;
+            res.headers_mut().insert(ALLOW, GET_HEAD_OPTIONS);
+            return res;
+        }
+        _ if req.method() != Method::GET && req.method() != Method::HEAD => {
+            return error(ApiError::MethodNotAllowed)
+        }
         Route::Healthz => return json(StatusCode::OK, Bytes::from_static(HEALTHY)),
         Route::Metrics => {
             let mut res = json(StatusCode::OK, Bytes::from(ctx.metrics.render()));
@@ -281,7 +280,6 @@ where
         _ if !snapshot.is_ready() => return error(ApiError::NotReady),
         Route::Readyz => return json(StatusCode::OK, Bytes::from_static(READY)),
         Route::Status => return json(StatusCode::OK, snapshot.status().clone()),
-        Route::Journal => return journal(req.method(), ctx.journal.as_deref()),
         Route::Api(endpoint) => endpoint,
     };
     let token = token_of(&req);
@@ -356,7 +354,9 @@ where
         }
     }
     let (parts, request_body) = req.into_parts();
+    // The reference looked up, kept for the journal only.
     let mut reference = None;
+    let keep = ctx.journal.is_some().then_some(&mut reference);
     let body = match endpoint {
         Endpoint::Event => Answer::Prepared(&bundle.event),
         Endpoint::Payments => Answer::Prepared(&bundle.payments),
@@ -364,7 +364,7 @@ where
         Endpoint::SubmissionList => Answer::Prepared(&bundle.submission_list),
         Endpoint::Hotsite => Answer::Prepared(&bundle.hotsite),
         Endpoint::PaymentDetails => {
-            let found = payment_details(&parts, request_body, bundle, &mut reference).await;
+            let found = payment_details(&parts, request_body, bundle, keep).await;
             match found {
                 Ok(body) => body,
                 Err(e) => {
@@ -459,12 +459,12 @@ fn represent(headers: &HeaderMap, body: &store::Body, ctx: &Context) -> Response
 }
 
 /// The details answer: the reference from the query, else from the body (read up to the cap).
-/// The reference found is left in `asked`.
+/// The reference found is left in `asked`, if given (only the journal wants it).
 async fn payment_details<'a, B>(
     parts: &Parts,
     body: B,
     bundle: &'a Prepared,
-    asked: &mut Option<Box<str>>,
+    asked: Option<&mut Option<Box<str>>>,
 ) -> Result<Answer<'a>, ApiError>
 where
     B: Body,
@@ -502,7 +502,9 @@ where
         }
     };
     let found = bundle.detail(reference.as_str());
-    *asked = Some(reference.into_boxed_str());
+    if let Some(asked) = asked {
+        *asked = Some(reference.into_boxed_str());
+    }
     found.ok_or(ApiError::PaymentNotFound)
 }
 

@@ -1,8 +1,9 @@
 //! The accept loop: one task per connection, HTTP/1.1 and HTTP/2 (prior knowledge) on the same
 //! port through hyper-util's auto builder, and a graceful shutdown that lets requests in flight
 //! finish (bounded). Around the router it measures each request (metrics) and, when asked,
-//! writes the access log and the request journal; it turns the faults a request asked for into
-//! a failed request (see `fault`).
+//! writes the access log and the request journal, also for a request whose client went away
+//! before its answer was ready (status 499); it turns the faults a request asked for into a
+//! failed request (see `fault`).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -21,13 +22,14 @@ use tokio::sync::Semaphore;
 
 use super::control::{Fault, DEFAULT_MAX_DELAY};
 use super::cors::Cors;
+use super::details;
 use super::fault::{ConnFault, FaultError, FaultIo, ReplyBody};
 use super::idle::IdleTimeout;
 use super::journal::{self, Journal};
-use super::router::{self, Context, Reference, Route, Unanswered};
+use super::router::{self, Context, Endpoint, Reference, Route, Unanswered};
 use crate::metrics::Metrics;
 use crate::problem::{token_head, token_hint};
-use crate::store::Store;
+use crate::store::{Snapshot, Store};
 
 /// The `Server` header of every answer.
 const SERVER_NAME: HeaderValue =
@@ -100,6 +102,14 @@ impl Default for Limits {
     }
 }
 
+/// What every request of one server shares: the one `Arc` a request clones.
+#[derive(Debug)]
+struct Shared {
+    store: Arc<Store>,
+    access_log: bool,
+    ctx: Context,
+}
+
 /// Serves until `shutdown` completes, then stops accepting and lets requests in flight finish
 /// (up to [`DRAIN_TIMEOUT`]). Takes an already bound listener, so tests bind `127.0.0.1:0`.
 pub async fn serve(
@@ -107,14 +117,18 @@ pub async fn serve(
     service: Service,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
-    let ctx = Arc::new(Context {
-        local: listener.local_addr()?,
-        metrics: Arc::clone(&service.metrics),
-        compression: service.compression,
-        cors: service.cors.clone(),
-        allow_control_headers: service.allow_control_headers,
-        max_delay: service.max_delay,
-        journal: service.journal.clone(),
+    let shared = Arc::new(Shared {
+        store: Arc::clone(&service.store),
+        access_log: service.access_log,
+        ctx: Context {
+            local: listener.local_addr()?,
+            metrics: Arc::clone(&service.metrics),
+            compression: service.compression,
+            cors: service.cors.clone(),
+            allow_control_headers: service.allow_control_headers,
+            max_delay: service.max_delay,
+            journal: service.journal.clone(),
+        },
     });
     let limits = service.limits;
     let mut builder = auto::Builder::new(TokioExecutor::new());
@@ -152,18 +166,17 @@ pub async fn serve(
             () = &mut shutdown => break,
         };
         let _ = stream.set_nodelay(true);
-        let service = service.clone();
-        let ctx = Arc::clone(&ctx);
-        let fault = ConnFault::default();
+        let shared = Arc::clone(&shared);
+        // Only a connection that may ask for faults gets the state to act on them.
+        let fault = shared.ctx.allow_control_headers.then(ConnFault::default);
         let io = TokioIo::new(IdleTimeout::new(
             FaultIo::new(stream, fault.clone()),
             limits.idle_timeout,
         ));
         let svc = service_fn(move |req| {
-            let service = service.clone();
-            let ctx = Arc::clone(&ctx);
+            let shared = Arc::clone(&shared);
             let fault = fault.clone();
-            async move { answer(req, &service, &ctx, &fault).await }
+            async move { answer(req, &shared, fault.as_ref()).await }
         });
         let connection = builder.serve_connection(io, svc).into_owned();
         let connection = graceful.watch(connection);
@@ -189,30 +202,17 @@ pub async fn serve(
 /// `reset` with an RST; HTTP/2 resets the stream).
 async fn answer(
     req: Request<Incoming>,
-    service: &Service,
-    ctx: &Context,
-    connection: &ConnFault,
+    shared: &Shared,
+    connection: Option<&ConnFault>,
 ) -> Result<hyper::Response<ReplyBody>, FaultError> {
-    let start = Instant::now();
+    let ctx = &shared.ctx;
     let route = Route::of(req.uri().path());
     let http1 = req.version() < hyper::Version::HTTP_2;
-    let journal = ctx
-        .journal
-        .as_ref()
-        .filter(|_| route != Some(Route::Journal));
-    let arrived = journal.map(|_| chrono::Utc::now());
-    let token = (service.access_log || journal.is_some())
-        .then(|| String::from_utf8_lossy(router::token_of(&req)).into_owned());
-    let seen = token.is_some().then(|| {
-        (
-            req.method().clone(),
-            req.uri().path().to_string(),
-            req.uri().query().map(str::to_string),
-        )
-    });
+    let snapshot = shared.store.snapshot();
+    // Recorded once: below, or when hyper drops this future first (the client went away).
+    let mut outcome = Outcome::begin(&req, route, &snapshot, shared);
     let origin = req.headers().get(ORIGIN).cloned();
     let preflight = req.method() == Method::OPTIONS && route.is_some();
-    let snapshot = service.store.snapshot();
     let mut res = router::handle(req, route, &snapshot, ctx).await;
     let unanswered = res.extensions().get::<Unanswered>().map(|u| u.0);
     res.headers_mut().insert(SERVER, SERVER_NAME);
@@ -221,55 +221,150 @@ async fn answer(
     } else {
         ctx.cors.apply(origin.as_ref(), res.headers_mut());
     }
-    let took = start.elapsed();
     // No status line is sent for an unanswered request: it counts as status 0.
     let status = if unanswered.is_some() {
         0
     } else {
         res.status().as_u16()
     };
-    let endpoint = Route::label(route);
-    ctx.metrics.observe_request(endpoint, status, took);
-    if let (Some((method, path, query)), Some(token)) = (seen, token) {
-        let bundle = snapshot.bundle(&token).map(|b| Arc::clone(&b.name));
-        if service.access_log {
-            tracing::info!(
-                target: "eventbox::access",
-                %method,
-                %path,
-                status,
-                duration_us = took.as_micros() as u64,
-                bundle = bundle.as_deref().unwrap_or("-"),
-                token = %if token.is_empty() { "-".to_string() } else { token_hint(&token) },
-                "request"
-            );
-        }
-        if let (Some(journal), Some(arrived)) = (journal, arrived) {
-            journal.record(journal::Entry {
-                time: arrived,
-                method: method.to_string(),
-                path,
-                query,
-                bundle,
-                token: (!token.is_empty()).then(|| token_head(&token)),
-                status,
-                duration: took,
-                reference: res.extensions_mut().remove::<Reference>().map(|r| r.0),
-            });
-        }
-    }
+    let reference = res.extensions_mut().remove::<Reference>().map(|r| r.0);
+    outcome.record(status, reference);
     match unanswered {
         Some(fault) => {
-            if fault == Fault::Reset && http1 {
+            if let (Fault::Reset, true, Some(connection)) = (fault, http1, connection) {
                 connection.reset_on_close();
             }
             Err(FaultError(fault))
         }
         None => {
-            if http1 {
+            if let (true, Some(connection)) = (http1, connection) {
                 res.body_mut().cut_after_half(connection);
             }
             Ok(res)
         }
+    }
+}
+
+/// The status recorded for a request whose client went away before its answer was ready (a
+/// timeout during a simulated delay, say): nginx's "client closed request".
+pub const CLIENT_CLOSED: u16 = 499;
+
+/// What the access log and the journal show of a request (made only when one of them is on).
+#[derive(Debug)]
+struct Seen {
+    /// When it arrived, for the journal only.
+    arrived: Option<chrono::DateTime<chrono::Utc>>,
+    method: Method,
+    path: String,
+    query: Option<String>,
+    /// Trimmed; empty without one.
+    token: String,
+    bundle: Option<Arc<str>>,
+}
+
+/// One request being answered: recorded (metrics, access log, journal) exactly once, by
+/// [`Outcome::record`] when the answer is ready, or when dropped before that (hyper drops the
+/// service's future when the client closes the connection or resets the stream) with status
+/// [`CLIENT_CLOSED`] and the time taken so far.
+#[derive(Debug)]
+struct Outcome<'a> {
+    shared: &'a Shared,
+    start: Instant,
+    route: Option<Route>,
+    /// The journal, when on and the request is not for `/_journal` itself.
+    journal: Option<&'a Journal>,
+    seen: Option<Seen>,
+    recorded: bool,
+}
+
+impl<'a> Outcome<'a> {
+    fn begin(
+        req: &Request<Incoming>,
+        route: Option<Route>,
+        snapshot: &Snapshot,
+        shared: &'a Shared,
+    ) -> Outcome<'a> {
+        let start = Instant::now();
+        let journal = shared
+            .ctx
+            .journal
+            .as_deref()
+            .filter(|_| route != Some(Route::Journal));
+        let seen = (shared.access_log || journal.is_some()).then(|| {
+            let token = String::from_utf8_lossy(router::token_of(req)).into_owned();
+            Seen {
+                arrived: journal.map(|_| chrono::Utc::now()),
+                method: req.method().clone(),
+                path: req.uri().path().to_string(),
+                query: req.uri().query().map(str::to_string),
+                bundle: snapshot.bundle(&token).map(|b| Arc::clone(&b.name)),
+                token,
+            }
+        });
+        Outcome {
+            shared,
+            start,
+            route,
+            journal,
+            seen,
+            recorded: false,
+        }
+    }
+
+    /// Records the request as answered with `status` (0: no answer sent); `reference` is the
+    /// payment reference the router found, for the journal.
+    fn record(&mut self, status: u16, reference: Option<Box<str>>) {
+        self.recorded = true;
+        let took = self.start.elapsed();
+        let endpoint = Route::label(self.route);
+        self.shared
+            .ctx
+            .metrics
+            .observe_request(endpoint, status, took);
+        let Some(seen) = self.seen.take() else {
+            return;
+        };
+        if self.shared.access_log {
+            let token = &seen.token;
+            tracing::info!(
+                target: "eventbox::access",
+                method = %seen.method,
+                path = %seen.path,
+                status,
+                duration_us = took.as_micros() as u64,
+                bundle = seen.bundle.as_deref().unwrap_or("-"),
+                token = %if token.is_empty() { "-".to_string() } else { token_hint(token) },
+                "request"
+            );
+        }
+        if let (Some(journal), Some(arrived)) = (self.journal, seen.arrived) {
+            journal.record(journal::Entry {
+                time: arrived,
+                method: seen.method.to_string(),
+                path: seen.path,
+                query: seen.query,
+                bundle: seen.bundle,
+                token: (!seen.token.is_empty()).then(|| token_head(&seen.token)),
+                status,
+                duration: took,
+                reference,
+            });
+        }
+    }
+}
+
+impl Drop for Outcome<'_> {
+    fn drop(&mut self) {
+        if self.recorded {
+            return;
+        }
+        // As for a details request given no real answer: the query's reference, if any.
+        let reference = match (&self.seen, self.journal, self.route) {
+            (Some(seen), Some(_), Some(Route::Api(Endpoint::PaymentDetails))) => {
+                details::from_query(seen.query.as_deref()).map(String::into_boxed_str)
+            }
+            _ => None,
+        };
+        self.record(CLIENT_CLOSED, reference);
     }
 }

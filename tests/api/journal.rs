@@ -238,6 +238,67 @@ async fn a_long_query_is_cut_in_the_journal() {
     assert_eq!(query, format!("{}…", &long[..1024]), "cut to 1024 bytes");
 }
 
+/// Polls the journal until an entry satisfies `found` (bounded); that entry.
+async fn until_listed(app: &TestApp, found: impl Fn(&Value) -> bool) -> Value {
+    let start = std::time::Instant::now();
+    loop {
+        let listed = journal(app).await;
+        if let Some(e) = listed["entries"]
+            .as_array()
+            .and_then(|a| a.iter().find(|e| found(e)))
+        {
+            return e.clone();
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(5),
+            "not journaled in time: {listed}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_client_that_gives_up_during_a_delay_is_journaled_with_status_499() {
+    let app = journaled(5).await;
+    let impatient = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_millis(200))
+        .build()
+        .expect("a client");
+
+    let gave_up = impatient
+        .get(format!(
+            "{}/api/v1/payments/details?reference=PG2026000107",
+            app.base
+        ))
+        .header("Authorization-Token", DEMO_TOKEN)
+        .header("X-Eventbox-Delay", "1000")
+        .send()
+        .await;
+
+    assert!(
+        gave_up.is_err_and(|e| e.is_timeout()),
+        "the client times out"
+    );
+    let entry = until_listed(&app, |e| e["path"] == "/api/v1/payments/details").await;
+    assert_eq!(entry["status"], 499, "{entry}");
+    assert_eq!(entry["bundle"], "demo");
+    assert_eq!(entry["reference"], "PG2026000107");
+    let took = entry["duration_ms"].as_f64().unwrap_or(-1.0);
+    assert!(
+        (150.0..1000.0).contains(&took),
+        "recorded when the client went away, not after the delay: {took} ms"
+    );
+    let metrics = app.get("/metrics", "").await.text();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("eventbox_http_requests_total{")
+                && l.contains("endpoint=\"payment_details\"")
+                && l.contains("status=\"499\"")),
+        "{metrics}"
+    );
+}
+
 #[tokio::test]
 async fn entries_are_listed_in_arrival_order_not_completion_order() {
     let app = journaled(5).await;
