@@ -95,6 +95,7 @@ pub struct ServeArgs {
     pub max_connections: Option<usize>,
     /// Obey the X-Eventbox-Delay, X-Eventbox-Status and X-Eventbox-Fault request headers (for
     /// testing clients; ignored without it); --allow-control-headers=false undoes a file's
+    /// allow_control_headers = true
     #[arg(long, env = "EVENTBOX_ALLOW_CONTROL_HEADERS", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
     pub allow_control_headers: Option<bool>,
@@ -225,6 +226,14 @@ pub async fn serve(config: &ServeConfig) -> u8 {
     if config.allow_control_headers {
         tracing::warn!(
             "control headers are obeyed: any client may delay, fail or break its answers"
+        );
+    }
+    if config.allow_control_headers && config.limits.idle_timeout <= config.max_delay {
+        tracing::warn!(
+            idle_timeout = ?config.limits.idle_timeout,
+            max_delay = ?config.max_delay,
+            "--idle-timeout is not above --max-delay: a connection may be closed during a \
+             simulated delay; raise --idle-timeout"
         );
     }
     if config.journal > 0 {

@@ -407,6 +407,19 @@ impl Served {
     }
 }
 
+/// The demo served by the binary on a free port without watching, with `args` and `envs`, once
+/// it answers the event.
+async fn serve_demo(args: &[&str], envs: &[(&str, &str)]) -> Served {
+    let demo = demo_data();
+    let mut all_args = vec!["--addr", "127.0.0.1:0", "--no-watch"];
+    all_args.extend_from_slice(args);
+    let mut all_envs = vec![("EVENTBOX_DATA", demo.to_str().expect("UTF-8"))];
+    all_envs.extend_from_slice(envs);
+    let served = start_binary(&all_args, &all_envs);
+    assert_eq!(get_event(&served.base, "demo-token").await.0, 200);
+    served
+}
+
 async fn get_event(base: &str, token: &str) -> (u16, serde_json::Value) {
     let client = reqwest::Client::new();
     for _ in 0..200 {
@@ -557,22 +570,11 @@ async fn a_config_file_sets_options_flags_override_it_and_unknown_keys_are_repor
 
 #[tokio::test]
 async fn serve_flags_and_env_turn_on_control_headers_max_delay_and_the_journal() {
-    let demo = demo_data();
-    let served = start_binary(
-        &[
-            "--addr",
-            "127.0.0.1:0",
-            "--no-watch",
-            "--allow-control-headers",
-            "--max-delay",
-            "200ms",
-        ],
-        &[
-            ("EVENTBOX_DATA", demo.to_str().expect("UTF-8")),
-            ("EVENTBOX_JOURNAL", "2"),
-        ],
-    );
-    assert_eq!(get_event(&served.base, "demo-token").await.0, 200);
+    let served = serve_demo(
+        &["--allow-control-headers", "--max-delay", "200ms"],
+        &[("EVENTBOX_JOURNAL", "2")],
+    )
+    .await;
     let client = reqwest::Client::new();
 
     let start = std::time::Instant::now();
@@ -651,4 +653,26 @@ fn a_journal_over_100000_is_refused_from_the_flag_and_the_environment() {
             "{stderr}"
         );
     }
+}
+
+#[tokio::test]
+async fn serve_warns_when_the_idle_timeout_is_not_above_the_max_delay() {
+    // The first load is published after the warning is written: once ready, it is there.
+    let served = serve_demo(
+        &[
+            "--allow-control-headers",
+            "--idle-timeout",
+            "1s",
+            "--max-delay",
+            "2s",
+        ],
+        &[("RUST_LOG", "warn")],
+    )
+    .await;
+
+    let stderr = served.stderr();
+    assert!(
+        stderr.contains("--idle-timeout is not above --max-delay"),
+        "{stderr}"
+    );
 }

@@ -64,7 +64,7 @@ async fn sequence(app: &TestApp, n: usize) -> Vec<u16> {
 #[tokio::test]
 async fn latency_stays_within_its_bounds_over_100_requests() {
     let data = TempData::new();
-    data.with_simulating_demo("demo", "[simulate]\nlatency_ms = [20, 40]\nseed = 1\n");
+    data.with_simulating_demo("demo", "[simulate]\nlatency_ms = [20, 60]\nseed = 1\n");
     let app = spawn_app(data.path()).await;
 
     let answers = many(&app, "/api/v1/event", 100, 10).await;
@@ -75,10 +75,23 @@ async fn latency_stays_within_its_bounds_over_100_requests() {
     for (status, took) in &answers {
         assert_eq!(*status, 200);
         assert!(
-            *took >= Duration::from_millis(20) && *took < Duration::from_millis(40) + slack,
-            "took {took:?}; every answer waits 20 to 40 ms"
+            *took >= Duration::from_millis(20) && *took < Duration::from_millis(60) + slack,
+            "took {took:?}; every answer waits 20 to 60 ms"
         );
     }
+    // Spread over the range, not one fixed delay: both halves are seen. Overhead only adds
+    // time, so an answer under the midpoint (plus a little) waited in the lower half.
+    let midpoint = Duration::from_millis(40);
+    let took: Vec<Duration> = answers.iter().map(|(_, t)| *t).collect();
+    assert!(
+        took.iter()
+            .any(|t| *t < midpoint + Duration::from_millis(5)),
+        "no answer in the lower half: {took:?}"
+    );
+    assert!(
+        took.iter().any(|t| *t >= midpoint),
+        "no answer in the upper half: {took:?}"
+    );
 }
 
 #[tokio::test]
@@ -239,6 +252,25 @@ async fn until_status(app: &TestApp, done: impl Fn(&[String]) -> bool) -> Vec<St
         assert!(start.elapsed() < PATIENCE, "/status: not seen in time");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+#[tokio::test]
+async fn max_delay_caps_a_bundles_simulated_latency() {
+    let data = TempData::new();
+    data.with_simulating_demo("demo", "[simulate]\nlatency_ms = 5000\n");
+    let app = App::new(data.path());
+    app.load().expect("loads");
+    let app = serve_app_with(app, |s| s.max_delay = Duration::from_millis(100)).await;
+
+    let start = Instant::now();
+    let res = app.get("/api/v1/event", DEMO_TOKEN).await;
+    let took = start.elapsed();
+
+    assert_eq!(res.status, 200);
+    assert!(
+        took >= Duration::from_millis(100) && took < Duration::from_secs(2),
+        "--max-delay 100ms caps the bundle's 5 s: {took:?}"
+    );
 }
 
 // ---- control headers --------------------------------------------------------------------------
