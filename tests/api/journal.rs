@@ -329,3 +329,24 @@ async fn entries_are_listed_in_arrival_order_not_completion_order() {
         "the first to arrive is listed first"
     );
 }
+
+#[tokio::test]
+async fn over_http2_a_client_that_cancels_during_a_delay_is_journaled_with_status_499() {
+    let app = journaled(5).await;
+    let impatient = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .timeout(std::time::Duration::from_millis(200))
+        .build()
+        .expect("a client");
+
+    let gave_up = impatient
+        .get(format!("{}/api/v1/event?h2", app.base))
+        .header("Authorization-Token", DEMO_TOKEN)
+        .header("X-Eventbox-Delay", "1000")
+        .send()
+        .await;
+
+    assert!(gave_up.is_err_and(|e| e.is_timeout()), "times out");
+    let entry = until_listed(&app, |e| e["query"] == "h2").await;
+    assert_eq!(entry["status"], 499, "the stream reset ends it: {entry}");
+}
