@@ -309,14 +309,15 @@ async fn entries_are_listed_in_arrival_order_not_completion_order() {
             client
                 .get(url)
                 .header("Authorization-Token", DEMO_TOKEN)
-                .header("X-Eventbox-Delay", "600")
+                .header("X-Eventbox-Delay", "1500")
                 .send()
                 .await
                 .map(|r| r.status())
         })
     };
-    // No signal says the server has read the first request; it has long before 100 ms pass.
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    // No signal says the server has read the first request; it has long before 300 ms pass,
+    // even on a loaded machine, and the second is answered long before the first's 1.5 s delay.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     let fast = app.get("/api/v1/event?second", DEMO_TOKEN).await;
     let slow = slow.await.expect("no panic").expect("answered");
 

@@ -24,11 +24,16 @@ struct Watched {
 }
 
 async fn watched(mode: WatchMode) -> Watched {
+    watched_with(mode, DEBOUNCE).await
+}
+
+/// As [`watched`], with another quiet time.
+async fn watched_with(mode: WatchMode, debounce: Duration) -> Watched {
     let data = TempData::new();
     data.with_demo("demo");
     // As `serve` does: watch first, then load.
     let app = App::new(data.path());
-    let watcher = app.watch(mode, DEBOUNCE).await.expect("watching starts");
+    let watcher = app.watch(mode, debounce).await.expect("watching starts");
     app.load().expect("loads");
     Watched {
         app: serve_app(app).await,
@@ -548,7 +553,9 @@ async fn poll_mode_sees_folders_copied_in_and_removed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bundle_written_file_by_file_is_never_served_half_written() {
-    let w = watched(WatchMode::Native).await;
+    // The files land 15 ms apart; a quiet time of a second keeps a wide margin on a loaded
+    // machine, where a 15 ms sleep can take far longer (with 50 ms the test failed under load).
+    let w = watched_with(WatchMode::Native, Duration::from_secs(1)).await;
     let full = std::fs::read_to_string(demo_data().join("demo/payments.json")).expect("payments");
     let full: String = serde_json::from_str::<Value>(&full)
         .expect("JSON")
@@ -579,8 +586,8 @@ async fn a_bundle_written_file_by_file_is_never_served_half_written() {
         })
     };
 
-    // Each file lands 15 ms after the one before: less than the quiet time, so the bundle is read
-    // once, whole. payments.json comes last; without it the bundle would be valid but empty.
+    // Each file lands 15 ms after the one before: far less than the quiet time, so the bundle is
+    // read once, whole. payments.json comes last; without it the bundle would be valid but empty.
     let slow = w.path("slow");
     std::fs::create_dir(&slow).expect("mkdir");
     write(&slow.join("bundle.toml"), "tokens = [\"slow-token\"]\n");
