@@ -10,7 +10,10 @@
 //! - [`http`]: the hyper server and the router that answers from the snapshot;
 //! - [`metrics`]: Prometheus metrics;
 //! - [`app`]: those pieces wired together, as `serve` and the tests run them;
-//! - [`config`], [`cli`]: the command line (`serve`, `check`) and the configuration file;
+//! - [`pull`]: copies a live event into a bundle (staged, checked, swapped in whole);
+//! - [`gen`]: invents a realistic event as a bundle, the same for the same seed ([`rng`]);
+//! - [`config`], [`cli`]: the command line (`serve`, `check`, `pull`, `gen`) and the
+//!   configuration file;
 //! - [`problem`]: errors and warnings with the file and place they concern.
 //!
 //! See ARCHITECTURE.md for the invariants.
@@ -20,11 +23,14 @@ pub mod app;
 pub mod catalog;
 pub mod cli;
 pub mod config;
+pub mod gen;
 pub mod http;
 pub mod load;
 pub mod metrics;
 pub mod model;
 pub mod problem;
+pub mod pull;
 pub mod reload;
+pub mod rng;
 pub mod store;
 pub mod watch;

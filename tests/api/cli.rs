@@ -322,7 +322,7 @@ async fn eventbox_alone_serves_and_prints_the_address_and_bundles() {
         !second.contains("demo-token"),
         "the whole token printed: {second}"
     );
-    let res = reqwest::Client::new()
+    let res = crate::helpers::client()
         .get(format!("{base}/api/v1/event"))
         .header("Authorization-Token", "demo-token")
         .send()
@@ -405,7 +405,7 @@ impl Served {
 }
 
 async fn get_event(base: &str, token: &str) -> (u16, serde_json::Value) {
-    let client = reqwest::Client::new();
+    let client = crate::helpers::client();
     for _ in 0..200 {
         if let Ok(res) = client
             .get(format!("{base}/api/v1/event"))
