@@ -200,10 +200,11 @@ impl fmt::Display for PullSummary {
                 "  {:<16} {:>9} {:<8} {:>12}",
                 e.name,
                 records,
-                if e.name == "payment_details" {
-                    "files"
-                } else {
-                    "records"
+                match (e.name, e.records) {
+                    ("payment_details", Some(1)) => "file",
+                    ("payment_details", _) => "files",
+                    (_, Some(1)) => "record",
+                    _ => "records",
                 },
                 progress::human_bytes(e.bytes)
             )?;

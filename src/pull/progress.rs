@@ -60,11 +60,12 @@ impl Progress {
 
     /// One list endpoint fetched.
     pub fn endpoint(&self, name: &str, records: Option<usize>, bytes: u64) {
-        let records = records.map_or_else(|| "?".to_string(), |n| n.to_string());
-        self.line(&format!(
-            "pull: {name}: {records} records, {}",
-            human_bytes(bytes)
-        ));
+        let records = match records {
+            Some(1) => "1 record".to_string(),
+            Some(n) => format!("{n} records"),
+            None => "? records".to_string(),
+        };
+        self.line(&format!("pull: {name}: {records}, {}", human_bytes(bytes)));
     }
 
     /// The details phase starts, with `total` requests to make.
