@@ -81,19 +81,32 @@ impl Staging {
         let target_exists = std::fs::symlink_metadata(&self.target).is_ok();
         if !target_exists {
             std::fs::rename(&self.dir, &self.target).map_err(swap_err)?;
-            self.committed = true;
-            return Ok(());
+        } else if exchange(&self.dir, &self.target).map_err(swap_err)? {
+            // The staging name now holds the old copy.
+            if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+                tracing::warn!("cannot remove the old copy {}: {e}", self.dir.display());
+            }
+        } else {
+            let aside = self
+                .dir
+                .with_extension(format!("old-{}", std::process::id()));
+            swap_aside(&self.dir, &self.target, &aside).map_err(swap_err)?;
         }
-        if exchange(&self.dir, &self.target).map_err(swap_err)? {
-            // The staging name now holds the old copy; `drop` deletes it.
-            return Ok(());
-        }
-        let aside = self
-            .dir
-            .with_extension(format!("old-{}", std::process::id()));
-        swap_aside(&self.dir, &self.target, &aside).map_err(swap_err)?;
         self.committed = true;
+        nudge(&self.target);
         Ok(())
+    }
+}
+
+/// Sets the swapped-in folder's modification time to now, so that a server watching the data
+/// folder reloads it. The swap reaches a watcher as renames, which its debouncing may fold away
+/// (notify-debouncer-full pairs renames by file id, and an exchange is two crossing renames; the
+/// old copy's deletion may be reported under the staging name, which is ignored). A change of
+/// the folder's own attributes is reported on the data folder under the bundle's name. Best
+/// effort: a failure only means the watcher relies on the renames.
+fn nudge(dir: &Path) {
+    if let Ok(folder) = std::fs::File::open(dir) {
+        let _ = folder.set_modified(std::time::SystemTime::now());
     }
 }
 

@@ -564,3 +564,65 @@ async fn a_redirect_to_another_origin_is_not_followed_with_the_token() {
     );
     assert!(err.to_string().contains("not followed"), "{err}");
 }
+
+#[tokio::test]
+async fn a_watching_server_switches_to_the_pulled_copy_without_a_gap() {
+    // The source: the demo bundle with another title.
+    let served = TempData::new();
+    served.with_demo("demo");
+    let event = std::fs::read_to_string(served.path().join("demo/event.json")).expect("event");
+    let new_title = "Congresso atualizado às 10h";
+    served.write(
+        "demo/event.json",
+        event.replacen("33º Congresso Brasileiro", new_title, 1),
+    );
+    let source = spawn_app(served.path()).await;
+    // The kiosk: the original demo bundle, served and watched, as `serve` runs it.
+    let data = TempData::new();
+    data.with_demo("demo");
+    let app = eventbox::app::App::new(data.path());
+    let _watcher = app
+        .watch(
+            eventbox::watch::WatchMode::Native,
+            Duration::from_millis(50),
+        )
+        .await
+        .expect("watching starts");
+    app.load().expect("loads");
+    let kiosk = crate::helpers::serve_app(app).await;
+    let old_title = kiosk.get("/api/v1/event", DEMO_TOKEN).await.json()["data"][0]["title"]
+        .as_str()
+        .expect("a title")
+        .to_string();
+
+    // Readers keep asking while the pull runs and the server reloads.
+    let opts = options(&source.base, DEMO_TOKEN, &data.path().join("demo"));
+    let pulling = pull::run(&opts);
+    let reading = async {
+        let start = Instant::now();
+        loop {
+            let res = kiosk.get("/api/v1/event", DEMO_TOKEN).await;
+            assert_eq!(res.status.as_u16(), 200, "a gap: {}", res.text());
+            let title = res.json()["data"][0]["title"]
+                .as_str()
+                .expect("a title")
+                .to_string();
+            assert!(
+                title == old_title || title.starts_with(new_title),
+                "{title}"
+            );
+            if title.starts_with(new_title) {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the new copy never showed"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    let (pulled, ()) = tokio::join!(pulling, reading);
+
+    pulled.expect("the pull succeeds");
+    assert_same_answers(&source, &kiosk, DEMO_TOKEN).await;
+}
