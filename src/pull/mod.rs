@@ -137,7 +137,7 @@ pub enum PullError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("the pulled bundle fails check, so it was not swapped in:\n  {}{}", problems.join("\n  "), more_line(*more))]
+    #[error("the pulled bundle fails check, so it was not swapped in (the paths name the staging folder, now removed):\n  {}{}", problems.join("\n  "), more_line(*more))]
     Check { problems: Vec<String>, more: usize },
     #[error(transparent)]
     Stage(#[from] stage::StageError),

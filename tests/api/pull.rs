@@ -618,11 +618,45 @@ async fn a_watching_server_switches_to_the_pulled_copy_without_a_gap() {
                 start.elapsed() < Duration::from_secs(10),
                 "the new copy never showed"
             );
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            tokio::time::sleep(Duration::from_millis(20)).await;
         }
     };
     let (pulled, ()) = tokio::join!(pulling, reading);
 
     pulled.expect("the pull succeeds");
     assert_same_answers(&source, &kiosk, DEMO_TOKEN).await;
+}
+
+#[tokio::test]
+async fn a_cancelled_pull_removes_its_staging_folder() {
+    let source = spawn_app(&demo_data()).await;
+    let proxy = Proxy::start(&source.base, |path, _, _| match path {
+        "/api/v1/payments/details" => Act::Stall(Duration::from_secs(30)),
+        _ => Act::Forward,
+    })
+    .await;
+    let data = TempData::new();
+    let into = data.path().join("kiosk");
+    let mut o = options(&proxy.base, DEMO_TOKEN, &into);
+    o.timeout = Duration::from_secs(60);
+    let staging_seen = async {
+        // The first detail request means the list endpoints are written into the staging folder.
+        while proxy.count("/payments/details") == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        std::fs::read_dir(data.path())
+            .expect("the data folder")
+            .filter_map(Result::ok)
+            .any(|e| e.file_name().to_string_lossy().starts_with("_kiosk.pull-"))
+    };
+
+    // Ctrl-C in `eventbox pull` drops the pull's future the same way.
+    let seen = tokio::select! {
+        r = pull::run(&o) => panic!("the pull ended: {:?}", r.map(|s| s.to_string())),
+        seen = staging_seen => seen,
+    };
+
+    assert!(seen, "the staging folder existed while the pull ran");
+    assert_no_leftovers(data.path());
+    assert!(!into.exists());
 }
