@@ -285,7 +285,7 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
     endpoints.push(details);
 
     let toml_path = staging.path().join("bundle.toml");
-    std::fs::write(&toml_path, bundle_toml(&opts.token.0, &base)).map_err(|source| {
+    std::fs::write(&toml_path, bundle_toml(opts.token.0.trim(), &base)).map_err(|source| {
         PullError::Io {
             path: toml_path.clone(),
             source,

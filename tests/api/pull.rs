@@ -289,6 +289,16 @@ async fn a_pulled_bundle_serves_byte_identical_answers_from_an_origin_or_the_api
     assert!(summary.warnings.is_empty(), "{:?}", summary.warnings);
     let toml = std::fs::read_to_string(into.join("bundle.toml")).expect("bundle.toml");
     assert!(toml.contains("tokens = [\"demo-token\"]"), "{toml}");
+    // The source answers a client that accepts gzip (as the pull does) with gzip: the copy's
+    // bytes went through the decoder.
+    let gzipped = source
+        .get_with(
+            "/api/v1/payments",
+            DEMO_TOKEN,
+            &[("accept-encoding", "gzip")],
+        )
+        .await;
+    assert_eq!(gzipped.header("content-encoding"), Some("gzip"));
     // Bodies are kept as received: the compact bytes the source serves.
     let served = source.get("/api/v1/event", DEMO_TOKEN).await.body;
     assert_eq!(
@@ -315,7 +325,8 @@ async fn pretty_re_indents_and_the_copy_still_serves_the_same_bytes() {
     let source = spawn_app(&demo_data()).await;
     let data = TempData::new();
     let into = data.path().join("pretty");
-    let mut o = options(&source.base, DEMO_TOKEN, &into);
+    // White space around a pasted token is trimmed, in the header and in bundle.toml.
+    let mut o = options(&source.base, &format!(" {DEMO_TOKEN}\n"), &into);
     o.pretty = true;
 
     pull::run(&o).await.expect("the pull succeeds");
