@@ -120,7 +120,7 @@ pub enum PullError {
         status: u16,
         message: String,
     },
-    #[error("{url}: gave up after {attempts} attempts; the last: {last}")]
+    #[error("{url}: gave up after {attempts} attempt{}; the last: {last}", if *attempts == 1 { "" } else { "s" })]
     GaveUp {
         url: String,
         attempts: u32,
