@@ -1,4 +1,4 @@
-//! The command line: `serve` (the default) and `check`. clap parses the raw flags here; `config`
+//! The command line: `serve` (the default), `check`, `pull` and `gen`. clap parses the raw flags here; `config`
 //! merges them with the configuration file; the commands return an exit code, so `main` stays a
 //! dispatcher.
 
@@ -39,6 +39,10 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Check the data folder: every problem on its own line, then a summary.
     Check(CheckArgs),
+    /// Copy a live event (the service or another eventbox) into a bundle, swapped in whole.
+    Pull(PullArgs),
+    /// Invent a realistic event as a bundle; the same seed gives the same files.
+    Gen(GenArgs),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -145,6 +149,130 @@ pub struct CheckArgs {
     /// Count warnings as errors.
     #[arg(long)]
     pub strict: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PullArgs {
+    /// The service: its origin or its API base, e.g. https://host/api/v1
+    #[arg(long, value_name = "BASE_URL")]
+    pub from: String,
+    /// The token that opens the event (EVENTBOX_TOKEN keeps it out of the process list)
+    #[arg(long, env = "EVENTBOX_TOKEN", hide_env_values = true)]
+    pub token: crate::pull::Token,
+    /// The bundle folder to create or replace
+    #[arg(long, value_name = "DIR/NAME")]
+    pub into: PathBuf,
+    /// Detail requests in flight at once
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    pub concurrency: usize,
+    /// Re-indent the JSON instead of keeping the bodies byte for byte
+    #[arg(long)]
+    pub pretty: bool,
+    /// Retries of one request (timeouts, connection errors, 429, 5xx)
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    pub retries: u32,
+    /// Time allowed to connect
+    #[arg(long, default_value = "10s", value_parser = config::parse_duration)]
+    pub connect_timeout: Duration,
+    /// Time allowed for one request, its body included
+    #[arg(long, default_value = "60s", value_parser = config::parse_duration)]
+    pub timeout: Duration,
+    /// The longest wait before a retry, Retry-After included
+    #[arg(long, default_value = "30s", value_parser = config::parse_duration)]
+    pub max_retry_wait: Duration,
+    /// A bar on a terminal and plain lines otherwise (auto), plain lines, or nothing
+    #[arg(long, value_enum, default_value_t = crate::pull::ProgressMode::Auto)]
+    pub progress: crate::pull::ProgressMode,
+}
+
+impl PullArgs {
+    pub fn options(&self) -> crate::pull::PullOptions {
+        let mut o =
+            crate::pull::PullOptions::new(self.from.clone(), self.token.0.clone(), &self.into);
+        o.concurrency = self.concurrency;
+        o.pretty = self.pretty;
+        o.retries = self.retries;
+        o.connect_timeout = self.connect_timeout;
+        o.timeout = self.timeout;
+        o.max_retry_wait = self.max_retry_wait;
+        o.progress = self.progress;
+        o
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct GenArgs {
+    /// The bundle folder to create or replace
+    #[arg(long, value_name = "DIR/NAME")]
+    pub into: PathBuf,
+    /// How many payments
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub payments: usize,
+    /// How many submissions
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub submissions: usize,
+    /// The seed: the same seed gives the same files
+    #[arg(long, default_value_t = 1, value_name = "S")]
+    pub seed: u64,
+    /// The token that opens the bundle [default: NAME-token]
+    #[arg(long, value_name = "T")]
+    pub token: Option<String>,
+}
+
+/// `eventbox pull`: 0 when the new copy is in place, 1 when the pull failed (the earlier copy
+/// is untouched), 2 when the options cannot be used. Ctrl-C stops it the same way (130).
+pub async fn pull(args: &PullArgs) -> u8 {
+    use crate::pull::PullError;
+    let options = args.options();
+    let result = tokio::select! {
+        r = crate::pull::run(&options) => r,
+        _ = tokio::signal::ctrl_c() => {
+            eprintln!("eventbox pull: interrupted; the earlier copy is as it was");
+            return 130;
+        }
+    };
+    match result {
+        Ok(summary) => {
+            say(format_args!("{summary}"));
+            0
+        }
+        Err(e) => {
+            eprintln!("eventbox pull: {e}");
+            match e {
+                PullError::BadBase { .. }
+                | PullError::BadTarget { .. }
+                | PullError::BadToken(_)
+                | PullError::BadConcurrency => EXIT_UNUSABLE,
+                _ => 1,
+            }
+        }
+    }
+}
+
+/// `eventbox gen`: 0 when the bundle is in place, 1 when it could not be written, 2 when the
+/// options cannot be used.
+pub fn gen(args: &GenArgs) -> u8 {
+    use crate::gen::{GenError, GenOptions};
+    let options = GenOptions {
+        into: args.into.clone(),
+        payments: args.payments,
+        submissions: args.submissions,
+        seed: args.seed,
+        token: args.token.clone(),
+    };
+    match crate::gen::run(&options) {
+        Ok(summary) => {
+            say(format_args!("{summary}"));
+            0
+        }
+        Err(e) => {
+            eprintln!("eventbox gen: {e}");
+            match e {
+                GenError::BadTarget { .. } | GenError::BadToken => EXIT_UNUSABLE,
+                _ => 1,
+            }
+        }
+    }
 }
 
 /// `eventbox check`: 0 when clean (or only warnings without `--strict`), 1 on errors, 2 when the

@@ -11,7 +11,10 @@
 //! - [`simulate`]: the latency and errors a bundle's `[simulate]` table asks for;
 //! - [`metrics`]: Prometheus metrics;
 //! - [`app`]: those pieces wired together, as `serve` and the tests run them;
-//! - [`config`], [`cli`]: the command line (`serve`, `check`) and the configuration file;
+//! - [`pull`]: copies a live event into a bundle (staged, checked, swapped in whole);
+//! - [`gen`]: invents a realistic event as a bundle, the same for the same seed ([`rng`]);
+//! - [`config`], [`cli`]: the command line (`serve`, `check`, `pull`, `gen`) and the
+//!   configuration file;
 //! - [`problem`]: errors and warnings with the file and place they concern;
 //! - [`testing`]: `TestServer`, a whole eventbox in a test process on `127.0.0.1:0`, from a data
 //!   folder or from bundles built in code.
@@ -23,12 +26,15 @@ pub mod app;
 pub mod catalog;
 pub mod cli;
 pub mod config;
+pub mod gen;
 pub mod http;
 pub mod load;
 pub mod metrics;
 pub mod model;
 pub mod problem;
+pub mod pull;
 pub mod reload;
+pub mod rng;
 pub mod simulate;
 pub mod store;
 pub mod testing;

@@ -20,6 +20,14 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Some(Command::Pull(args)) => {
+            init_logging(LogFormat::Text);
+            block_on(cli::pull(&args))
+        }
+        Some(Command::Gen(args)) => {
+            init_logging(LogFormat::Text);
+            cli::gen(&args)
+        }
         Some(Command::Serve(args)) => run_serve(&args),
         None => run_serve(&cli.serve),
     };
@@ -50,11 +58,16 @@ fn run_serve(args: &ServeArgs) -> u8 {
     for w in warnings {
         tracing::warn!("configuration: {w}");
     }
+    block_on(cli::serve(&config))
+}
+
+/// Runs a command on a multi-threaded tokio runtime; 1 when the runtime cannot start.
+fn block_on(command: impl std::future::Future<Output = u8>) -> u8 {
     match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
-        Ok(rt) => rt.block_on(cli::serve(&config)),
+        Ok(rt) => rt.block_on(command),
         Err(e) => {
             eprintln!("eventbox: cannot start the runtime: {e}");
             1

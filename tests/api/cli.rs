@@ -1,5 +1,5 @@
-//! The command line itself, run as the real binary: `check` (problems, locations, exit codes)
-//! and `serve` (startup output, an unusable data folder).
+//! The command line itself, run as the real binary: `check` (problems, locations, exit codes),
+//! `serve` (startup output, an unusable data folder), `pull` and `gen` (output, exit codes).
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -325,7 +325,7 @@ async fn eventbox_alone_serves_and_prints_the_address_and_bundles() {
         !second.contains("demo-token"),
         "the whole token printed: {second}"
     );
-    let res = reqwest::Client::new()
+    let res = crate::helpers::client()
         .get(format!("{base}/api/v1/event"))
         .header("Authorization-Token", "demo-token")
         .send()
@@ -421,7 +421,7 @@ async fn serve_demo(args: &[&str], envs: &[(&str, &str)]) -> Served {
 }
 
 async fn get_event(base: &str, token: &str) -> (u16, serde_json::Value) {
-    let client = reqwest::Client::new();
+    let client = crate::helpers::client();
     for _ in 0..200 {
         if let Ok(res) = client
             .get(format!("{base}/api/v1/event"))
@@ -575,7 +575,7 @@ async fn serve_flags_and_env_turn_on_control_headers_max_delay_and_the_journal()
         &[("EVENTBOX_JOURNAL", "2")],
     )
     .await;
-    let client = reqwest::Client::new();
+    let client = crate::helpers::client();
 
     let start = std::time::Instant::now();
     let status = client
@@ -675,4 +675,110 @@ async fn serve_warns_when_the_idle_timeout_is_not_above_the_max_delay() {
         stderr.contains("--idle-timeout is not above --max-delay"),
         "{stderr}"
     );
+}
+
+/// Runs the binary without blocking the runtime (the test's server answers meanwhile).
+async fn eventbox_async(args: &[&str]) -> (i32, String, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_eventbox"))
+        .args(args)
+        .env_remove("EVENTBOX_TOKEN")
+        .output()
+        .await
+        .expect("run eventbox");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn pull_prints_plain_progress_and_a_summary_and_never_the_token() {
+    let source = crate::helpers::spawn_app(&demo_data()).await;
+    let data = TempData::new();
+    let into = data.path().join("kiosk");
+    let into = into.to_str().expect("a UTF-8 path");
+
+    let (code, stdout, stderr) = eventbox_async(&[
+        "pull",
+        "--from",
+        &source.base,
+        "--token",
+        "demo-token",
+        "--into",
+        into,
+    ])
+    .await;
+
+    assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(
+        stdout.starts_with(&format!("pulled {}/api/v1 into {into}", source.base)),
+        "{stdout}"
+    );
+    for line in ["payments", "payment_details", "total", "0 retries"] {
+        assert!(stdout.contains(line), "{line} in:\n{stdout}");
+    }
+    // stderr is not a terminal here: plain lines, no bar.
+    assert!(stderr.contains("pull: event: 1 record,"), "{stderr}");
+    assert!(stderr.contains("pull: payment details:"), "{stderr}");
+    assert!(!stderr.contains('\r'), "a bar was drawn: {stderr:?}");
+    assert!(
+        !(stdout.clone() + &stderr).contains("demo-token"),
+        "the token was printed"
+    );
+
+    let (code, _, stderr) = eventbox_async(&[
+        "pull",
+        "--from",
+        &source.base,
+        "--token",
+        "wrong-secret",
+        "--into",
+        into,
+    ])
+    .await;
+
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("the server refused the token wron… (401)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("wrong-secret"), "{stderr}");
+    let (code, _, stderr) =
+        eventbox_async(&["pull", "--from", "ftp://x", "--token", "t", "--into", into]).await;
+    assert_eq!(code, 2, "unusable options exit 2: {stderr}");
+}
+
+#[test]
+fn gen_writes_a_bundle_that_check_strict_accepts() {
+    let data = TempData::new();
+    let into = data.path().join("big");
+
+    let out = eventbox(
+        &[
+            "gen",
+            "--into",
+            into.to_str().expect("UTF-8"),
+            "--payments",
+            "500",
+            "--seed",
+            "9",
+        ],
+        data.path(),
+    );
+
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("500 payments") && stdout.contains("token big-…"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("big-token"), "{stdout}");
+    let (code, report, _) = check(&data, &["--strict"]);
+    assert_eq!(code, 0, "{report}");
 }

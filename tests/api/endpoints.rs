@@ -181,7 +181,7 @@ async fn head_answers_the_get_headers_and_sends_no_body_bytes() {
 #[tokio::test]
 async fn head_over_http2_answers_headers_only() {
     let app = spawn_app(&demo_data()).await;
-    let client = reqwest::Client::builder()
+    let client = crate::helpers::client_builder()
         .http2_prior_knowledge()
         .build()
         .expect("client");
@@ -221,7 +221,7 @@ async fn the_token_is_trimmed_and_otherwise_exact() {
 #[tokio::test]
 async fn http2_prior_knowledge_is_served() {
     let app = spawn_app(&demo_data()).await;
-    let client = reqwest::Client::builder()
+    let client = crate::helpers::client_builder()
         .http2_prior_knowledge()
         .build()
         .expect("client");

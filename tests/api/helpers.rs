@@ -17,6 +17,17 @@ pub fn demo_data() -> PathBuf {
 
 pub const DEMO_TOKEN: &str = "demo-token";
 
+/// A client builder for tests: it sees answers as sent. The package turns on reqwest's gzip
+/// decoding (for `pull`), which would otherwise ask for gzip on every request and decode it.
+pub fn client_builder() -> reqwest::ClientBuilder {
+    reqwest::Client::builder().no_gzip()
+}
+
+/// A client for tests (see [`client_builder`]).
+pub fn client() -> reqwest::Client {
+    client_builder().build().expect("a client")
+}
+
 /// A server running in this process.
 pub struct TestApp {
     pub base: String,
@@ -48,7 +59,7 @@ pub async fn serve_app_with(
     }));
     TestApp {
         base: format!("http://{addr}"),
-        client: reqwest::Client::new(),
+        client: client(),
         app,
         stop: Some(stop),
         server: Some(server),

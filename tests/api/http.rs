@@ -523,7 +523,7 @@ async fn connections_over_the_cap_wait_for_a_free_slot() {
     assert!(first.read(&mut buf).await.expect("answered") > 0);
 
     // The only slot is held by the idle keep-alive connection: a second client is not served.
-    let client = reqwest::Client::new();
+    let client = crate::helpers::client();
     let url = format!("{}/healthz", app.base);
     let waiting = tokio::time::timeout(Duration::from_millis(400), client.get(&url).send()).await;
     assert!(

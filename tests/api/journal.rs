@@ -260,7 +260,7 @@ async fn until_listed(app: &TestApp, found: impl Fn(&Value) -> bool) -> Value {
 #[tokio::test]
 async fn a_client_that_gives_up_during_a_delay_is_journaled_with_status_499() {
     let app = journaled(5).await;
-    let impatient = reqwest::Client::builder()
+    let impatient = crate::helpers::client_builder()
         .timeout(std::time::Duration::from_millis(200))
         .build()
         .expect("a client");
@@ -334,7 +334,7 @@ async fn entries_are_listed_in_arrival_order_not_completion_order() {
 #[tokio::test]
 async fn over_http2_a_client_that_cancels_during_a_delay_is_journaled_with_status_499() {
     let app = journaled(5).await;
-    let impatient = reqwest::Client::builder()
+    let impatient = crate::helpers::client_builder()
         .http2_prior_knowledge()
         .timeout(std::time::Duration::from_millis(200))
         .build()

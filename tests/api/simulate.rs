@@ -475,7 +475,7 @@ fn assert_truncated(got: &crate::helpers::RawExchange, whole: &[u8]) {
 #[tokio::test]
 async fn over_http2_a_fault_resets_only_its_stream() {
     let app = with_control(&crate::helpers::demo_data(), Duration::from_secs(30)).await;
-    let client = reqwest::Client::builder()
+    let client = crate::helpers::client_builder()
         .http2_prior_knowledge()
         .build()
         .expect("a client");

@@ -15,7 +15,7 @@ use crate::helpers::{answer, demo_data, Answer, DEMO_TOKEN};
 
 /// A GET with a token and extra headers, over a fresh client.
 async fn get(server: &TestServer, path: &str, token: &str, headers: &[(&str, &str)]) -> Answer {
-    let mut req = reqwest::Client::new()
+    let mut req = crate::helpers::client()
         .get(server.url(path))
         .header("Authorization-Token", token);
     for (k, v) in headers {
@@ -197,7 +197,7 @@ async fn dropping_the_server_stops_it() {
         .expect("summit starts");
     let addr = server.addr();
     // A kept-alive connection, open when the server is dropped.
-    let client = reqwest::Client::new();
+    let client = crate::helpers::client();
     let before = answer(client.get(server.url("/healthz"))).await;
     assert_eq!(before.status, 200);
     let data_dir = server.data_dir().to_path_buf();

@@ -1,0 +1,1167 @@
+//! `eventbox gen`: invents a realistic event as a bundle, for load tests and demos.
+//!
+//! Brazilian Portuguese throughout (names with accents, cities with their coordinates, payment
+//! methods and statuses as the platform writes them), dates in the API text's formats, price tiers
+//! per ticket, decimal amounts written with two decimals (`amount_receive_payment` is the amount
+//! less the method's fee, so never above it), sponsors in the event page, submissions with their
+//! authors, and a detail file for a few group purchases. Every bundle passes `check --strict`.
+//!
+//! Shaped for two promises:
+//! - **the same seed gives the same files, for good**: one hand-written generator ([`Rng`]) is
+//!   drawn from in a fixed order, nothing reads the clock, and the word lists live here;
+//! - **fast**: payments (the file that grows) are streamed one record per line into a
+//!   `BufWriter`, with amounts in integer cents; 200,000 payments take about a second in a
+//!   release build. The small files go through `serde_json` (pretty, numbers as written).
+//!
+//! The bundle is written into a staging folder and swapped in whole (see [`crate::pull::stage`]),
+//! so a running server never reads it half-written.
+
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use chrono::{Days, NaiveDate};
+use serde_json::{json, Number, Value};
+
+use crate::problem::token_hint;
+use crate::pull::stage::{StageError, Staging};
+use crate::rng::Rng;
+
+/// What `gen` makes.
+#[derive(Debug, Clone)]
+pub struct GenOptions {
+    /// `DIR/NAME`: the bundle folder to create or replace.
+    pub into: PathBuf,
+    pub payments: usize,
+    pub submissions: usize,
+    pub seed: u64,
+    /// The token that opens the bundle; `<NAME>-token` when `None`.
+    pub token: Option<String>,
+}
+
+impl GenOptions {
+    pub fn new(into: impl Into<PathBuf>) -> GenOptions {
+        GenOptions {
+            into: into.into(),
+            payments: 1000,
+            submissions: 100,
+            seed: 1,
+            token: None,
+        }
+    }
+}
+
+/// Why `gen` failed; nothing was swapped in.
+#[derive(Debug, thiserror::Error)]
+pub enum GenError {
+    #[error("--into {}: {reason}", path.display())]
+    BadTarget { path: PathBuf, reason: String },
+    #[error("--token: a token must not be blank or have white space around it")]
+    BadToken,
+    #[error("cannot write {}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+    #[error(transparent)]
+    Stage(#[from] StageError),
+}
+
+/// What `gen` made.
+#[derive(Debug, Clone)]
+pub struct GenSummary {
+    pub into: PathBuf,
+    pub seed: u64,
+    pub payments: usize,
+    pub details: usize,
+    pub submissions: usize,
+    pub bytes: u64,
+    pub elapsed: Duration,
+    /// The token's first characters (a token is never printed whole).
+    pub token_hint: String,
+    pub default_token: bool,
+}
+
+impl fmt::Display for GenSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "generated {} (seed {}) in {:.2} s: {} payments, {} payment details, {} submissions, {}\n  token {}{}",
+            self.into.display(),
+            self.seed,
+            self.elapsed.as_secs_f64(),
+            self.payments,
+            self.details,
+            self.submissions,
+            crate::pull::progress::human_bytes(self.bytes),
+            self.token_hint,
+            if self.default_token {
+                " (the default: the bundle's name followed by -token)"
+            } else {
+                ""
+            }
+        )
+    }
+}
+
+/// Generates the bundle and swaps it into place.
+pub fn run(opts: &GenOptions) -> Result<GenSummary, GenError> {
+    let started = Instant::now();
+    let name = opts
+        .into
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| !n.starts_with('_') && !n.starts_with('.'))
+        .ok_or_else(|| GenError::BadTarget {
+            path: opts.into.clone(),
+            reason: "name the bundle folder (not starting with `_` or `.`), e.g. data/loadtest"
+                .into(),
+        })?;
+    let token = opts
+        .token
+        .clone()
+        .unwrap_or_else(|| format!("{name}-token"));
+    if token.trim().is_empty() || token.trim() != token {
+        return Err(GenError::BadToken);
+    }
+    let staging = Staging::create(&opts.into, "gen")?;
+    let dir = staging.path();
+    let mut rng = Rng::new(opts.seed);
+    let event = EventPlan::new(&mut rng);
+
+    let payments = write_payments(&dir.join("payments.json"), &event, opts.payments, &mut rng)?;
+    let mut bytes = payments.bytes;
+    bytes += write_value(&dir.join("event.json"), &event.body(&payments.sold))?;
+    let details_dir = dir.join("payment_details");
+    std::fs::create_dir(&details_dir).map_err(|source| GenError::Io {
+        path: details_dir.clone(),
+        source,
+    })?;
+    for detail in &payments.groups {
+        let path = details_dir.join(format!("{}.json", detail.reference));
+        bytes += write_value(&path, &detail.body(&event, &mut rng))?;
+    }
+    bytes += write_value(&dir.join("submission.json"), &event.submission_body())?;
+    let list = event.submission_list(opts.submissions, &mut rng);
+    bytes += write_value(&dir.join("submission_list.json"), &list)?;
+    bytes += write_value(&dir.join("hotsite.json"), &event.hotsite(&mut rng))?;
+    let mut table = toml::Table::new();
+    table.insert(
+        "tokens".into(),
+        toml::Value::Array(vec![token.clone().into()]),
+    );
+    let toml_text = format!(
+        "# Generated by `eventbox gen --seed {}`. The tokens that open this bundle.\n{}",
+        opts.seed,
+        toml::to_string(&table).unwrap_or_default()
+    );
+    let toml_path = dir.join("bundle.toml");
+    std::fs::write(&toml_path, &toml_text).map_err(|source| GenError::Io {
+        path: toml_path,
+        source,
+    })?;
+    bytes += toml_text.len() as u64;
+
+    staging.commit()?;
+    Ok(GenSummary {
+        into: opts.into.clone(),
+        seed: opts.seed,
+        payments: opts.payments,
+        details: payments.groups.len(),
+        submissions: opts.submissions,
+        bytes,
+        elapsed: started.elapsed(),
+        token_hint: token_hint(&token),
+        default_token: opts.token.is_none(),
+    })
+}
+
+fn write_value(path: &Path, value: &Value) -> Result<u64, GenError> {
+    let io = |source| GenError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut text = serde_json::to_vec_pretty(value).map_err(|e| io(io::Error::other(e)))?;
+    text.push(b'\n');
+    std::fs::write(path, &text).map_err(io)?;
+    Ok(text.len() as u64)
+}
+
+// ---- word lists ---------------------------------------------------------------------------
+
+const FIRST_NAMES: [&str; 52] = [
+    "Ana",
+    "João",
+    "Maria",
+    "José",
+    "Francisca",
+    "Antônio",
+    "Adriana",
+    "Sérgio",
+    "Conceição",
+    "Thiago",
+    "Beatriz",
+    "Raimundo",
+    "Luíza",
+    "Letícia",
+    "Márcio",
+    "Vitória",
+    "Fábio",
+    "Débora",
+    "Caio",
+    "Júlia",
+    "Rogério",
+    "Patrícia",
+    "André",
+    "Mônica",
+    "Cláudio",
+    "Lúcia",
+    "Vinícius",
+    "Flávia",
+    "Otávio",
+    "Inês",
+    "Túlio",
+    "Bárbara",
+    "Luís",
+    "Cecília",
+    "Jéssica",
+    "Mateus",
+    "Helena",
+    "Joaquim",
+    "Estêvão",
+    "Valéria",
+    "Simão",
+    "Aurélio",
+    "Natália",
+    "Rafael",
+    "Camila",
+    "Pedro",
+    "Larissa",
+    "Gabriel",
+    "Sofia",
+    "Heitor",
+    "Alícia",
+    "Iara",
+];
+
+const LAST_NAMES: [&str; 48] = [
+    "Silva",
+    "Santos",
+    "Oliveira",
+    "Souza",
+    "Rodrigues",
+    "Ferreira",
+    "Alves",
+    "Pereira",
+    "Lima",
+    "Gomes",
+    "Ribeiro",
+    "Carvalho",
+    "Araújo",
+    "Gonçalves",
+    "Conceição",
+    "Bragança",
+    "Magalhães",
+    "Simões",
+    "Falcão",
+    "Antunes",
+    "Brandão",
+    "Guimarães",
+    "Nóbrega",
+    "Gusmão",
+    "Assunção",
+    "Peçanha",
+    "Sá",
+    "Leão",
+    "Cortês",
+    "Mendonça",
+    "Barbosa",
+    "Rocha",
+    "Dias",
+    "Nascimento",
+    "Andrade",
+    "Moreira",
+    "Nunes",
+    "Vieira",
+    "Monteiro",
+    "Cardoso",
+    "Teixeira",
+    "Correia",
+    "Ramos",
+    "Freitas",
+    "Macêdo",
+    "Queiroz",
+    "Sampaio",
+    "Albuquerque",
+];
+
+/// Invented addresses only (the `exemplo` domains), so no generated e-mail reaches a person.
+const EMAIL_DOMAINS: [&str; 5] = [
+    "exemplo.com.br",
+    "email.exemplo.com.br",
+    "universidade.exemplo.edu.br",
+    "instituto.exemplo.org.br",
+    "prefeitura.exemplo.gov.br",
+];
+
+/// City, state, latitude, longitude, area code.
+const CITIES: [(&str, &str, &str, &str, &str); 18] = [
+    ("São Paulo", "SP", "-23.5505", "-46.6333", "11"),
+    ("Rio de Janeiro", "RJ", "-22.9068", "-43.1729", "21"),
+    ("Belo Horizonte", "MG", "-19.9167", "-43.9345", "31"),
+    ("Brasília", "DF", "-15.7939", "-47.8828", "61"),
+    ("Salvador", "BA", "-12.9714", "-38.5014", "71"),
+    ("Fortaleza", "CE", "-3.7319", "-38.5267", "85"),
+    ("Recife", "PE", "-8.0476", "-34.8770", "81"),
+    ("Porto Alegre", "RS", "-30.0346", "-51.2177", "51"),
+    ("Curitiba", "PR", "-25.4284", "-49.2733", "41"),
+    ("Florianópolis", "SC", "-27.5954", "-48.5480", "48"),
+    ("Belém", "PA", "-1.4558", "-48.4902", "91"),
+    ("Goiânia", "GO", "-16.6869", "-49.2648", "62"),
+    ("Maceió", "AL", "-9.6658", "-35.7353", "82"),
+    ("São Luís", "MA", "-2.5307", "-44.3068", "98"),
+    ("Vitória", "ES", "-20.3155", "-40.3128", "27"),
+    ("João Pessoa", "PB", "-7.1195", "-34.8450", "83"),
+    ("Cuiabá", "MT", "-15.6014", "-56.0979", "65"),
+    ("Manaus", "AM", "-3.1190", "-60.0217", "92"),
+];
+
+const VENUES: [&str; 5] = [
+    "Centro de Convenções",
+    "Centro de Eventos",
+    "Pavilhão de Exposições",
+    "Teatro Municipal",
+    "Campus Universitário",
+];
+
+/// A field, its acronym, its topic areas.
+struct Theme {
+    field: &'static str,
+    acronym: &'static str,
+    society: &'static str,
+    topics: [&'static str; 6],
+}
+
+const THEMES: [Theme; 5] = [
+    Theme {
+        field: "Engenharia Sanitária e Ambiental",
+        acronym: "CBESA",
+        society: "Sócio da associação",
+        topics: [
+            "Abastecimento de água",
+            "Esgotamento sanitário",
+            "Resíduos sólidos urbanos",
+            "Drenagem urbana",
+            "Gestão, regulação e políticas públicas",
+            "Mudanças climáticas e saneamento",
+        ],
+    },
+    Theme {
+        field: "Cardiologia",
+        acronym: "CBCARD",
+        society: "Sócio da sociedade",
+        topics: [
+            "Insuficiência cardíaca",
+            "Arritmias",
+            "Cardiologia intervencionista",
+            "Prevenção cardiovascular",
+            "Imagem cardiovascular",
+            "Cardiopediatria",
+        ],
+    },
+    Theme {
+        field: "Educação Matemática",
+        acronym: "CBEM",
+        society: "Professor da rede pública",
+        topics: [
+            "Formação de professores",
+            "Ensino de álgebra",
+            "Geometria e visualização",
+            "Tecnologias digitais na educação",
+            "Educação inclusiva",
+            "História da matemática",
+        ],
+    },
+    Theme {
+        field: "Ciência do Solo",
+        acronym: "CBCS",
+        society: "Sócio da sociedade",
+        topics: [
+            "Fertilidade do solo",
+            "Manejo e conservação do solo",
+            "Biologia do solo",
+            "Física do solo",
+            "Solos e mudanças climáticas",
+            "Agricultura de precisão",
+        ],
+    },
+    Theme {
+        field: "Computação Aplicada",
+        acronym: "CBCA",
+        society: "Sócio da sociedade",
+        topics: [
+            "Inteligência artificial",
+            "Engenharia de software",
+            "Redes e sistemas distribuídos",
+            "Segurança da informação",
+            "Computação em nuvem",
+            "Interação humano-computador",
+        ],
+    },
+];
+
+/// Ticket title (the society's is the theme's), base price in cents, weight among buyers.
+const TICKETS: [(&str, u64, u64); 5] = [
+    ("Profissional", 89_000, 30),
+    ("Estudante de graduação", 21_050, 35),
+    ("Pós-graduando (mestrado e doutorado)", 45_000, 20),
+    ("", 54_000, 10),
+    ("Acompanhante (apenas solenidade de abertura)", 12_000, 5),
+];
+
+/// A payment method as the platform writes it, its brands (`type_payment`), and its fee: a
+/// percentage in hundredths and a fixed part in cents.
+struct Method {
+    name: &'static str,
+    brands: &'static [&'static str],
+    fee_bp: u64,
+    fee_fixed: u64,
+}
+
+const METHODS: [(Method, u64); 4] = [
+    (
+        Method {
+            name: "Cartão de crédito",
+            brands: &["Visa", "Mastercard", "Elo", "American Express", "Hipercard"],
+            fee_bp: 499,
+            fee_fixed: 0,
+        },
+        50,
+    ),
+    (
+        Method {
+            name: "Pix",
+            brands: &["Pix"],
+            fee_bp: 99,
+            fee_fixed: 0,
+        },
+        30,
+    ),
+    (
+        Method {
+            name: "Boleto bancário",
+            brands: &["Boleto"],
+            fee_bp: 0,
+            fee_fixed: 349,
+        },
+        15,
+    ),
+    (
+        Method {
+            name: "Cartão de débito",
+            brands: &["Visa Débito", "Maestro", "Elo Débito"],
+            fee_bp: 239,
+            fee_fixed: 0,
+        },
+        5,
+    ),
+];
+
+const STATUSES: [(&str, u64); 6] = [
+    ("Pago", 78),
+    ("Pendente", 8),
+    ("Cancelado", 6),
+    ("Estornado", 3),
+    ("Recusado", 3),
+    ("Em análise", 2),
+];
+
+const COUPONS: [(&str, u64); 3] = [("ESTUDANTE10", 10), ("PARCEIRO15", 15), ("GRUPO20", 20)];
+
+const NOTES: [&str; 6] = [
+    "Solicitou recibo com CNPJ",
+    "Pagamento via empenho",
+    "Inscrição feita pela secretaria",
+    "Nota fiscal em nome da instituição",
+    "Aluno bolsista – confirmar matrícula",
+    "Pediu certificado em nome social",
+];
+
+const SPONSORS: [&str; 10] = [
+    "Aquática Equipamentos Ltda.",
+    "Instituto Ipê de Pesquisa",
+    "Editora Saberes & Letras",
+    "Cooperativa Solo Fértil",
+    "Laboratórios Jequitibá",
+    "Tecnologia Buriti S.A.",
+    "Banco Cidadão",
+    "Gráfica Ribeirão",
+    "Construtora Pau-Brasil",
+    "Associação dos Amigos da Ciência",
+];
+
+const SUBMISSION_TYPES: [&str; 4] = [
+    "Artigo completo",
+    "Resumo expandido",
+    "Pôster digital – {{name}}",
+    "Relato de experiência",
+];
+
+const TITLE_OPENINGS: [&str; 8] = [
+    "Avaliação de",
+    "Análise de",
+    "Estudo comparativo de",
+    "Proposta metodológica para",
+    "Impactos de",
+    "Revisão sistemática sobre",
+    "Diagnóstico de",
+    "Modelagem de",
+];
+
+const SUBMISSION_STATUSES: [(&str, u64); 4] = [
+    ("Aprovado", 60),
+    ("Em avaliação", 20),
+    ("Aprovado com ressalvas", 10),
+    ("Reprovado", 10),
+];
+
+const ROOMS: [&str; 6] = [
+    "Auditório Jequitibá",
+    "Sala 1 – Pavilhão Azul",
+    "Sala 2 – Pavilhão Azul",
+    "Sala 3 – Pavilhão Verde",
+    "Auditório Ipê",
+    "Espaço Pôsteres",
+];
+
+// ---- small helpers ------------------------------------------------------------------------
+
+/// `35000` cents → `350.00` as a JSON number written with two decimals.
+fn money(cents: u64) -> Value {
+    Number::from_str(&format!("{}.{:02}", cents / 100, cents % 100))
+        .map_or(Value::Null, Value::Number)
+}
+
+/// A name's letters for an e-mail address: lower case, accents dropped, spaces as dots.
+fn email_part(name: &str) -> String {
+    name.chars()
+        .filter_map(|c| {
+            let plain = match c {
+                'á' | 'à' | 'â' | 'ã' | 'Á' | 'Â' | 'Ã' => 'a',
+                'é' | 'ê' | 'É' | 'Ê' => 'e',
+                'í' | 'Í' => 'i',
+                'ó' | 'ô' | 'õ' | 'Ó' | 'Ô' => 'o',
+                'ú' | 'ü' | 'Ú' => 'u',
+                'ç' | 'Ç' => 'c',
+                ' ' => '.',
+                c if c.is_ascii_alphanumeric() => c.to_ascii_lowercase(),
+                _ => return None,
+            };
+            Some(plain)
+        })
+        .collect()
+}
+
+fn person(rng: &mut Rng) -> String {
+    let first = rng.pick(&FIRST_NAMES);
+    let last = rng.pick(&LAST_NAMES);
+    if rng.chance(30) {
+        let middle = rng.pick(&LAST_NAMES);
+        format!("{first} {middle} {last}")
+    } else {
+        format!("{first} {last}")
+    }
+}
+
+fn email(rng: &mut Rng, name: &str) -> String {
+    let mut parts = name.split(' ');
+    let first = parts.next().unwrap_or("pessoa");
+    let last = parts.next_back().unwrap_or("silva");
+    let domain = rng.pick(&EMAIL_DOMAINS);
+    if rng.chance(50) {
+        format!(
+            "{}.{}{}@{domain}",
+            email_part(first),
+            email_part(last),
+            rng.range(1, 99)
+        )
+    } else {
+        format!("{}.{}@{domain}", email_part(first), email_part(last))
+    }
+}
+
+/// A CPF (the Brazilian taxpayer number) with valid check digits, as `123.456.789-09`.
+fn cpf(rng: &mut Rng) -> String {
+    let mut d = [0u64; 11];
+    for x in d.iter_mut().take(9) {
+        *x = rng.below(10);
+    }
+    for (len, slot) in [(9usize, 9usize), (10, 10)] {
+        let sum: u64 = (0..len).map(|i| d[i] * (len as u64 + 1 - i as u64)).sum();
+        let r = (sum * 10) % 11;
+        d[slot] = if r == 10 { 0 } else { r };
+    }
+    format!(
+        "{}{}{}.{}{}{}.{}{}{}-{}{}",
+        d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7], d[8], d[9], d[10]
+    )
+}
+
+fn phone(rng: &mut Rng, area: &str) -> String {
+    format!("{area} 9{:04}-{:04}", rng.below(10_000), rng.below(10_000))
+}
+
+fn br_date(d: NaiveDate) -> String {
+    d.format("%d/%m/%Y").to_string()
+}
+
+fn iso(d: NaiveDate, hour: u64, minute: u64) -> String {
+    format!("{}T{hour:02}:{minute:02}:00", d.format("%Y-%m-%d"))
+}
+
+fn add_days(d: NaiveDate, n: u64) -> NaiveDate {
+    d.checked_add_days(Days::new(n)).unwrap_or(d)
+}
+
+// ---- the event --------------------------------------------------------------------------
+
+struct Tier {
+    id: u64,
+    cents: u64,
+    start: NaiveDate,
+    due: NaiveDate,
+}
+
+struct Ticket {
+    id: u64,
+    title: String,
+    weight: u64,
+    tiers: Vec<Tier>,
+}
+
+/// Everything drawn once and shared by the files.
+struct EventPlan {
+    id: u64,
+    theme: &'static Theme,
+    edition: u64,
+    year: i32,
+    city: (
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static str,
+        &'static str,
+    ),
+    venue: String,
+    start: NaiveDate,
+    days: u64,
+    registration_start: NaiveDate,
+    registration_end: NaiveDate,
+    tickets: Vec<Ticket>,
+}
+
+impl EventPlan {
+    fn new(rng: &mut Rng) -> EventPlan {
+        let id = rng.range(10_000, 99_999);
+        let theme = rng.pick(&THEMES);
+        let city = *rng.pick(&CITIES);
+        let venue = format!("{} de {}", rng.pick(&VENUES), city.0);
+        let year = 2026 + rng.below(2) as i32;
+        let base = NaiveDate::from_ymd_opt(year, 8, 1).unwrap_or_default();
+        let start = add_days(base, rng.below(100));
+        let days = rng.range(2, 4);
+        let registration_start = start - Days::new(rng.range(150, 220));
+        let registration_end = start - Days::new(1);
+        let open = (registration_end - registration_start).num_days().max(3) as u64;
+        let mut next_price_id = rng.range(30_000, 39_000);
+        let tickets = TICKETS
+            .iter()
+            .enumerate()
+            .map(|(i, (title, cents, weight))| {
+                let title = if title.is_empty() {
+                    theme.society.to_string()
+                } else {
+                    (*title).to_string()
+                };
+                let n = rng.range(1, 3);
+                let window = open / n;
+                let tiers = (0..n)
+                    .map(|k| {
+                        next_price_id += rng.range(1, 6);
+                        let start = add_days(registration_start, k * window);
+                        let due = if k + 1 == n {
+                            registration_end
+                        } else {
+                            add_days(registration_start, (k + 1) * window - 1)
+                        };
+                        // Each later tier costs about 15% more, rounded to 50 cents.
+                        let cents = (cents + cents * 15 * k / 100) / 50 * 50;
+                        Tier {
+                            id: next_price_id,
+                            cents,
+                            start,
+                            due,
+                        }
+                    })
+                    .collect();
+                Ticket {
+                    id: 9_100 + i as u64 + id % 100 * 10,
+                    title,
+                    weight: *weight,
+                    tiers,
+                }
+            })
+            .collect();
+        EventPlan {
+            id,
+            theme,
+            edition: rng.range(5, 45),
+            year,
+            city,
+            venue,
+            start,
+            days,
+            registration_start,
+            registration_end,
+            tickets,
+        }
+    }
+
+    fn title(&self) -> String {
+        format!(
+            "{}º Congresso Brasileiro de {}",
+            self.edition, self.theme.field
+        )
+    }
+
+    /// The event body; `sold[t][k]` is how many registrations tier `k` of ticket `t` took.
+    fn body(&self, sold: &[Vec<u64>]) -> Value {
+        let (city, state, lat, lon, _) = self.city;
+        let end = add_days(self.start, self.days - 1);
+        let tickets: Vec<Value> = self
+            .tickets
+            .iter()
+            .zip(sold)
+            .map(|(t, sold)| {
+                // The service does not list tiers in order: the latest tier comes first here.
+                let prices: Vec<Value> = t
+                    .tiers
+                    .iter()
+                    .zip(sold)
+                    .rev()
+                    .map(|(tier, n)| {
+                        json!({
+                            "id_ticket": t.id,
+                            "id_ticket_price": tier.id,
+                            "price": money(tier.cents),
+                            "start_date": iso(tier.start, 0, 0),
+                            "due_date": iso(tier.due, 23, 59),
+                            "registration_quantity_price": n,
+                        })
+                    })
+                    .collect();
+                json!({
+                    "title": t.title,
+                    "registration_quantity": sold.iter().sum::<u64>(),
+                    "prices": prices,
+                })
+            })
+            .collect();
+        json!({
+            "data": [{
+                "id_event": self.id,
+                "title": self.title(),
+                "url": format!("{}{}", self.theme.acronym.to_lowercase(), self.year),
+                "start_date": iso(self.start, 8, 0),
+                "end_date": iso(end, 18, 30),
+                "start_date_registration": br_date(self.registration_start),
+                "end_date_registration": br_date(self.registration_end),
+                "summary": format!(
+                    "{}: {} dias de palestras, mesas-redondas e apresentação de trabalhos em {city}.",
+                    self.theme.field, self.days
+                ),
+                "description": format!(
+                    "<p>O congresso reúne pesquisadores, profissionais e estudantes de {} em {city} ({state}).</p><p>Programação com salas simultâneas, visitas técnicas e feira de expositores.</p>",
+                    self.theme.field.to_lowercase()
+                ),
+                "url_image": format!("https://static.exemplo.com.br/eventos/{}/capa.jpg", self.id),
+                "credit_hour": money(self.days * 800 + 50),
+                "country": "Brasil",
+                "state": state,
+                "city": city,
+                "venue": self.venue,
+                "latitude": lat,
+                "longitude": lon,
+                "banner": null,
+                "tickets": tickets,
+            }],
+            "count": 1,
+        })
+    }
+
+    fn submission_body(&self) -> Value {
+        let types: Vec<Value> = SUBMISSION_TYPES
+            .iter()
+            .enumerate()
+            .map(|(i, title)| {
+                let roles = if i < 2 {
+                    format!(
+                        "https://static.exemplo.com.br/eventos/{}/modelo-{}.docx",
+                        self.id,
+                        i + 1
+                    )
+                } else {
+                    String::new()
+                };
+                json!({"id_event": self.id, "id_submissiontype": 1201 + i, "url_roles": roles, "title": title})
+            })
+            .collect();
+        let areas: Vec<Value> = self
+            .theme
+            .topics
+            .iter()
+            .enumerate()
+            .map(
+                |(i, title)| json!({"id_event": self.id, "id_topicarea": 3301 + i, "title": title}),
+            )
+            .collect();
+        json!({
+            "submission_type": {"data": types, "count": SUBMISSION_TYPES.len()},
+            "topic_area": {"data": areas, "count": self.theme.topics.len()},
+            "count": 2,
+        })
+    }
+
+    fn submission_list(&self, n: usize, rng: &mut Rng) -> Value {
+        let mut id = rng.range(50_000, 59_000);
+        let data: Vec<Value> = (0..n)
+            .map(|_| {
+                id += rng.range(1, 12);
+                let type_index = rng.below(SUBMISSION_TYPES.len() as u64) as usize;
+                let area_index = rng.below(self.theme.topics.len() as u64) as usize;
+                let topic = self.theme.topics[area_index];
+                let (city, state, ..) = *rng.pick(&CITIES);
+                let place = match rng.below(5) {
+                    0 => format!("no município de {city} ({state})"),
+                    1 => format!("na região metropolitana de {city}"),
+                    2 => "em comunidades ribeirinhas da Amazônia".to_string(),
+                    3 => "na rede pública de ensino".to_string(),
+                    _ => format!("entre {} e {}", self.year - 6, self.year - 1),
+                };
+                let title = format!(
+                    "{} {} {place}",
+                    rng.pick(&TITLE_OPENINGS),
+                    lower_first(topic)
+                );
+                let status = *rng.weighted(&SUBMISSION_STATUSES);
+                let approved = status.starts_with("Aprovado");
+                let files = format!("https://static.exemplo.com.br/eventos/{}", self.id);
+                let day = add_days(self.start, rng.below(self.days));
+                let slot = rng.below(27); // 20-minute slots from 08:00 to 17:00
+                let (h, m) = (8 + slot / 3, slot % 3 * 20);
+                let location = if rng.chance(10) {
+                    Value::Null
+                } else {
+                    Value::from(*rng.pick(&ROOMS))
+                };
+                let authors = rng.range(1, 5);
+                let presenter = rng.range(1, authors);
+                let author: Vec<Value> = (1..=authors)
+                    .map(|order| {
+                        let name = person(rng);
+                        let email = email(rng, &name);
+                        json!({
+                            "id_event": self.id,
+                            "id_submission": id,
+                            "name": name,
+                            "email": email,
+                            "is_presenter": order == presenter,
+                            "author_order": order,
+                        })
+                    })
+                    .collect();
+                json!({
+                    "id_event": self.id,
+                    "id_submission": id,
+                    "title": title,
+                    "status": status,
+                    "id_submission_type": 1201 + type_index,
+                    "submission_type": SUBMISSION_TYPES[type_index],
+                    "topic_area": topic,
+                    "id_topic_area": 3301 + area_index,
+                    "abstract": format!("{files}/trabalhos/{id}/resumo.pdf"),
+                    "proceedings_abstract": if approved { format!("{files}/anais/{id}-resumo.pdf") } else { String::new() },
+                    "proceedings_full_paper": if approved && type_index == 0 { format!("{files}/anais/{id}-completo.pdf") } else { String::new() },
+                    "date": iso(day, h, m),
+                    "start_time": format!("{h:02}:{m:02}"),
+                    "end_time": format!("{:02}:{:02}", h + (m + 20) / 60, (m + 20) % 60),
+                    "location": location,
+                    "author": author,
+                })
+            })
+            .collect();
+        json!({"submission": {"data": data, "count": n}, "count": 1})
+    }
+
+    fn hotsite(&self, rng: &mut Rng) -> Value {
+        let (city, state, ..) = self.city;
+        let sponsors = rng.range(3, 8) as usize;
+        let first = rng.below(SPONSORS.len() as u64) as usize;
+        let items: Vec<Value> = (0..sponsors)
+            .map(|i| {
+                let name = SPONSORS[(first + i) % SPONSORS.len()];
+                let slug: String = email_part(name).replace(['.', '&'], "");
+                let link = if rng.chance(50) {
+                    format!("www.{slug}.exemplo.com.br")
+                } else {
+                    format!("https://{slug}.exemplo.com.br")
+                };
+                json!({
+                    "titulo": name,
+                    "urlImagem": format!("https://static.exemplo.com.br/eventos/{}/patrocinio/{slug}.png", self.id),
+                    "link": link,
+                    "id": 500 + i,
+                })
+            })
+            .collect();
+        json!({
+            "capa": null,
+            "areasSite": [
+                {"idAreaSite": null, "titulo": format!("Bem-vindos ao {}", self.title()), "subtitulo": "", "ordem": 1, "jsonObj": [],
+                 "template": format!("<h2>Bem-vindos!</h2><p>{city} ({state}) recebe o congresso a partir de {}.</p>", br_date(self.start))},
+                {"idAreaSite": 4, "titulo": "Programação", "subtitulo": format!("{} dias de atividades", self.days), "ordem": 2, "jsonObj": [], "template": ""},
+                {"idAreaSite": 7, "titulo": "Patrocinadores", "subtitulo": null, "ordem": 3, "jsonObj": items, "template": ""},
+                {"idAreaSite": 5, "titulo": "Inscrições", "subtitulo": "Lotes e valores", "ordem": 4, "jsonObj": [], "template": ""},
+                {"idAreaSite": null, "titulo": format!("Como chegar: {}", self.venue), "subtitulo": "Transporte e hospedagem", "ordem": 5, "jsonObj": [],
+                 "template": "<p>Há ônibus gratuitos a partir da rodoviária a cada 30 minutos e estacionamento no local.</p>"},
+            ],
+        })
+    }
+}
+
+fn lower_first(s: &str) -> String {
+    let mut chars = s.chars();
+    chars.next().map_or_else(String::new, |c| {
+        c.to_lowercase().chain(chars).collect::<String>()
+    })
+}
+
+// ---- payments ---------------------------------------------------------------------------
+
+/// A group purchase that gets a detail file: one row per attendee.
+struct Group {
+    reference: String,
+    id_payment: u64,
+    buyer: String,
+    email: String,
+    document: String,
+    ticket: usize,
+    quantity: u64,
+    cents: u64,
+}
+
+impl Group {
+    fn body(&self, event: &EventPlan, rng: &mut Rng) -> Value {
+        let area = event.city.4;
+        let share = self.cents / self.quantity;
+        let rows: Vec<Value> = (0..self.quantity)
+            .map(|i| {
+                let (name, email, document) = if i == 0 {
+                    (
+                        self.buyer.clone(),
+                        self.email.clone(),
+                        self.document.clone(),
+                    )
+                } else {
+                    let name = person(rng);
+                    let email = email(rng, &name);
+                    (name, email, cpf(rng))
+                };
+                // The first row takes the cents a split leaves over, so the rows add up.
+                let amount = if i == 0 {
+                    self.cents - share * (self.quantity - 1)
+                } else {
+                    share
+                };
+                json!({
+                    "id_event": event.id,
+                    "id_payment": self.id_payment,
+                    "reference_payment": self.reference,
+                    "attendee": name,
+                    "email_attendee": email,
+                    "document_attendee": document,
+                    "phone_attende": phone(rng, area),
+                    "description": "Ingresso",
+                    "item": event.tickets[self.ticket].title,
+                    "amount": money(amount),
+                })
+            })
+            .collect();
+        let count = rows.len();
+        json!({"data": rows, "count": count})
+    }
+}
+
+struct PaymentsWritten {
+    bytes: u64,
+    /// Paid registrations per ticket and tier.
+    sold: Vec<Vec<u64>>,
+    groups: Vec<Group>,
+}
+
+/// Detail files are written for this many group purchases at most.
+const MAX_DETAIL_FILES: usize = 50;
+
+fn write_payments(
+    path: &Path,
+    event: &EventPlan,
+    n: usize,
+    rng: &mut Rng,
+) -> Result<PaymentsWritten, GenError> {
+    let io = |source| GenError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = File::create(path).map_err(io)?;
+    let mut w = BufWriter::with_capacity(1 << 20, file);
+    let mut sold: Vec<Vec<u64>> = event
+        .tickets
+        .iter()
+        .map(|t| vec![0; t.tiers.len()])
+        .collect();
+    let mut groups = Vec::new();
+    let weights: Vec<(usize, u64)> = event
+        .tickets
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (i, t.weight))
+        .collect();
+    let mut id_payment = rng.range(700_000, 799_999);
+    let reference_base = rng.range(100, 999);
+    let mut bytes = 0u64;
+    let mut line = String::with_capacity(1024);
+    let head = "{\n  \"data\": [\n";
+    w.write_all(head.as_bytes()).map_err(io)?;
+    bytes += head.len() as u64;
+    for i in 0..n {
+        id_payment += rng.range(1, 9);
+        let reference = format!("PG{}{:06}", event.year, reference_base + i as u64);
+        let t = *rng.weighted(&weights);
+        let ticket = &event.tickets[t];
+        let k = rng.below(ticket.tiers.len() as u64) as usize;
+        let tier = &ticket.tiers[k];
+        let quantity = match rng.below(100) {
+            0..=89 => 1,
+            90..=96 => 2,
+            _ => rng.range(3, 5),
+        };
+        let mut cents = tier.cents * quantity;
+        let coupon = if rng.chance(8) {
+            let (code, off) = *rng.pick(&COUPONS);
+            cents -= cents * off / 100;
+            code
+        } else {
+            ""
+        };
+        let method = rng.weighted(&METHODS);
+        let brand = rng.pick(method.brands);
+        let fee = (cents * method.fee_bp).div_ceil(10_000) + method.fee_fixed;
+        let received = cents.saturating_sub(fee);
+        let status = *rng.weighted(&STATUSES);
+        if status == "Pago" {
+            sold[t][k] += quantity;
+        }
+        let span = (tier.due - tier.start).num_days().max(0) as u64;
+        let date = add_days(tier.start, rng.below(span + 1));
+        let (hour, minute) = (rng.range(6, 23), rng.below(60));
+        let buyer = person(rng);
+        let email = email(rng, &buyer);
+        let document = cpf(rng);
+        let country = if rng.chance(97) {
+            "Brasil"
+        } else {
+            rng.pick(&["Portugal", "Argentina", "Moçambique", "Angola"])
+        };
+        let note = if status == "Estornado" {
+            "Reembolso solicitado por e-mail"
+        } else if rng.chance(10) {
+            rng.pick(&NOTES)
+        } else {
+            ""
+        };
+        line.clear();
+        use std::fmt::Write as _;
+        let _ = writeln!(
+            line,
+            "    {{\"id_event\": {}, \"id_payment\": {id_payment}, \"reference_payment\": \"{reference}\", \"buyer\": \"{buyer}\", \"email_buyer\": \"{email}\", \"country_buyer\": \"{country}\", \"document_buyer\": \"{document}\", \"description_payment\": \"{quantity}x {}\", \"date_payment\": \"{}\", \"hour_payment\": \"{hour:02}:{minute:02}\", \"type_payment\": \"{brand}\", \"method_payment\": \"{}\", \"amount_payment\": {}.{:02}, \"amount_receive_payment\": {}.{:02}, \"status_payment\": \"{status}\", \"cupom_payment\": \"{coupon}\", \"note_payment\": \"{note}\"}}{}",
+            event.id,
+            ticket.title,
+            br_date(date),
+            method.name,
+            cents / 100,
+            cents % 100,
+            received / 100,
+            received % 100,
+            if i + 1 == n { "" } else { "," },
+        );
+        w.write_all(line.as_bytes()).map_err(io)?;
+        bytes += line.len() as u64;
+        if quantity > 1 && groups.len() < MAX_DETAIL_FILES {
+            groups.push(Group {
+                reference,
+                id_payment,
+                buyer,
+                email,
+                document,
+                ticket: t,
+                quantity,
+                cents,
+            });
+        }
+    }
+    let tail = format!("  ],\n  \"count\": {n}\n}}\n");
+    w.write_all(tail.as_bytes()).map_err(io)?;
+    bytes += tail.len() as u64;
+    w.flush().map_err(io)?;
+    Ok(PaymentsWritten {
+        bytes,
+        sold,
+        groups,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpf_check_digits_are_valid() {
+        // 529.982.247-25 is the textbook valid CPF; check our rule on its first nine digits.
+        let mut rng = Rng::new(3);
+        for _ in 0..100 {
+            let c = cpf(&mut rng);
+            let d: Vec<u64> = c
+                .chars()
+                .filter_map(|ch| ch.to_digit(10).map(u64::from))
+                .collect();
+            assert_eq!(d.len(), 11, "{c}");
+            for len in [9usize, 10] {
+                let sum: u64 = (0..len).map(|i| d[i] * (len as u64 + 1 - i as u64)).sum();
+                assert_eq!((sum * 10) % 11 % 10, d[len], "{c}");
+            }
+        }
+    }
+
+    #[test]
+    fn money_has_two_decimals() {
+        assert_eq!(money(35_000).to_string(), "350.00");
+        assert_eq!(money(21_005).to_string(), "210.05");
+        assert_eq!(money(7).to_string(), "0.07");
+    }
+
+    #[test]
+    fn email_parts_drop_accents() {
+        assert_eq!(email_part("Conceição"), "conceicao");
+        assert_eq!(email_part("Luíza Gonçalves"), "luiza.goncalves");
+    }
+}

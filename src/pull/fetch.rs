@@ -1,0 +1,311 @@
+//! The HTTP side of `pull`: one reqwest client (rustls, gzip, HTTP/2 when offered) and the retry
+//! policy around each request.
+//!
+//! A request is retried on a timeout, a connection or transfer error, 429 and 5xx, with
+//! exponential backoff and jitter, at most `retries` times; `Retry-After` (seconds or an
+//! HTTP-date) replaces the backoff, capped by `max_retry_wait`. 401 ends the pull at once (the
+//! token was refused; retrying cannot help), and so does any other 4xx. Redirects are followed
+//! only within the same origin: the token is a custom header, which an HTTP client does not strip
+//! when a redirect leaves for another host.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use bytes::Bytes;
+use reqwest::header::{HeaderMap, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use reqwest::StatusCode;
+
+use super::progress::Progress;
+use super::{quoted, PullError, PullOptions};
+use crate::problem::token_hint;
+use crate::rng::Rng;
+
+/// Sends the pull's requests, retrying what may succeed on a second try.
+pub struct Fetcher {
+    client: reqwest::Client,
+    token: HeaderValue,
+    token_hint: String,
+    retries: u32,
+    timeout: Duration,
+    backoff: Duration,
+    max_wait: Duration,
+    requests: AtomicU64,
+    retried: AtomicU64,
+    jitter: Mutex<Rng>,
+}
+
+/// How one attempt went, when it did not succeed.
+enum Failure {
+    /// Worth another try, after `after` when the server said so.
+    Retry {
+        reason: String,
+        after: Option<Duration>,
+    },
+    Fatal(PullError),
+}
+
+impl Fetcher {
+    pub fn new(opts: &PullOptions) -> Result<Fetcher, PullError> {
+        let token = opts.token.0.trim();
+        if token.is_empty() {
+            return Err(PullError::BadToken("the token is blank".into()));
+        }
+        let mut value = HeaderValue::from_str(token).map_err(|_| {
+            PullError::BadToken("the token holds characters an HTTP header cannot carry".into())
+        })?;
+        value.set_sensitive(true);
+        let same_origin = reqwest::redirect::Policy::custom(|attempt| {
+            let first = attempt.previous().first();
+            let same = first.is_some_and(|f| f.origin() == attempt.url().origin());
+            if !same {
+                attempt.stop()
+            } else if attempt.previous().len() > 5 {
+                attempt.error("more than 5 redirects")
+            } else {
+                attempt.follow()
+            }
+        });
+        let client = reqwest::Client::builder()
+            .connect_timeout(opts.connect_timeout)
+            .timeout(opts.timeout)
+            .redirect(same_origin)
+            .user_agent(concat!("eventbox-pull/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| PullError::Client(e.to_string()))?;
+        Ok(Fetcher {
+            client,
+            token: value,
+            token_hint: token_hint(token),
+            retries: opts.retries,
+            timeout: opts.timeout,
+            backoff: opts.backoff,
+            max_wait: opts.max_retry_wait,
+            requests: AtomicU64::new(0),
+            retried: AtomicU64::new(0),
+            jitter: Mutex::new(Rng::from_clock()),
+        })
+    }
+
+    /// Requests sent, retries included.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Retries made.
+    pub fn retries(&self) -> u64 {
+        self.retried.load(Ordering::Relaxed)
+    }
+
+    /// GETs `url` (with `{"reference": ...}` as a JSON body for the details endpoint) and
+    /// returns the body, decoded from gzip when it came so.
+    pub async fn get(
+        &self,
+        url: &str,
+        reference: Option<&str>,
+        progress: &Progress,
+    ) -> Result<Bytes, PullError> {
+        let mut attempt: u32 = 0;
+        loop {
+            let failure = match self.once(url, reference).await {
+                Ok(body) => return Ok(body),
+                Err(f) => f,
+            };
+            let (reason, after) = match failure {
+                Failure::Fatal(e) => return Err(e),
+                Failure::Retry { reason, after } => (reason, after),
+            };
+            if attempt >= self.retries {
+                return Err(PullError::GaveUp {
+                    url: describe_url(url, reference),
+                    attempts: attempt + 1,
+                    last: reason,
+                });
+            }
+            let wait = after.map_or_else(|| self.backoff_for(attempt), |a| a.min(self.max_wait));
+            self.retried.fetch_add(1, Ordering::Relaxed);
+            progress.retry(&describe_url(url, reference), &reason, wait);
+            tokio::time::sleep(wait).await;
+            attempt += 1;
+        }
+    }
+
+    /// `backoff × 2^attempt`, capped, with jitter: a wait drawn from its upper half, so many
+    /// workers retrying at once spread out.
+    fn backoff_for(&self, attempt: u32) -> Duration {
+        let full = self
+            .backoff
+            .saturating_mul(1u32 << attempt.min(20))
+            .min(self.max_wait);
+        let millis = full.as_millis() as u64;
+        let half = millis / 2;
+        let extra = match self.jitter.lock() {
+            Ok(mut rng) => rng.range(0, millis - half),
+            Err(_) => 0,
+        };
+        Duration::from_millis(half + extra)
+    }
+
+    async fn once(&self, url: &str, reference: Option<&str>) -> Result<Bytes, Failure> {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        let mut request = self
+            .client
+            .get(url)
+            .header("Authorization-Token", self.token.clone());
+        if let Some(r) = reference {
+            let body = serde_json::json!({ "reference": r }).to_string();
+            request = request.header(CONTENT_TYPE, "application/json").body(body);
+        }
+        let response = request.send().await.map_err(|e| self.transport(e))?;
+        let status = response.status();
+        if status.is_success() {
+            return response.bytes().await.map_err(|e| self.transport(e));
+        }
+        let after = retry_after(response.headers());
+        let location = response
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .and_then(|l| l.to_str().ok())
+            .map(str::to_string);
+        let body = response.bytes().await.unwrap_or_default();
+        let shown = describe_url(url, reference);
+        if status == StatusCode::UNAUTHORIZED {
+            return Err(Failure::Fatal(PullError::TokenRefused {
+                url: shown,
+                hint: self.token_hint.clone(),
+            }));
+        }
+        if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
+            return Err(Failure::Retry {
+                reason: format!("{status}{}", server_message(&body)),
+                after,
+            });
+        }
+        let message = match (status.is_redirection(), location) {
+            (true, Some(to)) => format!(
+                " (a redirect to {}, not followed: it leaves the origin, and the token would go with it)",
+                quoted(&to)
+            ),
+            _ => server_message(&body),
+        };
+        Err(Failure::Fatal(PullError::Status {
+            url: shown,
+            status: status.as_u16(),
+            message,
+        }))
+    }
+
+    /// A transport error as a reason to retry, its causes on one line.
+    fn transport(&self, e: reqwest::Error) -> Failure {
+        let reason = if e.is_timeout() {
+            format!("no complete answer within {} ms", self.timeout.as_millis())
+        } else {
+            let e = e.without_url();
+            let mut text = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                text.push_str(": ");
+                text.push_str(&s.to_string());
+                source = s.source();
+            }
+            text
+        };
+        Failure::Retry {
+            reason,
+            after: None,
+        }
+    }
+}
+
+/// The URL for messages; for a detail, with its reference.
+fn describe_url(url: &str, reference: Option<&str>) -> String {
+    match reference {
+        Some(r) => format!("{url} (reference {})", quoted(r)),
+        None => url.to_string(),
+    }
+}
+
+/// `: "<message>"` from an error body (the service's `message`, the framework's `Message`, or
+/// the text itself), empty when there is none.
+fn server_message(body: &[u8]) -> String {
+    if body.is_empty() {
+        return String::new();
+    }
+    let from_json = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| {
+            ["message", "Message"]
+                .iter()
+                .find_map(|k| v.get(k).and_then(|m| m.as_str()).map(str::to_string))
+        });
+    let text = from_json.unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
+    format!(": {}", quoted(text.trim()))
+}
+
+/// `Retry-After` as a wait: whole seconds, or an HTTP-date (a date in the past means now).
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let text = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(seconds) = text.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let when = chrono::DateTime::parse_from_rfc2822(text).ok()?;
+    let wait = when.with_timezone(&chrono::Utc) - chrono::Utc::now();
+    Some(wait.to_std().unwrap_or(Duration::ZERO))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(value: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(RETRY_AFTER, HeaderValue::from_str(value).expect("a header"));
+        h
+    }
+
+    #[test]
+    fn retry_after_takes_seconds_or_an_http_date() {
+        assert_eq!(retry_after(&headers("3")), Some(Duration::from_secs(3)));
+        assert_eq!(
+            retry_after(&headers("Sun, 06 Nov 1994 08:49:37 GMT")),
+            Some(Duration::ZERO)
+        );
+        let soon = (chrono::Utc::now() + chrono::Duration::seconds(120))
+            .format("%a, %d %b %Y %H:%M:%S GMT")
+            .to_string();
+        let wait = retry_after(&headers(&soon)).expect("a wait");
+        assert!(
+            wait > Duration::from_secs(100) && wait <= Duration::from_secs(120),
+            "{wait:?}"
+        );
+        assert_eq!(retry_after(&headers("soon")), None);
+        assert_eq!(retry_after(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn backoff_doubles_with_jitter_and_stays_under_the_cap() {
+        let mut opts = PullOptions::new("http://h", "token", "d/x");
+        opts.backoff = Duration::from_millis(100);
+        opts.max_retry_wait = Duration::from_millis(1000);
+        let f = Fetcher::new(&opts).expect("a fetcher");
+        for attempt in 0..8u32 {
+            let full = (100u64 << attempt).min(1000);
+            let wait = f.backoff_for(attempt).as_millis() as u64;
+            assert!(
+                wait >= full / 2 && wait <= full,
+                "attempt {attempt}: {wait} ms"
+            );
+        }
+    }
+
+    #[test]
+    fn error_bodies_give_their_message() {
+        let b = br#"{"message": "The Authorization-Token does not open any event.", "erros": []}"#;
+        assert_eq!(
+            server_message(b),
+            ": \"The Authorization-Token does not open any event.\""
+        );
+        assert_eq!(server_message(b"oops\n"), ": \"oops\"");
+        assert_eq!(server_message(b""), "");
+    }
+}

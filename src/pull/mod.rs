@@ -1,0 +1,632 @@
+//! `eventbox pull`: copies a live event (the real service, or another eventbox) into a bundle.
+//!
+//! The five list endpoints are fetched one after the other, then the details endpoint once per
+//! payment reference by a bounded pool of workers. Everything is written into a staging folder
+//! beside the target (`DIR/_NAME.pull-<pid>`, a name the server skips), checked with the same
+//! loader `check` and `serve` use, and only then swapped into place; any failure before the swap
+//! removes the staging folder and leaves the earlier copy as it was (see [`stage`]).
+//!
+//! Split in four: this file (options, the run, the summary, what may become a file name),
+//! [`fetch`] (the HTTP client: timeouts, retries, backoff, `Retry-After`, 401), [`stage`] (the
+//! staging folder and the swap) and [`progress`] (a bar on a terminal, plain lines otherwise).
+//! Library functions, so tests run a pull in-process against an in-process server.
+
+pub mod fetch;
+pub mod progress;
+pub mod stage;
+
+use std::collections::HashSet;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use reqwest::Url;
+use serde::Deserialize;
+
+use crate::load;
+use crate::problem::token_hint;
+use fetch::Fetcher;
+use progress::Progress;
+pub use progress::ProgressMode;
+use stage::Staging;
+
+/// A token given on the command line. Its `Debug` shows only a hint: a token is a secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token(pub String);
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Token({})", token_hint(&self.0))
+    }
+}
+
+impl std::str::FromStr for Token {
+    type Err = std::convert::Infallible;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Ok(Token(s.to_string()))
+    }
+}
+
+/// What `pull` does; [`PullOptions::new`] gives the command line's defaults.
+#[derive(Debug, Clone)]
+pub struct PullOptions {
+    /// The service: its origin (`https://host`) or its API base (`https://host/api/v1`).
+    pub from: String,
+    pub token: Token,
+    /// `DIR/NAME`: the bundle folder to create or replace.
+    pub into: PathBuf,
+    /// Detail requests in flight at once.
+    pub concurrency: usize,
+    /// Re-indent the JSON instead of keeping the bytes as received.
+    pub pretty: bool,
+    /// Retries of one request after its first attempt.
+    pub retries: u32,
+    pub connect_timeout: Duration,
+    /// The whole of one request, body included.
+    pub timeout: Duration,
+    /// The first backoff; each retry doubles it (with jitter), up to `max_retry_wait`.
+    pub backoff: Duration,
+    /// The longest wait before a retry, `Retry-After` included.
+    pub max_retry_wait: Duration,
+    pub progress: ProgressMode,
+}
+
+impl PullOptions {
+    pub fn new(
+        from: impl Into<String>,
+        token: impl Into<String>,
+        into: impl Into<PathBuf>,
+    ) -> Self {
+        PullOptions {
+            from: from.into(),
+            token: Token(token.into()),
+            into: into.into(),
+            concurrency: 8,
+            pretty: false,
+            retries: 4,
+            connect_timeout: Duration::from_secs(10),
+            timeout: Duration::from_secs(60),
+            backoff: Duration::from_millis(250),
+            max_retry_wait: Duration::from_secs(30),
+            progress: ProgressMode::Auto,
+        }
+    }
+}
+
+/// Why a pull failed. In every case the earlier copy of the bundle is untouched and no staging
+/// folder is left behind.
+#[derive(Debug, thiserror::Error)]
+pub enum PullError {
+    #[error("--from {url:?}: {reason}")]
+    BadBase { url: String, reason: String },
+    #[error("--into {}: {reason}", path.display())]
+    BadTarget { path: PathBuf, reason: String },
+    #[error("--token: {0}")]
+    BadToken(String),
+    #[error("--concurrency must be at least 1")]
+    BadConcurrency,
+    #[error("cannot start the HTTP client: {0}")]
+    Client(String),
+    #[error(
+        "the server refused the token {hint} (401) at {url}: check --token; nothing was changed"
+    )]
+    TokenRefused { url: String, hint: String },
+    #[error("{url} answered {status}{message}; not retried (a 4xx is the request's fault)")]
+    Status {
+        url: String,
+        status: u16,
+        message: String,
+    },
+    #[error("{url}: gave up after {attempts} attempt{}; the last: {last}", if *attempts == 1 { "" } else { "s" })]
+    GaveUp {
+        url: String,
+        attempts: u32,
+        last: String,
+    },
+    #[error("the payments answer does not list references: {0}")]
+    Payments(String),
+    #[error("the payment reference {reference} cannot name a detail file ({reason}); the pull is refused")]
+    UnsafeReference { reference: String, reason: String },
+    #[error("--pretty: {endpoint} did not answer JSON: {reason}")]
+    NotJson { endpoint: String, reason: String },
+    #[error("cannot write {}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the pulled bundle fails check, so it was not swapped in (the paths name the staging folder, now removed):\n  {}{}", problems.join("\n  "), more_line(*more))]
+    Check { problems: Vec<String>, more: usize },
+    #[error(transparent)]
+    Stage(#[from] stage::StageError),
+    #[error("a detail worker stopped: {0}")]
+    Worker(String),
+}
+
+fn more_line(more: usize) -> String {
+    if more == 0 {
+        String::new()
+    } else {
+        format!("\n  … and {more} more (run `eventbox check` on a copy for all)")
+    }
+}
+
+/// One endpoint's part of the summary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointSummary {
+    /// The bundle file's stem (`payments`), or `payment_details`.
+    pub name: &'static str,
+    /// Records in the answer (for `submission`, types and topic areas together; for
+    /// `payment_details`, the files). `None` when the answer was not the expected JSON.
+    pub records: Option<usize>,
+    pub bytes: u64,
+}
+
+/// What a pull did.
+#[derive(Debug, Clone)]
+pub struct PullSummary {
+    /// The API base the endpoints were appended to.
+    pub base: String,
+    pub into: PathBuf,
+    pub endpoints: Vec<EndpointSummary>,
+    pub requests: u64,
+    pub retries: u64,
+    pub elapsed: Duration,
+    /// `check`'s warnings about the pulled bundle (it was swapped in all the same).
+    pub warnings: Vec<String>,
+}
+
+impl PullSummary {
+    pub fn bytes(&self) -> u64 {
+        self.endpoints.iter().map(|e| e.bytes).sum()
+    }
+}
+
+impl fmt::Display for PullSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "pulled {} into {} in {:.2} s",
+            self.base,
+            self.into.display(),
+            self.elapsed.as_secs_f64()
+        )?;
+        for e in &self.endpoints {
+            let records = e.records.map_or_else(|| "?".to_string(), |n| n.to_string());
+            writeln!(
+                f,
+                "  {:<16} {:>9} {:<8} {:>12}",
+                e.name,
+                records,
+                match (e.name, e.records) {
+                    ("payment_details", Some(1)) => "file",
+                    ("payment_details", _) => "files",
+                    (_, Some(1)) => "record",
+                    _ => "records",
+                },
+                progress::human_bytes(e.bytes)
+            )?;
+        }
+        write!(
+            f,
+            "  total {}, {} requests, {} retr{}",
+            progress::human_bytes(self.bytes()),
+            self.requests,
+            self.retries,
+            if self.retries == 1 { "y" } else { "ies" }
+        )?;
+        for w in &self.warnings {
+            write!(f, "\n  warning: {w}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The five list endpoints: the bundle file each becomes and its path under the API base (as the
+/// API text writes them, trailing slashes included).
+const ENDPOINTS: [(&str, &str); 5] = [
+    ("event", "event"),
+    ("payments", "payments"),
+    ("submission", "submission/"),
+    ("submission_list", "submission/list"),
+    ("hotsite", "hotsite/"),
+];
+const DETAILS_PATH: &str = "payments/details";
+
+/// Runs a pull: fetch everything into the staging folder, check it, swap it in.
+pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
+    let started = Instant::now();
+    let base = api_base(&opts.from)?;
+    let name = bundle_name(&opts.into)?;
+    if opts.concurrency == 0 {
+        return Err(PullError::BadConcurrency);
+    }
+    let fetcher = Arc::new(Fetcher::new(opts)?);
+    let progress = Arc::new(Progress::new(opts.progress));
+    // From here on, dropping `staging` (any error, a cancelled future) removes the folder.
+    let staging = Staging::create(&opts.into, "pull")?;
+
+    let mut endpoints = Vec::new();
+    let mut references = Vec::new();
+    for (file, path) in ENDPOINTS {
+        let url = format!("{base}/{path}");
+        let body = fetcher.get(&url, None, &progress).await?;
+        let records = if file == "payments" {
+            references = payment_references(&body)?;
+            Some(references.len())
+        } else {
+            count_records(file, &body)
+        };
+        let bytes = write_body(
+            &staging.path().join(format!("{file}.json")),
+            &body,
+            opts.pretty,
+            file,
+        )?;
+        progress.endpoint(file, records, bytes);
+        endpoints.push(EndpointSummary {
+            name: file,
+            records,
+            bytes,
+        });
+    }
+
+    let details = fetch_details(
+        &fetcher,
+        &progress,
+        &format!("{base}/{DETAILS_PATH}"),
+        references,
+        staging.path(),
+        opts,
+    )
+    .await?;
+    endpoints.push(details);
+
+    let toml_path = staging.path().join("bundle.toml");
+    std::fs::write(&toml_path, bundle_toml(opts.token.0.trim(), &base)).map_err(|source| {
+        PullError::Io {
+            path: toml_path.clone(),
+            source,
+        }
+    })?;
+
+    let warnings = check_staged(staging.path(), &name).await?;
+    staging.commit()?;
+    progress.finish();
+    Ok(PullSummary {
+        base,
+        into: opts.into.clone(),
+        endpoints,
+        requests: fetcher.requests(),
+        retries: fetcher.retries(),
+        elapsed: started.elapsed(),
+        warnings,
+    })
+}
+
+/// The API base from `--from`: an origin gets `/api/v1` appended; a URL already ending in
+/// `/api/v1` (any case, with or without a trailing slash) is kept. Query and fragment are
+/// dropped; credentials in the URL are refused (they would be sent to the server in the clear of
+/// our logs).
+pub fn api_base(from: &str) -> Result<String, PullError> {
+    let bad = |reason: &str| PullError::BadBase {
+        url: from.to_string(),
+        reason: reason.to_string(),
+    };
+    let mut url = Url::parse(from.trim())
+        .map_err(|e| bad(&format!("not a URL ({e}); write e.g. https://host/api/v1")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(bad("only http and https URLs can be pulled from"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(bad(
+            "credentials in the URL are not supported; the token goes in --token",
+        ));
+    }
+    url.set_query(None);
+    url.set_fragment(None);
+    let path = url.path().trim_end_matches('/').to_string();
+    let path = if path.to_ascii_lowercase().ends_with("/api/v1") {
+        path
+    } else {
+        format!("{path}/api/v1")
+    };
+    url.set_path(&path);
+    Ok(url.as_str().trim_end_matches('/').to_string())
+}
+
+/// The bundle's name: the last part of `--into`, which the server must be willing to serve.
+fn bundle_name(into: &Path) -> Result<String, PullError> {
+    let bad = |reason: &str| PullError::BadTarget {
+        path: into.to_path_buf(),
+        reason: reason.to_string(),
+    };
+    let name = into
+        .file_name()
+        .ok_or_else(|| bad("name the bundle folder, e.g. data/summit"))?
+        .to_str()
+        .ok_or_else(|| bad("the bundle name must be UTF-8"))?;
+    if name.starts_with('_') || name.starts_with('.') {
+        return Err(bad(
+            "a bundle whose name starts with `_` or `.` is never served; choose another name",
+        ));
+    }
+    if std::fs::symlink_metadata(into).is_ok_and(|m| !m.is_dir()) {
+        return Err(bad("it exists and is not a folder"));
+    }
+    Ok(name.to_string())
+}
+
+/// Why a payment reference cannot be a file name, if it cannot. It comes from a remote server,
+/// so it must never steer a path: no separators, no `..`, no NUL or control characters, no
+/// leading `.` (the loader skips such files), not empty, not longer than a file name may be.
+pub fn unsafe_reference(reference: &str) -> Option<&'static str> {
+    if reference.is_empty() {
+        Some("it is empty")
+    } else if reference.contains(['/', '\\']) {
+        Some("it holds a path separator")
+    } else if reference.contains("..") {
+        Some("it holds `..`")
+    } else if reference.starts_with('.') {
+        Some("it starts with `.`")
+    } else if reference.chars().any(char::is_control) {
+        Some("it holds a control character")
+    } else if reference.len() > 200 {
+        Some("it is longer than 200 bytes")
+    } else {
+        None
+    }
+}
+
+#[derive(Deserialize)]
+struct ReferenceOnly {
+    reference_payment: String,
+}
+
+#[derive(Deserialize)]
+struct Envelope {
+    data: Vec<ReferenceOnly>,
+}
+
+/// The payment references of a payments answer, in order, each once, each checked by
+/// [`unsafe_reference`]. Other fields are skipped unread.
+fn payment_references(body: &[u8]) -> Result<Vec<String>, PullError> {
+    let bare = body
+        .iter()
+        .find(|b| !b.is_ascii_whitespace())
+        .is_some_and(|b| *b == b'[');
+    let records = if bare {
+        serde_json::from_slice::<Vec<ReferenceOnly>>(body)
+    } else {
+        serde_json::from_slice::<Envelope>(body).map(|e| e.data)
+    }
+    .map_err(|e| PullError::Payments(e.to_string()))?;
+    let mut seen = HashSet::with_capacity(records.len());
+    let mut out = Vec::with_capacity(records.len());
+    for r in records {
+        if let Some(reason) = unsafe_reference(&r.reference_payment) {
+            return Err(PullError::UnsafeReference {
+                reference: quoted(&r.reference_payment),
+                reason: reason.to_string(),
+            });
+        }
+        if seen.insert(r.reference_payment.clone()) {
+            out.push(r.reference_payment);
+        }
+    }
+    Ok(out)
+}
+
+/// Remote text for a message: escaped (one line), cut to 80 characters.
+pub(crate) fn quoted(text: &str) -> String {
+    let cut: String = text.chars().take(80).collect();
+    let more = if cut.len() < text.len() { "…" } else { "" };
+    format!("{cut:?}{more}")
+}
+
+/// The records an answer holds, for the summary.
+fn count_records(file: &str, body: &[u8]) -> Option<usize> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let len = |v: &serde_json::Value| v.as_array().map(Vec::len);
+    match file {
+        "event" => len(&v["data"]).or_else(|| len(&v)).or(Some(1)),
+        "submission" => Some(len(&v["submission_type"]["data"])? + len(&v["topic_area"]["data"])?),
+        "submission_list" => len(&v["submission"]["data"]),
+        "hotsite" => len(&v["areasSite"]),
+        _ => len(&v["data"]),
+    }
+}
+
+/// Writes an answer: its bytes as received, or re-indented with `--pretty` (numbers keep their
+/// text). Returns the bytes received.
+fn write_body(path: &Path, body: &[u8], pretty: bool, endpoint: &str) -> Result<u64, PullError> {
+    let io = |source| PullError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    if pretty {
+        let value: serde_json::Value =
+            serde_json::from_slice(body).map_err(|e| PullError::NotJson {
+                endpoint: endpoint.to_string(),
+                reason: e.to_string(),
+            })?;
+        let mut text = serde_json::to_vec_pretty(&value).map_err(|e| PullError::NotJson {
+            endpoint: endpoint.to_string(),
+            reason: e.to_string(),
+        })?;
+        text.push(b'\n');
+        std::fs::write(path, text).map_err(io)?;
+    } else {
+        std::fs::write(path, body).map_err(io)?;
+    }
+    Ok(body.len() as u64)
+}
+
+/// `bundle.toml` naming the token (written by the TOML library, so any token is quoted right).
+fn bundle_toml(token: &str, base: &str) -> String {
+    let mut table = toml::Table::new();
+    table.insert(
+        "tokens".into(),
+        toml::Value::Array(vec![toml::Value::String(token.to_string())]),
+    );
+    let body = toml::to_string(&table).unwrap_or_else(|_| format!("tokens = [{token:?}]\n"));
+    format!(
+        "# Pulled by `eventbox pull` from {base} on {}.\n# The tokens that open this bundle.\n{body}",
+        chrono::Utc::now().format("%Y-%m-%d %H:%M UTC")
+    )
+}
+
+/// Fetches every payment's detail with `opts.concurrency` workers, writing each file as it
+/// comes. The first error stops the others.
+async fn fetch_details(
+    fetcher: &Arc<Fetcher>,
+    progress: &Arc<Progress>,
+    url: &str,
+    references: Vec<String>,
+    staging: &Path,
+    opts: &PullOptions,
+) -> Result<EndpointSummary, PullError> {
+    let dir = staging.join("payment_details");
+    std::fs::create_dir(&dir).map_err(|source| PullError::Io {
+        path: dir.clone(),
+        source,
+    })?;
+    let total = references.len();
+    progress.details_start(total);
+    let references = Arc::new(references);
+    let next = Arc::new(AtomicUsize::new(0));
+    let bytes = Arc::new(AtomicU64::new(0));
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..opts.concurrency.min(total) {
+        let (fetcher, progress, references, next, bytes) = (
+            Arc::clone(fetcher),
+            Arc::clone(progress),
+            Arc::clone(&references),
+            Arc::clone(&next),
+            Arc::clone(&bytes),
+        );
+        let (url, dir, pretty) = (url.to_string(), dir.clone(), opts.pretty);
+        workers.spawn(async move {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(reference) = references.get(i) else {
+                    return Ok::<(), PullError>(());
+                };
+                let body: Bytes = fetcher.get(&url, Some(reference), &progress).await?;
+                // `reference` passed `unsafe_reference`: it is one plain file name.
+                let path = dir.join(format!("{reference}.json"));
+                let n = write_body(&path, &body, pretty, "payments/details")?;
+                bytes.fetch_add(n, Ordering::Relaxed);
+                progress.detail_done();
+            }
+        });
+    }
+    while let Some(joined) = workers.join_next().await {
+        let failure = match joined {
+            Ok(Ok(())) => continue,
+            Ok(Err(e)) => e,
+            Err(e) => PullError::Worker(e.to_string()),
+        };
+        // Stop the others and wait until they are gone, so none writes after the staging folder
+        // is removed. Their file writes are synchronous, so none is left half-way.
+        workers.abort_all();
+        while workers.join_next().await.is_some() {}
+        progress.finish();
+        return Err(failure);
+    }
+    progress.details_end();
+    Ok(EndpointSummary {
+        name: "payment_details",
+        records: Some(total),
+        bytes: bytes.load(Ordering::Relaxed),
+    })
+}
+
+/// Loads the staged folder with the loader `check` and `serve` use. Errors refuse the swap;
+/// warnings are returned for the summary.
+async fn check_staged(dir: &Path, name: &str) -> Result<Vec<String>, PullError> {
+    let (dir, name) = (dir.to_path_buf(), name.to_string());
+    let report = tokio::task::spawn_blocking(move || load::load_bundle(&dir, &name))
+        .await
+        .map_err(|e| PullError::Worker(e.to_string()))?;
+    let errors: Vec<String> = report.errors().map(ToString::to_string).collect();
+    if !errors.is_empty() {
+        const SHOWN: usize = 10;
+        return Err(PullError::Check {
+            more: errors.len().saturating_sub(SHOWN),
+            problems: errors.into_iter().take(SHOWN).collect(),
+        });
+    }
+    Ok(report.warnings().map(ToString::to_string).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_base_accepts_an_origin_or_the_api_base() {
+        for (from, base) in [
+            ("http://127.0.0.1:8080", "http://127.0.0.1:8080/api/v1"),
+            ("http://127.0.0.1:8080/", "http://127.0.0.1:8080/api/v1"),
+            ("https://host/api/v1", "https://host/api/v1"),
+            ("https://host/API/V1/", "https://host/API/V1"),
+            (
+                "https://host/proxy/api/v1?x=1#f",
+                "https://host/proxy/api/v1",
+            ),
+            ("https://host/proxy", "https://host/proxy/api/v1"),
+        ] {
+            assert_eq!(api_base(from).expect(from), base, "{from}");
+        }
+        for from in ["ftp://host", "not a url", "https://user:pw@host/api/v1"] {
+            assert!(api_base(from).is_err(), "{from}");
+        }
+    }
+
+    #[test]
+    fn references_that_could_steer_a_path_are_refused() {
+        for bad in [
+            "", "../x", "a/b", "a\\b", "..", "x..y", ".hidden", "a\0b", "a\nb", "a\u{7f}b",
+        ] {
+            assert!(unsafe_reference(bad).is_some(), "{bad:?} was accepted");
+        }
+        assert!(unsafe_reference(&"x".repeat(201)).is_some());
+        for good in ["PG2026000104", "R-001", "ção.1", "a b"] {
+            assert_eq!(unsafe_reference(good), None, "{good:?}");
+        }
+    }
+
+    #[test]
+    fn references_come_from_the_envelope_or_a_bare_list_once_each() {
+        let body = br#"{"data": [{"reference_payment": "A", "x": 1.50}, {"reference_payment": "B"}, {"reference_payment": "A"}], "count": 3}"#;
+        assert_eq!(payment_references(body).expect("valid"), vec!["A", "B"]);
+        let bare = br#" [{"reference_payment": "C"}]"#;
+        assert_eq!(payment_references(bare).expect("valid"), vec!["C"]);
+        let evil = br#"{"data": [{"reference_payment": "../../etc/passwd"}]}"#;
+        let err = payment_references(evil).expect_err("refused");
+        assert!(
+            err.to_string()
+                .contains("\"../../etc/passwd\" cannot name a detail file"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn bundle_toml_names_the_token_and_loads() {
+        let text = bundle_toml("to\"k\\en", "http://h/api/v1");
+        let v = crate::model::parse_text(&text, crate::model::Format::Toml).expect("valid TOML");
+        let mut diag = crate::model::decode::Diag::default();
+        let config = crate::model::bundle_config(&v, &mut diag).expect("a bundle config");
+        assert_eq!(config.tokens, vec!["to\"k\\en".to_string()]);
+        assert!(diag.findings.is_empty(), "{:?}", diag.findings);
+    }
+
+    #[test]
+    fn a_token_debug_shows_a_hint_only() {
+        let t = Token("secret-token-value".into());
+        assert_eq!(format!("{t:?}"), "Token(secr…)");
+    }
+}

@@ -1,0 +1,158 @@
+//! What `pull` tells a person while it runs, on stderr: a progress bar for the details phase
+//! when stderr is a terminal (indicatif), plain lines when it is not (a log file, CI, cron), or
+//! nothing. The workers share one `Progress`; it never sees the token.
+
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// How progress is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ProgressMode {
+    /// A bar when stderr is a terminal, plain lines otherwise.
+    Auto,
+    /// Plain lines.
+    Plain,
+    /// Nothing (errors and the summary are still printed by the command).
+    Quiet,
+}
+
+/// The progress display of one pull.
+pub struct Progress {
+    kind: Kind,
+    total: AtomicUsize,
+    done: AtomicUsize,
+}
+
+enum Kind {
+    Bar(ProgressBar),
+    Plain,
+    Quiet,
+}
+
+impl Progress {
+    pub fn new(mode: ProgressMode) -> Progress {
+        let kind = match mode {
+            ProgressMode::Auto if std::io::stderr().is_terminal() => {
+                Kind::Bar(ProgressBar::hidden())
+            }
+            ProgressMode::Auto | ProgressMode::Plain => Kind::Plain,
+            ProgressMode::Quiet => Kind::Quiet,
+        };
+        Progress {
+            kind,
+            total: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+        }
+    }
+
+    fn line(&self, text: &str) {
+        match &self.kind {
+            Kind::Bar(bar) if !bar.is_hidden() => bar.println(text),
+            Kind::Bar(_) | Kind::Plain => {
+                let _ = writeln!(std::io::stderr().lock(), "{text}");
+            }
+            Kind::Quiet => {}
+        }
+    }
+
+    /// One list endpoint fetched.
+    pub fn endpoint(&self, name: &str, records: Option<usize>, bytes: u64) {
+        let records = match records {
+            Some(1) => "1 record".to_string(),
+            Some(n) => format!("{n} records"),
+            None => "? records".to_string(),
+        };
+        self.line(&format!("pull: {name}: {records}, {}", human_bytes(bytes)));
+    }
+
+    /// The details phase starts, with `total` requests to make.
+    pub fn details_start(&self, total: usize) {
+        self.total.store(total, Ordering::Relaxed);
+        match &self.kind {
+            Kind::Bar(bar) => {
+                bar.set_length(total as u64);
+                bar.set_style(
+                    ProgressStyle::with_template(
+                        "{prefix} [{bar:40}] {pos}/{len} {per_sec} eta {eta}",
+                    )
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+                );
+                bar.set_prefix("payment details");
+                bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            }
+            Kind::Plain => self.line(&format!("pull: payment details: {total} to fetch")),
+            Kind::Quiet => {}
+        }
+    }
+
+    /// One detail fetched and written.
+    pub fn detail_done(&self) {
+        let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
+        match &self.kind {
+            Kind::Bar(bar) => bar.inc(1),
+            Kind::Plain => {
+                // A line at each tenth, so a log shows progress without a line per request.
+                let total = self.total.load(Ordering::Relaxed).max(1);
+                if done * 10 / total != (done - 1) * 10 / total && done < total {
+                    self.line(&format!("pull: payment details: {done}/{total}"));
+                }
+            }
+            Kind::Quiet => {}
+        }
+    }
+
+    /// The details phase is complete.
+    pub fn details_end(&self) {
+        let done = self.done.load(Ordering::Relaxed);
+        if let Kind::Bar(bar) = &self.kind {
+            bar.finish_and_clear();
+        }
+        self.line(&format!("pull: payment details: {done} fetched"));
+    }
+
+    /// A request will be tried again after `wait`.
+    pub fn retry(&self, what: &str, reason: &str, wait: Duration) {
+        self.line(&format!(
+            "pull: {what}: {reason}; retrying in {:.1} s",
+            wait.as_secs_f64()
+        ));
+    }
+
+    /// Clears the bar (the pull ended, well or not).
+    pub fn finish(&self) {
+        if let Kind::Bar(bar) = &self.kind {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// `526.3 KB`, `101.2 MB`: decimal units, one decimal.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KB", "MB", "GB", "TB"];
+    if n < 1000 {
+        return format!("{n} B");
+    }
+    let mut value = n as f64 / 1000.0;
+    let mut unit = 0;
+    while value >= 1000.0 && unit < UNITS.len() - 1 {
+        value /= 1000.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_read_like_people_write_them() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(5_500), "5.5 KB");
+        assert_eq!(human_bytes(101_200_000), "101.2 MB");
+    }
+}

@@ -1,0 +1,244 @@
+//! A bundle built beside its target and swapped in whole: `pull` and `gen` write into
+//! `DIR/_NAME.<what>-<pid>` (the server skips names starting with `_`), and [`Staging::commit`]
+//! puts it in place of `DIR/NAME`.
+//!
+//! The swap is an atomic exchange on Linux (`renameat2` with `RENAME_EXCHANGE`, through rustix's
+//! safe wrapper): at every instant `DIR/NAME` is either the whole old copy or the whole new one.
+//! The old copy then sits at the staging name and is deleted. Where the exchange is not available
+//! (another OS, a file system without it), the old copy is renamed aside and the new one renamed
+//! in: two renames, with a moment in between when `DIR/NAME` is missing (a server reloading just
+//! then drops the bundle until the second rename, a moment later).
+//!
+//! A `Staging` that is dropped without being committed (an error, an early return, a cancelled
+//! future, a panic) removes its folder, so a failed run leaves nothing behind.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// The staging folder could not be made, or swapped in.
+#[derive(Debug, thiserror::Error)]
+pub enum StageError {
+    #[error("{}: name the bundle folder, e.g. data/summit", path.display())]
+    NoName { path: PathBuf },
+    #[error("cannot prepare the staging folder {}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+    #[error("cannot swap the new copy into {}: {source}; the earlier copy is as it was", target.display())]
+    Swap { target: PathBuf, source: io::Error },
+}
+
+/// A staging folder; removed on drop unless committed.
+#[derive(Debug)]
+pub struct Staging {
+    dir: PathBuf,
+    target: PathBuf,
+    committed: bool,
+}
+
+impl Staging {
+    /// Creates `PARENT/_NAME.<what>-<pid>` for `target` = `PARENT/NAME`, creating `PARENT` when
+    /// missing. A folder left at that name by an earlier process with the same id is removed.
+    pub fn create(target: &Path, what: &str) -> Result<Staging, StageError> {
+        let name =
+            target
+                .file_name()
+                .and_then(|n| n.to_str())
+                .ok_or_else(|| StageError::NoName {
+                    path: target.to_path_buf(),
+                })?;
+        let parent = match target.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let io_err = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| StageError::Io { path, source }
+        };
+        std::fs::create_dir_all(&parent).map_err(io_err(&parent))?;
+        let dir = parent.join(format!("_{name}.{what}-{}", std::process::id()));
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(io_err(&dir))?;
+        }
+        std::fs::create_dir(&dir).map_err(io_err(&dir))?;
+        Ok(Staging {
+            dir,
+            target: target.to_path_buf(),
+            committed: false,
+        })
+    }
+
+    /// The staging folder to write into.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Puts the staged folder in place of the target and deletes the old copy. On an error the
+    /// target is as it was and the staging folder is removed.
+    pub fn commit(mut self) -> Result<(), StageError> {
+        let swap_err = |source| StageError::Swap {
+            target: self.target.clone(),
+            source,
+        };
+        let target_exists = std::fs::symlink_metadata(&self.target).is_ok();
+        if !target_exists {
+            std::fs::rename(&self.dir, &self.target).map_err(swap_err)?;
+        } else if exchange(&self.dir, &self.target).map_err(swap_err)? {
+            // The staging name now holds the old copy.
+            if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+                tracing::warn!("cannot remove the old copy {}: {e}", self.dir.display());
+            }
+        } else {
+            let aside = self
+                .dir
+                .with_extension(format!("old-{}", std::process::id()));
+            swap_aside(&self.dir, &self.target, &aside).map_err(swap_err)?;
+        }
+        self.committed = true;
+        nudge(&self.target);
+        Ok(())
+    }
+}
+
+/// Sets the swapped-in folder's modification time to now, so that a server watching the data
+/// folder reloads it. The swap reaches a watcher as renames, which its debouncing may fold away
+/// (notify-debouncer-full pairs renames by file id, and an exchange is two crossing renames; the
+/// old copy's deletion may be reported under the staging name, which is ignored). A change of
+/// the folder's own attributes is reported on the data folder under the bundle's name. Best
+/// effort: a failure only means the watcher relies on the renames.
+fn nudge(dir: &Path) {
+    if let Ok(folder) = std::fs::File::open(dir) {
+        let _ = folder.set_modified(std::time::SystemTime::now());
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if self.committed {
+            return;
+        }
+        // A second try covers a file that a cancelled worker was finishing during the first.
+        for attempt in 0..2 {
+            match std::fs::remove_dir_all(&self.dir) {
+                Ok(()) => return,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+                Err(e) if attempt == 1 => {
+                    tracing::warn!("cannot remove {}: {e}", self.dir.display());
+                }
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(50)),
+            }
+        }
+    }
+}
+
+/// Exchanges two folders atomically; `Ok(false)` when the system cannot.
+#[cfg(target_os = "linux")]
+fn exchange(a: &Path, b: &Path) -> io::Result<bool> {
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    use rustix::io::Errno;
+    match renameat_with(CWD, a, CWD, b, RenameFlags::EXCHANGE) {
+        Ok(()) => Ok(true),
+        Err(e) if e == Errno::INVAL || e == Errno::NOSYS || e == Errno::NOTSUP => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn exchange(_a: &Path, _b: &Path) -> io::Result<bool> {
+    Ok(false)
+}
+
+/// The fallback swap: `target` → `aside`, `staged` → `target`, then `aside` is deleted. When the
+/// second rename fails, the old copy is put back.
+pub(crate) fn swap_aside(staged: &Path, target: &Path, aside: &Path) -> io::Result<()> {
+    std::fs::rename(target, aside)?;
+    if let Err(e) = std::fs::rename(staged, target) {
+        let _ = std::fs::rename(aside, target);
+        return Err(e);
+    }
+    if let Err(e) = std::fs::remove_dir_all(aside) {
+        tracing::warn!("cannot remove the old copy {}: {e}", aside.display());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(p: &Path) -> String {
+        std::fs::read_to_string(p).unwrap_or_default()
+    }
+
+    fn leftovers(dir: &Path) -> Vec<String> {
+        std::fs::read_dir(dir)
+            .expect("list")
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with('_'))
+            .collect()
+    }
+
+    #[test]
+    fn commit_replaces_the_old_copy_and_leaves_nothing_else() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let target = tmp.path().join("data/x");
+        std::fs::create_dir_all(&target).expect("mkdir");
+        std::fs::write(target.join("event.json"), "old").expect("write");
+        let s = Staging::create(&target, "pull").expect("staging");
+        std::fs::write(s.path().join("event.json"), "new").expect("write");
+        s.commit().expect("commit");
+        assert_eq!(read(&target.join("event.json")), "new");
+        assert!(leftovers(&tmp.path().join("data")).is_empty());
+    }
+
+    #[test]
+    fn commit_creates_a_missing_target() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let target = tmp.path().join("fresh/x");
+        let s = Staging::create(&target, "gen").expect("staging");
+        std::fs::write(s.path().join("a"), "1").expect("write");
+        s.commit().expect("commit");
+        assert_eq!(read(&target.join("a")), "1");
+        assert!(leftovers(&tmp.path().join("fresh")).is_empty());
+    }
+
+    #[test]
+    fn a_dropped_staging_folder_is_removed() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let target = tmp.path().join("x");
+        let s = Staging::create(&target, "pull").expect("staging");
+        std::fs::write(s.path().join("a"), "1").expect("write");
+        let dir = s.path().to_path_buf();
+        drop(s);
+        assert!(!dir.exists());
+        assert!(!target.exists());
+    }
+
+    #[test]
+    fn the_fallback_swap_replaces_and_cleans_up() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let (staged, target, aside) = (
+            tmp.path().join("_x.pull-1"),
+            tmp.path().join("x"),
+            tmp.path().join("_x.old-1"),
+        );
+        for (dir, text) in [(&staged, "new"), (&target, "old")] {
+            std::fs::create_dir(dir).expect("mkdir");
+            std::fs::write(dir.join("f"), text).expect("write");
+        }
+        swap_aside(&staged, &target, &aside).expect("swap");
+        assert_eq!(read(&target.join("f")), "new");
+        assert!(!staged.exists() && !aside.exists());
+    }
+
+    #[test]
+    fn a_failed_fallback_swap_puts_the_old_copy_back() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let (target, aside) = (tmp.path().join("x"), tmp.path().join("_x.old-1"));
+        std::fs::create_dir(&target).expect("mkdir");
+        std::fs::write(target.join("f"), "old").expect("write");
+        let missing = tmp.path().join("_x.pull-1");
+        assert!(swap_aside(&missing, &target, &aside).is_err());
+        assert_eq!(read(&target.join("f")), "old");
+        assert!(!aside.exists());
+    }
+}

@@ -1,0 +1,223 @@
+//! `gen`, run in-process: its bundles pass `check --strict`, are served, look like a real event,
+//! and are the same for the same seed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use eventbox::cli::{self, CheckArgs};
+use eventbox::gen::{self, GenOptions};
+use serde_json::Value;
+
+use crate::helpers::{spawn_app, TempData};
+
+fn generate(into: &Path, payments: usize, seed: u64) -> gen::GenSummary {
+    let mut o = GenOptions::new(into);
+    o.payments = payments;
+    o.submissions = 40;
+    o.seed = seed;
+    gen::run(&o).expect("gen succeeds")
+}
+
+fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    for sub in ["", "payment_details"] {
+        for entry in std::fs::read_dir(dir.join(sub)).expect("a folder") {
+            let path = entry.expect("an entry").path();
+            if path.is_file() {
+                let name = format!(
+                    "{sub}/{}",
+                    path.file_name().expect("a name").to_string_lossy()
+                );
+                out.insert(name, std::fs::read(&path).expect("a file"));
+            }
+        }
+    }
+    out
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).expect("a file")).expect("JSON")
+}
+
+#[tokio::test]
+async fn gen_output_passes_check_strict_and_is_served() {
+    let data = TempData::new();
+    let summary = generate(&data.path().join("loadtest"), 600, 11);
+
+    let mut report = Vec::new();
+    let code = cli::check(
+        &CheckArgs {
+            dir: data.path().to_path_buf(),
+            strict: true,
+        },
+        &mut report,
+    )
+    .expect("the report is written");
+
+    let report = String::from_utf8_lossy(&report);
+    assert_eq!(code, 0, "{report}");
+    assert!(
+        report.ends_with("1 bundle checked, 1 would be served; 0 errors, 0 warnings\n"),
+        "{report}"
+    );
+    assert!(summary.details > 0, "{summary}");
+    let app = spawn_app(data.path()).await;
+    let payments = app.get("/api/v1/payments", "loadtest-token").await;
+    assert_eq!(payments.status.as_u16(), 200, "{}", payments.text());
+    assert_eq!(payments.json()["count"], 600);
+    let detail_file = std::fs::read_dir(data.path().join("loadtest/payment_details"))
+        .expect("details")
+        .next()
+        .expect("one detail file")
+        .expect("an entry")
+        .path();
+    let reference = detail_file
+        .file_stem()
+        .expect("a stem")
+        .to_string_lossy()
+        .into_owned();
+    let detail = app
+        .get(
+            &format!("/api/v1/payments/details?reference={reference}"),
+            "loadtest-token",
+        )
+        .await
+        .json();
+    assert!(
+        detail["count"].as_u64().expect("a count") >= 2,
+        "a group purchase: {detail}"
+    );
+}
+
+#[test]
+fn the_same_seed_gives_identical_files_and_another_seed_does_not() {
+    let data = TempData::new();
+    generate(&data.path().join("a"), 300, 42);
+    generate(&data.path().join("b"), 300, 42);
+    generate(&data.path().join("c"), 300, 43);
+
+    let (a, b, c) = (
+        files(&data.path().join("a")),
+        files(&data.path().join("b")),
+        files(&data.path().join("c")),
+    );
+    assert!(a.len() >= 7, "{:?}", a.keys());
+    // Only bundle.toml names the folder (its default token); every other file is identical.
+    for (name, bytes) in &a {
+        if name != "/bundle.toml" {
+            assert!(
+                b.get(name) == Some(bytes),
+                "{name} differs for the same seed"
+            );
+        }
+    }
+    assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>());
+    assert!(
+        a["/payments.json"] != c["/payments.json"],
+        "another seed gives other payments"
+    );
+}
+
+#[test]
+fn generated_data_looks_like_a_real_event() {
+    let data = TempData::new();
+    let dir = data.path().join("demo");
+    generate(&dir, 800, 5);
+
+    let raw = String::from_utf8(std::fs::read(dir.join("payments.json")).expect("payments"))
+        .expect("UTF-8");
+    let payments = read_json(&dir.join("payments.json"));
+    let list = payments["data"].as_array().expect("data");
+    let field = |name: &str| -> BTreeSet<String> {
+        list.iter()
+            .map(|p| p[name].as_str().expect(name).to_string())
+            .collect()
+    };
+    assert!(
+        field("method_payment").len() >= 3,
+        "{:?}",
+        field("method_payment")
+    );
+    assert!(
+        field("status_payment").len() >= 4,
+        "{:?}",
+        field("status_payment")
+    );
+    assert!(field("status_payment").contains("Pago"));
+    assert!(
+        field("buyer").iter().any(|b| !b.is_ascii()),
+        "names with accents"
+    );
+    assert!(field("reference_payment").len() == 800, "unique references");
+    let mut below = 0;
+    for p in list {
+        let (paid, received) = (
+            p["amount_payment"].to_string(),
+            p["amount_receive_payment"].to_string(),
+        );
+        for amount in [&paid, &received] {
+            let decimals = amount.split_once('.').map(|(_, d)| d.len());
+            assert_eq!(
+                decimals,
+                Some(2),
+                "{amount} is not written with two decimals"
+            );
+        }
+        let (paid, received): (f64, f64) = (
+            paid.parse().expect("a number"),
+            received.parse().expect("a number"),
+        );
+        assert!(received <= paid, "{p}");
+        below += usize::from(received < paid);
+        let date = p["date_payment"].as_str().expect("a date");
+        assert!(
+            date.len() == 10 && &date[2..3] == "/" && &date[5..6] == "/",
+            "{date}"
+        );
+    }
+    assert!(below > 760, "fees make amount_receive lower: {below}");
+    assert!(raw.contains("\"amount_payment\": "), "streamed records");
+
+    let event = read_json(&dir.join("event.json"));
+    let tickets = event["data"][0]["tickets"].as_array().expect("tickets");
+    assert!(tickets.len() >= 4);
+    assert!(
+        tickets
+            .iter()
+            .any(|t| t["prices"].as_array().expect("prices").len() > 1),
+        "price tiers"
+    );
+
+    let hotsite = read_json(&dir.join("hotsite.json"));
+    let sponsors = hotsite["areasSite"]
+        .as_array()
+        .expect("areas")
+        .iter()
+        .find(|a| a["titulo"] == "Patrocinadores")
+        .expect("a sponsors area");
+    for item in sponsors["jsonObj"].as_array().expect("items") {
+        for key in ["titulo", "urlImagem", "link", "id"] {
+            assert!(item.get(key).is_some(), "{key} in {item}");
+        }
+    }
+
+    let submissions = read_json(&dir.join("submission_list.json"));
+    let list = submissions["submission"]["data"]
+        .as_array()
+        .expect("submissions");
+    assert_eq!(list.len(), 40);
+    for s in list {
+        let authors = s["author"].as_array().expect("authors");
+        assert!(!authors.is_empty(), "{s}");
+        let orders: Vec<u64> = authors
+            .iter()
+            .map(|a| a["author_order"].as_u64().expect("an order"))
+            .collect();
+        assert_eq!(orders, (1..=authors.len() as u64).collect::<Vec<_>>());
+        assert_eq!(
+            authors.iter().filter(|a| a["is_presenter"] == true).count(),
+            1,
+            "{s}"
+        );
+    }
+}

@@ -1,0 +1,673 @@
+//! `pull`, run in-process against eventbox served on an ephemeral port, directly or through a
+//! scripted proxy that fails calls on purpose (503, 429 with Retry-After, a stall past the
+//! timeout, 401, a 404 half way, a body that is not JSON) and logs every request it saw.
+
+use std::collections::{BTreeMap, HashMap};
+use std::convert::Infallible;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use eventbox::pull::{self, ProgressMode, PullError, PullOptions};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+use crate::fixtures;
+use crate::helpers::{demo_data, spawn_app, TempData, TestApp, DEMO_TOKEN};
+
+/// The five list endpoints, as a client calls them.
+const LIST_PATHS: [&str; 5] = [
+    "/api/v1/event",
+    "/api/v1/payments",
+    "/api/v1/submission/",
+    "/api/v1/submission/list",
+    "/api/v1/hotsite/",
+];
+
+/// Options for tests: quiet, and short waits.
+fn options(from: &str, token: &str, into: &Path) -> PullOptions {
+    let mut o = PullOptions::new(from, token, into);
+    o.progress = ProgressMode::Quiet;
+    o.backoff = Duration::from_millis(10);
+    o.timeout = Duration::from_secs(5);
+    o
+}
+
+/// The payment references a server lists.
+async fn references(app: &TestApp, token: &str) -> Vec<String> {
+    let payments = app.get("/api/v1/payments", token).await.json();
+    payments["data"]
+        .as_array()
+        .expect("a data list")
+        .iter()
+        .map(|p| {
+            p["reference_payment"]
+                .as_str()
+                .expect("a reference")
+                .to_string()
+        })
+        .collect()
+}
+
+/// Every list endpoint and every payment's detail answer the same bytes on both servers.
+async fn assert_same_answers(source: &TestApp, copy: &TestApp, token: &str) -> usize {
+    for path in LIST_PATHS {
+        let (a, b) = (source.get(path, token).await, copy.get(path, token).await);
+        assert_eq!(a.status.as_u16(), 200, "{path}: {}", a.text());
+        assert_eq!(a.body, b.body, "{path} differs");
+    }
+    let refs = references(source, token).await;
+    assert!(!refs.is_empty());
+    for r in &refs {
+        let path = format!("/api/v1/payments/details?reference={r}");
+        let (a, b) = (source.get(&path, token).await, copy.get(&path, token).await);
+        assert_eq!(a.status.as_u16(), 200, "{path}: {}", a.text());
+        assert_eq!(a.body, b.body, "the detail of {r} differs");
+    }
+    refs.len()
+}
+
+/// Every file under `dir`, by relative path.
+fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("a folder") {
+            let path = entry.expect("an entry").path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let rel = path.strip_prefix(dir).expect("inside").to_path_buf();
+                out.insert(rel, std::fs::read(&path).expect("a file"));
+            }
+        }
+    }
+    out
+}
+
+/// No name in `dir` starts with `_` (a staging or aside folder left behind).
+fn assert_no_leftovers(dir: &Path) {
+    let left: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with('_'))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+// ---- a scripted proxy ---------------------------------------------------------------------
+
+/// What the proxy does with one request.
+enum Act {
+    Forward,
+    Answer(u16, Vec<(&'static str, String)>, String),
+    /// Waits this long, then forwards (the client has usually given up by then).
+    Stall(Duration),
+}
+
+/// A request the proxy saw.
+#[derive(Debug, Clone)]
+struct Seen {
+    path: String,
+    reference: Option<String>,
+    at: Instant,
+    accept_encoding: String,
+}
+
+/// Decides per request: (path, reference, how many times this path and reference came before).
+type Script = dyn Fn(&str, Option<&str>, usize) -> Act + Send + Sync;
+
+struct Proxy {
+    base: String,
+    log: Arc<Mutex<Vec<Seen>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Proxy {
+    async fn start(
+        upstream: &str,
+        script: impl Fn(&str, Option<&str>, usize) -> Act + Send + Sync + 'static,
+    ) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("an address"));
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let state = Arc::new(ProxyState {
+            upstream: upstream.to_string(),
+            script: Box::new(script),
+            log: Arc::clone(&log),
+            counts: Mutex::new(HashMap::new()),
+            client: crate::helpers::client(),
+        });
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let state = Arc::clone(&state);
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(move |req| {
+                        let state = Arc::clone(&state);
+                        async move { Ok::<_, Infallible>(state.handle(req).await) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Proxy { base, log, task }
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.log.lock().expect("the log").clone()
+    }
+
+    fn count(&self, path_end: &str) -> usize {
+        self.seen()
+            .iter()
+            .filter(|s| s.path.ends_with(path_end))
+            .count()
+    }
+}
+
+struct ProxyState {
+    upstream: String,
+    script: Box<Script>,
+    log: Arc<Mutex<Vec<Seen>>>,
+    counts: Mutex<HashMap<(String, Option<String>), usize>>,
+    client: reqwest::Client,
+}
+
+impl ProxyState {
+    async fn handle(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+        let header = |name: &str| {
+            req.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_string()
+        };
+        let (token, content_type, accept_encoding) = (
+            header("authorization-token"),
+            header("content-type"),
+            header("accept-encoding"),
+        );
+        let path = req.uri().path().to_string();
+        let path_and_query = req
+            .uri()
+            .path_and_query()
+            .map_or_else(|| path.clone(), |p| p.as_str().to_string());
+        let body = req
+            .into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .unwrap_or_default();
+        let reference = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v["reference"].as_str().map(str::to_string));
+        let n = {
+            let mut counts = self.counts.lock().expect("counts");
+            let n = counts.entry((path.clone(), reference.clone())).or_insert(0);
+            *n += 1;
+            *n - 1
+        };
+        self.log.lock().expect("the log").push(Seen {
+            path: path.clone(),
+            reference: reference.clone(),
+            at: Instant::now(),
+            accept_encoding,
+        });
+        match (self.script)(&path, reference.as_deref(), n) {
+            Act::Answer(status, headers, text) => {
+                let mut res = Response::new(Full::new(Bytes::from(text)));
+                *res.status_mut() = hyper::StatusCode::from_u16(status).expect("a status");
+                for (k, v) in headers {
+                    res.headers_mut()
+                        .insert(k, v.parse().expect("a header value"));
+                }
+                res
+            }
+            act => {
+                if let Act::Stall(d) = act {
+                    tokio::time::sleep(d).await;
+                }
+                let mut up = self
+                    .client
+                    .get(format!("{}{path_and_query}", self.upstream))
+                    .header("Authorization-Token", token)
+                    .body(body.to_vec());
+                if !content_type.is_empty() {
+                    up = up.header("Content-Type", content_type);
+                }
+                let res = up.send().await.expect("the upstream answers");
+                let status = res.status().as_u16();
+                let bytes = res.bytes().await.expect("the upstream body");
+                let mut out = Response::new(Full::new(bytes));
+                *out.status_mut() = hyper::StatusCode::from_u16(status).expect("a status");
+                out
+            }
+        }
+    }
+}
+
+// ---- tests --------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_pulled_bundle_serves_byte_identical_answers_from_an_origin_or_the_api_base() {
+    let source = spawn_app(&demo_data()).await;
+    let data = TempData::new();
+    let into = data.path().join("kiosk");
+
+    let summary = pull::run(&options(&source.base, DEMO_TOKEN, &into))
+        .await
+        .expect("the pull succeeds");
+
+    let copy = spawn_app(data.path()).await;
+    let details = assert_same_answers(&source, &copy, DEMO_TOKEN).await;
+    assert_eq!(summary.base, format!("{}/api/v1", source.base));
+    let by_name: HashMap<&str, Option<usize>> = summary
+        .endpoints
+        .iter()
+        .map(|e| (e.name, e.records))
+        .collect();
+    assert_eq!(by_name["payment_details"], Some(details), "{summary}");
+    assert_eq!(by_name["payments"], Some(details), "{summary}");
+    assert_eq!(by_name["event"], Some(1), "{summary}");
+    assert_eq!(summary.requests, 5 + details as u64, "{summary}");
+    assert_eq!(summary.retries, 0);
+    assert!(summary.warnings.is_empty(), "{:?}", summary.warnings);
+    let toml = std::fs::read_to_string(into.join("bundle.toml")).expect("bundle.toml");
+    assert!(toml.contains("tokens = [\"demo-token\"]"), "{toml}");
+    // The source answers a client that accepts gzip (as the pull does) with gzip: the copy's
+    // bytes went through the decoder.
+    let gzipped = source
+        .get_with(
+            "/api/v1/payments",
+            DEMO_TOKEN,
+            &[("accept-encoding", "gzip")],
+        )
+        .await;
+    assert_eq!(gzipped.header("content-encoding"), Some("gzip"));
+    // Bodies are kept as received: the compact bytes the source serves.
+    let served = source.get("/api/v1/event", DEMO_TOKEN).await.body;
+    assert_eq!(
+        std::fs::read(into.join("event.json")).expect("event.json"),
+        served
+    );
+
+    // Pulling again from the API base (trailing slash and all) replaces the copy in place.
+    let again = pull::run(&options(
+        &format!("{}/api/v1/", source.base),
+        DEMO_TOKEN,
+        &into,
+    ))
+    .await
+    .expect("the second pull succeeds");
+    assert_eq!(again.base, summary.base);
+    let copy = spawn_app(data.path()).await;
+    assert_same_answers(&source, &copy, DEMO_TOKEN).await;
+    assert_no_leftovers(data.path());
+}
+
+#[tokio::test]
+async fn pretty_re_indents_and_the_copy_still_serves_the_same_bytes() {
+    let source = spawn_app(&demo_data()).await;
+    let data = TempData::new();
+    let into = data.path().join("pretty");
+    // White space around a pasted token is trimmed, in the header and in bundle.toml.
+    let mut o = options(&source.base, &format!(" {DEMO_TOKEN}\n"), &into);
+    o.pretty = true;
+
+    pull::run(&o).await.expect("the pull succeeds");
+
+    let event = std::fs::read_to_string(into.join("event.json")).expect("event.json");
+    assert!(event.starts_with("{\n  \"data\": [\n"), "{event}");
+    assert!(
+        event.contains("\"price\": 890.00"),
+        "numbers keep their text: {event}"
+    );
+    let copy = spawn_app(data.path()).await;
+    assert_same_answers(&source, &copy, DEMO_TOKEN).await;
+}
+
+#[tokio::test]
+async fn retries_a_503_a_429_after_its_retry_after_and_a_timeout_then_completes() {
+    let source = spawn_app(&demo_data()).await;
+    let refs = references(&source, DEMO_TOKEN).await;
+    let slow = refs[1].clone();
+    let stalled = slow.clone();
+    let proxy = Proxy::start(&source.base, move |path, reference, n| {
+        match (path, reference, n) {
+            ("/api/v1/event", None, 0) => Act::Answer(503, vec![], "busy".into()),
+            ("/api/v1/payments", None, 0) => {
+                Act::Answer(429, vec![("retry-after", "1".into())], "slow down".into())
+            }
+            ("/api/v1/payments/details", Some(r), 0) if r == stalled => {
+                Act::Stall(Duration::from_secs(3))
+            }
+            _ => Act::Forward,
+        }
+    })
+    .await;
+    let data = TempData::new();
+    let into = data.path().join("flaky");
+    let mut o = options(&proxy.base, DEMO_TOKEN, &into);
+    o.timeout = Duration::from_millis(500);
+    o.retries = 2;
+
+    let summary = pull::run(&o).await.expect("the pull completes");
+
+    assert_eq!(summary.retries, 3, "{summary}");
+    assert_eq!(summary.requests, 5 + refs.len() as u64 + 3, "{summary}");
+    let seen = proxy.seen();
+    let payments: Vec<&Seen> = seen
+        .iter()
+        .filter(|s| s.path == "/api/v1/payments")
+        .collect();
+    assert_eq!(payments.len(), 2, "{seen:?}");
+    let waited = payments[1].at - payments[0].at;
+    assert!(
+        waited >= Duration::from_millis(950),
+        "Retry-After: 1 was not honoured: {waited:?}"
+    );
+    let slow_calls = seen
+        .iter()
+        .filter(|s| s.reference.as_deref() == Some(&slow))
+        .count();
+    assert_eq!(slow_calls, 2, "the stalled detail is asked again");
+    assert!(
+        seen.iter().all(|s| s.accept_encoding.contains("gzip")),
+        "gzip is accepted: {seen:?}"
+    );
+    let copy = spawn_app(data.path()).await;
+    assert_same_answers(&source, &copy, DEMO_TOKEN).await;
+}
+
+#[tokio::test]
+async fn a_refused_token_stops_at_once_with_a_message_and_changes_nothing() {
+    let source = spawn_app(&demo_data()).await;
+    let proxy = Proxy::start(&source.base, |_, _, _| Act::Forward).await;
+    let data = TempData::new();
+    let into = data.path().join("kiosk");
+
+    let err = pull::run(&options(&proxy.base, "wrong-secret-token", &into))
+        .await
+        .expect_err("the token is refused");
+
+    assert!(matches!(err, PullError::TokenRefused { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(
+        message.contains("the server refused the token wron… (401)"),
+        "{message}"
+    );
+    assert!(
+        !message.contains("wrong-secret-token"),
+        "the token in: {message}"
+    );
+    assert_eq!(
+        proxy.seen().len(),
+        1,
+        "no retry after a 401: {:?}",
+        proxy.seen()
+    );
+    assert!(!into.exists());
+    assert_no_leftovers(data.path());
+}
+
+#[tokio::test]
+async fn a_pull_that_fails_half_way_leaves_the_earlier_copy_intact() {
+    let source = spawn_app(&demo_data()).await;
+    let data = TempData::new();
+    let into = data.path().join("kiosk");
+    pull::run(&options(&source.base, DEMO_TOKEN, &into))
+        .await
+        .expect("the first pull succeeds");
+    let before = files(&into);
+    let refs = references(&source, DEMO_TOKEN).await;
+    let last = refs.last().expect("a reference").clone();
+    let proxy = Proxy::start(&source.base, move |_, reference, _| match reference {
+        Some(r) if r == last => Act::Answer(
+            404,
+            vec![],
+            r#"{"message": "Pagamento não encontrado"}"#.into(),
+        ),
+        _ => Act::Forward,
+    })
+    .await;
+    let mut o = options(&proxy.base, DEMO_TOKEN, &into);
+    o.concurrency = 1;
+
+    let err = pull::run(&o).await.expect_err("the pull fails");
+
+    assert!(
+        matches!(err, PullError::Status { status: 404, .. }),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("Pagamento não encontrado"),
+        "{err}"
+    );
+    let details = proxy.count("/payments/details");
+    assert_eq!(
+        details,
+        refs.len(),
+        "every other detail first, and the 404 once (not retried)"
+    );
+    assert_eq!(
+        proxy.count("/payments/details"),
+        refs.len(),
+        "a 404 is not retried"
+    );
+    assert!(files(&into) == before, "the earlier copy changed");
+    assert_no_leftovers(data.path());
+}
+
+#[tokio::test]
+async fn a_server_that_keeps_failing_is_given_up_on_after_the_retries() {
+    let source = spawn_app(&demo_data()).await;
+    let proxy = Proxy::start(&source.base, |path, _, _| match path {
+        "/api/v1/hotsite/" => Act::Answer(502, vec![], "bad gateway".into()),
+        _ => Act::Forward,
+    })
+    .await;
+    let data = TempData::new();
+    let into = data.path().join("kiosk");
+    let mut o = options(&proxy.base, DEMO_TOKEN, &into);
+    o.retries = 2;
+
+    let err = pull::run(&o).await.expect_err("the pull gives up");
+
+    assert!(
+        matches!(err, PullError::GaveUp { attempts: 3, .. }),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("502 Bad Gateway: \"bad gateway\""),
+        "{err}"
+    );
+    assert_eq!(proxy.count("/hotsite/"), 3);
+    assert!(!into.exists());
+    assert_no_leftovers(data.path());
+}
+
+#[tokio::test]
+async fn a_pulled_bundle_that_fails_check_is_not_swapped_in() {
+    let source = spawn_app(&demo_data()).await;
+    let data = TempData::new();
+    data.with_demo("kiosk");
+    let into = data.path().join("kiosk");
+    let before = files(&into);
+    let proxy = Proxy::start(&source.base, |path, _, _| match path {
+        "/api/v1/hotsite/" => Act::Answer(200, vec![], "<html>maintenance</html>".into()),
+        _ => Act::Forward,
+    })
+    .await;
+
+    let err = pull::run(&options(&proxy.base, DEMO_TOKEN, &into))
+        .await
+        .expect_err("check refuses the copy");
+
+    assert!(matches!(err, PullError::Check { .. }), "{err:?}");
+    assert!(err.to_string().contains("hotsite.json:1:1"), "{err}");
+    assert!(files(&into) == before, "the earlier copy changed");
+    assert_no_leftovers(data.path());
+}
+
+#[tokio::test]
+async fn a_reference_that_would_be_a_path_refuses_the_pull() {
+    let served = TempData::new();
+    fixtures::write_json(&served, "tiny");
+    served.write(
+        "tiny/payments.json",
+        fixtures::PAYMENTS_JSON.replacen("\"R-001\"", "\"../../escape\"", 1),
+    );
+    let source = spawn_app(served.path()).await;
+    let data = TempData::new();
+    let into = data.path().join("copy");
+
+    let err = pull::run(&options(&source.base, fixtures::TOKEN, &into))
+        .await
+        .expect_err("the reference is refused");
+
+    assert!(matches!(err, PullError::UnsafeReference { .. }), "{err:?}");
+    assert!(err.to_string().contains("\"../../escape\""), "{err}");
+    assert!(!into.exists());
+    assert_no_leftovers(data.path());
+    assert!(!data
+        .path()
+        .parent()
+        .expect("a parent")
+        .join("escape.json")
+        .exists());
+}
+
+#[tokio::test]
+async fn a_redirect_to_another_origin_is_not_followed_with_the_token() {
+    let elsewhere = spawn_app(&demo_data()).await;
+    let target = format!("{}/api/v1/event", elsewhere.base);
+    // The proxy listens on another port: another origin, which would accept the token.
+    let proxy = Proxy::start(&elsewhere.base, move |path, _, _| match path {
+        "/api/v1/event" => Act::Answer(302, vec![("location", target.clone())], String::new()),
+        _ => Act::Forward,
+    })
+    .await;
+    let data = TempData::new();
+    let from = proxy.base.clone();
+
+    let err = pull::run(&options(&from, DEMO_TOKEN, &data.path().join("x")))
+        .await
+        .expect_err("the redirect is refused");
+
+    assert!(
+        matches!(err, PullError::Status { status: 302, .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("not followed"), "{err}");
+}
+
+#[tokio::test]
+async fn a_watching_server_switches_to_the_pulled_copy_without_a_gap() {
+    // The source: the demo bundle with another title.
+    let served = TempData::new();
+    served.with_demo("demo");
+    let event = std::fs::read_to_string(served.path().join("demo/event.json")).expect("event");
+    let new_title = "Congresso atualizado às 10h";
+    served.write(
+        "demo/event.json",
+        event.replacen("33º Congresso Brasileiro", new_title, 1),
+    );
+    let source = spawn_app(served.path()).await;
+    // The kiosk: the original demo bundle, served and watched, as `serve` runs it.
+    let data = TempData::new();
+    data.with_demo("demo");
+    let app = eventbox::app::App::new(data.path());
+    let _watcher = app
+        .watch(
+            eventbox::watch::WatchMode::Native,
+            Duration::from_millis(50),
+        )
+        .await
+        .expect("watching starts");
+    app.load().expect("loads");
+    let kiosk = crate::helpers::serve_app(app).await;
+    let old_title = kiosk.get("/api/v1/event", DEMO_TOKEN).await.json()["data"][0]["title"]
+        .as_str()
+        .expect("a title")
+        .to_string();
+
+    // Readers keep asking while the pull runs and the server reloads.
+    let opts = options(&source.base, DEMO_TOKEN, &data.path().join("demo"));
+    let pulling = pull::run(&opts);
+    let reading = async {
+        let start = Instant::now();
+        loop {
+            let res = kiosk.get("/api/v1/event", DEMO_TOKEN).await;
+            assert_eq!(res.status.as_u16(), 200, "a gap: {}", res.text());
+            let title = res.json()["data"][0]["title"]
+                .as_str()
+                .expect("a title")
+                .to_string();
+            assert!(
+                title == old_title || title.starts_with(new_title),
+                "{title}"
+            );
+            if title.starts_with(new_title) {
+                return;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the new copy never showed"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let (pulled, ()) = tokio::join!(pulling, reading);
+
+    pulled.expect("the pull succeeds");
+    assert_same_answers(&source, &kiosk, DEMO_TOKEN).await;
+}
+
+#[tokio::test]
+async fn a_cancelled_pull_removes_its_staging_folder() {
+    let source = spawn_app(&demo_data()).await;
+    let proxy = Proxy::start(&source.base, |path, _, _| match path {
+        "/api/v1/payments/details" => Act::Stall(Duration::from_secs(30)),
+        _ => Act::Forward,
+    })
+    .await;
+    let data = TempData::new();
+    let into = data.path().join("kiosk");
+    let mut o = options(&proxy.base, DEMO_TOKEN, &into);
+    o.timeout = Duration::from_secs(60);
+    let staging_seen = async {
+        // The first detail request means the list endpoints are written into the staging folder.
+        while proxy.count("/payments/details") == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        std::fs::read_dir(data.path())
+            .expect("the data folder")
+            .filter_map(Result::ok)
+            .any(|e| e.file_name().to_string_lossy().starts_with("_kiosk.pull-"))
+    };
+
+    // Ctrl-C in `eventbox pull` drops the pull's future the same way.
+    let seen = tokio::select! {
+        r = pull::run(&o) => panic!("the pull ended: {:?}", r.map(|s| s.to_string())),
+        seen = staging_seen => seen,
+    };
+
+    assert!(seen, "the staging folder existed while the pull ran");
+    assert_no_leftovers(data.path());
+    assert!(!into.exists());
+}
