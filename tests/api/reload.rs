@@ -569,7 +569,12 @@ async fn a_bundle_written_file_by_file_is_never_served_half_written() {
         );
         tokio::spawn(async move {
             let mut served = Vec::new();
-            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+            // Until told to stop, and then until it has seen the bundle served itself (the
+            // poller below may see it first), within a bound.
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+            while !(done.load(std::sync::atomic::Ordering::Relaxed) && !served.is_empty())
+                && tokio::time::Instant::now() < deadline
+            {
                 if let Ok(r) = client
                     .get(&url)
                     .header("Authorization-Token", "slow-token")
