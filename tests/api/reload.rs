@@ -572,7 +572,7 @@ async fn a_bundle_written_file_by_file_is_never_served_half_written() {
             // Until told to stop, and then until it has seen the bundle served itself (the
             // poller below may see it first), within a bound.
             let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-            while !(done.load(std::sync::atomic::Ordering::Relaxed) && !served.is_empty())
+            while (served.is_empty() || !done.load(std::sync::atomic::Ordering::Relaxed))
                 && tokio::time::Instant::now() < deadline
             {
                 if let Ok(r) = client
