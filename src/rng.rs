@@ -2,7 +2,20 @@
 //!
 //! `gen` promises the same files for the same seed, for good: a generator from a dependency may
 //! change its stream in an upgrade, this one cannot. `pull` uses it for backoff jitter, where any
-//! spread will do. It is not for secrets.
+//! spread will do, and the simulation its output function for replayable draws. It is not for
+//! secrets.
+
+/// SplitMix64's increment: 2⁶⁴ divided by the golden ratio.
+pub const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+
+/// SplitMix64's output function: a well-mixed 64-bit value from any input. Also the whole of a
+/// counter-based generator (`mix(seed + n * GOLDEN)`), as the simulation draws its sequence.
+pub fn mix(x: u64) -> u64 {
+    let mut z = x;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
 
 /// SplitMix64 (Steele, Lea and Flood): one 64-bit state, a good spread, a few instructions.
 #[derive(Debug, Clone)]
@@ -22,11 +35,8 @@ impl Rng {
     }
 
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0 = self.0.wrapping_add(GOLDEN);
+        mix(self.0)
     }
 
     /// A number in `0..n` (0 when `n` is 0), by multiply-and-shift (the bias is below 2⁻³²

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::model::simulate::{Settings, Simulate};
+use crate::rng::{mix, GOLDEN};
 
 /// What one request is given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,8 +59,8 @@ impl Simulation {
 pub fn draw_at(seed: u64, n: u64, settings: &Settings) -> Draw {
     // Two independent values per request: one for the delay, one for the error.
     let base = seed.wrapping_add(n.wrapping_mul(2).wrapping_mul(GOLDEN));
-    let for_delay = splitmix64(base.wrapping_add(GOLDEN));
-    let for_error = splitmix64(base.wrapping_add(GOLDEN.wrapping_mul(2)));
+    let for_delay = mix(base.wrapping_add(GOLDEN));
+    let for_error = mix(base.wrapping_add(GOLDEN.wrapping_mul(2)));
     let (min, max) = settings.latency_ms;
     let span = max.saturating_sub(min).saturating_add(1);
     let delay_ms = if span <= 1 {
@@ -72,16 +73,6 @@ pub fn draw_at(seed: u64, n: u64, settings: &Settings) -> Draw {
         delay: Duration::from_millis(delay_ms),
         error,
     }
-}
-
-const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
-
-/// The splitmix64 output function: a well-mixed 64-bit value from any input.
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// A value in `[0, 1)` from the top 53 bits.
