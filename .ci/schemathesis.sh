@@ -29,7 +29,10 @@ log=$(mktemp)
 # not exercised here; tests/api/journal.rs covers it).
 target/debug/eventbox serve --data data --addr 127.0.0.1:0 --no-watch --journal 100 >"$log" 2>&1 &
 server=$!
-trap 'kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; rm -f "$log"' EXIT
+# On failure the server's own output is shown too (a panic or a 5xx leaves its trace there).
+trap 'status=$?; kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true
+      if [ "$status" -ne 0 ]; then echo "--- eventbox output ---" >&2; cat "$log" >&2; fi
+      rm -f "$log"' EXIT
 
 # The first line eventbox prints is `eventbox listening on http://ADDR`; then /readyz turns 200
 # once the first load is published. Both bounded (10 s each).

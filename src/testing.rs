@@ -78,6 +78,13 @@ pub enum StartError {
     /// A file path given to [`Bundle::file`] would leave the bundle's folder.
     #[error("bundle {bundle:?}: file path {path:?} is not usable: give a relative path such as `hotsite.json` or `payment_details/PG1.json`")]
     FilePath { bundle: String, path: String },
+    /// A bundle was given tokens with [`Bundle::token`] and a `bundle.toml` of its own, which
+    /// would replace them.
+    #[error("bundle {0:?}: give its tokens with .token(..) or a bundle.toml file, not both")]
+    TokensTwice(String),
+    /// A payment detail's reference cannot name one file of `payment_details/`.
+    #[error("bundle {bundle:?}: payment detail reference {reference:?} cannot be a file name (no `/` or `\\`, not empty)")]
+    DetailReference { bundle: String, reference: String },
     /// The temporary data folder could not be made or written.
     #[error("cannot write the test data folder at {}: {source}", path.display())]
     Write { path: PathBuf, source: io::Error },
@@ -238,6 +245,9 @@ impl Bundle {
             path: dir.clone(),
             source,
         })?;
+        if !self.tokens.is_empty() && self.files.iter().any(|(rel, _)| rel == "bundle.toml") {
+            return Err(StartError::TokensTwice(self.name.clone()));
+        }
         if !self.tokens.is_empty() {
             let tokens = toml::Value::Array(
                 self.tokens
@@ -258,6 +268,16 @@ impl Bundle {
                     bundle: self.name.clone(),
                     path: rel.clone(),
                 });
+            }
+            // A detail file is served for the reference its name gives: one level, no deeper.
+            if let Some(name) = rel.strip_prefix("payment_details/") {
+                if name.contains(['/', '\\']) || name.starts_with('.') {
+                    let reference = name.rsplit_once('.').map_or(name, |(stem, _)| stem);
+                    return Err(StartError::DetailReference {
+                        bundle: self.name.clone(),
+                        reference: reference.to_string(),
+                    });
+                }
             }
             write_file(&dir.join(rel_path), contents)?;
         }
@@ -462,29 +482,59 @@ fn write_bundles(bundles: &[Bundle]) -> Result<tempfile::TempDir, StartError> {
 }
 
 /// Binds `127.0.0.1:0` and serves on a thread of its own until the sender is used or dropped.
+///
+/// The runtime is built, used and dropped on that thread only: a runtime dropped on the
+/// caller's thread would panic inside a `#[tokio::test]`, even on an error path.
 fn spawn(
     service: Service,
 ) -> Result<(SocketAddr, oneshot::Sender<()>, JoinHandle<()>), StartError> {
     let failed = |what| move |source| StartError::Server { what, source };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(failed("runtime"))?;
     let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(failed("bind"))?;
     listener.set_nonblocking(true).map_err(failed("listener"))?;
     let addr = listener.local_addr().map_err(failed("listener"))?;
-    // Registered with this runtime's reactor; connections wait in the kernel's queue until the
-    // accept loop runs, so the server is usable as soon as this returns.
-    let listener = {
-        let _entered = runtime.enter();
-        tokio::net::TcpListener::from_std(listener).map_err(failed("listener"))?
-    };
     let (stop, stopped) = oneshot::channel::<()>();
+    let (started_tx, started) = std::sync::mpsc::channel::<Result<(), StartError>>();
     let thread = std::thread::Builder::new()
         .name(format!("eventbox-test-{}", addr.port()))
-        .spawn(move || run(runtime, listener, service, stopped))
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(failed("runtime"));
+            // Registered with this runtime's reactor; connections wait in the kernel's queue
+            // until the accept loop runs, so the server is usable once this is reported.
+            let ready = runtime.and_then(|runtime| {
+                let entered = runtime.enter();
+                let listener =
+                    tokio::net::TcpListener::from_std(listener).map_err(failed("listener"))?;
+                drop(entered);
+                Ok((runtime, listener))
+            });
+            match ready {
+                Ok((runtime, listener)) => {
+                    let _ = started_tx.send(Ok(()));
+                    run(runtime, listener, service, stopped);
+                }
+                Err(e) => {
+                    let _ = started_tx.send(Err(e));
+                }
+            }
+        })
         .map_err(failed("thread"))?;
-    Ok((addr, stop, thread))
+    match started.recv() {
+        Ok(Ok(())) => Ok((addr, stop, thread)),
+        Ok(Err(e)) => {
+            let _ = thread.join();
+            Err(e)
+        }
+        Err(_) => {
+            let _ = thread.join();
+            Err(StartError::Server {
+                what: "thread",
+                source: std::io::Error::other("the server thread ended before it started"),
+            })
+        }
+    }
 }
 
 /// The server thread: serve until asked to stop, drain for at most [`STOP_TIMEOUT`], then drop

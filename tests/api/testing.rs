@@ -304,14 +304,25 @@ fn unusable_names_and_paths_are_refused() {
             vec![summit().file("../escape.json", "{}")],
             "../escape.json",
         ),
+        (
+            vec![summit().file("bundle.toml", "tokens = [\"other\"]\n")],
+            "summit",
+        ),
+        (
+            vec![summit().payment_detail("R/1", serde_json::json!({"data": []}))],
+            "R/1",
+        ),
     ];
     for (bundles, named) in cases {
         let err = TestServer::from_bundles(bundles)
             .start()
             .expect_err("refused");
         let fits = match &err {
-            StartError::BundleName(n) | StartError::DuplicateBundle(n) => n == named,
+            StartError::BundleName(n)
+            | StartError::DuplicateBundle(n)
+            | StartError::TokensTwice(n) => n == named,
             StartError::FilePath { path, .. } => path == named,
+            StartError::DetailReference { reference, .. } => reference == named,
             _ => false,
         };
         assert!(fits, "{named}: {err}");
