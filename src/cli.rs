@@ -220,15 +220,17 @@ pub struct GenArgs {
 }
 
 /// `eventbox pull`: 0 when the new copy is in place, 1 when the pull failed (the earlier copy
-/// is untouched), 2 when the options cannot be used. Ctrl-C stops it the same way (130).
+/// is untouched), 2 when the options cannot be used. Ctrl-C (130) and SIGTERM (143) stop it the
+/// same way: the pull is dropped, which removes its staging folder.
 pub async fn pull(args: &PullArgs) -> u8 {
     use crate::pull::PullError;
     let options = args.options();
+    let stop = stop_signal();
     let result = tokio::select! {
         r = crate::pull::run(&options) => r,
-        _ = tokio::signal::ctrl_c() => {
-            eprintln!("eventbox pull: interrupted; the earlier copy is as it was");
-            return 130;
+        stop = stop => {
+            eprintln!("eventbox pull: interrupted ({}); the earlier copy is as it was", stop.name());
+            return stop.exit_code();
         }
     };
     match result {
@@ -250,17 +252,39 @@ pub async fn pull(args: &PullArgs) -> u8 {
 }
 
 /// `eventbox gen`: 0 when the bundle is in place, 1 when it could not be written, 2 when the
-/// options cannot be used.
-pub fn gen(args: &GenArgs) -> u8 {
+/// options cannot be used. Ctrl-C (130) and SIGTERM (143) stop it and remove its staging folder.
+pub async fn gen(args: &GenArgs) -> u8 {
     use crate::gen::{GenError, GenOptions};
+    let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let options = GenOptions {
         into: args.into.clone(),
         payments: args.payments,
         submissions: args.submissions,
         seed: args.seed,
         token: args.token.clone(),
+        cancel: Some(std::sync::Arc::clone(&cancel)),
     };
-    match crate::gen::run(&options) {
+    let stop = stop_signal();
+    let mut task = tokio::task::spawn_blocking(move || crate::gen::run(&options));
+    let joined = tokio::select! {
+        r = &mut task => r,
+        stop = stop => {
+            // The generator stops at its next check and removes its staging folder.
+            cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+            let done = matches!(task.await, Ok(Ok(_)));
+            let what = if done { "the bundle was already in place" } else { "nothing was swapped in" };
+            eprintln!("eventbox gen: interrupted ({}); {what}", stop.name());
+            return stop.exit_code();
+        }
+    };
+    let result = match joined {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("eventbox gen: the generator stopped: {e}");
+            return 1;
+        }
+    };
+    match result {
         Ok(summary) => {
             say(format_args!("{summary}"));
             0
@@ -462,27 +486,67 @@ fn spawn_sighup_reloads(app: &App) {
     let _ = app;
 }
 
-/// Completes on Ctrl-C or SIGTERM.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
+/// The signal that asked the process to stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// Ctrl-C (SIGINT).
+    Interrupt,
+    /// SIGTERM (`timeout`, systemd, Kubernetes).
+    Terminate,
+}
+
+impl Stop {
+    /// The shell's convention: 128 + the signal's number.
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Stop::Interrupt => 130,
+            Stop::Terminate => 143,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Stop::Interrupt => "Ctrl-C",
+            Stop::Terminate => "SIGTERM",
+        }
+    }
+}
+
+/// Completes on Ctrl-C or SIGTERM, saying which. On unix the handlers are installed when this is
+/// called (inside a runtime), not when the future is first polled, so work started after the call
+/// is covered from its first instant.
+pub fn stop_signal() -> impl std::future::Future<Output = Stop> + Send {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        async fn recv(handler: Option<tokio::signal::unix::Signal>) {
+            match handler {
+                Some(mut h) => {
+                    h.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        }
+        let interrupt = recv(signal(SignalKind::interrupt()).ok());
+        let terminate = recv(signal(SignalKind::terminate()).ok());
+        async move {
+            tokio::select! {
+                () = interrupt => Stop::Interrupt,
+                () = terminate => Stop::Terminate,
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    async {
         if tokio::signal::ctrl_c().await.is_err() {
             std::future::pending::<()>().await;
         }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
+        Stop::Interrupt
     }
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+pub async fn shutdown_signal() {
+    stop_signal().await;
     tracing::info!("shutting down: no new connections; requests in flight may finish");
 }

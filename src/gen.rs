@@ -21,6 +21,8 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{Days, NaiveDate};
@@ -40,6 +42,9 @@ pub struct GenOptions {
     pub seed: u64,
     /// The token that opens the bundle; `<NAME>-token` when `None`.
     pub token: Option<String>,
+    /// Set from elsewhere (a signal handler) to stop early: `run` returns
+    /// [`GenError::Interrupted`] and removes its staging folder.
+    pub cancel: Option<Arc<AtomicBool>>,
 }
 
 impl GenOptions {
@@ -50,6 +55,7 @@ impl GenOptions {
             submissions: 100,
             seed: 1,
             token: None,
+            cancel: None,
         }
     }
 }
@@ -65,6 +71,8 @@ pub enum GenError {
     Io { path: PathBuf, source: io::Error },
     #[error(transparent)]
     Stage(#[from] StageError),
+    #[error("interrupted; nothing was swapped in")]
+    Interrupted,
 }
 
 /// What `gen` made.
@@ -129,7 +137,14 @@ pub fn run(opts: &GenOptions) -> Result<GenSummary, GenError> {
     let mut rng = Rng::new(opts.seed);
     let event = EventPlan::new(&mut rng);
 
-    let payments = write_payments(&dir.join("payments.json"), &event, opts.payments, &mut rng)?;
+    let cancel = opts.cancel.as_deref();
+    let payments = write_payments(
+        &dir.join("payments.json"),
+        &event,
+        opts.payments,
+        &mut rng,
+        cancel,
+    )?;
     let mut bytes = payments.bytes;
     bytes += write_value(&dir.join("event.json"), &event.body(&payments.sold))?;
     let details_dir = dir.join("payment_details");
@@ -162,6 +177,7 @@ pub fn run(opts: &GenOptions) -> Result<GenSummary, GenError> {
     })?;
     bytes += toml_text.len() as u64;
 
+    interrupted(cancel)?;
     staging.commit()?;
     Ok(GenSummary {
         into: opts.into.clone(),
@@ -174,6 +190,14 @@ pub fn run(opts: &GenOptions) -> Result<GenSummary, GenError> {
         token_hint: token_hint(&token),
         default_token: opts.token.is_none(),
     })
+}
+
+/// [`GenError::Interrupted`] once `cancel` is set.
+fn interrupted(cancel: Option<&AtomicBool>) -> Result<(), GenError> {
+    match cancel {
+        Some(c) if c.load(Ordering::Relaxed) => Err(GenError::Interrupted),
+        _ => Ok(()),
+    }
 }
 
 fn write_value(path: &Path, value: &Value) -> Result<u64, GenError> {
@@ -1017,6 +1041,7 @@ fn write_payments(
     event: &EventPlan,
     n: usize,
     rng: &mut Rng,
+    cancel: Option<&AtomicBool>,
 ) -> Result<PaymentsWritten, GenError> {
     let io = |source| GenError::Io {
         path: path.to_path_buf(),
@@ -1044,6 +1069,9 @@ fn write_payments(
     w.write_all(head.as_bytes()).map_err(io)?;
     bytes += head.len() as u64;
     for i in 0..n {
+        if i % 4096 == 0 {
+            interrupted(cancel)?;
+        }
         id_payment += rng.range(1, 9);
         let reference = format!("PG{}{:06}", event.year, reference_base + i as u64);
         let t = *rng.weighted(&weights);

@@ -26,7 +26,7 @@ fn main() -> ExitCode {
         }
         Some(Command::Gen(args)) => {
             init_logging(LogFormat::Text);
-            cli::gen(&args)
+            block_on(cli::gen(&args))
         }
         Some(Command::Serve(args)) => run_serve(&args),
         None => run_serve(&cli.serve),

@@ -221,3 +221,51 @@ fn generated_data_looks_like_a_real_event() {
         );
     }
 }
+
+#[tokio::test]
+async fn sigterm_stops_gen_and_removes_its_staging_folder() {
+    let data = TempData::new();
+    let into = data.path().join("big");
+    // Far more payments than are written before the signal: the generator must stop early.
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_eventbox"))
+        .args(["gen", "--payments", "5000000", "--into"])
+        .arg(&into)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start eventbox gen");
+    let pid = child.id().expect("a process id");
+    let start = std::time::Instant::now();
+    let staged = |dir: &Path| {
+        std::fs::read_dir(dir)
+            .map(|rd| {
+                rd.filter_map(Result::ok)
+                    .any(|e| e.file_name().to_string_lossy().starts_with("_big.gen-"))
+            })
+            .unwrap_or(false)
+    };
+    while !staged(data.path()) {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "no staging folder appeared"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let out = tokio::time::timeout(std::time::Duration::from_secs(15), child.wait_with_output())
+        .await
+        .expect("gen stops")
+        .expect("its output");
+
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(143), "{stderr}");
+    assert!(stderr.contains("interrupted (SIGTERM)"), "{stderr}");
+    assert!(!staged(data.path()), "the staging folder was left behind");
+    assert!(!into.exists());
+}

@@ -671,3 +671,65 @@ async fn a_cancelled_pull_removes_its_staging_folder() {
     assert_no_leftovers(data.path());
     assert!(!into.exists());
 }
+
+#[tokio::test]
+async fn sigterm_or_ctrl_c_stops_the_binary_with_its_code_and_removes_the_staging_folder() {
+    let source = spawn_app(&demo_data()).await;
+    // Details stall: the pull is inside its details phase, staging folder written, when signalled.
+    let proxy = Proxy::start(&source.base, |path, _, _| match path {
+        "/api/v1/payments/details" => Act::Stall(Duration::from_secs(60)),
+        _ => Act::Forward,
+    })
+    .await;
+    for (signal, code) in [("TERM", 143), ("INT", 130)] {
+        let data = TempData::new();
+        let into = data.path().join("kiosk");
+        let details_before = proxy.count("/payments/details");
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_eventbox"))
+            .args([
+                "pull",
+                "--progress",
+                "quiet",
+                "--from",
+                &proxy.base,
+                "--into",
+            ])
+            .arg(&into)
+            .env("EVENTBOX_TOKEN", DEMO_TOKEN)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start eventbox pull");
+        let pid = child.id().expect("a process id");
+        let start = Instant::now();
+        while proxy.count("/payments/details") == details_before {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "no detail was asked for"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let staged = std::fs::read_dir(data.path())
+            .expect("the data folder")
+            .filter_map(Result::ok)
+            .any(|e| e.file_name().to_string_lossy().starts_with("_kiosk.pull-"));
+        assert!(staged, "the staging folder exists while the pull runs");
+
+        let status = std::process::Command::new("kill")
+            .args([&format!("-{signal}"), &pid.to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        let out = tokio::time::timeout(Duration::from_secs(15), child.wait_with_output())
+            .await
+            .expect("the pull stops")
+            .expect("its output");
+
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(code), "SIG{signal}: {stderr}");
+        assert!(stderr.contains("interrupted"), "{stderr}");
+        assert_no_leftovers(data.path());
+        assert!(!into.exists());
+    }
+}
