@@ -25,6 +25,8 @@ use crate::rng::Rng;
 pub struct Fetcher {
     client: reqwest::Client,
     token: HeaderValue,
+    /// The token, trimmed, to find in server text ([`Fetcher::redact`]).
+    token_text: String,
     token_hint: String,
     retries: u32,
     timeout: Duration,
@@ -76,6 +78,7 @@ impl Fetcher {
         Ok(Fetcher {
             client,
             token: value,
+            token_text: token.to_string(),
             token_hint: token_hint(token),
             retries: opts.retries,
             timeout: opts.timeout,
@@ -117,14 +120,14 @@ impl Fetcher {
             };
             if attempt >= self.retries {
                 return Err(PullError::GaveUp {
-                    url: describe_url(url, reference),
+                    url: self.redact(&describe_url(url, reference)),
                     attempts: attempt + 1,
                     last: reason,
                 });
             }
             let wait = after.map_or_else(|| self.backoff_for(attempt), |a| a.min(self.max_wait));
             self.retried.fetch_add(1, Ordering::Relaxed);
-            progress.retry(&describe_url(url, reference), &reason, wait);
+            progress.retry(&self.redact(&describe_url(url, reference)), &reason, wait);
             tokio::time::sleep(wait).await;
             attempt += 1;
         }
@@ -168,7 +171,7 @@ impl Fetcher {
             .and_then(|l| l.to_str().ok())
             .map(str::to_string);
         let body = response.bytes().await.unwrap_or_default();
-        let shown = describe_url(url, reference);
+        let shown = self.redact(&describe_url(url, reference));
         if status == StatusCode::UNAUTHORIZED {
             return Err(Failure::Fatal(PullError::TokenRefused {
                 url: shown,
@@ -177,22 +180,34 @@ impl Fetcher {
         }
         if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
             return Err(Failure::Retry {
-                reason: format!("{status}{}", server_message(&body)),
+                reason: format!("{status}{}", self.message(&body)),
                 after,
             });
         }
         let message = match (status.is_redirection(), location) {
             (true, Some(to)) => format!(
                 " (a redirect to {}, not followed: it leaves the origin, and the token would go with it)",
-                quoted(&to)
+                quoted(&self.redact(&to))
             ),
-            _ => server_message(&body),
+            _ => self.message(&body),
         };
         Err(Failure::Fatal(PullError::Status {
             url: shown,
             status: status.as_u16(),
             message,
         }))
+    }
+
+    /// Server-provided text (an error body, a `Location`, an error's causes) with every
+    /// occurrence of the token replaced by its hint: a debug page that echoes request headers
+    /// must not print the token.
+    fn redact(&self, text: &str) -> String {
+        super::hide_token(text, &self.token_text)
+    }
+
+    /// `: "<message>"` from an error body, the token hidden (see [`server_message`]).
+    fn message(&self, body: &[u8]) -> String {
+        server_message(body, |text| self.redact(text))
     }
 
     /// A transport error as a reason to retry, its causes on one line.
@@ -208,7 +223,7 @@ impl Fetcher {
                 text.push_str(&s.to_string());
                 source = s.source();
             }
-            text
+            self.redact(&text)
         };
         Failure::Retry {
             reason,
@@ -226,8 +241,9 @@ fn describe_url(url: &str, reference: Option<&str>) -> String {
 }
 
 /// `: "<message>"` from an error body (the service's `message`, the framework's `Message`, or
-/// the text itself), empty when there is none.
-fn server_message(body: &[u8]) -> String {
+/// the text itself), passed through `redact` before it is quoted and cut, empty when there is
+/// none.
+fn server_message(body: &[u8], redact: impl Fn(&str) -> String) -> String {
     if body.is_empty() {
         return String::new();
     }
@@ -239,7 +255,7 @@ fn server_message(body: &[u8]) -> String {
                 .find_map(|k| v.get(k).and_then(|m| m.as_str()).map(str::to_string))
         });
     let text = from_json.unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
-    format!(": {}", quoted(text.trim()))
+    format!(": {}", quoted(&redact(text.trim())))
 }
 
 /// `Retry-After` as a wait: whole seconds, or an HTTP-date (a date in the past means now).
@@ -301,11 +317,26 @@ mod tests {
     #[test]
     fn error_bodies_give_their_message() {
         let b = br#"{"message": "The Authorization-Token does not open any event.", "erros": []}"#;
+        let same = |t: &str| t.to_string();
         assert_eq!(
-            server_message(b),
+            server_message(b, same),
             ": \"The Authorization-Token does not open any event.\""
         );
-        assert_eq!(server_message(b"oops\n"), ": \"oops\"");
-        assert_eq!(server_message(b""), "");
+        assert_eq!(server_message(b"oops\n", same), ": \"oops\"");
+        assert_eq!(server_message(b"", same), "");
+    }
+
+    #[test]
+    fn server_text_never_shows_the_token_whole() {
+        let f = Fetcher::new(&PullOptions::new("http://h", " s3cr\"et-token\n", "d/x"))
+            .expect("a fetcher");
+        let echoed =
+            br#"{"message": "headers: Authorization-Token: s3cr\"et-token; again s3cr\"et-token"}"#;
+        let shown = f.message(echoed);
+        assert_eq!(
+            shown,
+            r#": "headers: Authorization-Token: s3cr…; again s3cr…""#
+        );
+        assert_eq!(f.redact("x s3cr\"et-token"), "x s3cr…");
     }
 }

@@ -254,7 +254,13 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
         let url = format!("{base}/{path}");
         let body = fetcher.get(&url, None, &progress).await?;
         let records = if file == "payments" {
-            references = payment_references(&body)?;
+            references = payment_references(&body).map_err(|e| match e {
+                PullError::UnsafeReference { reference, reason } => PullError::UnsafeReference {
+                    reference: hide_token(&reference, &opts.token.0),
+                    reason,
+                },
+                other => other,
+            })?;
             Some(references.len())
         } else {
             count_records(file, &body)
@@ -292,7 +298,7 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
         }
     })?;
 
-    let warnings = check_staged(staging.path(), &name).await?;
+    let warnings = check_staged(staging.path(), &name, &opts.token.0).await?;
     staging.commit()?;
     progress.finish();
     Ok(PullSummary {
@@ -417,6 +423,16 @@ fn payment_references(body: &[u8]) -> Result<Vec<String>, PullError> {
         }
     }
     Ok(out)
+}
+
+/// `text` with every occurrence of `token` (trimmed) replaced by its hint: server-provided text
+/// (an error body, a `Location`, a reference, a loader's problem) may echo the token.
+pub(crate) fn hide_token(text: &str, token: &str) -> String {
+    let token = token.trim();
+    if token.is_empty() {
+        return text.to_string();
+    }
+    text.replace(token, &token_hint(token))
 }
 
 /// Remote text for a message: escaped (one line), cut to 80 characters.
@@ -546,12 +562,13 @@ async fn fetch_details(
 
 /// Loads the staged folder with the loader `check` and `serve` use. Errors refuse the swap;
 /// warnings are returned for the summary.
-async fn check_staged(dir: &Path, name: &str) -> Result<Vec<String>, PullError> {
+async fn check_staged(dir: &Path, name: &str, token: &str) -> Result<Vec<String>, PullError> {
     let (dir, name) = (dir.to_path_buf(), name.to_string());
     let report = tokio::task::spawn_blocking(move || load::load_bundle(&dir, &name))
         .await
         .map_err(|e| PullError::Worker(e.to_string()))?;
-    let errors: Vec<String> = report.errors().map(ToString::to_string).collect();
+    let shown = |p: &crate::problem::Problem| hide_token(&p.to_string(), token);
+    let errors: Vec<String> = report.errors().map(shown).collect();
     if !errors.is_empty() {
         const SHOWN: usize = 10;
         return Err(PullError::Check {
@@ -559,7 +576,7 @@ async fn check_staged(dir: &Path, name: &str) -> Result<Vec<String>, PullError> 
             problems: errors.into_iter().take(SHOWN).collect(),
         });
     }
-    Ok(report.warnings().map(ToString::to_string).collect())
+    Ok(report.warnings().map(shown).collect())
 }
 
 #[cfg(test)]

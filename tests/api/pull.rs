@@ -733,3 +733,80 @@ async fn sigterm_or_ctrl_c_stops_the_binary_with_its_code_and_removes_the_stagin
         assert!(!into.exists());
     }
 }
+
+/// A scripted answer's headers.
+type Headers = Vec<(&'static str, String)>;
+
+/// Runs `eventbox pull` (plain progress, token from the environment) and returns its exit code
+/// and its stdout and stderr together.
+async fn pull_binary(from: &str, token: &str, into: &Path, extra: &[&str]) -> (i32, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_eventbox"))
+        .args(["pull", "--progress", "plain", "--from", from, "--into"])
+        .arg(into)
+        .args(extra)
+        .env("EVENTBOX_TOKEN", token)
+        .output()
+        .await
+        .expect("run eventbox pull");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[tokio::test]
+async fn server_text_that_echoes_the_token_never_shows_it_whole() {
+    let source = spawn_app(&demo_data()).await;
+    let echo = format!("request headers: Authorization-Token: {DEMO_TOKEN}; user-agent: x");
+    let json_echo = serde_json::json!({ "message": echo }).to_string();
+    // One scripted failure at a time, on the event (the first request).
+    let cases: Vec<(u16, Headers, String)> = vec![
+        (503, vec![], echo.clone()),
+        (401, vec![], echo.clone()),
+        (404, vec![], json_echo),
+        (
+            302,
+            vec![(
+                "location",
+                format!("http://elsewhere.invalid/?token={DEMO_TOKEN}"),
+            )],
+            String::new(),
+        ),
+    ];
+    let data = TempData::new();
+    let into = data.path().join("kiosk");
+    for (status, headers, body) in cases {
+        let proxy = Proxy::start(&source.base, move |path, _, _| match path {
+            "/api/v1/event" => Act::Answer(status, headers.clone(), body.clone()),
+            _ => Act::Forward,
+        })
+        .await;
+
+        let (code, output) = pull_binary(&proxy.base, DEMO_TOKEN, &into, &["--retries", "1"]).await;
+        let mut o = options(&proxy.base, DEMO_TOKEN, &into);
+        o.retries = 1;
+        let error = pull::run(&o).await.expect_err("the pull fails").to_string();
+
+        assert_eq!(code, 1, "{status}: {output}");
+        for shown in [&output, &error] {
+            assert!(
+                !shown.contains(DEMO_TOKEN),
+                "{status}: the token whole: {shown}"
+            );
+        }
+        if status != 401 {
+            // The 401 message names the token by its hint and quotes no body.
+            assert!(
+                error.contains("demo…"),
+                "{status}: the hint in its place: {error}"
+            );
+        }
+        if status == 503 {
+            assert!(output.contains("retrying in"), "a retry line: {output}");
+            assert!(
+                output.contains("Authorization-Token: demo…; user-agent"),
+                "{output}"
+            );
+        }
+    }
+    assert_no_leftovers(data.path());
+}
