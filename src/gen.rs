@@ -125,6 +125,12 @@ pub fn run(opts: &GenOptions) -> Result<GenSummary, GenError> {
             reason: "name the bundle folder (not starting with `_` or `.`), e.g. data/loadtest"
                 .into(),
         })?;
+    if let Some(reason) = crate::pull::stage::unusable_target(&opts.into) {
+        return Err(GenError::BadTarget {
+            path: opts.into.clone(),
+            reason: reason.into(),
+        });
+    }
     let token = opts
         .token
         .clone()

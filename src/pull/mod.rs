@@ -359,8 +359,8 @@ fn bundle_name(into: &Path) -> Result<String, PullError> {
             "a bundle whose name starts with `_` or `.` is never served; choose another name",
         ));
     }
-    if std::fs::symlink_metadata(into).is_ok_and(|m| !m.is_dir()) {
-        return Err(bad("it exists and is not a folder"));
+    if let Some(reason) = stage::unusable_target(into) {
+        return Err(bad(reason));
     }
     Ok(name.to_string())
 }

@@ -22,8 +22,22 @@ pub enum StageError {
     NoName { path: PathBuf },
     #[error("cannot prepare the staging folder {}: {source}", path.display())]
     Io { path: PathBuf, source: io::Error },
+    #[error("{}: {reason}; nothing was changed", path.display())]
+    NotAFolder { path: PathBuf, reason: &'static str },
     #[error("cannot swap the new copy into {}: {source}; the earlier copy is as it was", target.display())]
     Swap { target: PathBuf, source: io::Error },
+}
+
+/// Why a bundle folder cannot be put at `target`: it exists and is not a folder (a symbolic link
+/// is refused too, whatever it points to: the swap would replace the link, not its target).
+pub fn unusable_target(target: &Path) -> Option<&'static str> {
+    match std::fs::symlink_metadata(target) {
+        Ok(m) if m.file_type().is_symlink() => {
+            Some("it is a symbolic link; name the folder itself")
+        }
+        Ok(m) if !m.is_dir() => Some("it exists and is not a folder"),
+        _ => None,
+    }
 }
 
 /// A staging folder; removed on drop unless committed.
@@ -37,7 +51,9 @@ pub struct Staging {
 impl Staging {
     /// Creates `PARENT/_NAME.<what>-<pid>` for `target` = `PARENT/NAME`, creating `PARENT` when
     /// missing. A folder left at that name by an earlier process with the same id is removed.
+    /// A target that exists and is not a folder is refused ([`unusable_target`]).
     pub fn create(target: &Path, what: &str) -> Result<Staging, StageError> {
+        refuse_unusable(target)?;
         let name =
             target
                 .file_name()
@@ -72,8 +88,10 @@ impl Staging {
     }
 
     /// Puts the staged folder in place of the target and deletes the old copy. On an error the
-    /// target is as it was and the staging folder is removed.
+    /// target is as it was and the staging folder is removed. A target that has become something
+    /// other than a folder meanwhile is refused, not replaced.
     pub fn commit(mut self) -> Result<(), StageError> {
+        refuse_unusable(&self.target)?;
         let swap_err = |source| StageError::Swap {
             target: self.target.clone(),
             source,
@@ -95,6 +113,16 @@ impl Staging {
         self.committed = true;
         nudge(&self.target);
         Ok(())
+    }
+}
+
+fn refuse_unusable(target: &Path) -> Result<(), StageError> {
+    match unusable_target(target) {
+        Some(reason) => Err(StageError::NotAFolder {
+            path: target.to_path_buf(),
+            reason,
+        }),
+        None => Ok(()),
     }
 }
 
@@ -199,6 +227,33 @@ mod tests {
         s.commit().expect("commit");
         assert_eq!(read(&target.join("a")), "1");
         assert!(leftovers(&tmp.path().join("fresh")).is_empty());
+    }
+
+    #[test]
+    fn a_target_that_is_not_a_folder_is_never_replaced() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let target = tmp.path().join("x");
+        std::fs::write(&target, "a file").expect("write");
+        assert!(matches!(
+            Staging::create(&target, "gen"),
+            Err(StageError::NotAFolder { .. })
+        ));
+        // It became a file after the staging folder was made: commit refuses it.
+        std::fs::remove_file(&target).expect("rm");
+        let s = Staging::create(&target, "gen").expect("staging");
+        std::fs::write(&target, "a file").expect("write");
+        let err = s.commit().expect_err("refused");
+        assert!(err.to_string().contains("is not a folder"), "{err}");
+        assert_eq!(read(&target), "a file");
+        assert!(leftovers(tmp.path()).is_empty());
+        #[cfg(unix)]
+        {
+            let real = tmp.path().join("real");
+            std::fs::create_dir(&real).expect("mkdir");
+            let link = tmp.path().join("link");
+            std::os::unix::fs::symlink(&real, &link).expect("symlink");
+            assert!(Staging::create(&link, "gen").is_err());
+        }
     }
 
     #[test]

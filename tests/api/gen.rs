@@ -269,3 +269,32 @@ async fn sigterm_stops_gen_and_removes_its_staging_folder() {
     assert!(!staged(data.path()), "the staging folder was left behind");
     assert!(!into.exists());
 }
+
+#[test]
+fn gen_refuses_a_target_that_is_a_file_or_a_symbolic_link() {
+    let data = TempData::new();
+    let file = data.path().join("notes");
+    std::fs::write(&file, "keep me").expect("write");
+    let err = gen::run(&GenOptions::new(&file)).expect_err("a file is refused");
+    assert!(matches!(err, gen::GenError::BadTarget { .. }), "{err:?}");
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), "keep me");
+    #[cfg(unix)]
+    {
+        let real = data.path().join("real");
+        std::fs::create_dir(&real).expect("mkdir");
+        let link = data.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).expect("symlink");
+        let err = gen::run(&GenOptions::new(&link)).expect_err("a link is refused");
+        assert!(err.to_string().contains("symbolic link"), "{err}");
+        assert!(std::fs::symlink_metadata(&link)
+            .expect("the link")
+            .file_type()
+            .is_symlink());
+    }
+    let left: Vec<_> = std::fs::read_dir(data.path())
+        .expect("list")
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().starts_with('_'))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}

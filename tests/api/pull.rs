@@ -810,3 +810,33 @@ async fn server_text_that_echoes_the_token_never_shows_it_whole() {
     }
     assert_no_leftovers(data.path());
 }
+
+#[tokio::test]
+async fn pull_refuses_a_target_that_is_a_file_or_a_symbolic_link_before_any_request() {
+    let source = spawn_app(&demo_data()).await;
+    let proxy = Proxy::start(&source.base, |_, _, _| Act::Forward).await;
+    let data = TempData::new();
+    let file = data.path().join("notes");
+    std::fs::write(&file, "keep me").expect("write");
+    let real = data.path().join("real");
+    std::fs::create_dir(&real).expect("mkdir");
+    let link = data.path().join("link");
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(&real, &link).expect("symlink");
+
+    let targets = if cfg!(unix) {
+        vec![&file, &link]
+    } else {
+        vec![&file]
+    };
+    for target in targets {
+        let err = pull::run(&options(&proxy.base, DEMO_TOKEN, target))
+            .await
+            .expect_err("refused");
+        assert!(matches!(err, PullError::BadTarget { .. }), "{err:?}");
+    }
+
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), "keep me");
+    assert!(proxy.seen().is_empty(), "requests: {:?}", proxy.seen());
+    assert_no_leftovers(data.path());
+}
