@@ -177,9 +177,11 @@ pub fn run(opts: &GenOptions) -> Result<GenSummary, GenError> {
         toml::to_string(&table).unwrap_or_default()
     );
     let toml_path = dir.join("bundle.toml");
-    std::fs::write(&toml_path, &toml_text).map_err(|source| GenError::Io {
-        path: toml_path,
-        source,
+    crate::pull::stage::write_private(&toml_path, toml_text.as_bytes()).map_err(|source| {
+        GenError::Io {
+            path: toml_path,
+            source,
+        }
     })?;
     bytes += toml_text.len() as u64;
 

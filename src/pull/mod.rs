@@ -291,11 +291,10 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
     endpoints.push(details);
 
     let toml_path = staging.path().join("bundle.toml");
-    std::fs::write(&toml_path, bundle_toml(opts.token.0.trim(), &base)).map_err(|source| {
-        PullError::Io {
-            path: toml_path.clone(),
-            source,
-        }
+    let toml = bundle_toml(opts.token.0.trim(), &base);
+    stage::write_private(&toml_path, toml.as_bytes()).map_err(|source| PullError::Io {
+        path: toml_path.clone(),
+        source,
     })?;
 
     let warnings = check_staged(staging.path(), &name, &opts.token.0).await?;

@@ -116,6 +116,17 @@ impl Staging {
     }
 }
 
+/// Writes a new file only its owner may read (0600 on unix): `bundle.toml`, which names the
+/// token. The file must not exist yet (a fresh staging folder).
+pub fn write_private(path: &Path, contents: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)?.write_all(contents)
+}
+
 fn refuse_unusable(target: &Path) -> Result<(), StageError> {
     match unusable_target(target) {
         Some(reason) => Err(StageError::NotAFolder {

@@ -61,6 +61,8 @@ async fn gen_output_passes_check_strict_and_is_served() {
         "{report}"
     );
     assert!(summary.details > 0, "{summary}");
+    #[cfg(unix)]
+    crate::helpers::assert_private(&data.path().join("loadtest/bundle.toml"));
     let app = spawn_app(data.path()).await;
     let payments = app.get("/api/v1/payments", "loadtest-token").await;
     assert_eq!(payments.status.as_u16(), 200, "{}", payments.text());

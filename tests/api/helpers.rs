@@ -294,3 +294,15 @@ fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// The file is readable by its owner only (0600): `bundle.toml` names the token.
+#[cfg(unix)]
+pub fn assert_private(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path)
+        .expect("the file")
+        .permissions()
+        .mode()
+        & 0o777;
+    assert_eq!(mode, 0o600, "{}: mode {mode:o}", path.display());
+}

@@ -289,6 +289,8 @@ async fn a_pulled_bundle_serves_byte_identical_answers_from_an_origin_or_the_api
     assert!(summary.warnings.is_empty(), "{:?}", summary.warnings);
     let toml = std::fs::read_to_string(into.join("bundle.toml")).expect("bundle.toml");
     assert!(toml.contains("tokens = [\"demo-token\"]"), "{toml}");
+    #[cfg(unix)]
+    crate::helpers::assert_private(&into.join("bundle.toml"));
     // The source answers a client that accepts gzip (as the pull does) with gzip: the copy's
     // bytes went through the decoder.
     let gzipped = source
