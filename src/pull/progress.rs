@@ -73,6 +73,9 @@ impl Progress {
         self.total.store(total, Ordering::Relaxed);
         match &self.kind {
             Kind::Bar(bar) => {
+                // The bar was made before the list endpoints were fetched: its clock (rate, eta)
+                // starts now.
+                bar.reset();
                 bar.set_length(total as u64);
                 bar.set_style(
                     ProgressStyle::with_template(
@@ -148,6 +151,27 @@ pub fn human_bytes(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bar_clock_starts_with_the_details_phase() {
+        let p = Progress {
+            kind: Kind::Bar(ProgressBar::hidden()),
+            total: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+        };
+        // The list endpoints take their time (no event marks it: time itself must pass).
+        std::thread::sleep(Duration::from_millis(200));
+        p.details_start(10);
+        let Kind::Bar(bar) = &p.kind else {
+            panic!("a bar")
+        };
+        assert!(
+            bar.elapsed() < Duration::from_millis(200),
+            "{:?}",
+            bar.elapsed()
+        );
+        p.finish();
+    }
 
     #[test]
     fn bytes_read_like_people_write_them() {
