@@ -216,7 +216,7 @@ pub struct GenArgs {
     pub seed: u64,
     /// The token that opens the bundle [default: NAME-token]
     #[arg(long, value_name = "T")]
-    pub token: Option<String>,
+    pub token: Option<crate::pull::Token>,
 }
 
 /// `eventbox pull`: 0 when the new copy is in place, 1 when the pull failed (the earlier copy

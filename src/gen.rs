@@ -30,6 +30,7 @@ use serde_json::{json, Number, Value};
 
 use crate::problem::token_hint;
 use crate::pull::stage::{StageError, Staging};
+use crate::pull::Token;
 use crate::rng::Rng;
 
 /// What `gen` makes.
@@ -40,8 +41,8 @@ pub struct GenOptions {
     pub payments: usize,
     pub submissions: usize,
     pub seed: u64,
-    /// The token that opens the bundle; `<NAME>-token` when `None`.
-    pub token: Option<String>,
+    /// The token that opens the bundle; `<NAME>-token` when `None`. Its `Debug` shows a hint.
+    pub token: Option<Token>,
     /// Set from elsewhere (a signal handler) to stop early: `run` returns
     /// [`GenError::Interrupted`] and removes its staging folder.
     pub cancel: Option<Arc<AtomicBool>>,
@@ -133,8 +134,8 @@ pub fn run(opts: &GenOptions) -> Result<GenSummary, GenError> {
     }
     let token = opts
         .token
-        .clone()
-        .unwrap_or_else(|| format!("{name}-token"));
+        .as_ref()
+        .map_or_else(|| format!("{name}-token"), |t| t.0.clone());
     if token.trim().is_empty() || token.trim() != token {
         return Err(GenError::BadToken);
     }
