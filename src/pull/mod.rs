@@ -2,7 +2,7 @@
 //!
 //! The five list endpoints are fetched one after the other, then the details endpoint once per
 //! payment reference by a bounded pool of workers. Everything is written into a staging folder
-//! beside the target (`DIR/_NAME.pull-<pid>`, a name the server skips), checked with the same
+//! beside the target (`DIR/_NAME.pull-<pid>-<n>`, a name the server skips), checked with the same
 //! loader `check` and `serve` use, and only then swapped into place; any failure before the swap
 //! removes the staging folder and leaves the earlier copy as it was (see [`stage`]).
 //!

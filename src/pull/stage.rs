@@ -1,6 +1,6 @@
 //! A bundle built beside its target and swapped in whole: `pull` and `gen` write into
-//! `DIR/_NAME.<what>-<pid>` (the server skips names starting with `_`), and [`Staging::commit`]
-//! puts it in place of `DIR/NAME`.
+//! `DIR/_NAME.<what>-<pid>-<n>` (the server skips names starting with `_`), and
+//! [`Staging::commit`] puts it in place of `DIR/NAME`.
 //!
 //! The swap is an atomic exchange on Linux (`renameat2` with `RENAME_EXCHANGE`, through rustix's
 //! safe wrapper): at every instant `DIR/NAME` is either the whole old copy or the whole new one.
@@ -14,6 +14,10 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The staging folders this process has named: part of each name.
+static NEXT_STAGING: AtomicU64 = AtomicU64::new(0);
 
 /// The staging folder could not be made, or swapped in.
 #[derive(Debug, thiserror::Error)]
@@ -49,8 +53,11 @@ pub struct Staging {
 }
 
 impl Staging {
-    /// Creates `PARENT/_NAME.<what>-<pid>` for `target` = `PARENT/NAME`, creating `PARENT` when
-    /// missing. A folder left at that name by an earlier process with the same id is removed.
+    /// Creates `PARENT/_NAME.<what>-<pid>-<n>` for `target` = `PARENT/NAME`, creating `PARENT`
+    /// when missing; `n` counts the staging folders of this process, so two runs into the same
+    /// target in one process (library use) never share one. The folder is made with
+    /// `create_dir`, never emptied first: a name already taken (a folder left by a crashed process
+    /// with the same id) is skipped for the next `n`, and left alone.
     /// A target that exists and is not a folder is refused ([`unusable_target`]).
     pub fn create(target: &Path, what: &str) -> Result<Staging, StageError> {
         refuse_unusable(target)?;
@@ -70,11 +77,16 @@ impl Staging {
             move |source| StageError::Io { path, source }
         };
         std::fs::create_dir_all(&parent).map_err(io_err(&parent))?;
-        let dir = parent.join(format!("_{name}.{what}-{}", std::process::id()));
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir).map_err(io_err(&dir))?;
-        }
-        std::fs::create_dir(&dir).map_err(io_err(&dir))?;
+        let mut tries = 0;
+        let dir = loop {
+            let n = NEXT_STAGING.fetch_add(1, Ordering::Relaxed);
+            let dir = parent.join(format!("_{name}.{what}-{}-{n}", std::process::id()));
+            match std::fs::create_dir(&dir) {
+                Ok(()) => break dir,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 100 => tries += 1,
+                Err(e) => return Err(io_err(&dir)(e)),
+            }
+        };
         Ok(Staging {
             dir,
             target: target.to_path_buf(),
@@ -105,9 +117,10 @@ impl Staging {
                 tracing::warn!("cannot remove the old copy {}: {e}", self.dir.display());
             }
         } else {
-            let aside = self
-                .dir
-                .with_extension(format!("old-{}", std::process::id()));
+            // Beside the staging folder, named after it: as unique as it is.
+            let mut aside = self.dir.clone().into_os_string();
+            aside.push(".old");
+            let aside = PathBuf::from(aside);
             swap_aside(&self.dir, &self.target, &aside).map_err(swap_err)?;
         }
         self.committed = true;
@@ -265,6 +278,29 @@ mod tests {
             std::os::unix::fs::symlink(&real, &link).expect("symlink");
             assert!(Staging::create(&link, "gen").is_err());
         }
+    }
+
+    #[test]
+    fn two_stagings_of_one_target_in_one_process_keep_apart_and_spare_a_leftover() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let target = tmp.path().join("x");
+        let a = Staging::create(&target, "pull").expect("a");
+        std::fs::write(a.path().join("a"), "1").expect("write");
+        // A folder at the name the next staging would take: left by a crashed process.
+        let next = NEXT_STAGING.load(Ordering::Relaxed);
+        let taken = tmp
+            .path()
+            .join(format!("_x.pull-{}-{next}", std::process::id()));
+        std::fs::create_dir(&taken).expect("mkdir");
+        std::fs::write(taken.join("keep"), "k").expect("write");
+        let b = Staging::create(&target, "pull").expect("b");
+
+        assert_ne!(a.path(), b.path());
+        assert_eq!(read(&a.path().join("a")), "1", "b emptied a");
+        assert_eq!(read(&taken.join("keep")), "k", "the leftover was removed");
+        drop(b);
+        a.commit().expect("commit");
+        assert_eq!(read(&target.join("a")), "1");
     }
 
     #[test]
