@@ -356,7 +356,7 @@ async fn retries_a_503_a_429_after_its_retry_after_and_a_timeout_then_completes(
                 Act::Answer(429, vec![("retry-after", "1".into())], "slow down".into())
             }
             ("/api/v1/payments/details", Some(r), 0) if r == stalled => {
-                Act::Stall(Duration::from_secs(3))
+                Act::Stall(Duration::from_secs(6))
             }
             _ => Act::Forward,
         }
@@ -365,7 +365,9 @@ async fn retries_a_503_a_429_after_its_retry_after_and_a_timeout_then_completes(
     let data = TempData::new();
     let into = data.path().join("flaky");
     let mut o = options(&proxy.base, DEMO_TOKEN, &into);
-    o.timeout = Duration::from_millis(500);
+    // Long enough that a forwarded request never times out on a loaded machine; the stall
+    // (6 s) is three times longer.
+    o.timeout = Duration::from_secs(2);
     o.retries = 2;
 
     let summary = pull::run(&o).await.expect("the pull completes");
@@ -460,16 +462,10 @@ async fn a_pull_that_fails_half_way_leaves_the_earlier_copy_intact() {
         err.to_string().contains("Pagamento não encontrado"),
         "{err}"
     );
-    let details = proxy.count("/payments/details");
-    assert_eq!(
-        details,
-        refs.len(),
-        "every other detail first, and the 404 once (not retried)"
-    );
     assert_eq!(
         proxy.count("/payments/details"),
         refs.len(),
-        "a 404 is not retried"
+        "every other detail first, and the 404 once (not retried)"
     );
     assert!(files(&into) == before, "the earlier copy changed");
     assert_no_leftovers(data.path());
