@@ -1,8 +1,9 @@
 //! The HTTP side of `pull`: one reqwest client (rustls, gzip, HTTP/2 when offered) and the retry
 //! policy around each request.
 //!
-//! A request is retried on a timeout, a connection or transfer error, 429 and 5xx, with
-//! exponential backoff and jitter, at most `retries` times; `Retry-After` (seconds or an
+//! A request is retried on a timeout, a connection or transfer error (not a TLS handshake the
+//! server's certificate failed, too many redirects or a request that cannot be built), 429 and
+//! 5xx, with exponential backoff and jitter, at most `retries` times; `Retry-After` (seconds or an
 //! HTTP-date) replaces the backoff, capped by `max_retry_wait`. 401 ends the pull at once (the
 //! token was refused; retrying cannot help), and so does any other 4xx. Redirects are followed
 //! only within the same origin: the token is a custom header, which an HTTP client does not strip
@@ -159,10 +160,11 @@ impl Fetcher {
             let body = serde_json::json!({ "reference": r }).to_string();
             request = request.header(CONTENT_TYPE, "application/json").body(body);
         }
-        let response = request.send().await.map_err(|e| self.transport(e))?;
+        let transport = |e| self.transport(e, url, reference);
+        let response = request.send().await.map_err(transport)?;
         let status = response.status();
         if status.is_success() {
-            return response.bytes().await.map_err(|e| self.transport(e));
+            return response.bytes().await.map_err(transport);
         }
         let after = retry_after(response.headers());
         let location = response
@@ -170,7 +172,7 @@ impl Fetcher {
             .get(reqwest::header::LOCATION)
             .and_then(|l| l.to_str().ok())
             .map(str::to_string);
-        let body = response.bytes().await.unwrap_or_default();
+        let body = error_body(response).await;
         let shown = self.redact(&describe_url(url, reference));
         if status == StatusCode::UNAUTHORIZED {
             return Err(Failure::Fatal(PullError::TokenRefused {
@@ -210,8 +212,15 @@ impl Fetcher {
         server_message(body, |text| self.redact(text))
     }
 
-    /// A transport error as a reason to retry, its causes on one line.
-    fn transport(&self, e: reqwest::Error) -> Failure {
+    /// A transport error: a reason to retry when another try may succeed (a timeout, a connection
+    /// refused or reset, a body cut short), else fatal (a certificate or handshake the server
+    /// refused, too many redirects, a request that cannot be built). Its causes on one line.
+    fn transport(&self, e: reqwest::Error, url: &str, reference: Option<&str>) -> Failure {
+        let retry =
+            (e.is_timeout() || e.is_connect() || e.is_request() || e.is_body() || e.is_decode())
+                && !e.is_builder()
+                && !e.is_redirect()
+                && !(e.is_connect() && tls_refused(&e));
         let reason = if e.is_timeout() {
             format!("no complete answer within {} ms", self.timeout.as_millis())
         } else {
@@ -225,11 +234,52 @@ impl Fetcher {
             }
             self.redact(&text)
         };
-        Failure::Retry {
-            reason,
-            after: None,
+        if retry {
+            Failure::Retry {
+                reason,
+                after: None,
+            }
+        } else {
+            Failure::Fatal(PullError::Transport {
+                url: self.redact(&describe_url(url, reference)),
+                reason,
+            })
         }
     }
+}
+
+/// Whether a connection failed in its TLS handshake (a certificate not trusted, expired, for
+/// another name; an answer that is not TLS): rustls reports it as an I/O error of kind
+/// `InvalidData`, which the connector wraps in another I/O error. Retrying cannot help.
+fn tls_refused(e: &reqwest::Error) -> bool {
+    fn invalid_data(e: &(dyn std::error::Error + 'static)) -> bool {
+        match e.downcast_ref::<std::io::Error>() {
+            // An I/O error's `source` skips the error it wraps; look at that one too.
+            Some(io) => {
+                io.kind() == std::io::ErrorKind::InvalidData
+                    || io.get_ref().is_some_and(|inner| invalid_data(inner))
+            }
+            None => e.source().is_some_and(invalid_data),
+        }
+    }
+    std::error::Error::source(e).is_some_and(invalid_data)
+}
+
+/// The most of an error body that is read: enough for any message, and a server sending an
+/// endless or huge error page costs neither memory nor the request's whole timeout.
+const ERROR_BODY_LIMIT: usize = 4096;
+
+/// An error answer's body, at most [`ERROR_BODY_LIMIT`] bytes; what could not be read is left.
+async fn error_body(mut response: reqwest::Response) -> Vec<u8> {
+    let mut body = Vec::new();
+    while body.len() < ERROR_BODY_LIMIT {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            Ok(None) | Err(_) => break,
+        }
+    }
+    body.truncate(ERROR_BODY_LIMIT);
+    body
 }
 
 /// The URL for messages; for a detail, with its reference.

@@ -126,6 +126,8 @@ pub enum PullError {
         attempts: u32,
         last: String,
     },
+    #[error("{url}: {reason}; not retried (another try would fail the same way)")]
+    Transport { url: String, reason: String },
     #[error("the payments answer does not list references: {0}")]
     Payments(String),
     #[error("the payment reference {reference} cannot name a detail file ({reason}); the pull is refused")]

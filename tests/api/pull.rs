@@ -838,3 +838,130 @@ async fn pull_refuses_a_target_that_is_a_file_or_a_symbolic_link_before_any_requ
     assert!(proxy.seen().is_empty(), "requests: {:?}", proxy.seen());
     assert_no_leftovers(data.path());
 }
+
+/// A bare TCP server: counts connections, reads what comes, writes `answer` (when there is one)
+/// and keeps every connection open until it is dropped.
+struct RawServer {
+    addr: std::net::SocketAddr,
+    connections: Arc<std::sync::atomic::AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for RawServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl RawServer {
+    async fn start(answer: Option<Vec<u8>>) -> RawServer {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("an address");
+        let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = Arc::clone(&connections);
+        let task = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((mut stream, _)) = listener.accept().await {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let mut buf = [0u8; 4096];
+                let _ = stream.read(&mut buf).await;
+                if let Some(answer) = &answer {
+                    let _ = stream.write_all(answer).await;
+                }
+                open.push(stream);
+            }
+        });
+        RawServer {
+            addr,
+            connections,
+            task,
+        }
+    }
+
+    fn connections(&self) -> usize {
+        self.connections.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[tokio::test]
+async fn an_endless_error_body_is_read_only_so_far() {
+    // A 503 announcing 100 MB, sending 8 KiB, then nothing more: the message needs no more.
+    let mut answer =
+        b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 100000000\r\n\r\n".to_vec();
+    answer.extend(std::iter::repeat_n(b'x', 8192));
+    let server = RawServer::start(Some(answer)).await;
+    let data = TempData::new();
+    let mut o = options(
+        &format!("http://{}", server.addr),
+        DEMO_TOKEN,
+        &data.path().join("x"),
+    );
+    o.retries = 0;
+    o.timeout = Duration::from_secs(30);
+    let started = Instant::now();
+
+    let err = pull::run(&o).await.expect_err("the pull gives up");
+
+    assert!(
+        matches!(err, PullError::GaveUp { attempts: 1, .. }),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("503 Service Unavailable: \"xxxx"),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "the body was waited for: {:?}",
+        started.elapsed()
+    );
+    assert_no_leftovers(data.path());
+}
+
+#[tokio::test]
+async fn a_failed_tls_handshake_is_not_retried() {
+    // https to a server that does not speak TLS: the handshake fails; another try would too.
+    let server = RawServer::start(Some(b"HTTP/1.1 400 Bad Request\r\n\r\n".to_vec())).await;
+    let data = TempData::new();
+    let mut o = options(
+        &format!("https://{}", server.addr),
+        DEMO_TOKEN,
+        &data.path().join("x"),
+    );
+    o.retries = 2;
+
+    let err = pull::run(&o).await.expect_err("the pull fails");
+
+    assert!(matches!(err, PullError::Transport { .. }), "{err:?}");
+    assert_eq!(server.connections(), 1, "retried: {err}");
+    assert_no_leftovers(data.path());
+}
+
+#[tokio::test]
+async fn a_redirect_loop_is_not_retried() {
+    let source = spawn_app(&demo_data()).await;
+    let proxy = Proxy::start(&source.base, |path, _, _| match path {
+        "/api/v1/event" => Act::Answer(
+            302,
+            vec![("location", "/api/v1/event".into())],
+            String::new(),
+        ),
+        _ => Act::Forward,
+    })
+    .await;
+    let data = TempData::new();
+    let mut o = options(&proxy.base, DEMO_TOKEN, &data.path().join("x"));
+    o.retries = 2;
+
+    let err = pull::run(&o).await.expect_err("the pull fails");
+
+    assert!(matches!(err, PullError::Transport { .. }), "{err:?}");
+    assert!(err.to_string().contains("more than 5 redirects"), "{err}");
+    assert!(
+        proxy.count("/api/v1/event") <= 7,
+        "retried: {}",
+        proxy.count("/api/v1/event")
+    );
+    assert_no_leftovers(data.path());
+}
