@@ -229,7 +229,8 @@ pub async fn pull(args: &PullArgs) -> u8 {
     let result = tokio::select! {
         r = crate::pull::run(&options) => r,
         stop = stop => {
-            eprintln!("eventbox pull: interrupted ({}); the earlier copy is as it was", stop.name());
+            let name = stop.name();
+            eprintln!("eventbox pull: interrupted ({name}); the earlier copy is as it was");
             return stop.exit_code();
         }
     };
@@ -271,8 +272,10 @@ pub async fn gen(args: &GenArgs) -> u8 {
         stop = stop => {
             // The generator stops at its next check and removes its staging folder.
             cancel.store(true, std::sync::atomic::Ordering::Relaxed);
-            let done = matches!(task.await, Ok(Ok(_)));
-            let what = if done { "the bundle was already in place" } else { "nothing was swapped in" };
+            let what = match task.await {
+                Ok(Ok(_)) => "the bundle was already in place",
+                _ => "nothing was swapped in",
+            };
             eprintln!("eventbox gen: interrupted ({}); {what}", stop.name());
             return stop.exit_code();
         }
