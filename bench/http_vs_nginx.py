@@ -30,7 +30,7 @@ import time
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BINARY = os.path.join(ROOT, "target", "release", "eventbox")
+BINARY = os.environ.get("EVENTBOX_BIN", os.path.join(ROOT, "target", "release", "eventbox"))
 GEN = os.path.join(ROOT, "..", "shared", "bench", "gen_fixture.py")
 TOKEN = "demo"
 HZ = os.sysconf("SC_CLK_TCK")
@@ -171,6 +171,7 @@ def main():
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--only", default="", help="run only the cases whose label contains this")
     args = ap.parse_args()
     if not os.path.exists(BINARY):
         sys.exit("build it first: cargo build --release")
@@ -220,6 +221,7 @@ def main():
             ("event, gzip/br asked", "event", [compressed], "nginx-gzip"),
             ("payments, gzip/br asked", "payments", [compressed], "nginx-gzip"),
         ]
+        cases = [c for c in cases if args.only in c[0]]
         results = {}
         for n in range(args.passes):
             print(f"pass {n + 1}/{args.passes}...", file=sys.stderr)
