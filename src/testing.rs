@@ -3,8 +3,9 @@
 //!
 //! Why it is shaped so:
 //! - **Its own thread and runtime.** Each server runs a single-threaded tokio runtime on a thread
-//!   of its own, so it works the same from `#[test]` and from `#[tokio::test]` (dropping it never
-//!   blocks on the caller's runtime), and no server shares anything with another.
+//!   of its own, so it works the same from `#[test]` and from `#[tokio::test]`, and no server
+//!   shares anything with another. Dropping it blocks the dropping thread until the server has
+//!   stopped: at once when idle, at most [`STOP_TIMEOUT`] with requests in flight.
 //! - **No global state, no fixed port.** Each server binds `127.0.0.1:0` and has its own store,
 //!   metrics and catalog; it installs no tracing subscriber and no signal handler. Many servers
 //!   can run at once in one test binary without port reuse or cross-talk.

@@ -132,7 +132,7 @@ impl ApiError {
                     "body_too_large"
                 ),
                 ApiError::MethodNotAllowed => error_body!(
-                    "The method is not allowed on this resource; use GET or HEAD.",
+                    "The method is not allowed on this resource; the Allow header lists those that are.",
                     405,
                     "method_not_allowed"
                 ),
