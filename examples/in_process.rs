@@ -6,7 +6,7 @@ use eventbox::testing::{Bundle, TestServer};
 use serde_json::json;
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The demo bundle, from the repository's data folder.
     let demo = TestServer::start(concat!(env!("CARGO_MANIFEST_DIR"), "/data"))?;
     // A bundle written in code: it goes through the same validation as files on disk.

@@ -1,4 +1,5 @@
-//! The examples' logic, run as tests: `examples/client.rs` against a `TestServer`.
+//! The examples, run as tests: `examples/client.rs`'s logic against a `TestServer`, and
+//! `examples/in_process.rs` whole.
 
 use eventbox::testing::TestServer;
 
@@ -41,4 +42,13 @@ async fn the_client_example_reports_the_apis_error_code() {
         matches!(&err, client::ClientError::Api { status: 401, code, .. } if code == "invalid_token"),
         "{err}"
     );
+}
+
+#[path = "../../examples/in_process.rs"]
+mod in_process;
+
+#[test]
+fn the_in_process_example_runs() {
+    // Its own runtime, two servers, a request to each; any failure is its error.
+    in_process::main().expect("the in_process example runs");
 }
