@@ -474,11 +474,23 @@ fn write_body(path: &Path, body: &[u8], pretty: bool, endpoint: &str) -> Result<
             reason: e.to_string(),
         })?;
         text.push(b'\n');
-        std::fs::write(path, text).map_err(io)?;
+        write_new(path, &text).map_err(io)?;
     } else {
-        std::fs::write(path, body).map_err(io)?;
+        write_new(path, body).map_err(io)?;
     }
     Ok(body.len() as u64)
+}
+
+/// Writes a file that must not exist yet: the staging folder is new, so an existing file means
+/// two answers name one file (two references that differ only in case, on a file system that
+/// ignores case), and the pull fails rather than keep one of them silently.
+fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?
+        .write_all(bytes)
 }
 
 /// `bundle.toml` naming the token (written by the TOML library, so any token is quoted right).
@@ -583,6 +595,21 @@ async fn check_staged(dir: &Path, name: &str, token: &str) -> Result<Vec<String>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_answer_never_overwrites_a_file_already_written() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let path = dir.path().join("AB.json");
+
+        write_body(&path, b"{\"first\":1}", false, "payments/details").expect("written");
+        let again = write_body(&path, b"{\"second\":2}", false, "payments/details");
+
+        assert!(matches!(again, Err(PullError::Io { .. })), "{again:?}");
+        assert_eq!(
+            std::fs::read(&path).expect("readable"),
+            b"{\"first\":1}".to_vec()
+        );
+    }
 
     #[test]
     fn the_base_accepts_an_origin_or_the_api_base() {
