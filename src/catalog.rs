@@ -6,6 +6,7 @@
 //! their tokens. See ARCHITECTURE.md, "Reload".
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -56,7 +57,6 @@ impl Summary {
 }
 
 /// One loaded version of a bundle: its answers, the tokens that open it, what it holds.
-#[derive(Debug)]
 pub struct Version {
     pub prepared: Arc<Prepared>,
     pub tokens: Vec<String>,
@@ -64,8 +64,43 @@ pub struct Version {
     pub loaded_at: DateTime<Utc>,
 }
 
+/// How many tokens, for `Debug`: tokens are secrets and never printed whole.
+struct TokenCount(usize);
+
+impl fmt::Debug for TokenCount {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} token(s), not shown", self.0)
+    }
+}
+
+impl fmt::Debug for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Version")
+            .field("name", &self.prepared.name)
+            .field("tokens", &TokenCount(self.tokens.len()))
+            .field("summary", &self.summary)
+            .field("loaded_at", &self.loaded_at)
+            .finish_non_exhaustive()
+    }
+}
+
+impl fmt::Debug for Entry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Entry")
+            .field("name", &self.name)
+            .field("dir", &self.dir)
+            .field("problems", &self.problems)
+            .field("conflicts", &self.conflicts)
+            .field("tokens", &TokenCount(self.tokens.len()))
+            .field("candidate", &self.candidate)
+            .field("last_good", &self.last_good)
+            .field("serving", &self.serving)
+            .field("checked_at", &self.checked_at)
+            .finish()
+    }
+}
+
 /// A bundle folder's state.
-#[derive(Debug)]
 pub struct Entry {
     pub name: String,
     pub dir: PathBuf,

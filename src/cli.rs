@@ -56,7 +56,7 @@ pub struct ServeArgs {
     /// How to notice changed files [default: native]
     #[arg(long, env = "EVENTBOX_WATCH", value_enum)]
     pub watch: Option<WatchKind>,
-    /// Do not watch the data folder (SIGHUP still reloads); --no-watch=false undoes a file's
+    /// Do not watch the data folder (SIGHUP still reloads); the same as --watch off
     #[arg(long, env = "EVENTBOX_NO_WATCH", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
     pub no_watch: Option<bool>,

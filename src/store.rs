@@ -260,12 +260,26 @@ impl Prepared {
 }
 
 /// Everything served at one moment: token → bundle answers, and the `/status` body.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Snapshot {
     by_token: HashMap<Box<str>, Arc<Prepared>>,
     status: Bytes,
     /// False for the empty snapshot served until the first load is published.
     ready: bool,
+}
+
+impl std::fmt::Debug for Snapshot {
+    /// The bundles served and how many tokens open them; never a token (they are the keys).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut bundles: Vec<&str> = self.by_token.values().map(|p| &*p.name).collect();
+        bundles.sort_unstable();
+        bundles.dedup();
+        f.debug_struct("Snapshot")
+            .field("bundles", &bundles)
+            .field("tokens", &format_args!("{} not shown", self.by_token.len()))
+            .field("ready", &self.ready)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Snapshot {

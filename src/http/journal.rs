@@ -68,12 +68,12 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// A journal of the last `capacity` requests; `None` (off) for 0. The caller keeps
-    /// `capacity` at most [`MAX_CAPACITY`] (the configuration refuses more).
+    /// A journal of the last `capacity` requests, at most [`MAX_CAPACITY`] (the configuration
+    /// refuses more; library callers get the cap); `None` (off) for 0.
     pub fn with_capacity(capacity: usize) -> Option<Arc<Journal>> {
         (capacity > 0).then(|| {
             Arc::new(Journal {
-                capacity,
+                capacity: capacity.min(MAX_CAPACITY),
                 entries: Mutex::new(VecDeque::new()),
             })
         })

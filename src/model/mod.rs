@@ -113,11 +113,21 @@ fn toml_to_json(v: toml::Value) -> Value {
 }
 
 /// `bundle.toml`: the tokens that open the bundle, and what its answers simulate.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct BundleConfig {
     pub tokens: Vec<String>,
     /// The `[simulate]` table: latency and errors (see [`simulate`]).
     pub simulate: Option<simulate::Simulate>,
+}
+
+impl std::fmt::Debug for BundleConfig {
+    /// Tokens are secrets: only how many.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BundleConfig")
+            .field("tokens", &format_args!("{} not shown", self.tokens.len()))
+            .field("simulate", &self.simulate)
+            .finish()
+    }
 }
 
 /// Decodes `bundle.toml`. At least one token; tokens are non-blank and have no surrounding white

@@ -328,9 +328,13 @@ pub fn api_base(from: &str) -> Result<String, PullError> {
         return Err(bad("only http and https URLs can be pulled from"));
     }
     if !url.username().is_empty() || url.password().is_some() {
-        return Err(bad(
-            "credentials in the URL are not supported; the token goes in --token",
-        ));
+        // Quote the URL without them: a password is a secret too.
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
+        return Err(PullError::BadBase {
+            url: url.to_string(),
+            reason: "credentials in the URL are not supported; the token goes in --token".into(),
+        });
     }
     url.set_query(None);
     url.set_fragment(None);
@@ -629,6 +633,10 @@ mod tests {
         for from in ["ftp://host", "not a url", "https://user:pw@host/api/v1"] {
             assert!(api_base(from).is_err(), "{from}");
         }
+        let refused = api_base("https://user:s3cret@host/api/v1")
+            .expect_err("credentials are refused")
+            .to_string();
+        assert!(!refused.contains("s3cret"), "{refused}");
     }
 
     #[test]
