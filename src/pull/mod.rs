@@ -468,21 +468,79 @@ fn write_body(path: &Path, body: &[u8], pretty: bool, endpoint: &str) -> Result<
         source,
     };
     if pretty {
-        let value: serde_json::Value =
-            serde_json::from_slice(body).map_err(|e| PullError::NotJson {
-                endpoint: endpoint.to_string(),
-                reason: e.to_string(),
-            })?;
-        let mut text = serde_json::to_vec_pretty(&value).map_err(|e| PullError::NotJson {
+        // Checked without building a tree (a 100 MB body would take ten times that as a
+        // `Value`), then re-indented token by token.
+        serde_json::from_slice::<serde::de::IgnoredAny>(body).map_err(|e| PullError::NotJson {
             endpoint: endpoint.to_string(),
             reason: e.to_string(),
         })?;
+        let mut text = Vec::with_capacity(body.len() + body.len() / 4);
+        reindent(body, &mut text);
         text.push(b'\n');
         write_new(path, &text).map_err(io)?;
     } else {
         write_new(path, body).map_err(io)?;
     }
     Ok(body.len() as u64)
+}
+
+/// Re-indents valid JSON as `serde_json`'s pretty printer does (two spaces, `"key": value`,
+/// `[]` and `{}` for empty containers; a test holds the two equal), copying every string and
+/// number exactly as received. A streaming pass over the bytes: no tree is built.
+fn reindent(json: &[u8], out: &mut Vec<u8>) {
+    fn newline(out: &mut Vec<u8>, depth: usize) {
+        out.push(b'\n');
+        out.extend(std::iter::repeat_n(b' ', depth * 2));
+    }
+    let next_token = |from: usize| {
+        json[from..]
+            .iter()
+            .position(|b| !b.is_ascii_whitespace())
+            .map(|p| from + p)
+    };
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < json.len() {
+        let b = json[i];
+        match b {
+            b'"' => {
+                // A string, escapes included, copied whole.
+                let start = i;
+                i += 1;
+                while i < json.len() && json[i] != b'"' {
+                    i += if json[i] == b'\\' { 2 } else { 1 };
+                }
+                out.extend_from_slice(&json[start..(i + 1).min(json.len())]);
+            }
+            b'{' | b'[' => {
+                let close = if b == b'{' { b'}' } else { b']' };
+                match next_token(i + 1) {
+                    Some(j) if json[j] == close => {
+                        out.extend_from_slice(&[b, close]);
+                        i = j;
+                    }
+                    _ => {
+                        out.push(b);
+                        depth += 1;
+                        newline(out, depth);
+                    }
+                }
+            }
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                newline(out, depth);
+                out.push(b);
+            }
+            b',' => {
+                out.push(b',');
+                newline(out, depth);
+            }
+            b':' => out.extend_from_slice(b": "),
+            _ if b.is_ascii_whitespace() => {}
+            _ => out.push(b),
+        }
+        i += 1;
+    }
 }
 
 /// Writes a file that must not exist yet: the staging folder is new, so an existing file means
@@ -599,6 +657,26 @@ async fn check_staged(dir: &Path, name: &str, token: &str) -> Result<Vec<String>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reindenting_gives_what_serde_json_pretty_prints() {
+        let text = r#" {"data": [ {"a": 10.00, "b": [], "c": {}, "d": "x{[\"],:y\\", "e": [1, [2, {}]],
+            "f": null, "g": true, "h": -1.5e+3, "i": "Conceição"} ], "count": 1, "z": [ ] } "#;
+        let value: serde_json::Value = serde_json::from_str(text).expect("valid JSON");
+        let expected = serde_json::to_vec_pretty(&value).expect("serialisable");
+
+        let mut got = Vec::new();
+        reindent(text.as_bytes(), &mut got);
+
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(&expected)
+        );
+        // Where serde would decode an escape and write it anew, the text stays as received.
+        let mut kept = Vec::new();
+        reindent(br#"{"i":"\u00e9"}"#, &mut kept);
+        assert_eq!(kept, b"{\n  \"i\": \"\\u00e9\"\n}".to_vec());
+    }
 
     #[test]
     fn an_answer_never_overwrites_a_file_already_written() {
