@@ -29,7 +29,7 @@ pub enum LoadError {
 }
 
 /// The outcome for one bundle folder.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct BundleReport {
     /// The folder's name, which is the bundle's name.
     pub name: String,
@@ -43,6 +43,20 @@ pub struct BundleReport {
     /// The tokens its bundle.toml names, even when another file has errors (empty when
     /// bundle.toml itself has one), so token clashes are found across every bundle.
     pub tokens: Vec<String>,
+}
+
+impl std::fmt::Debug for BundleReport {
+    /// Tokens are secrets: only how many.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BundleReport")
+            .field("name", &self.name)
+            .field("dir", &self.dir)
+            .field("bundle", &self.bundle)
+            .field("problems", &self.problems)
+            .field("loaded_at", &self.loaded_at)
+            .field("tokens", &format_args!("{} not shown", self.tokens.len()))
+            .finish()
+    }
 }
 
 impl BundleReport {

@@ -250,7 +250,7 @@ async fn answer(
 pub const CLIENT_CLOSED: u16 = 499;
 
 /// What the access log and the journal show of a request (made only when one of them is on).
-#[derive(Debug)]
+/// No `Debug`: it holds the token whole, which only its hint may leave.
 struct Seen {
     /// When it arrived, for the journal only.
     arrived: Option<chrono::DateTime<chrono::Utc>>,
@@ -266,7 +266,6 @@ struct Seen {
 /// [`Outcome::record`] when the answer is ready, or when dropped before that (hyper drops the
 /// service's future when the client closes the connection or resets the stream) with status
 /// [`CLIENT_CLOSED`] and the time taken so far.
-#[derive(Debug)]
 struct Outcome<'a> {
     shared: &'a Shared,
     start: Instant,

@@ -383,7 +383,8 @@ fn debug_never_shows_a_token() {
 
     // The app holds every token (the snapshot's keys, the catalog's versions, bundle.toml's
     // config): its Debug shows how many, never one.
-    let shown = format!("{server:?} {:?} {:?}", summit(), server.app());
+    let report = eventbox::load::load_bundle(&server.data_dir().join("summit"), "summit");
+    let shown = format!("{server:?} {:?} {:?} {report:?}", summit(), server.app());
 
     assert!(shown.contains("summit"), "{shown}");
     assert!(!shown.contains("summit-token"), "{shown}");
