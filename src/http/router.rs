@@ -357,27 +357,18 @@ where
     // The reference looked up, kept for the journal only.
     let mut reference = None;
     let keep = ctx.journal.is_some().then_some(&mut reference);
-    let body = match endpoint {
-        Endpoint::Event => Answer::Prepared(&bundle.event),
-        Endpoint::Payments => Answer::Prepared(&bundle.payments),
-        Endpoint::Submission => Answer::Prepared(&bundle.submission),
-        Endpoint::SubmissionList => Answer::Prepared(&bundle.submission_list),
-        Endpoint::Hotsite => Answer::Prepared(&bundle.hotsite),
-        Endpoint::PaymentDetails => {
-            let found = payment_details(&parts, request_body, bundle, keep).await;
-            match found {
-                Ok(body) => body,
-                Err(e) => {
-                    let mut res = error(e);
-                    if let Some(r) = reference {
-                        res.extensions_mut().insert(Reference(r));
-                    }
-                    return res;
-                }
-            }
-        }
+    let found = match endpoint {
+        Endpoint::Event => Ok(Answer::Prepared(&bundle.event)),
+        Endpoint::Payments => Ok(Answer::Prepared(&bundle.payments)),
+        Endpoint::Submission => Ok(Answer::Prepared(&bundle.submission)),
+        Endpoint::SubmissionList => Ok(Answer::Prepared(&bundle.submission_list)),
+        Endpoint::Hotsite => Ok(Answer::Prepared(&bundle.hotsite)),
+        Endpoint::PaymentDetails => payment_details(&parts, request_body, bundle, keep).await,
     };
-    let mut res = represent(&parts.headers, &body, ctx);
+    let mut res = match found {
+        Ok(body) => represent(&parts.headers, &body, ctx),
+        Err(e) => error(e),
+    };
     if let Some(r) = reference {
         res.extensions_mut().insert(Reference(r));
     }

@@ -28,7 +28,7 @@ use super::idle::IdleTimeout;
 use super::journal::{self, Journal};
 use super::router::{self, Context, Endpoint, Reference, Route, Unanswered};
 use crate::metrics::Metrics;
-use crate::problem::{token_head, token_hint};
+use crate::problem::token_head;
 use crate::store::{Snapshot, Store};
 
 /// The `Server` header of every answer.
@@ -250,15 +250,16 @@ async fn answer(
 pub const CLIENT_CLOSED: u16 = 499;
 
 /// What the access log and the journal show of a request (made only when one of them is on).
-/// No `Debug`: it holds the token whole, which only its hint may leave.
+#[derive(Debug)]
 struct Seen {
     /// When it arrived, for the journal only.
     arrived: Option<chrono::DateTime<chrono::Utc>>,
     method: Method,
     path: String,
     query: Option<String>,
-    /// Trimmed; empty without one.
-    token: String,
+    /// The token's first characters ([`token_head`]); none without a token. The whole token is
+    /// only looked at, never kept.
+    token: Option<String>,
     bundle: Option<Arc<str>>,
 }
 
@@ -297,7 +298,7 @@ impl<'a> Outcome<'a> {
                 path: req.uri().path().to_string(),
                 query: req.uri().query().map(str::to_string),
                 bundle: snapshot.bundle(&token).map(|b| Arc::clone(&b.name)),
-                token,
+                token: (!token.is_empty()).then(|| token_head(&token)),
             }
         });
         Outcome {
@@ -324,7 +325,6 @@ impl<'a> Outcome<'a> {
             return;
         };
         if self.shared.access_log {
-            let token = &seen.token;
             tracing::info!(
                 target: "eventbox::access",
                 method = %seen.method,
@@ -332,7 +332,7 @@ impl<'a> Outcome<'a> {
                 status,
                 duration_us = took.as_micros() as u64,
                 bundle = seen.bundle.as_deref().unwrap_or("-"),
-                token = %if token.is_empty() { "-".to_string() } else { token_hint(token) },
+                token = %seen.token.as_deref().map_or("-".to_string(), |head| format!("{head}…")),
                 "request"
             );
         }
@@ -343,7 +343,7 @@ impl<'a> Outcome<'a> {
                 path: seen.path,
                 query: seen.query,
                 bundle: seen.bundle,
-                token: (!seen.token.is_empty()).then(|| token_head(&seen.token)),
+                token: seen.token,
                 status,
                 duration: took,
                 reference,
