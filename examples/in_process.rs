@@ -10,19 +10,21 @@ pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The demo bundle, from the repository's data folder.
     let demo = TestServer::start(concat!(env!("CARGO_MANIFEST_DIR"), "/data"))?;
     // A bundle written in code: it goes through the same validation as files on disk.
-    let workshop = TestServer::from_bundles([Bundle::new("workshop")
-        .token("workshop-token")
-        .event(json!({"data": [{
-            "id_event": 1, "title": "Oficina de drenagem", "url": "drenagem",
-            "start_date": "2026-11-10T09:00:00", "end_date": "2026-11-10T17:00:00",
-            "start_date_registration": "01/10/2026", "end_date_registration": "09/11/2026",
-            "summary": "Um dia de prática.", "description": null,
-            "url_image": "https://img.example/oficina.png", "credit_hour": 8,
-            "country": "Brasil", "state": "PR", "city": "Curitiba", "venue": "Sala 2",
-            "latitude": "-25.4284", "longitude": "-49.2733", "banner": null,
-            "tickets": []
-        }]}))])
-    .start()?;
+    let workshop =
+        TestServer::from_bundles([Bundle::new("workshop").token("workshop-token").json(
+            "event",
+            json!({"data": [{
+                "id_event": 1, "title": "Oficina de drenagem", "url": "drenagem",
+                "start_date": "2026-11-10T09:00:00", "end_date": "2026-11-10T17:00:00",
+                "start_date_registration": "01/10/2026", "end_date_registration": "09/11/2026",
+                "summary": "Um dia de prática.", "description": null,
+                "url_image": "https://img.example/oficina.png", "credit_hour": 8,
+                "country": "Brasil", "state": "PR", "city": "Curitiba", "venue": "Sala 2",
+                "latitude": "-25.4284", "longitude": "-49.2733", "banner": null,
+                "tickets": []
+            }]}),
+        )])
+        .start()?;
 
     let client = reqwest::Client::new();
     for (server, bundle) in [(&demo, "demo"), (&workshop, "workshop")] {

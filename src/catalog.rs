@@ -14,8 +14,10 @@ use bytes::Bytes;
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
+use crate::api;
 use crate::load::{self, BundleReport, LoadError};
-use crate::model::Bundle;
+use crate::model::bodies::EventBody;
+use crate::model::{Bundle, Slot};
 use crate::problem::{token_hint, Location, Problem, Severity};
 use crate::store::{Prepared, Snapshot};
 
@@ -27,31 +29,32 @@ pub struct Summary {
     pub records: Records,
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct Records {
-    pub tickets: usize,
-    pub payments: usize,
-    pub payment_details: usize,
-    pub submission_types: usize,
-    pub topic_areas: usize,
-    pub submissions: usize,
-    pub page_areas: usize,
+/// How many records of each kind, in the endpoint table's order (each body names its kinds;
+/// a streamed file and a folder of files by reference count under their endpoint's key).
+#[derive(Debug, Clone, Default)]
+pub struct Records(pub Vec<(&'static str, usize)>);
+
+impl Serialize for Records {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(k, v)| (k, v)))
+    }
 }
 
 impl Summary {
     fn of(b: &Bundle) -> Summary {
+        let event = b.body::<EventBody>().map(|e| &e.event);
+        let mut records = Vec::new();
+        for (slot, e) in b.slots.iter().zip(&api::API) {
+            match slot {
+                Slot::Body(body) => records.extend(body.records()),
+                Slot::Stream(p) => records.push((e.key, p.count())),
+                Slot::PerReference(files) => records.push((e.key, files.len())),
+            }
+        }
         Summary {
-            id_event: b.event.event.id_event,
-            title: b.event.event.title.clone(),
-            records: Records {
-                tickets: b.event.event.tickets.len(),
-                payments: b.payments.count(),
-                payment_details: b.details.len(),
-                submission_types: b.submission.submission_type.data.len(),
-                topic_areas: b.submission.topic_area.data.len(),
-                submissions: b.submission_list.submission.data.len(),
-                page_areas: b.hotsite.areas.len(),
-            },
+            id_event: event.map_or(0, |e| e.id_event),
+            title: event.map(|e| e.title.clone()).unwrap_or_default(),
+            records: Records(records),
         }
     }
 }

@@ -22,6 +22,7 @@
 //! See ARCHITECTURE.md for the invariants.
 #![forbid(unsafe_code)]
 
+pub mod api;
 pub mod app;
 pub mod catalog;
 pub mod cli;

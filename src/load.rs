@@ -12,11 +12,10 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::model::bodies::{self, List};
+use crate::api::{self, Decode, Feed, FileBody};
 use crate::model::decode::Diag;
 use crate::model::payments::{self, Payments};
-use crate::model::records::PaymentDetail;
-use crate::model::{self, Bundle, Format};
+use crate::model::{self, Bundle, Format, Slot};
 use crate::problem::{Location, Problem};
 
 /// The data folder itself could not be read.
@@ -29,7 +28,6 @@ pub enum LoadError {
 }
 
 /// The outcome for one bundle folder.
-#[derive(Clone)]
 pub struct BundleReport {
     /// The folder's name, which is the bundle's name.
     pub name: String,
@@ -100,16 +98,47 @@ pub fn bundle_names(dir: &Path) -> Result<Vec<String>, LoadError> {
     Ok(names)
 }
 
-/// The files a bundle may hold, by stem.
-const KNOWN_FILES: [&str; 6] = [
-    "bundle",
-    "event",
-    "payments",
-    "submission",
-    "submission_list",
-    "hotsite",
-];
-const DETAILS_DIR: &str = "payment_details";
+/// The stem of the file that names a bundle's tokens (`bundle.toml`).
+const CONFIG: &str = "bundle";
+
+/// Whether a stem names a file of the endpoint table (a whole file or a streamed one).
+fn is_endpoint_file(stem: &str) -> bool {
+    api::API
+        .iter()
+        .any(|e| e.key == stem && matches!(e.feed, Feed::File(_) | Feed::Stream))
+}
+
+/// Whether a folder name is one of the endpoint table's folders of files by reference.
+fn is_endpoint_folder(name: &str) -> bool {
+    api::API
+        .iter()
+        .any(|e| e.key == name && matches!(e.feed, Feed::PerReference(_)))
+}
+
+/// "bundle.toml, a, b and c as .json or .toml, and a d folder": what a bundle may hold.
+fn known_files() -> String {
+    let files: Vec<&str> = api::API
+        .iter()
+        .filter(|e| matches!(e.feed, Feed::File(_) | Feed::Stream))
+        .map(|e| e.key)
+        .collect();
+    let folders: Vec<String> = api::API
+        .iter()
+        .filter(|e| matches!(e.feed, Feed::PerReference(_)))
+        .map(|e| format!("a {} folder", e.key))
+        .collect();
+    let listed = match files.split_last() {
+        Some((last, [])) => last.to_string(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    };
+    let mut out = format!("bundle.toml, {listed} as .json or .toml");
+    for folder in folders {
+        out.push_str(", and ");
+        out.push_str(&folder);
+    }
+    out
+}
 
 /// Loads one bundle folder.
 pub fn load_bundle(dir: &Path, name: &str) -> BundleReport {
@@ -143,43 +172,57 @@ type Found = BTreeMap<String, Vec<(Format, PathBuf)>>;
 
 impl BundleLoader<'_> {
     fn load(mut self, name: &str) -> Option<Bundle> {
-        let (files, details_dir) = self.scan()?;
+        let (files, folders) = self.scan()?;
 
-        let config = self.required(&files, "bundle", model::bundle_config);
+        let config = self.config(&files);
         if let Some(config) = &config {
             self.tokens.clone_from(&config.tokens);
         }
-        let event = self.required(&files, "event", bodies::event_body);
-        let payments = self.payments(&files);
-        let submission = self.optional(&files, "submission", bodies::submission_body);
-        let submission_list =
-            self.optional(&files, "submission_list", bodies::submission_list_body);
-        let hotsite = self.optional(&files, "hotsite", bodies::hotsite_body);
+        // Whole files and the stream first: the references of the payments tell which detail
+        // files belong to a payment.
+        let mut slots: Vec<Option<Option<Slot>>> = Vec::with_capacity(api::API.len());
+        for e in &api::API {
+            slots.push(match e.feed {
+                Feed::File(decode) => self.whole(&files, e.key, decode).map(|b| b.map(Slot::Body)),
+                Feed::Stream => self
+                    .payments(&files, e.key)
+                    .map(|p| Some(Slot::Stream(p.unwrap_or_default()))),
+                Feed::PerReference(_) | Feed::Server(_) => Some(None),
+            });
+        }
         // Which references a detail file may belong to; unknown when payments had an error.
-        let known: Option<HashSet<&str>> = match &payments {
-            Some(Some(p)) => Some(p.derived.iter().map(|(r, _)| r.as_str()).collect()),
-            Some(None) => Some(HashSet::new()),
-            None => None,
+        let stream = api::API.iter().position(|e| matches!(e.feed, Feed::Stream));
+        let known: Option<HashSet<String>> = match stream.and_then(|i| slots.get(i)) {
+            Some(Some(Some(Slot::Stream(p)))) => {
+                Some(p.derived.iter().map(|(r, _)| r.clone()).collect())
+            }
+            Some(_) => None,
+            None => Some(HashSet::new()),
         };
-        let details = match details_dir {
-            Some(d) => self.details(&d, known.as_ref()),
-            None => Some(BTreeMap::new()),
-        };
+        for (slot, e) in slots.iter_mut().zip(&api::API) {
+            if let Feed::PerReference(decode) = e.feed {
+                *slot = match folders.get(e.key) {
+                    Some(d) => self.by_reference(d, decode, known.as_ref()),
+                    None => Some(BTreeMap::new()),
+                }
+                .map(|m| Some(Slot::PerReference(m)));
+            }
+        }
 
+        let mut out = Vec::with_capacity(slots.len());
+        for slot in slots {
+            // A whole file that is absent and required has been reported (and is `None`).
+            out.push(slot??);
+        }
         Some(Bundle {
             name: name.to_string(),
             config: config?,
-            event: event?,
-            payments: payments?.unwrap_or_default(),
-            details: details?,
-            submission: submission?.unwrap_or_default(),
-            submission_list: submission_list?.unwrap_or_default(),
-            hotsite: hotsite?.unwrap_or_default(),
+            slots: out,
         })
     }
 
     /// Lists the bundle folder: known files by stem, the details folder, warnings for the rest.
-    fn scan(&mut self) -> Option<(Found, Option<PathBuf>)> {
+    fn scan(&mut self) -> Option<(Found, BTreeMap<String, PathBuf>)> {
         let entries = match sorted_entries(self.dir) {
             Ok(e) => e,
             Err(e) => {
@@ -192,14 +235,14 @@ impl BundleLoader<'_> {
             }
         };
         let mut files = Found::new();
-        let mut details_dir = None;
+        let mut folders = BTreeMap::new();
         for (name, path, is_dir) in entries {
             if name.starts_with('.') {
                 continue; // editor swap files, .DS_Store, partial downloads
             }
             if is_dir {
-                if name == DETAILS_DIR {
-                    details_dir = Some(path);
+                if is_endpoint_folder(&name) {
+                    folders.insert(name, path);
                 } else {
                     self.unknown(&path, "folder");
                 }
@@ -207,8 +250,7 @@ impl BundleLoader<'_> {
             }
             match split_known(&name) {
                 Some((stem, format))
-                    if KNOWN_FILES.contains(&stem)
-                        && !(stem == "bundle" && format == Format::Json) =>
+                    if is_endpoint_file(stem) || (stem == CONFIG && format == Format::Toml) =>
                 {
                     files
                         .entry(stem.to_string())
@@ -218,16 +260,14 @@ impl BundleLoader<'_> {
                 _ => self.unknown(&path, "file"),
             }
         }
-        Some((files, details_dir))
+        Some((files, folders))
     }
 
     fn unknown(&mut self, path: &Path, what: &str) {
         self.problems.push(Problem::warning(
             path,
             Location::File,
-            format!(
-                "unknown {what}, ignored (a bundle holds bundle.toml, event, payments, submission, submission_list and hotsite as .json or .toml, and a payment_details folder)"
-            ),
+            format!("unknown {what}, ignored (a bundle holds {})", known_files()),
         ));
     }
 
@@ -255,34 +295,51 @@ impl BundleLoader<'_> {
         }
     }
 
-    fn required<T>(
-        &mut self,
-        files: &Found,
-        stem: &str,
-        decode: fn(&Value, &mut Diag) -> Option<T>,
-    ) -> Option<T> {
-        match self.optional(files, stem, decode)? {
-            Some(t) => Some(t),
+    /// `bundle.toml`, which every bundle needs.
+    fn config(&mut self, files: &Found) -> Option<model::BundleConfig> {
+        match self.optional(files, CONFIG, model::bundle_config)? {
+            Some(config) => Some(config),
             None => {
-                let (file, hint) = if stem == "bundle" {
-                    (
-                        "bundle.toml",
-                        "every bundle needs one, naming its tokens: tokens = [\"...\"]",
-                    )
-                } else {
-                    (
-                        "event.json",
-                        "every bundle needs its event, as event.json or event.toml",
-                    )
-                };
                 self.problems.push(Problem::error(
-                    self.dir.join(file),
+                    self.dir.join("bundle.toml"),
                     Location::File,
-                    format!("missing: {hint}"),
+                    "missing: every bundle needs one, naming its tokens: tokens = [\"...\"]",
                 ));
                 None
             }
         }
+    }
+
+    /// A whole file's body: decoded, or the default body of an absent optional file. `None` when
+    /// it had an error or is required and absent (reported); `Some(None)` never happens for a
+    /// present or optional file.
+    fn whole(
+        &mut self,
+        files: &Found,
+        stem: &str,
+        decode: &dyn Decode,
+    ) -> Option<Option<Box<dyn FileBody>>> {
+        let (format, path) = match self.pick(files.get(stem)) {
+            Ok(None) => {
+                return match decode.absent() {
+                    Some(body) => Some(Some(body)),
+                    None => {
+                        self.problems.push(Problem::error(
+                            self.dir.join(format!("{stem}.json")),
+                            Location::File,
+                            format!(
+                                "missing: every bundle needs its {stem}, as {stem}.json or {stem}.toml"
+                            ),
+                        ));
+                        Some(None)
+                    }
+                }
+            }
+            Ok(Some(f)) => f,
+            Err(()) => return None,
+        };
+        self.file(&path, format, |v, diag| decode.decode(v, diag))
+            .map(Some)
     }
 
     /// `Some(None)` when the file is absent; `None` when it is there with an error.
@@ -302,8 +359,8 @@ impl BundleLoader<'_> {
 
     /// The payments file: JSON is streamed record by record (see `model::payments`), TOML goes
     /// through the same builder from its parsed value.
-    fn payments(&mut self, files: &Found) -> Option<Option<Payments>> {
-        let (format, path) = match self.pick(files.get("payments")) {
+    fn payments(&mut self, files: &Found, stem: &str) -> Option<Option<Payments>> {
+        let (format, path) = match self.pick(files.get(stem)) {
             Ok(None) => return Some(None),
             Ok(Some(f)) => f,
             Err(()) => return None,
@@ -368,7 +425,7 @@ impl BundleLoader<'_> {
         &mut self,
         path: &Path,
         format: Format,
-        decode: fn(&Value, &mut Diag) -> Option<T>,
+        decode: impl FnOnce(&Value, &mut Diag) -> Option<T>,
     ) -> Option<T> {
         let bytes = match fs::read(path) {
             Ok(b) => b,
@@ -415,12 +472,13 @@ impl BundleLoader<'_> {
         decoded
     }
 
-    /// The payment_details folder: one file per payment reference, named after it.
-    fn details(
+    /// A folder of files by payment reference, each named after its reference.
+    fn by_reference(
         &mut self,
         dir: &Path,
-        payments: Option<&HashSet<&str>>,
-    ) -> Option<BTreeMap<String, List<PaymentDetail>>> {
+        decode: &dyn Decode,
+        payments: Option<&HashSet<String>>,
+    ) -> Option<BTreeMap<String, Box<dyn FileBody>>> {
         let entries = match sorted_entries(dir) {
             Ok(e) => e,
             Err(e) => {
@@ -444,7 +502,10 @@ impl BundleLoader<'_> {
                 _ => self.problems.push(Problem::warning(
                     &path,
                     Location::File,
-                    "unknown file, ignored (payment_details holds <reference>.json or <reference>.toml files)",
+                    format!(
+                        "unknown file, ignored ({} holds <reference>.json or <reference>.toml files)",
+                        dir.file_name().unwrap_or_default().to_string_lossy()
+                    ),
                 )),
             }
         }
@@ -455,7 +516,7 @@ impl BundleLoader<'_> {
                 ok = false;
                 continue;
             };
-            let known = payments.is_none_or(|p| p.contains(reference.as_str()));
+            let known = payments.is_none_or(|p| p.contains(reference));
             if !known {
                 self.problems.push(Problem::warning(
                     &path,
@@ -463,7 +524,7 @@ impl BundleLoader<'_> {
                     format!("no payment has the reference {reference:?}; this detail is served for it all the same"),
                 ));
             }
-            match self.file(&path, format, bodies::details_body) {
+            match self.file(&path, format, |v, diag| decode.decode(v, diag)) {
                 Some(body) => {
                     out.insert(reference.clone(), body);
                 }

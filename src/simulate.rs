@@ -27,7 +27,7 @@ pub struct Draw {
 #[derive(Debug)]
 pub struct Simulation {
     seed: u64,
-    endpoints: [Settings; 6],
+    endpoints: Vec<Settings>,
     next: AtomicU64,
 }
 
@@ -41,13 +41,13 @@ impl Simulation {
         });
         Simulation {
             seed,
-            endpoints: config.endpoints,
+            endpoints: config.endpoints.clone(),
             next: AtomicU64::new(0),
         }
     }
 
     /// The draw of the next request to `endpoint` (an index into
-    /// [`crate::model::simulate::ENDPOINT_KEYS`]). Every endpoint shares the bundle's sequence.
+    /// [`crate::api::API`]). Every endpoint shares the bundle's sequence.
     pub fn draw(&self, endpoint: usize) -> Draw {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let settings = self.endpoints.get(endpoint).copied().unwrap_or_default();
@@ -100,7 +100,7 @@ mod tests {
         assert_ne!(seq(7), seq(8));
         let sim = Simulation::new(&Simulate {
             seed: Some(7),
-            endpoints: [s; 6],
+            endpoints: vec![s; crate::api::API.len()],
         });
         let drawn: Vec<Draw> = (0..64).map(|_| sim.draw(0)).collect();
         assert_eq!(drawn, seq(7));

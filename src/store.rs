@@ -8,13 +8,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
+use crate::model::payments::DerivedRow;
+use crate::model::{Bundle, Slot};
+use crate::simulate::Simulation;
 use arc_swap::{ArcSwap, Guard};
 use bytes::Bytes;
-use serde::Serialize;
-
-use crate::model::payments::DerivedRow;
-use crate::model::Bundle;
-use crate::simulate::Simulation;
 
 /// A content coding eventbox can send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,23 +164,29 @@ impl std::ops::Deref for Answer<'_> {
     }
 }
 
+/// One endpoint's answers in a bundle (one per entry of [`crate::api::API`]).
+#[derive(Debug)]
+pub enum Answers {
+    /// One body for every request.
+    One(Body),
+    /// The answer for every payment reference (and every detail file).
+    ByReference(HashMap<Box<str>, Detail>),
+}
+
 /// One bundle's answers.
 #[derive(Debug)]
 pub struct Prepared {
     pub name: Arc<str>,
-    pub event: Body,
-    pub payments: Body,
-    pub submission: Body,
-    pub submission_list: Body,
-    pub hotsite: Body,
-    /// The details answer for every payment reference (and every detail file).
-    pub details: HashMap<Box<str>, Detail>,
+    /// Indexed like [`crate::api::API`].
+    answers: Vec<Answers>,
+    /// The index of the streamed payments body, which derived detail rows are copied from.
+    stream: Option<usize>,
     /// What `[simulate]` in bundle.toml asks for; its sequence starts with this version.
     pub simulation: Option<Simulation>,
 }
 
-fn to_body<T: Serialize>(value: &T) -> serde_json::Result<Body> {
-    serde_json::to_vec(value).map(|v| Body::new(Bytes::from(v)))
+fn to_body(json: serde_json::Result<Vec<u8>>) -> serde_json::Result<Body> {
+    json.map(|v| Body::new(Bytes::from(v)))
 }
 
 impl Prepared {
@@ -191,27 +195,38 @@ impl Prepared {
     /// `compression`, bodies from [`MIN_COMPRESS`] up to [`EAGER_COMPRESS_MAX`] are compressed
     /// now.
     pub fn new(bundle: &Bundle, compression: bool) -> serde_json::Result<Prepared> {
-        let derived = &bundle.payments.derived;
-        let mut details = HashMap::with_capacity(derived.len() + bundle.details.len());
-        for (reference, row) in derived {
-            if !bundle.details.contains_key(reference) {
-                details.insert(reference.as_str().into(), Detail::Derived(*row));
-            }
-        }
-        for (reference, body) in &bundle.details {
-            details.insert(
-                reference.as_str().into(),
-                Detail::File(Box::new(to_body(body)?)),
-            );
+        let derived: &[(String, DerivedRow)] =
+            bundle.payments().map_or(&[], |p| p.derived.as_slice());
+        let mut answers = Vec::with_capacity(bundle.slots.len());
+        let mut stream = None;
+        for (i, slot) in bundle.slots.iter().enumerate() {
+            answers.push(match slot {
+                Slot::Body(body) => Answers::One(to_body(body.to_json())?),
+                Slot::Stream(payments) => {
+                    stream = Some(i);
+                    Answers::One(Body::new(payments.body.clone()))
+                }
+                Slot::PerReference(files) => {
+                    let mut by = HashMap::with_capacity(derived.len() + files.len());
+                    for (reference, row) in derived {
+                        if !files.contains_key(reference) {
+                            by.insert(reference.as_str().into(), Detail::Derived(*row));
+                        }
+                    }
+                    for (reference, body) in files {
+                        by.insert(
+                            reference.as_str().into(),
+                            Detail::File(Box::new(to_body(body.to_json())?)),
+                        );
+                    }
+                    Answers::ByReference(by)
+                }
+            });
         }
         let prepared = Prepared {
             name: bundle.name.as_str().into(),
-            event: to_body(&bundle.event)?,
-            payments: Body::new(bundle.payments.body.clone()),
-            submission: to_body(&bundle.submission)?,
-            submission_list: to_body(&bundle.submission_list)?,
-            hotsite: to_body(&bundle.hotsite)?,
-            details,
+            answers,
+            stream,
             simulation: bundle.config.simulate.as_ref().map(Simulation::new),
         };
         if compression {
@@ -227,25 +242,38 @@ impl Prepared {
 
     /// Every body of the bundle.
     pub fn bodies(&self) -> impl Iterator<Item = &Body> {
-        [
-            &self.event,
-            &self.payments,
-            &self.submission,
-            &self.submission_list,
-            &self.hotsite,
-        ]
-        .into_iter()
-        .chain(self.details.values().filter_map(|d| match d {
-            Detail::File(body) => Some(body.as_ref()),
-            Detail::Derived(_) => None,
-        }))
+        self.answers
+            .iter()
+            .flat_map(|a| -> Box<dyn Iterator<Item = &Body> + '_> {
+                match a {
+                    Answers::One(body) => Box::new(std::iter::once(body)),
+                    Answers::ByReference(by) => Box::new(by.values().filter_map(|d| match d {
+                        Detail::File(body) => Some(body.as_ref()),
+                        Detail::Derived(_) => None,
+                    })),
+                }
+            })
     }
 
-    /// The details answer for a payment reference.
-    pub fn detail(&self, reference: &str) -> Option<Answer<'_>> {
-        Some(match self.details.get(reference)? {
+    /// The answers of the endpoint at `index` in [`crate::api::API`].
+    pub fn answers(&self, index: usize) -> Option<&Answers> {
+        self.answers.get(index)
+    }
+
+    /// The answer for a payment reference of the endpoint at `index`.
+    pub fn detail(&self, index: usize, reference: &str) -> Option<Answer<'_>> {
+        let Some(Answers::ByReference(by)) = self.answers.get(index) else {
+            return None;
+        };
+        Some(match by.get(reference)? {
             Detail::File(body) => Answer::Prepared(body),
-            Detail::Derived(row) => Answer::Made(Body::new(row.bytes(self.payments.identity()))),
+            Detail::Derived(row) => {
+                let payments = match self.stream.and_then(|i| self.answers.get(i)) {
+                    Some(Answers::One(body)) => body.identity(),
+                    _ => return None,
+                };
+                Answer::Made(Body::new(row.bytes(payments)))
+            }
         })
     }
 

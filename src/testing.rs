@@ -22,7 +22,7 @@
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let server = TestServer::from_bundles([Bundle::new("summit")
 //!     .token("summit-token")
-//!     .event(json!({"data": [{
+//!     .json("event", json!({"data": [{
 //!         "id_event": 7, "title": "Summit", "url": "summit",
 //!         "start_date": "2026-05-04T09:00:00", "end_date": "2026-05-05T18:00:00",
 //!         "start_date_registration": "01/02/2026", "end_date_registration": "03/05/2026",
@@ -57,6 +57,7 @@ use std::time::Duration;
 
 use tokio::sync::oneshot;
 
+use crate::api::{self, Feed};
 use crate::app::App;
 use crate::http::cors::Cors;
 use crate::http::{Limits, Service};
@@ -77,7 +78,7 @@ pub enum StartError {
     #[error("two bundles are named {0:?}: give each bundle its own name")]
     DuplicateBundle(String),
     /// A file path given to [`Bundle::file`] would leave the bundle's folder.
-    #[error("bundle {bundle:?}: file path {path:?} is not usable: give a relative path such as `hotsite.json` or `payment_details/PG1.json`")]
+    #[error("bundle {bundle:?}: file path {path:?} is not usable: give a relative path such as `event.json` or `payment_details/PG1.json`")]
     FilePath { bundle: String, path: String },
     /// A bundle was given tokens with [`Bundle::token`] and a `bundle.toml` of its own, which
     /// would replace them.
@@ -86,6 +87,16 @@ pub enum StartError {
     /// A payment detail's reference cannot name one file of `payment_details/`.
     #[error("bundle {bundle:?}: payment detail reference {reference:?} cannot be a file name (no `/` or `\\`, not empty)")]
     DetailReference { bundle: String, reference: String },
+    /// [`Bundle::json`] or [`Bundle::json_for`] was given a key the endpoint table does not
+    /// have (for that kind of file).
+    #[error(
+        "bundle {bundle:?}: {key:?} names no endpoint file of that kind (the endpoints: {known})"
+    )]
+    UnknownEndpoint {
+        bundle: String,
+        key: String,
+        known: String,
+    },
     /// The temporary data folder could not be made or written.
     #[error("cannot write the test data folder at {}: {source}", path.display())]
     Write { path: PathBuf, source: io::Error },
@@ -136,8 +147,8 @@ impl std::error::Error for BundleErrors {}
 ///
 /// let bundle = Bundle::new("summit")
 ///     .token("summit-token")
-///     .payments(json!({"data": []}))
-///     .file("hotsite.toml", "areasSite = []\n");
+///     .json("payments", json!({"data": []}))
+///     .file("submission_list.toml", "[submission]\ndata = []\n");
 /// assert_eq!(bundle.name(), "summit");
 /// // Debug shows how many tokens, never the tokens.
 /// assert!(!format!("{bundle:?}").contains("summit-token"));
@@ -148,6 +159,8 @@ pub struct Bundle {
     tokens: Vec<String>,
     /// Relative path → contents, written in this order (a later file replaces an earlier one).
     files: Vec<(String, Vec<u8>)>,
+    /// Keys given to [`Bundle::json`] or [`Bundle::json_for`] that the table does not have.
+    unknown: Vec<String>,
 }
 
 impl fmt::Debug for Bundle {
@@ -170,6 +183,7 @@ impl Bundle {
             name: name.into(),
             tokens: Vec::new(),
             files: Vec::new(),
+            unknown: Vec::new(),
         }
     }
 
@@ -185,34 +199,34 @@ impl Bundle {
         self
     }
 
-    /// `event.json`: the event endpoint's body (`{"data": [event]}`) or the bare event.
-    pub fn event(self, body: serde_json::Value) -> Bundle {
-        self.json("event.json", &body)
+    /// `KEY.json`: the body of the endpoint `key` of the endpoint table (`"event"`,
+    /// `"payments"`, `"submission"`...), as its file holds it. A key that names no such file
+    /// fails [`Builder::start`] with [`StartError::UnknownEndpoint`].
+    pub fn json(self, key: &str, body: serde_json::Value) -> Bundle {
+        let file = api::API
+            .iter()
+            .any(|e| e.key == key && matches!(e.feed, Feed::File(_) | Feed::Stream));
+        if !file {
+            return self.misused(key);
+        }
+        self.json_file(&format!("{key}.json"), &body)
     }
 
-    /// `payments.json`: `{"data": [...]}` or the bare list.
-    pub fn payments(self, body: serde_json::Value) -> Bundle {
-        self.json("payments.json", &body)
+    /// `KEY/<reference>.json`: the answer of the endpoint `key` for one payment reference
+    /// (`"payment_details"`). A key that names no such folder fails [`Builder::start`].
+    pub fn json_for(self, key: &str, reference: &str, body: serde_json::Value) -> Bundle {
+        let folder = api::API
+            .iter()
+            .any(|e| e.key == key && matches!(e.feed, Feed::PerReference(_)));
+        if !folder {
+            return self.misused(key);
+        }
+        self.json_file(&format!("{key}/{reference}.json"), &body)
     }
 
-    /// `payment_details/<reference>.json`: the detail answer of one payment.
-    pub fn payment_detail(self, reference: &str, body: serde_json::Value) -> Bundle {
-        self.json(&format!("payment_details/{reference}.json"), &body)
-    }
-
-    /// `submission.json`.
-    pub fn submission(self, body: serde_json::Value) -> Bundle {
-        self.json("submission.json", &body)
-    }
-
-    /// `submission_list.json`.
-    pub fn submission_list(self, body: serde_json::Value) -> Bundle {
-        self.json("submission_list.json", &body)
-    }
-
-    /// `hotsite.json`.
-    pub fn hotsite(self, body: serde_json::Value) -> Bundle {
-        self.json("hotsite.json", &body)
+    fn misused(mut self, key: &str) -> Bundle {
+        self.unknown.push(key.to_string());
+        self
     }
 
     /// Any file, as text or bytes, at a path relative to the bundle's folder: TOML files, a
@@ -223,7 +237,7 @@ impl Bundle {
     }
 
     /// Pretty-printed, so a problem's `line:column` points somewhere readable.
-    fn json(self, path: &str, body: &serde_json::Value) -> Bundle {
+    fn json_file(self, path: &str, body: &serde_json::Value) -> Bundle {
         // A `Value` always serialises (its keys are strings).
         let text = serde_json::to_vec_pretty(body).unwrap_or_default();
         self.file(path, text)
@@ -240,6 +254,13 @@ impl Bundle {
         ) && !self.name.starts_with(['.', '_']);
         if !name_ok {
             return Err(StartError::BundleName(self.name.clone()));
+        }
+        if let Some(key) = self.unknown.first() {
+            return Err(StartError::UnknownEndpoint {
+                bundle: self.name.clone(),
+                key: key.clone(),
+                known: api::keys().collect::<Vec<_>>().join(", "),
+            });
         }
         let dir = data.join(&self.name);
         std::fs::create_dir_all(&dir).map_err(|source| StartError::Write {
@@ -270,8 +291,13 @@ impl Bundle {
                     path: rel.clone(),
                 });
             }
-            // A detail file is served for the reference its name gives: one level, no deeper.
-            if let Some(name) = rel.strip_prefix("payment_details/") {
+            // A file by reference is served for the reference its name gives: one level, no
+            // deeper.
+            let by_reference = api::API.iter().find_map(|e| match e.feed {
+                Feed::PerReference(_) => rel.strip_prefix(e.key).and_then(|r| r.strip_prefix('/')),
+                _ => None,
+            });
+            if let Some(name) = by_reference {
                 if name.contains(['/', '\\']) || name.starts_with('.') {
                     let reference = name.rsplit_once('.').map_or(name, |(stem, _)| stem);
                     return Err(StartError::DetailReference {

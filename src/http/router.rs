@@ -23,8 +23,9 @@ use super::errors::{not_found_body, simulated_error_body, ApiError, BODY_LIMIT};
 use super::fault::ReplyBody;
 use super::journal::Journal;
 use super::{details, negotiate};
+use crate::api::Operation;
 use crate::metrics::{self, Metrics};
-use crate::store::{self, Answer, Encoding, Prepared, Snapshot};
+use crate::store::{self, Answer, Answers, Encoding, Prepared, Snapshot};
 
 /// The header that carries the token.
 pub const TOKEN_HEADER: &str = "authorization-token";
@@ -38,50 +39,7 @@ const READY: &[u8] = b"{\"status\":\"ready\"}";
 const NO_CACHE: HeaderValue = HeaderValue::from_static("no-cache");
 const ACCEPT_ENCODING_VARY: HeaderValue = HeaderValue::from_static("accept-encoding");
 
-/// The six endpoints of the API text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Endpoint {
-    Event,
-    Payments,
-    PaymentDetails,
-    Submission,
-    SubmissionList,
-    Hotsite,
-}
-
-/// The paths eventbox answers: the API, which needs a token, and the operations routes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
-    Api(Endpoint),
-    Healthz,
-    Readyz,
-    Status,
-    Metrics,
-    /// The request journal (`--journal`).
-    Journal,
-    OpenApi,
-}
-
-const ROUTES: [(&str, Route); 12] = [
-    ("/api/v1/event", Route::Api(Endpoint::Event)),
-    ("/api/v1/payments", Route::Api(Endpoint::Payments)),
-    (
-        "/api/v1/payments/details",
-        Route::Api(Endpoint::PaymentDetails),
-    ),
-    ("/api/v1/submission", Route::Api(Endpoint::Submission)),
-    (
-        "/api/v1/submission/list",
-        Route::Api(Endpoint::SubmissionList),
-    ),
-    ("/api/v1/hotsite", Route::Api(Endpoint::Hotsite)),
-    ("/healthz", Route::Healthz),
-    ("/readyz", Route::Readyz),
-    ("/status", Route::Status),
-    ("/metrics", Route::Metrics),
-    ("/_journal", Route::Journal),
-    ("/openapi.json", Route::OpenApi),
-];
+pub use crate::api::Route;
 
 /// The OpenAPI 3.1 document of the API as served (kept at the repository's root).
 pub const OPENAPI: &[u8] = include_bytes!("../../openapi.json");
@@ -93,51 +51,6 @@ static OPENAPI_BODY: LazyLock<store::Body> = LazyLock::new(|| {
     body.compress();
     body
 });
-
-impl Endpoint {
-    /// Its index in `model::simulate::ENDPOINT_KEYS` (the same names as its metrics label).
-    pub fn index(self) -> usize {
-        match self {
-            Endpoint::Event => 0,
-            Endpoint::Payments => 1,
-            Endpoint::PaymentDetails => 2,
-            Endpoint::Submission => 3,
-            Endpoint::SubmissionList => 4,
-            Endpoint::Hotsite => 5,
-        }
-    }
-}
-
-impl Route {
-    /// The route of a path, with or without one trailing slash. Like the service's web framework,
-    /// matching ignores ASCII case.
-    pub fn of(path: &str) -> Option<Route> {
-        let path = path.strip_suffix('/').unwrap_or(path);
-        ROUTES
-            .iter()
-            .find(|(p, _)| p.eq_ignore_ascii_case(path))
-            .map(|&(_, r)| r)
-    }
-
-    /// The `endpoint` label of metrics and logs.
-    pub fn label(route: Option<Route>) -> &'static str {
-        match route {
-            Some(Route::Api(Endpoint::Event)) => "event",
-            Some(Route::Api(Endpoint::Payments)) => "payments",
-            Some(Route::Api(Endpoint::PaymentDetails)) => "payment_details",
-            Some(Route::Api(Endpoint::Submission)) => "submission",
-            Some(Route::Api(Endpoint::SubmissionList)) => "submission_list",
-            Some(Route::Api(Endpoint::Hotsite)) => "hotsite",
-            Some(Route::Healthz) => "healthz",
-            Some(Route::Readyz) => "readyz",
-            Some(Route::Status) => "status",
-            Some(Route::Metrics) => "metrics",
-            Some(Route::Journal) => "journal",
-            Some(Route::OpenApi) => "openapi",
-            None => "unknown",
-        }
-    }
-}
 
 /// What the router needs beyond the request and the snapshot; one per server.
 #[derive(Debug, Clone)]
@@ -254,9 +167,9 @@ where
     let Some(route) = route else {
         return json(StatusCode::NOT_FOUND, not_found_body(&full_url(&req, ctx)));
     };
-    let endpoint = match route {
+    let index = match (route, route.operation()) {
         // Its own methods (DELETE too), and no preflight: answered before the checks below.
-        Route::Journal => return journal(req.method(), ctx.journal.as_deref()),
+        (_, Some(Operation::Journal)) => return journal(req.method(), ctx.journal.as_deref()),
         // A CORS preflight: no token (browsers send none), the allow headers added by the server.
         _ if req.method() == Method::OPTIONS && ctx.cors.is_on() => {
             let mut res = Response::new(Bytes::new());
@@ -267,8 +180,8 @@ where
         _ if req.method() != Method::GET && req.method() != Method::HEAD => {
             return error(ApiError::MethodNotAllowed)
         }
-        Route::Healthz => return json(StatusCode::OK, Bytes::from_static(HEALTHY)),
-        Route::Metrics => {
+        (_, Some(Operation::Healthz)) => return json(StatusCode::OK, Bytes::from_static(HEALTHY)),
+        (_, Some(Operation::Metrics)) => {
             let mut res = json(StatusCode::OK, Bytes::from(ctx.metrics.render()));
             res.headers_mut().insert(
                 CONTENT_TYPE,
@@ -276,11 +189,12 @@ where
             );
             return res;
         }
-        Route::OpenApi => return represent(req.headers(), &OPENAPI_BODY, ctx),
+        (_, Some(Operation::OpenApi)) => return represent(req.headers(), &OPENAPI_BODY, ctx),
         _ if !snapshot.is_ready() => return error(ApiError::NotReady),
-        Route::Readyz => return json(StatusCode::OK, Bytes::from_static(READY)),
-        Route::Status => return json(StatusCode::OK, snapshot.status().clone()),
-        Route::Api(endpoint) => endpoint,
+        (_, Some(Operation::Readyz)) => return json(StatusCode::OK, Bytes::from_static(READY)),
+        (_, Some(Operation::Status)) => return json(StatusCode::OK, snapshot.status().clone()),
+        (Route::Api(index), None) => index,
+        (Route::Operation(_), None) => return error(ApiError::NotReady),
     };
     let token = token_of(&req);
     if token.is_empty() {
@@ -302,10 +216,10 @@ where
     };
     // For the journal: the reference of a details request that gets no real answer (a fault, a
     // simulated error) is the query's, if any; a real answer's is the one it looked up.
-    let asked = (endpoint == Endpoint::PaymentDetails && ctx.journal.is_some())
+    let asked = (route.by_reference() && ctx.journal.is_some())
         .then(|| details::from_query(req.uri().query()))
         .flatten();
-    let mut res = simulated(req, endpoint, bundle, control, ctx).await;
+    let mut res = simulated(req, index, bundle, control, ctx).await;
     if let Some(fault) = control.fault {
         res.extensions_mut().insert(fault);
     }
@@ -319,7 +233,7 @@ where
 /// bundle's draw, capped by `--max-delay`), then no answer, a simulated error or the real one.
 async fn simulated<B>(
     req: Request<B>,
-    endpoint: Endpoint,
+    index: usize,
     bundle: &Prepared,
     control: Control,
     ctx: &Context,
@@ -328,7 +242,7 @@ where
     B: Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let draw = bundle.simulation.as_ref().map(|s| s.draw(endpoint.index()));
+    let draw = bundle.simulation.as_ref().map(|s| s.draw(index));
     let delay = control
         .delay
         .or(draw.map(|d| d.delay))
@@ -357,13 +271,13 @@ where
     // The reference looked up, kept for the journal only.
     let mut reference = None;
     let keep = ctx.journal.is_some().then_some(&mut reference);
-    let found = match endpoint {
-        Endpoint::Event => Ok(Answer::Prepared(&bundle.event)),
-        Endpoint::Payments => Ok(Answer::Prepared(&bundle.payments)),
-        Endpoint::Submission => Ok(Answer::Prepared(&bundle.submission)),
-        Endpoint::SubmissionList => Ok(Answer::Prepared(&bundle.submission_list)),
-        Endpoint::Hotsite => Ok(Answer::Prepared(&bundle.hotsite)),
-        Endpoint::PaymentDetails => payment_details(&parts, request_body, bundle, keep).await,
+    let found = match bundle.answers(index) {
+        Some(Answers::One(body)) => Ok(Answer::Prepared(body)),
+        Some(Answers::ByReference(_)) => {
+            payment_details(&parts, request_body, bundle, index, keep).await
+        }
+        // Every prepared bundle has a slot per table entry.
+        None => Err(ApiError::NotReady),
     };
     let mut res = match found {
         Ok(body) => represent(&parts.headers, &body, ctx),
@@ -455,6 +369,7 @@ async fn payment_details<'a, B>(
     parts: &Parts,
     body: B,
     bundle: &'a Prepared,
+    index: usize,
     asked: Option<&mut Option<Box<str>>>,
 ) -> Result<Answer<'a>, ApiError>
 where
@@ -492,48 +407,9 @@ where
                 .ok_or(ApiError::MissingReference)?
         }
     };
-    let found = bundle.detail(reference.as_str());
+    let found = bundle.detail(index, reference.as_str());
     if let Some(asked) = asked {
         *asked = Some(reference.into_boxed_str());
     }
     found.ok_or(ApiError::PaymentNotFound)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn routes_with_and_without_trailing_slash() {
-        let api = |e| Some(Route::Api(e));
-        assert_eq!(Route::of("/api/v1/event"), api(Endpoint::Event));
-        assert_eq!(Route::of("/api/v1/event/"), api(Endpoint::Event));
-        assert_eq!(Route::of("/api/v1/submission/"), api(Endpoint::Submission));
-        assert_eq!(
-            Route::of("/api/v1/submission/list/"),
-            api(Endpoint::SubmissionList)
-        );
-        assert_eq!(Route::of("/API/V1/Hotsite/"), api(Endpoint::Hotsite));
-        assert_eq!(Route::of("/healthz"), Some(Route::Healthz));
-        assert_eq!(Route::of("/openapi.json"), Some(Route::OpenApi));
-        assert_eq!(Route::of("/api/v1/event//"), None);
-        assert_eq!(Route::of("/api/v1"), None);
-        assert_eq!(Route::of("/"), None);
-        assert_eq!(Route::of("/_journal"), Some(Route::Journal));
-    }
-
-    #[test]
-    fn endpoint_indexes_name_the_simulate_keys() {
-        use crate::model::simulate::ENDPOINT_KEYS;
-        for e in [
-            Endpoint::Event,
-            Endpoint::Payments,
-            Endpoint::PaymentDetails,
-            Endpoint::Submission,
-            Endpoint::SubmissionList,
-            Endpoint::Hotsite,
-        ] {
-            assert_eq!(ENDPOINT_KEYS[e.index()], Route::label(Some(Route::Api(e))));
-        }
-    }
 }

@@ -26,7 +26,8 @@ use super::details;
 use super::fault::{ConnFault, FaultError, FaultIo, ReplyBody};
 use super::idle::IdleTimeout;
 use super::journal::{self, Journal};
-use super::router::{self, Context, Endpoint, Reference, Route, Unanswered};
+use super::router::{self, Context, Reference, Route, Unanswered};
+use crate::api::Operation;
 use crate::metrics::Metrics;
 use crate::problem::token_head;
 use crate::store::{Snapshot, Store};
@@ -289,7 +290,7 @@ impl<'a> Outcome<'a> {
             .ctx
             .journal
             .as_deref()
-            .filter(|_| route != Some(Route::Journal));
+            .filter(|_| route.and_then(Route::operation) != Some(Operation::Journal));
         let seen = (shared.access_log || journal.is_some()).then(|| {
             let token = String::from_utf8_lossy(router::token_of(req)).into_owned();
             Seen {
@@ -358,8 +359,9 @@ impl Drop for Outcome<'_> {
             return;
         }
         // As for a details request given no real answer: the query's reference, if any.
-        let reference = match (&self.seen, self.journal, self.route) {
-            (Some(seen), Some(_), Some(Route::Api(Endpoint::PaymentDetails))) => {
+        let by_reference = self.route.is_some_and(Route::by_reference);
+        let reference = match (&self.seen, self.journal) {
+            (Some(seen), Some(_)) if by_reference => {
                 details::from_query(seen.query.as_deref()).map(String::into_boxed_str)
             }
             _ => None,

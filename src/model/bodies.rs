@@ -271,3 +271,43 @@ pub fn hotsite_body(v: &Value, diag: &mut Diag) -> Option<HotsiteBody> {
         extra,
     })
 }
+
+/// What a body holds, for `/status`: each kind of record it has and how many, under the names
+/// `/status` shows.
+pub trait Records {
+    fn records(&self) -> Vec<(&'static str, usize)>;
+}
+
+impl Records for EventBody {
+    fn records(&self) -> Vec<(&'static str, usize)> {
+        vec![("tickets", self.event.tickets.len())]
+    }
+}
+
+/// A detail file's rows are not counted: `/status` counts the detail files.
+impl Records for List<records::PaymentDetail> {
+    fn records(&self) -> Vec<(&'static str, usize)> {
+        Vec::new()
+    }
+}
+
+impl Records for SubmissionBody {
+    fn records(&self) -> Vec<(&'static str, usize)> {
+        vec![
+            ("submission_types", self.submission_type.data.len()),
+            ("topic_areas", self.topic_area.data.len()),
+        ]
+    }
+}
+
+impl Records for SubmissionListBody {
+    fn records(&self) -> Vec<(&'static str, usize)> {
+        vec![("submissions", self.submission.data.len())]
+    }
+}
+
+impl Records for HotsiteBody {
+    fn records(&self) -> Vec<(&'static str, usize)> {
+        vec![("page_areas", self.areas.len())]
+    }
+}

@@ -17,9 +17,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Number, Value};
 
-use bodies::{EventBody, HotsiteBody, List, SubmissionBody, SubmissionListBody};
+use crate::api::FileBody;
 use decode::Diag;
-use records::PaymentDetail;
 
 /// The two file formats a bundle may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -220,18 +219,42 @@ fn kind_of(v: &Value) -> &'static str {
 }
 
 /// One event's data, whole and validated: what a bundle folder holds.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Bundle {
     /// The folder's name.
     pub name: String,
     pub config: BundleConfig,
-    pub event: EventBody,
-    pub payments: payments::Payments,
-    /// Detail files by payment reference.
-    pub details: BTreeMap<String, List<PaymentDetail>>,
-    pub submission: SubmissionBody,
-    pub submission_list: SubmissionListBody,
-    pub hotsite: HotsiteBody,
+    /// One per entry of [`crate::api::API`], in its order.
+    pub slots: Vec<Slot>,
+}
+
+/// What feeds one endpoint of a bundle (see [`crate::api::Feed`]).
+#[derive(Debug)]
+pub enum Slot {
+    /// A file's body, decoded whole (the default body when the file is absent).
+    Body(Box<dyn FileBody>),
+    /// The payments, streamed.
+    Stream(payments::Payments),
+    /// Files by payment reference.
+    PerReference(BTreeMap<String, Box<dyn FileBody>>),
+}
+
+impl Bundle {
+    /// The first whole-file body of type `T` (the event, say).
+    pub fn body<T: 'static>(&self) -> Option<&T> {
+        self.slots.iter().find_map(|s| match s {
+            Slot::Body(b) => b.as_any().downcast_ref::<T>(),
+            _ => None,
+        })
+    }
+
+    /// The streamed payments.
+    pub fn payments(&self) -> Option<&payments::Payments> {
+        self.slots.iter().find_map(|s| match s {
+            Slot::Stream(p) => Some(p),
+            _ => None,
+        })
+    }
 }
 
 #[cfg(test)]

@@ -11,16 +11,6 @@ use serde_json::{Map, Value};
 
 use super::decode::{describe, join_key, Diag};
 
-/// The endpoint keys of `[simulate.endpoints.<key>]`, in the order of [`Simulate::endpoints`].
-pub const ENDPOINT_KEYS: [&str; 6] = [
-    "event",
-    "payments",
-    "payment_details",
-    "submission",
-    "submission_list",
-    "hotsite",
-];
-
 /// The status of a simulated error when `error_status` is not given.
 pub const DEFAULT_ERROR_STATUS: u16 = 503;
 
@@ -50,8 +40,9 @@ impl Default for Settings {
 pub struct Simulate {
     /// The seed of the sequence of delays and errors; `None`: seeded from the clock.
     pub seed: Option<u64>,
-    /// One per endpoint, in [`ENDPOINT_KEYS`] order.
-    pub endpoints: [Settings; 6],
+    /// One per endpoint, in the order of [`crate::api::API`] (whose keys name the
+    /// `[simulate.endpoints.KEY]` tables).
+    pub endpoints: Vec<Settings>,
 }
 
 /// The fields of the bundle-wide table and of each endpoint table, as written (`None`: absent
@@ -100,7 +91,7 @@ pub fn simulate(v: &Value, diag: &mut Diag) -> Option<Simulate> {
                 };
                 for (name, table_value) in endpoints {
                     let at = join_key(&at, name);
-                    match ENDPOINT_KEYS.iter().position(|k| k == name) {
+                    match crate::api::index_of(name) {
                         Some(index) => {
                             if let Some(t) = table(table_value, &at, diag) {
                                 endpoint_tables.push((index, fields(t, &at, diag, false)));
@@ -110,7 +101,7 @@ pub fn simulate(v: &Value, diag: &mut Diag) -> Option<Simulate> {
                             &at,
                             format!(
                                 "unknown endpoint, ignored (known: {})",
-                                ENDPOINT_KEYS.join(", ")
+                                crate::api::keys().collect::<Vec<_>>().join(", ")
                             ),
                         ),
                     }
@@ -123,7 +114,7 @@ pub fn simulate(v: &Value, diag: &mut Diag) -> Option<Simulate> {
         }
     }
     let base = fields(map, path, diag, true).over(Settings::default());
-    let mut endpoints = [base; 6];
+    let mut endpoints = vec![base; crate::api::API.len()];
     for (index, partial) in endpoint_tables {
         endpoints[index] = partial.over(base);
     }
@@ -251,19 +242,20 @@ mod tests {
         let (sim, problems) = decode(
             "[simulate]\nlatency_ms = 120\nerror_rate = 0.05\nseed = 7\n\
              [simulate.endpoints.payments]\nlatency_ms = [200, 800]\n\
-             [simulate.endpoints.hotsite]\nerror_status = 502\n",
+             [simulate.endpoints.submission_list]\nerror_status = 502\n",
         );
         assert_eq!(problems, Vec::<String>::new());
         let sim = sim.expect("valid");
         assert_eq!(sim.seed, Some(7));
-        let event = sim.endpoints[0];
+        let at = |key| sim.endpoints[crate::api::index_of(key).expect("a key of the table")];
+        let event = at("event");
         assert_eq!(event.latency_ms, (120, 120));
         assert_eq!(event.error_rate, 0.05);
         assert_eq!(event.error_status, DEFAULT_ERROR_STATUS);
-        assert_eq!(sim.endpoints[1].latency_ms, (200, 800));
-        assert_eq!(sim.endpoints[1].error_rate, 0.05);
-        assert_eq!(sim.endpoints[5].error_status, 502);
-        assert_eq!(sim.endpoints[5].latency_ms, (120, 120));
+        assert_eq!(at("payments").latency_ms, (200, 800));
+        assert_eq!(at("payments").error_rate, 0.05);
+        assert_eq!(at("submission_list").error_status, 502);
+        assert_eq!(at("submission_list").latency_ms, (120, 120));
     }
 
     #[test]
@@ -273,6 +265,10 @@ mod tests {
              [simulate.endpoints.payments]\nlatency_ms = [800, 200]\nseed = 3\n\
              [simulate.endpoints.tickets]\nerror_rate = 1\n",
         );
+        let unknown = format!(
+            "warning: simulate.endpoints.tickets: unknown endpoint, ignored (known: {})",
+            crate::api::keys().collect::<Vec<_>>().join(", ")
+        );
         assert_eq!(sim, None);
         assert_eq!(
             problems,
@@ -280,7 +276,7 @@ mod tests {
                 "warning: simulate.speed: unknown key, ignored (known: latency_ms, error_rate, error_status, seed, endpoints)",
                 "error: simulate.endpoints.payments.latency_ms: the range [800, 200] has its minimum above its maximum",
                 "warning: simulate.endpoints.payments.seed: unknown key, ignored (the seed is set once for the bundle, in [simulate])",
-                "warning: simulate.endpoints.tickets: unknown endpoint, ignored (known: event, payments, payment_details, submission, submission_list, hotsite)",
+                unknown.as_str(),
                 "error: simulate.error_rate: expected a number from 0 to 1, found the number 1.5",
                 "error: simulate.error_status: expected an HTTP error status from 400 to 599, found the number 302",
                 "error: simulate.latency_ms: expected milliseconds (120) or a range [min, max] ([50, 400]); a range has exactly two numbers",
@@ -292,7 +288,8 @@ mod tests {
     fn warnings_alone_keep_the_table() {
         let (sim, problems) = decode("[simulate]\nerror_rate = 1\n[simulate.endpoints.nope]\n");
         assert_eq!(problems.len(), 1, "{problems:?}");
-        assert_eq!(sim.expect("served").endpoints[3].error_rate, 1.0);
+        let sim = sim.expect("served");
+        assert!(sim.endpoints.iter().all(|e| e.error_rate == 1.0), "{sim:?}");
         let (sim, problems) = decode("simulate = 3\n");
         assert_eq!(sim, None);
         assert_eq!(

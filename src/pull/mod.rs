@@ -26,6 +26,7 @@ use bytes::Bytes;
 use reqwest::Url;
 use serde::Deserialize;
 
+use crate::api;
 use crate::load;
 use crate::problem::token_hint;
 use fetch::Fetcher;
@@ -184,6 +185,11 @@ impl PullSummary {
     pub fn bytes(&self) -> u64 {
         self.endpoints.iter().map(|e| e.bytes).sum()
     }
+
+    /// Whether a line of the summary counts files fetched one per payment.
+    fn per_payment(&self, e: &EndpointSummary) -> bool {
+        api::index_of(e.name).is_some_and(|i| matches!(api::API[i].pull, api::Pull::PerPayment))
+    }
 }
 
 impl fmt::Display for PullSummary {
@@ -202,11 +208,11 @@ impl fmt::Display for PullSummary {
                 "  {:<16} {:>9} {:<8} {:>12}",
                 e.name,
                 records,
-                match (e.name, e.records) {
-                    ("payment_details", Some(1)) => "file",
-                    ("payment_details", _) => "files",
-                    (_, Some(1)) => "record",
-                    _ => "records",
+                match (self.per_payment(e), e.records) {
+                    (true, Some(1)) => "file",
+                    (true, _) => "files",
+                    (false, Some(1)) => "record",
+                    (false, _) => "records",
                 },
                 progress::human_bytes(e.bytes)
             )?;
@@ -226,16 +232,32 @@ impl fmt::Display for PullSummary {
     }
 }
 
-/// The five list endpoints: the bundle file each becomes and its path under the API base (as the
-/// API text writes them, trailing slashes included).
-const ENDPOINTS: [(&str, &str); 5] = [
-    ("event", "event"),
-    ("payments", "payments"),
-    ("submission", "submission/"),
-    ("submission_list", "submission/list"),
-    ("hotsite", "hotsite/"),
-];
-const DETAILS_PATH: &str = "payments/details";
+/// What `pull` fetches, from the endpoint table: the list endpoints in table order, each with
+/// its path under the API base (as the API text writes it, trailing slash included), then the
+/// endpoint fetched once per payment reference.
+pub(crate) struct Plan {
+    pub lists: Vec<(&'static api::Endpoint, &'static str)>,
+    pub per_payment: Option<(&'static api::Endpoint, &'static str)>,
+}
+
+/// The plan of every pull (see [`Plan`]).
+pub(crate) fn plan() -> Plan {
+    let relative = |e: &'static api::Endpoint| {
+        let path = e.path.strip_prefix("/api/v1/").unwrap_or(e.path);
+        (e, path)
+    };
+    Plan {
+        lists: api::API
+            .iter()
+            .filter(|e| matches!(e.pull, api::Pull::List { .. }))
+            .map(relative)
+            .collect(),
+        per_payment: api::API
+            .iter()
+            .find(|e| matches!(e.pull, api::Pull::PerPayment))
+            .map(relative),
+    }
+}
 
 /// Runs a pull: fetch everything into the staging folder, check it, swap it in.
 pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
@@ -252,10 +274,12 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
 
     let mut endpoints = Vec::new();
     let mut references = Vec::new();
-    for (file, path) in ENDPOINTS {
+    let plan = plan();
+    for &(endpoint, path) in &plan.lists {
+        let file = endpoint.key;
         let url = format!("{base}/{path}");
         let body = fetcher.get(&url, None, &progress).await?;
-        let records = if file == "payments" {
+        let records = if matches!(endpoint.feed, api::Feed::Stream) {
             references = payment_references(&body).map_err(|e| match e {
                 PullError::UnsafeReference { reference, reason } => PullError::UnsafeReference {
                     reference: hide_token(&reference, &opts.token.0),
@@ -265,7 +289,7 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
             })?;
             Some(references.len())
         } else {
-            count_records(file, &body)
+            count_records(endpoint, &body)
         };
         let bytes = write_body(
             &staging.path().join(format!("{file}.json")),
@@ -281,16 +305,18 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
         });
     }
 
-    let details = fetch_details(
-        &fetcher,
-        &progress,
-        &format!("{base}/{DETAILS_PATH}"),
-        references,
-        staging.path(),
-        opts,
-    )
-    .await?;
-    endpoints.push(details);
+    if let Some((endpoint, path)) = plan.per_payment {
+        let details = fetch_details(
+            &fetcher,
+            &progress,
+            (endpoint.key, path, &format!("{base}/{path}")),
+            references,
+            staging.path(),
+            opts,
+        )
+        .await?;
+        endpoints.push(details);
+    }
 
     let toml_path = staging.path().join("bundle.toml");
     let toml = bundle_toml(opts.token.0.trim(), &base);
@@ -447,17 +473,12 @@ pub(crate) fn quoted(text: &str) -> String {
     format!("{cut:?}{more}")
 }
 
-/// The records an answer holds, for the summary.
-fn count_records(file: &str, body: &[u8]) -> Option<usize> {
-    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let len = |v: &serde_json::Value| v.as_array().map(Vec::len);
-    match file {
-        "event" => len(&v["data"]).or_else(|| len(&v)).or(Some(1)),
-        "submission" => Some(len(&v["submission_type"]["data"])? + len(&v["topic_area"]["data"])?),
-        "submission_list" => len(&v["submission"]["data"]),
-        "hotsite" => len(&v["areasSite"]),
-        _ => len(&v["data"]),
-    }
+/// The records an answer holds, for the summary (as its table entry counts them).
+fn count_records(endpoint: &api::Endpoint, body: &[u8]) -> Option<usize> {
+    let api::Pull::List { count } = endpoint.pull else {
+        return None;
+    };
+    count(&serde_json::from_slice(body).ok()?)
 }
 
 /// Writes an answer: its bytes as received, or re-indented with `--pretty` (numbers keep their
@@ -574,12 +595,12 @@ fn bundle_toml(token: &str, base: &str) -> String {
 async fn fetch_details(
     fetcher: &Arc<Fetcher>,
     progress: &Arc<Progress>,
-    url: &str,
+    (key, path, url): (&'static str, &'static str, &str),
     references: Vec<String>,
     staging: &Path,
     opts: &PullOptions,
 ) -> Result<EndpointSummary, PullError> {
-    let dir = staging.join("payment_details");
+    let dir = staging.join(key);
     std::fs::create_dir(&dir).map_err(|source| PullError::Io {
         path: dir.clone(),
         source,
@@ -599,6 +620,7 @@ async fn fetch_details(
             Arc::clone(&bytes),
         );
         let (url, dir, pretty) = (url.to_string(), dir.clone(), opts.pretty);
+        let what = path.trim_end_matches('/');
         workers.spawn(async move {
             loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
@@ -608,7 +630,7 @@ async fn fetch_details(
                 let body: Bytes = fetcher.get(&url, Some(reference), &progress).await?;
                 // `reference` passed `unsafe_reference`: it is one plain file name.
                 let path = dir.join(format!("{reference}.json"));
-                let n = write_body(&path, &body, pretty, "payments/details")?;
+                let n = write_body(&path, &body, pretty, what)?;
                 bytes.fetch_add(n, Ordering::Relaxed);
                 progress.detail_done();
             }
@@ -629,7 +651,7 @@ async fn fetch_details(
     }
     progress.details_end();
     Ok(EndpointSummary {
-        name: "payment_details",
+        name: key,
         records: Some(total),
         bytes: bytes.load(Ordering::Relaxed),
     })

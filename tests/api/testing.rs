@@ -35,7 +35,7 @@ fn event(title: &str, id_event: i64) -> Value {
 fn summit() -> Bundle {
     Bundle::new("summit")
         .token("summit-token")
-        .event(event("Summit", 1))
+        .json("event", event("Summit", 1))
 }
 
 #[tokio::test]
@@ -70,8 +70,12 @@ async fn in_code_bundles_serve_every_file_they_are_given() {
     let server = TestServer::from_bundles([
         summit()
             .token("second-summit-token")
-            .payments(serde_json::from_str(fixtures::PAYMENTS_JSON).expect("JSON"))
-            .payment_detail(
+            .json(
+                "payments",
+                serde_json::from_str(fixtures::PAYMENTS_JSON).expect("JSON"),
+            )
+            .json_for(
+                "payment_details",
                 "R-002",
                 serde_json::from_str(fixtures::DETAIL_JSON).expect("JSON"),
             )
@@ -83,7 +87,7 @@ async fn in_code_bundles_serve_every_file_they_are_given() {
             ),
         Bundle::new("forum")
             .token("forum-token")
-            .event(event("Forum", 2)),
+            .json("event", event("Forum", 2)),
     ])
     .start()
     .expect("the bundles start");
@@ -166,7 +170,7 @@ fn many_servers_started_from_many_threads_never_cross_talk() {
                 scope.spawn(move || {
                     TestServer::from_bundles([Bundle::new(format!("event{i}"))
                         .token(format!("token-{i}"))
-                        .event(event(&format!("Event {i}"), i))])
+                        .json("event", event(&format!("Event {i}"), i))])
                     .start()
                     .expect("starts")
                 })
@@ -224,8 +228,10 @@ fn a_bundle_with_errors_fails_start_with_every_problem_and_its_place() {
 
     let err = TestServer::from_bundles([
         summit(),
-        Bundle::new("broken").token("broken-token").event(bad),
-        Bundle::new("tokenless").event(event("No token", 4)),
+        Bundle::new("broken")
+            .token("broken-token")
+            .json("event", bad),
+        Bundle::new("tokenless").json("event", event("No token", 4)),
     ])
     .start()
     .expect_err("a broken bundle fails the start");
@@ -309,7 +315,7 @@ fn unusable_names_and_paths_are_refused() {
             "summit",
         ),
         (
-            vec![summit().payment_detail("R/1", serde_json::json!({"data": []}))],
+            vec![summit().json_for("payment_details", "R/1", serde_json::json!({"data": []}))],
             "R/1",
         ),
     ];

@@ -1,0 +1,446 @@
+//! The endpoint table: every route eventbox answers, each described once.
+//!
+//! [`API`] lists the API's endpoints, [`OPERATIONS`] the operations routes, in the same shape.
+//! Everything that used to spell an endpoint out reads it from here: the router (paths, methods,
+//! `Allow`), the metrics and log label, the `[simulate.endpoints.KEY]` names, the files `load`
+//! knows (and its "unknown file" message), the record counts of `/status`, `pull`'s plan and its
+//! record counting, the test server's bundle builder, and the OpenAPI test. Per-endpoint data in
+//! `model::Bundle`, `store::Prepared` and `catalog::Summary` sits in slots indexed by [`API`].
+//!
+//! Adding an endpoint is an entry here, a record type (and its decoder) in `model`, gen code and
+//! tests. Authorisation kinds the next endpoints need (an admin header, a token plus an app
+//! header) become [`Auth`] variants; paths with an `:id` become a [`Feed`] that answers one
+//! record of a list.
+
+use serde_json::Value;
+
+use crate::model::bodies::{self, Records};
+use crate::model::decode::Diag;
+
+/// How a request to an endpoint is authorised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Auth {
+    /// No header needed (operations routes).
+    Open,
+    /// `Authorization-Token` names the bundle.
+    Token,
+}
+
+/// The operations routes, answered by the server rather than from a bundle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Healthz,
+    Readyz,
+    Status,
+    Metrics,
+    /// The request journal (`--journal`).
+    Journal,
+    OpenApi,
+}
+
+/// A body decoded from a whole file, type-erased so that a bundle keeps one per endpoint in a
+/// slot: it serialises to the wire body and names its records for `/status`.
+pub trait FileBody: Records + std::fmt::Debug + Send + Sync + 'static {
+    /// The wire body: compact JSON.
+    fn to_json(&self) -> serde_json::Result<Vec<u8>>;
+    /// For the few places that need a body's own fields (the event's id and title).
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+impl<T: Records + serde::Serialize + std::fmt::Debug + Send + Sync + 'static> FileBody for T {
+    fn to_json(&self) -> serde_json::Result<Vec<u8>> {
+        serde_json::to_vec(self)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// Decodes one file's value into its body, collecting problems in `diag`.
+pub trait Decode: Sync {
+    fn decode(&self, v: &Value, diag: &mut Diag) -> Option<Box<dyn FileBody>>;
+    /// The body served when the file is absent; `None`: the file is required.
+    fn absent(&self) -> Option<Box<dyn FileBody>>;
+}
+
+/// A [`Decode`] from a typed decoder (`bodies::*_body`) and, for an optional file, the body an
+/// absent file stands for.
+pub struct Typed<T: 'static> {
+    pub decode: fn(&Value, &mut Diag) -> Option<T>,
+    pub absent: Option<fn() -> T>,
+}
+
+impl<T: FileBody> Decode for Typed<T> {
+    fn decode(&self, v: &Value, diag: &mut Diag) -> Option<Box<dyn FileBody>> {
+        (self.decode)(v, diag).map(|b| Box::new(b) as Box<dyn FileBody>)
+    }
+
+    fn absent(&self) -> Option<Box<dyn FileBody>> {
+        self.absent.map(|f| Box::new(f()) as Box<dyn FileBody>)
+    }
+}
+
+/// What feeds an endpoint's answers.
+#[derive(Clone, Copy)]
+pub enum Feed {
+    /// The file `KEY.json` or `KEY.toml`, decoded whole.
+    File(&'static dyn Decode),
+    /// `KEY.json` streamed record by record into the served body (`model::payments`); the
+    /// payments of the event, whose references key the [`Feed::PerReference`] answers.
+    Stream,
+    /// The folder `KEY/`, one `<reference>.json|.toml` per payment; a payment without a file
+    /// answers a row derived from the streamed payments. Its `/status` records are named `KEY`.
+    PerReference(&'static dyn Decode),
+    /// An operations route.
+    Server(Operation),
+}
+
+impl std::fmt::Debug for Feed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Feed::File(_) => f.write_str("File"),
+            Feed::Stream => f.write_str("Stream"),
+            Feed::PerReference(_) => f.write_str("PerReference"),
+            Feed::Server(op) => write!(f, "Server({op:?})"),
+        }
+    }
+}
+
+/// Whether and how `pull` fetches an endpoint.
+#[derive(Debug, Clone, Copy)]
+pub enum Pull {
+    No,
+    /// One request to the path; `count` gives the records of its answer for the summary.
+    List {
+        count: fn(&Value) -> Option<usize>,
+    },
+    /// One request per payment reference, after the lists.
+    PerPayment,
+}
+
+/// One route.
+#[derive(Debug)]
+pub struct Endpoint {
+    /// The metrics and log label, the `[simulate.endpoints.KEY]` name and the bundle file stem.
+    pub key: &'static str,
+    /// The path as documented (in `openapi.json`); matched with or without a trailing slash and
+    /// ignoring ASCII case.
+    pub path: &'static str,
+    /// Each method answered, with its OpenAPI `operationId`.
+    pub methods: &'static [(&'static str, &'static str)],
+    pub auth: Auth,
+    pub feed: Feed,
+    pub pull: Pull,
+}
+
+/// The length of an array member, if it is one.
+fn len(v: &Value) -> Option<usize> {
+    v.as_array().map(Vec::len)
+}
+
+/// The API's endpoints. Their order is the order of `/status` record counts and of `pull`.
+pub static API: [Endpoint; 6] = [
+    Endpoint {
+        key: "event",
+        path: "/api/v1/event",
+        methods: &[("GET", "getEvent"), ("HEAD", "headEvent")],
+        auth: Auth::Token,
+        feed: Feed::File(&Typed {
+            decode: bodies::event_body,
+            absent: None,
+        }),
+        pull: Pull::List {
+            count: |v| len(&v["data"]).or_else(|| len(v)).or(Some(1)),
+        },
+    },
+    Endpoint {
+        key: "payments",
+        path: "/api/v1/payments",
+        methods: &[("GET", "getPayments"), ("HEAD", "headPayments")],
+        auth: Auth::Token,
+        feed: Feed::Stream,
+        pull: Pull::List {
+            count: |v| len(&v["data"]),
+        },
+    },
+    Endpoint {
+        key: "payment_details",
+        path: "/api/v1/payments/details",
+        methods: &[("GET", "getPaymentDetails"), ("HEAD", "headPaymentDetails")],
+        auth: Auth::Token,
+        feed: Feed::PerReference(&Typed {
+            decode: bodies::details_body,
+            absent: None,
+        }),
+        pull: Pull::PerPayment,
+    },
+    Endpoint {
+        key: "submission",
+        path: "/api/v1/submission/",
+        methods: &[("GET", "getSubmission"), ("HEAD", "headSubmission")],
+        auth: Auth::Token,
+        feed: Feed::File(&Typed {
+            decode: bodies::submission_body,
+            absent: Some(Default::default),
+        }),
+        pull: Pull::List {
+            count: |v| Some(len(&v["submission_type"]["data"])? + len(&v["topic_area"]["data"])?),
+        },
+    },
+    Endpoint {
+        key: "submission_list",
+        path: "/api/v1/submission/list",
+        methods: &[("GET", "getSubmissionList"), ("HEAD", "headSubmissionList")],
+        auth: Auth::Token,
+        feed: Feed::File(&Typed {
+            decode: bodies::submission_list_body,
+            absent: Some(Default::default),
+        }),
+        pull: Pull::List {
+            count: |v| len(&v["submission"]["data"]),
+        },
+    },
+    Endpoint {
+        key: "hotsite",
+        path: "/api/v1/hotsite/",
+        methods: &[("GET", "getHotsite"), ("HEAD", "headHotsite")],
+        auth: Auth::Token,
+        feed: Feed::File(&Typed {
+            decode: bodies::hotsite_body,
+            absent: Some(Default::default),
+        }),
+        pull: Pull::List {
+            count: |v| len(&v["areasSite"]),
+        },
+    },
+];
+
+/// The operations routes.
+pub static OPERATIONS: [Endpoint; 6] = [
+    operation(
+        "healthz",
+        "/healthz",
+        &[("GET", "getHealth"), ("HEAD", "headHealth")],
+        Operation::Healthz,
+    ),
+    operation(
+        "readyz",
+        "/readyz",
+        &[("GET", "getReady"), ("HEAD", "headReady")],
+        Operation::Readyz,
+    ),
+    operation(
+        "status",
+        "/status",
+        &[("GET", "getStatus"), ("HEAD", "headStatus")],
+        Operation::Status,
+    ),
+    operation(
+        "metrics",
+        "/metrics",
+        &[("GET", "getMetrics"), ("HEAD", "headMetrics")],
+        Operation::Metrics,
+    ),
+    operation(
+        "journal",
+        "/_journal",
+        &[
+            ("GET", "getJournal"),
+            ("HEAD", "headJournal"),
+            ("DELETE", "clearJournal"),
+        ],
+        Operation::Journal,
+    ),
+    operation(
+        "openapi",
+        "/openapi.json",
+        &[("GET", "getOpenApi"), ("HEAD", "headOpenApi")],
+        Operation::OpenApi,
+    ),
+];
+
+const fn operation(
+    key: &'static str,
+    path: &'static str,
+    methods: &'static [(&'static str, &'static str)],
+    op: Operation,
+) -> Endpoint {
+    Endpoint {
+        key,
+        path,
+        methods,
+        auth: Auth::Open,
+        feed: Feed::Server(op),
+        pull: Pull::No,
+    }
+}
+
+/// The label of a request that matched no route.
+pub const UNKNOWN: &str = "unknown";
+
+/// Where a request goes: an API endpoint (its index in [`API`]) or an operations route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    Api(usize),
+    Operation(usize),
+}
+
+impl Route {
+    /// The route of a path, with or without one trailing slash. Like the service's web framework,
+    /// matching ignores ASCII case.
+    pub fn of(path: &str) -> Option<Route> {
+        let path = path.strip_suffix('/').unwrap_or(path);
+        let matches = |e: &Endpoint| {
+            let own = e.path.strip_suffix('/').unwrap_or(e.path);
+            own.eq_ignore_ascii_case(path)
+        };
+        if let Some(i) = API.iter().position(matches) {
+            return Some(Route::Api(i));
+        }
+        OPERATIONS.iter().position(matches).map(Route::Operation)
+    }
+
+    /// Its table entry.
+    pub fn endpoint(self) -> &'static Endpoint {
+        match self {
+            Route::Api(i) => &API[i],
+            Route::Operation(i) => &OPERATIONS[i],
+        }
+    }
+
+    /// The operations route it is, if it is one.
+    pub fn operation(self) -> Option<Operation> {
+        match self.endpoint().feed {
+            Feed::Server(op) => Some(op),
+            _ => None,
+        }
+    }
+
+    /// Whether it answers by a payment reference.
+    pub fn by_reference(self) -> bool {
+        matches!(self.endpoint().feed, Feed::PerReference(_))
+    }
+
+    /// The `endpoint` label of metrics and logs.
+    pub fn label(route: Option<Route>) -> &'static str {
+        route.map_or(UNKNOWN, |r| r.endpoint().key)
+    }
+}
+
+/// The index in [`API`] of a key.
+pub fn index_of(key: &str) -> Option<usize> {
+    API.iter().position(|e| e.key == key)
+}
+
+/// The keys of [`API`], in order (the `[simulate.endpoints]` names).
+pub fn keys() -> impl Iterator<Item = &'static str> {
+    API.iter().map(|e| e.key)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    fn all() -> impl Iterator<Item = (Route, &'static Endpoint)> {
+        (0..API.len())
+            .map(Route::Api)
+            .chain((0..OPERATIONS.len()).map(Route::Operation))
+            .map(|r| (r, r.endpoint()))
+    }
+
+    #[test]
+    fn the_router_resolves_every_entry_with_and_without_a_trailing_slash() {
+        for (route, e) in all() {
+            let bare = e.path.strip_suffix('/').unwrap_or(e.path);
+            assert_eq!(Route::of(bare), Some(route), "{}", e.path);
+            assert_eq!(Route::of(&format!("{bare}/")), Some(route), "{}", e.path);
+            assert_eq!(
+                Route::of(&bare.to_ascii_uppercase()),
+                Some(route),
+                "{}",
+                e.path
+            );
+            assert_eq!(Route::of(&format!("{bare}//")), None, "{}", e.path);
+        }
+        assert_eq!(Route::of("/api/v1"), None);
+        assert_eq!(Route::of("/"), None);
+    }
+
+    #[test]
+    fn openapi_documents_exactly_the_table() {
+        let doc: Value =
+            serde_json::from_slice(crate::http::router::OPENAPI).expect("openapi.json is JSON");
+        let paths = doc["paths"].as_object().expect("paths");
+        let documented: BTreeSet<(String, String, String)> = paths
+            .iter()
+            .flat_map(|(path, item)| {
+                item.as_object()
+                    .into_iter()
+                    .flatten()
+                    .filter(|(_, op)| op.is_object())
+                    .map(move |(method, op)| {
+                        (
+                            path.clone(),
+                            method.to_ascii_uppercase(),
+                            op["operationId"].as_str().unwrap_or("").to_string(),
+                        )
+                    })
+            })
+            .collect();
+        let table: BTreeSet<(String, String, String)> = all()
+            .flat_map(|(_, e)| {
+                e.methods
+                    .iter()
+                    .map(|(m, id)| (e.path.to_string(), m.to_string(), id.to_string()))
+            })
+            .collect();
+        assert_eq!(documented, table);
+        for e in &API {
+            assert_eq!(
+                paths[e.path]["get"]["security"][0]["token"],
+                serde_json::json!([]),
+                "{} is documented as needing the token",
+                e.path
+            );
+        }
+    }
+
+    #[test]
+    fn labels_are_exactly_the_keys_and_unique() {
+        let labels: Vec<&str> = all().map(|(r, _)| Route::label(Some(r))).collect();
+        let unique: BTreeSet<&str> = labels.iter().copied().collect();
+        assert_eq!(labels.len(), unique.len(), "{labels:?}");
+        assert!(!unique.contains(UNKNOWN));
+        assert_eq!(Route::label(None), UNKNOWN);
+        assert_eq!(keys().collect::<Vec<_>>(), labels[..API.len()].to_vec());
+        for (i, key) in keys().enumerate() {
+            assert_eq!(index_of(key), Some(i));
+        }
+    }
+
+    #[test]
+    fn pull_plans_exactly_the_pulled_entries() {
+        let plan = crate::pull::plan();
+        let planned: Vec<&str> = plan
+            .lists
+            .iter()
+            .map(|(e, _)| e.key)
+            .chain(plan.per_payment.map(|(e, _)| e.key))
+            .collect();
+        // The lists in table order, then the one fetched per payment (it needs their references).
+        let pulled: Vec<&str> = API
+            .iter()
+            .filter(|e| matches!(e.pull, Pull::List { .. }))
+            .chain(API.iter().filter(|e| matches!(e.pull, Pull::PerPayment)))
+            .map(|e| e.key)
+            .collect();
+        assert_eq!(planned, pulled);
+        for (e, path) in plan.lists.iter().chain(plan.per_payment.iter()) {
+            assert_eq!(format!("/api/v1/{path}"), e.path);
+        }
+        assert!(OPERATIONS.iter().all(|e| matches!(e.pull, Pull::No)));
+    }
+}
