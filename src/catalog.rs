@@ -6,7 +6,6 @@
 //! their tokens. See ARCHITECTURE.md, "Reload".
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -18,8 +17,9 @@ use crate::api;
 use crate::load::{self, BundleReport, LoadError};
 use crate::model::bodies::EventBody;
 use crate::model::{Bundle, Slot};
-use crate::problem::{token_hint, Location, Problem, Severity};
+use crate::problem::{Location, Problem, Severity};
 use crate::store::{Prepared, Snapshot};
+use crate::token::Token;
 
 /// What a bundle holds, for `/status`.
 #[derive(Debug, Clone, Serialize)]
@@ -60,50 +60,16 @@ impl Summary {
 }
 
 /// One loaded version of a bundle: its answers, the tokens that open it, what it holds.
+#[derive(Debug)]
 pub struct Version {
     pub prepared: Arc<Prepared>,
-    pub tokens: Vec<String>,
+    pub tokens: Vec<Token>,
     pub summary: Summary,
     pub loaded_at: DateTime<Utc>,
 }
 
-/// How many tokens, for `Debug`: tokens are secrets and never printed whole.
-struct TokenCount(usize);
-
-impl fmt::Debug for TokenCount {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} token(s), not shown", self.0)
-    }
-}
-
-impl fmt::Debug for Version {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Version")
-            .field("name", &self.prepared.name)
-            .field("tokens", &TokenCount(self.tokens.len()))
-            .field("summary", &self.summary)
-            .field("loaded_at", &self.loaded_at)
-            .finish_non_exhaustive()
-    }
-}
-
-impl fmt::Debug for Entry {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Entry")
-            .field("name", &self.name)
-            .field("dir", &self.dir)
-            .field("problems", &self.problems)
-            .field("conflicts", &self.conflicts)
-            .field("tokens", &TokenCount(self.tokens.len()))
-            .field("candidate", &self.candidate)
-            .field("last_good", &self.last_good)
-            .field("serving", &self.serving)
-            .field("checked_at", &self.checked_at)
-            .finish()
-    }
-}
-
 /// A bundle folder's state.
+#[derive(Debug)]
 pub struct Entry {
     pub name: String,
     pub dir: PathBuf,
@@ -112,7 +78,7 @@ pub struct Entry {
     /// Token clashes found when the last snapshot was built.
     pub conflicts: Vec<Problem>,
     /// The tokens the latest bundle.toml names (also when another file has errors).
-    pub tokens: Vec<String>,
+    pub tokens: Vec<Token>,
     /// The latest attempt's version, when it had no error.
     pub candidate: Option<Arc<Version>>,
     /// The newest version that was served; kept when a clash keeps it from being served, so it
@@ -305,7 +271,7 @@ impl Catalog {
 
     /// One round of [`Catalog::resolve_tokens`]; whether any bundle's served version changed.
     fn resolve_round(&mut self) -> bool {
-        let mut owner: HashMap<String, String> = HashMap::new();
+        let mut owner: HashMap<Token, String> = HashMap::new();
         for e in self.entries.values() {
             for t in e.serving.iter().flat_map(|v| &v.tokens) {
                 owner.entry(t.clone()).or_insert_with(|| e.name.clone());
@@ -328,14 +294,14 @@ impl Catalog {
             let Some(entry) = self.entries.get_mut(&name) else {
                 continue;
             };
-            let held_by_others = |tokens: &[String]| -> Vec<(String, String)> {
+            let held_by_others = |tokens: &[Token]| -> Vec<(String, String)> {
                 tokens
                     .iter()
                     .filter_map(|t| {
                         owner
                             .get(t)
                             .filter(|o| **o != name)
-                            .map(|o| (token_hint(t), o.clone()))
+                            .map(|o| (t.hint(), o.clone()))
                     })
                     .collect()
             };
@@ -361,7 +327,7 @@ impl Catalog {
                     owner.remove(t);
                 }
             }
-            let claimed: &[String] = match &chosen {
+            let claimed: &[Token] = match &chosen {
                 Some(v) => &v.tokens,
                 // A broken bundle claims its tokens only so that other broken ones report clashes.
                 None if entry.last_good.is_none() && reported.is_empty() => &entry.tokens,
@@ -411,7 +377,7 @@ impl Catalog {
         for entry in self.entries.values() {
             if let Some(v) = &entry.serving {
                 for t in &v.tokens {
-                    by_token.insert(t.as_str().into(), Arc::clone(&v.prepared));
+                    by_token.insert(t.clone(), Arc::clone(&v.prepared));
                 }
             }
         }
@@ -482,5 +448,190 @@ fn bundle_status(e: &Entry) -> BundleStatus<'_> {
         checked_at: timestamp(e.checked_at),
         errors: lines(Severity::Error),
         warnings: lines(Severity::Warning),
+    }
+}
+
+/// Token arbitration across bundles, on real bundle folders.
+#[cfg(test)]
+mod arbitration {
+    use std::path::Path;
+
+    use super::*;
+
+    const EVENT: &str = r#"{"data": [{
+        "id_event": 7, "title": "Summit", "url": "summit",
+        "start_date": "2026-05-04T09:00:00", "end_date": "2026-05-05T18:00:00",
+        "start_date_registration": "01/02/2026", "end_date_registration": "03/05/2026",
+        "summary": "Two days", "description": null, "url_image": "",
+        "credit_hour": 0, "country": "Brasil", "state": "SP", "city": "Santos",
+        "venue": "Porto", "latitude": "-23.96", "longitude": "-46.33",
+        "banner": null, "tickets": []
+    }]}"#;
+
+    /// Writes bundle `name` naming `tokens`; a broken one has an event file with an error.
+    fn write(data: &Path, name: &str, tokens: &[&str], broken: bool) {
+        let dir = data.join(name);
+        std::fs::create_dir_all(&dir).expect("bundle folder");
+        let list: Vec<String> = tokens.iter().map(|t| format!("{t:?}")).collect();
+        std::fs::write(
+            dir.join("bundle.toml"),
+            format!("tokens = [{}]\n", list.join(", ")),
+        )
+        .expect("bundle.toml");
+        let event = if broken { "{\"data\": 3}" } else { EVENT };
+        std::fs::write(dir.join("event.json"), event).expect("event.json");
+    }
+
+    /// Re-reads everything and publishes: which bundle each token opens.
+    fn serve(catalog: &mut Catalog, tokens: &[&str]) -> Vec<Option<String>> {
+        catalog.refresh(&Scope::All).expect("the data folder lists");
+        let snapshot = catalog.snapshot();
+        tokens
+            .iter()
+            .map(|t| snapshot.bundle(&Token::new(t)).map(|p| p.name.to_string()))
+            .collect()
+    }
+
+    fn conflicts(catalog: &Catalog, name: &str) -> Vec<String> {
+        catalog
+            .entry(name)
+            .map(|e| e.conflicts.iter().map(|p| p.message.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    fn some(name: &str) -> Option<String> {
+        Some(name.to_string())
+    }
+
+    #[test]
+    fn the_same_token_in_two_bundles_opens_the_first_and_the_other_reports_it() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        write(tmp.path(), "alpha", &["shared-token", "alpha-token"], false);
+        write(tmp.path(), "beta", &["shared-token"], false);
+        let mut catalog = Catalog::new(tmp.path());
+
+        let served = serve(&mut catalog, &["shared-token", "alpha-token"]);
+
+        assert_eq!(served, vec![some("alpha"), some("alpha")]);
+        assert!(catalog.entry("beta").is_some_and(|e| e.serving.is_none()));
+        assert_eq!(
+            conflicts(&catalog, "beta"),
+            vec!["token shar… is also named by bundle \"alpha\"; a token opens one bundle, so bundle \"beta\": it is not served"]
+        );
+        assert!(conflicts(&catalog, "alpha").is_empty());
+        // Derived Debug of everything holding tokens shows only their hints.
+        let shown = format!("{catalog:?} {:?}", catalog.snapshot());
+        assert!(!shown.contains("shared-token"), "{shown}");
+        assert!(shown.contains("Token(shar…)"), "{shown}");
+    }
+
+    #[test]
+    fn a_bundle_serving_keeps_its_token_when_a_copy_appears_earlier_in_name_order() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        write(tmp.path(), "main", &["event-token"], false);
+        let mut catalog = Catalog::new(tmp.path());
+        assert_eq!(serve(&mut catalog, &["event-token"]), vec![some("main")]);
+
+        write(tmp.path(), "a-copy", &["event-token"], false);
+        let served = serve(&mut catalog, &["event-token"]);
+
+        assert_eq!(served, vec![some("main")]);
+        assert_eq!(conflicts(&catalog, "a-copy").len(), 1);
+    }
+
+    #[test]
+    fn a_clash_resolves_when_the_holder_is_removed() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        write(tmp.path(), "alpha", &["shared-token"], false);
+        write(tmp.path(), "beta", &["shared-token"], false);
+        let mut catalog = Catalog::new(tmp.path());
+        assert_eq!(serve(&mut catalog, &["shared-token"]), vec![some("alpha")]);
+
+        std::fs::remove_dir_all(tmp.path().join("alpha")).expect("removed");
+        let served = serve(&mut catalog, &["shared-token"]);
+
+        assert_eq!(served, vec![some("beta")]);
+        assert!(catalog.entry("alpha").is_none());
+        assert!(conflicts(&catalog, "beta").is_empty());
+    }
+
+    #[test]
+    fn a_renamed_bundle_keeps_serving_its_tokens_under_its_new_name() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        write(tmp.path(), "old-name", &["event-token"], false);
+        write(tmp.path(), "other", &["other-token"], false);
+        let mut catalog = Catalog::new(tmp.path());
+        assert_eq!(
+            serve(&mut catalog, &["event-token"]),
+            vec![some("old-name")]
+        );
+
+        std::fs::rename(tmp.path().join("old-name"), tmp.path().join("new-name")).expect("rename");
+        let served = serve(&mut catalog, &["event-token", "other-token"]);
+
+        assert_eq!(served, vec![some("new-name"), some("other")]);
+        assert!(catalog.entry("old-name").is_none());
+        assert!(conflicts(&catalog, "new-name").is_empty());
+    }
+
+    #[test]
+    fn a_broken_bundle_never_takes_a_token_and_reports_the_clash() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        // In name order the broken one comes first; servable bundles claim first all the same.
+        write(tmp.path(), "a-broken", &["shared-token"], true);
+        write(tmp.path(), "b-good", &["shared-token"], false);
+        let mut catalog = Catalog::new(tmp.path());
+
+        let served = serve(&mut catalog, &["shared-token"]);
+
+        assert_eq!(served, vec![some("b-good")]);
+        assert_eq!(conflicts(&catalog, "a-broken").len(), 1, "{catalog:?}");
+        assert!(conflicts(&catalog, "b-good").is_empty());
+        assert!(catalog.entry("a-broken").is_some_and(Entry::has_errors));
+    }
+
+    #[test]
+    fn two_broken_bundles_naming_one_token_report_the_clash_once() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        write(tmp.path(), "a-broken", &["shared-token"], true);
+        write(tmp.path(), "b-broken", &["shared-token"], true);
+        let mut catalog = Catalog::new(tmp.path());
+
+        let served = serve(&mut catalog, &["shared-token"]);
+
+        assert_eq!(served, vec![None]);
+        assert!(conflicts(&catalog, "a-broken").is_empty());
+        assert_eq!(
+            conflicts(&catalog, "b-broken"),
+            vec!["token shar… is also named by bundle \"a-broken\"; a token opens one bundle, so bundle \"b-broken\": it is not served"]
+        );
+    }
+
+    #[test]
+    fn an_edit_that_takes_a_held_token_keeps_the_last_good_version_until_the_token_is_free() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        write(tmp.path(), "alpha", &["alpha-token"], false);
+        write(tmp.path(), "beta", &["beta-token"], false);
+        let mut catalog = Catalog::new(tmp.path());
+        serve(&mut catalog, &[]);
+
+        write(tmp.path(), "beta", &["alpha-token"], false);
+        let served = serve(&mut catalog, &["alpha-token", "beta-token"]);
+
+        assert_eq!(served, vec![some("alpha"), some("beta")]);
+        assert_eq!(
+            conflicts(&catalog, "beta"),
+            vec!["token alph… is also named by bundle \"alpha\"; a token opens one bundle, so bundle \"beta\": the previous version keeps serving"]
+        );
+
+        // The holder lets the token go: the new version of beta takes it.
+        write(tmp.path(), "alpha", &["alpha-new-token"], false);
+        let served = serve(
+            &mut catalog,
+            &["alpha-token", "beta-token", "alpha-new-token"],
+        );
+
+        assert_eq!(served, vec![some("beta"), None, some("alpha")]);
+        assert!(conflicts(&catalog, "beta").is_empty());
     }
 }

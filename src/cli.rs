@@ -188,7 +188,7 @@ pub struct PullArgs {
 impl PullArgs {
     pub fn options(&self) -> crate::pull::PullOptions {
         let mut o =
-            crate::pull::PullOptions::new(self.from.clone(), self.token.0.clone(), &self.into);
+            crate::pull::PullOptions::new(self.from.clone(), self.token.expose(), &self.into);
         o.concurrency = self.concurrency;
         o.pretty = self.pretty;
         o.retries = self.retries;
@@ -454,7 +454,7 @@ fn print_bundles(app: &App, data: &std::path::Path) {
             let first = version
                 .tokens
                 .first()
-                .map(|t| token_hint(t))
+                .map(|t| token_hint(t.expose()))
                 .unwrap_or_default();
             say(format_args!("  bundle {:<20} token {first}", entry.name));
         }

@@ -120,7 +120,7 @@ pub fn run(opts: &GenOptions) -> Result<GenSummary, GenError> {
         .into
         .file_name()
         .and_then(|n| n.to_str())
-        .filter(|n| !n.starts_with('_') && !n.starts_with('.'))
+        .filter(|n| !crate::load::ignored(n))
         .ok_or_else(|| GenError::BadTarget {
             path: opts.into.clone(),
             reason: "name the bundle folder (not starting with `_` or `.`), e.g. data/loadtest"
@@ -135,7 +135,7 @@ pub fn run(opts: &GenOptions) -> Result<GenSummary, GenError> {
     let token = opts
         .token
         .as_ref()
-        .map_or_else(|| format!("{name}-token"), |t| t.0.clone());
+        .map_or_else(|| format!("{name}-token"), |t| t.expose().to_string());
     if token.trim().is_empty() || token.trim() != token {
         return Err(GenError::BadToken);
     }

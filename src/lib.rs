@@ -2,6 +2,7 @@
 //! on disk.
 //!
 //! # Layout
+//! - [`api`]: the endpoint table every per-endpoint part derives from;
 //! - [`model`]: the records and bodies of the API, decoded and validated from JSON or TOML text;
 //! - [`load`]: reads a bundle folder into a bundle, collecting every problem;
 //! - [`catalog`]: every bundle folder across reloads, and which version serves which token;
@@ -16,6 +17,7 @@
 //! - [`config`], [`cli`]: the command line (`serve`, `check`, `pull`, `gen`) and the
 //!   configuration file;
 //! - [`problem`]: errors and warnings with the file and place they concern;
+//! - [`token`]: the secret that opens a bundle, never printed whole, compared in constant time;
 //! - [`testing`]: `TestServer`, a whole eventbox in a test process on `127.0.0.1:0`, from a data
 //!   folder or from bundles built in code.
 //!
@@ -39,4 +41,5 @@ pub mod rng;
 pub mod simulate;
 pub mod store;
 pub mod testing;
+pub mod token;
 pub mod watch;

@@ -17,6 +17,7 @@ use crate::model::decode::Diag;
 use crate::model::payments::{self, Payments};
 use crate::model::{self, Bundle, Format, Slot};
 use crate::problem::{Location, Problem};
+use crate::token::Token;
 
 /// The data folder itself could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +29,7 @@ pub enum LoadError {
 }
 
 /// The outcome for one bundle folder.
+#[derive(Debug)]
 pub struct BundleReport {
     /// The folder's name, which is the bundle's name.
     pub name: String,
@@ -40,21 +42,7 @@ pub struct BundleReport {
     pub loaded_at: chrono::DateTime<chrono::Utc>,
     /// The tokens its bundle.toml names, even when another file has errors (empty when
     /// bundle.toml itself has one), so token clashes are found across every bundle.
-    pub tokens: Vec<String>,
-}
-
-impl std::fmt::Debug for BundleReport {
-    /// Tokens are secrets: only how many.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BundleReport")
-            .field("name", &self.name)
-            .field("dir", &self.dir)
-            .field("bundle", &self.bundle)
-            .field("problems", &self.problems)
-            .field("loaded_at", &self.loaded_at)
-            .field("tokens", &format_args!("{} not shown", self.tokens.len()))
-            .finish()
-    }
+    pub tokens: Vec<Token>,
 }
 
 impl BundleReport {
@@ -67,8 +55,15 @@ impl BundleReport {
     }
 }
 
-/// The bundle folders of a data folder, in name order. Folders whose names start with `.` or `_`
-/// are skipped, and so are plain files at the top of the data folder.
+/// Whether a name in the data folder is never a bundle: it starts with `_` (the staging folders
+/// of `pull` and `gen`, or a bundle put aside) or `.` (hidden: editor and system files). The one
+/// rule, used by loading, watching, `pull`, `gen` and the test server.
+pub fn ignored(name: &str) -> bool {
+    name.starts_with(['_', '.'])
+}
+
+/// The bundle folders of a data folder, in name order. Folders [`ignored`] are skipped, and so
+/// are plain files at the top of the data folder.
 pub fn bundle_names(dir: &Path) -> Result<Vec<String>, LoadError> {
     let unreadable = |source| LoadError::Unreadable {
         path: dir.to_path_buf(),
@@ -86,7 +81,7 @@ pub fn bundle_names(dir: &Path) -> Result<Vec<String>, LoadError> {
         let Ok(name) = entry.file_name().into_string() else {
             continue;
         };
-        if name.starts_with('.') || name.starts_with('_') {
+        if ignored(&name) {
             continue;
         }
         // Follows links, so a bundle may be a symlink to a folder elsewhere.
@@ -164,7 +159,7 @@ pub fn load_bundle(dir: &Path, name: &str) -> BundleReport {
 struct BundleLoader<'a> {
     dir: &'a Path,
     problems: &'a mut Vec<Problem>,
-    tokens: &'a mut Vec<String>,
+    tokens: &'a mut Vec<Token>,
 }
 
 /// A file found in a bundle, by what it is for.
@@ -574,4 +569,32 @@ fn sorted_entries(dir: &Path) -> io::Result<Vec<(String, PathBuf, bool)>> {
     }
     out.sort();
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_starting_with_an_underscore_or_a_dot_are_ignored() {
+        for name in ["_summit.pull-12-0", "_old", ".git", ".DS_Store"] {
+            assert!(ignored(name), "{name}");
+        }
+        for name in ["summit", "summit_", "a.b", "-x"] {
+            assert!(!ignored(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn only_bundle_folders_not_ignored_are_listed() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        for dir in ["summit", "_summit.gen-1-0", ".hidden", "forum"] {
+            fs::create_dir(tmp.path().join(dir)).expect("folder");
+        }
+        fs::write(tmp.path().join("notes.txt"), "x").expect("file");
+
+        let names = bundle_names(tmp.path()).expect("listed");
+
+        assert_eq!(names, vec!["forum", "summit"]);
+    }
 }

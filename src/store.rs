@@ -11,6 +11,7 @@ use std::sync::{Arc, OnceLock};
 use crate::model::payments::DerivedRow;
 use crate::model::{Bundle, Slot};
 use crate::simulate::Simulation;
+use crate::token::Token;
 use arc_swap::{ArcSwap, Guard};
 use bytes::Bytes;
 
@@ -288,31 +289,17 @@ impl Prepared {
 }
 
 /// Everything served at one moment: token → bundle answers, and the `/status` body.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct Snapshot {
-    by_token: HashMap<Box<str>, Arc<Prepared>>,
+    by_token: HashMap<Token, Arc<Prepared>>,
     status: Bytes,
     /// False for the empty snapshot served until the first load is published.
     ready: bool,
 }
 
-impl std::fmt::Debug for Snapshot {
-    /// The bundles served and how many tokens open them; never a token (they are the keys).
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut bundles: Vec<&str> = self.by_token.values().map(|p| &*p.name).collect();
-        bundles.sort_unstable();
-        bundles.dedup();
-        f.debug_struct("Snapshot")
-            .field("bundles", &bundles)
-            .field("tokens", &format_args!("{} not shown", self.by_token.len()))
-            .field("ready", &self.ready)
-            .finish_non_exhaustive()
-    }
-}
-
 impl Snapshot {
     /// A published snapshot (ready).
-    pub fn new(by_token: HashMap<Box<str>, Arc<Prepared>>, status: Bytes) -> Snapshot {
+    pub fn new(by_token: HashMap<Token, Arc<Prepared>>, status: Bytes) -> Snapshot {
         Snapshot {
             by_token,
             status,
@@ -321,7 +308,7 @@ impl Snapshot {
     }
 
     /// The bundle a token opens.
-    pub fn bundle(&self, token: &str) -> Option<&Prepared> {
+    pub fn bundle(&self, token: &Token) -> Option<&Prepared> {
         self.by_token.get(token).map(Arc::as_ref)
     }
 

@@ -251,7 +251,7 @@ impl Bundle {
                 .collect::<Vec<_>>()
                 .as_slice(),
             [Component::Normal(_)]
-        ) && !self.name.starts_with(['.', '_']);
+        ) && !crate::load::ignored(&self.name);
         if !name_ok {
             return Err(StartError::BundleName(self.name.clone()));
         }
@@ -452,7 +452,13 @@ impl Builder {
         let (tokens, mut problems) = app.reloader.with_catalog(|catalog| {
             let tokens: BTreeMap<String, Vec<String>> = catalog
                 .entries()
-                .filter_map(|e| Some((e.name.clone(), e.serving.as_ref()?.tokens.clone())))
+                .filter_map(|e| {
+                    let tokens = &e.serving.as_ref()?.tokens;
+                    Some((
+                        e.name.clone(),
+                        tokens.iter().map(|t| t.expose().to_string()).collect(),
+                    ))
+                })
                 .collect();
             let problems: Vec<Problem> = catalog
                 .entries()

@@ -67,7 +67,7 @@ pub fn scope_of(data_dir: &Path, paths: &[PathBuf]) -> Scope {
             Some(Component::Normal(name)) => match name.to_str() {
                 // Not bundles (staging folders, editor files): a rename out of them shows up
                 // under the new name.
-                Some(n) if n.starts_with('.') || n.starts_with('_') => {}
+                Some(n) if crate::load::ignored(n) => {}
                 Some(n) => {
                     names.insert(n.to_string());
                 }

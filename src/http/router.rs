@@ -26,6 +26,7 @@ use super::{details, negotiate};
 use crate::api::Operation;
 use crate::metrics::{self, Metrics};
 use crate::store::{self, Answer, Answers, Encoding, Prepared, Snapshot};
+use crate::token::{NotText, Token};
 
 /// The header that carries the token.
 pub const TOKEN_HEADER: &str = "authorization-token";
@@ -196,14 +197,12 @@ where
         (Route::Api(index), None) => index,
         (Route::Operation(_), None) => return error(ApiError::NotReady),
     };
-    let token = token_of(&req);
-    if token.is_empty() {
-        return error(ApiError::MissingToken);
-    }
-    let Some(bundle) = std::str::from_utf8(token)
-        .ok()
-        .and_then(|t| snapshot.bundle(t))
-    else {
+    let bundle = match Token::from_header(req.headers().get(TOKEN_HEADER).map(|v| v.as_bytes())) {
+        Ok(None) => return error(ApiError::MissingToken),
+        Ok(Some(token)) => snapshot.bundle(&token),
+        Err(NotText) => None,
+    };
+    let Some(bundle) = bundle else {
         return error(ApiError::InvalidToken);
     };
     let control = if ctx.allow_control_headers {

@@ -31,6 +31,7 @@ use crate::api::Operation;
 use crate::metrics::Metrics;
 use crate::problem::token_head;
 use crate::store::{Snapshot, Store};
+use crate::token::Token;
 
 /// The `Server` header of every answer.
 const SERVER_NAME: HeaderValue =
@@ -292,13 +293,18 @@ impl<'a> Outcome<'a> {
             .as_deref()
             .filter(|_| route.and_then(Route::operation) != Some(Operation::Journal));
         let seen = (shared.access_log || journal.is_some()).then(|| {
-            let token = String::from_utf8_lossy(router::token_of(req)).into_owned();
+            let raw = router::token_of(req);
+            let token = String::from_utf8_lossy(raw).into_owned();
+            let bundle = Token::from_header(Some(raw))
+                .ok()
+                .flatten()
+                .and_then(|t| snapshot.bundle(&t).map(|b| Arc::clone(&b.name)));
             Seen {
                 arrived: journal.map(|_| chrono::Utc::now()),
                 method: req.method().clone(),
                 path: req.uri().path().to_string(),
                 query: req.uri().query().map(str::to_string),
-                bundle: snapshot.bundle(&token).map(|b| Arc::clone(&b.name)),
+                bundle,
                 token: (!token.is_empty()).then(|| token_head(&token)),
             }
         });

@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 use serde_json::{Number, Value};
 
 use crate::api::FileBody;
+use crate::token::Token;
 use decode::Diag;
 
 /// The two file formats a bundle may use.
@@ -112,21 +113,11 @@ fn toml_to_json(v: toml::Value) -> Value {
 }
 
 /// `bundle.toml`: the tokens that open the bundle, and what its answers simulate.
-#[derive(Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BundleConfig {
-    pub tokens: Vec<String>,
+    pub tokens: Vec<Token>,
     /// The `[simulate]` table: latency and errors (see [`simulate`]).
     pub simulate: Option<simulate::Simulate>,
-}
-
-impl std::fmt::Debug for BundleConfig {
-    /// Tokens are secrets: only how many.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BundleConfig")
-            .field("tokens", &format_args!("{} not shown", self.tokens.len()))
-            .field("simulate", &self.simulate)
-            .finish()
-    }
 }
 
 /// Decodes `bundle.toml`. At least one token; tokens are non-blank and have no surrounding white
@@ -162,7 +153,7 @@ pub fn bundle_config(v: &Value, diag: &mut Diag) -> Option<BundleConfig> {
         diag.error("tokens", "at least one token is required");
         return None;
     }
-    let mut out: Vec<String> = Vec::with_capacity(items.len());
+    let mut out: Vec<Token> = Vec::with_capacity(items.len());
     let mut ok = true;
     for (i, item) in items.iter().enumerate() {
         let path = format!("tokens[{i}]");
@@ -181,13 +172,13 @@ pub fn bundle_config(v: &Value, diag: &mut Diag) -> Option<BundleConfig> {
                 );
                 ok = false;
             }
-            Value::String(s) if out.contains(s) => {
+            Value::String(s) if out.contains(&Token::new(s)) => {
                 diag.warning(
                     &path,
                     format!("token {} is listed twice", crate::problem::token_hint(s)),
                 );
             }
-            Value::String(s) => out.push(s.clone()),
+            Value::String(s) => out.push(Token::new(s)),
             other => {
                 diag.error(
                     &path,

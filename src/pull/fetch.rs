@@ -50,7 +50,7 @@ enum Failure {
 
 impl Fetcher {
     pub fn new(opts: &PullOptions) -> Result<Fetcher, PullError> {
-        let token = opts.token.0.trim();
+        let token = opts.token.expose().trim();
         if token.is_empty() {
             return Err(PullError::BadToken("the token is blank".into()));
         }

@@ -34,22 +34,8 @@ use progress::Progress;
 pub use progress::ProgressMode;
 use stage::Staging;
 
-/// A token given on the command line. Its `Debug` shows only a hint: a token is a secret.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Token(pub String);
-
-impl fmt::Debug for Token {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Token({})", token_hint(&self.0))
-    }
-}
-
-impl std::str::FromStr for Token {
-    type Err = std::convert::Infallible;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Ok(Token(s.to_string()))
-    }
-}
+/// The token given with `--token` (see [`crate::token`]).
+pub use crate::token::Token;
 
 /// What `pull` does; [`PullOptions::new`] gives the command line's defaults.
 #[derive(Debug, Clone)]
@@ -83,7 +69,7 @@ impl PullOptions {
     ) -> Self {
         PullOptions {
             from: from.into(),
-            token: Token(token.into()),
+            token: Token::new(&token.into()),
             into: into.into(),
             concurrency: 8,
             pretty: false,
@@ -282,7 +268,7 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
         let records = if matches!(endpoint.feed, api::Feed::Stream) {
             references = payment_references(&body).map_err(|e| match e {
                 PullError::UnsafeReference { reference, reason } => PullError::UnsafeReference {
-                    reference: hide_token(&reference, &opts.token.0),
+                    reference: hide_token(&reference, opts.token.expose()),
                     reason,
                 },
                 other => other,
@@ -319,13 +305,13 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
     }
 
     let toml_path = staging.path().join("bundle.toml");
-    let toml = bundle_toml(opts.token.0.trim(), &base);
+    let toml = bundle_toml(opts.token.expose().trim(), &base);
     stage::write_private(&toml_path, toml.as_bytes()).map_err(|source| PullError::Io {
         path: toml_path.clone(),
         source,
     })?;
 
-    let warnings = check_staged(staging.path(), &name, &opts.token.0).await?;
+    let warnings = check_staged(staging.path(), &name, opts.token.expose()).await?;
     staging.commit()?;
     progress.finish();
     Ok(PullSummary {
@@ -385,7 +371,7 @@ fn bundle_name(into: &Path) -> Result<String, PullError> {
         .ok_or_else(|| bad("name the bundle folder, e.g. data/summit"))?
         .to_str()
         .ok_or_else(|| bad("the bundle name must be UTF-8"))?;
-    if name.starts_with('_') || name.starts_with('.') {
+    if load::ignored(name) {
         return Err(bad(
             "a bundle whose name starts with `_` or `.` is never served; choose another name",
         ));
@@ -773,13 +759,13 @@ mod tests {
         let v = crate::model::parse_text(&text, crate::model::Format::Toml).expect("valid TOML");
         let mut diag = crate::model::decode::Diag::default();
         let config = crate::model::bundle_config(&v, &mut diag).expect("a bundle config");
-        assert_eq!(config.tokens, vec!["to\"k\\en".to_string()]);
+        assert_eq!(config.tokens, vec![Token::new("to\"k\\en")]);
         assert!(diag.findings.is_empty(), "{:?}", diag.findings);
     }
 
     #[test]
     fn a_token_debug_shows_a_hint_only() {
-        let t = Token("secret-token-value".into());
+        let t = Token::new("secret-token-value");
         assert_eq!(format!("{t:?}"), "Token(secr…)");
     }
 }

@@ -304,7 +304,7 @@ fn gen_refuses_a_target_that_is_a_file_or_a_symbolic_link() {
 #[test]
 fn a_gen_token_is_shown_as_a_hint_in_debug_output() {
     let mut o = GenOptions::new("data/x");
-    o.token = Some(eventbox::pull::Token("secret-gen-token".into()));
+    o.token = Some(eventbox::pull::Token::new("secret-gen-token"));
     let args = eventbox::cli::GenArgs {
         into: "data/x".into(),
         payments: 1,

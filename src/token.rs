@@ -1,0 +1,136 @@
+//! `Token`: the secret in `Authorization-Token` that opens one bundle, as `bundle.toml` names it
+//! and as a request or `pull --token` gives it.
+//!
+//! Built once (from a header: trimmed, as the service trims it; from `bundle.toml` or the
+//! command line: as written, for their own checks of white space), it never shows itself: `Debug` and
+//! `Display` print its hint (`demo…`, see [`crate::problem::token_hint`]), so any struct holding
+//! tokens can derive `Debug`. Equality runs in constant time (`subtle`), so comparing a guess
+//! with a bundle's token tells nothing about how much of it was right; hashing (for the
+//! token → bundle map) is ordinary. [`Token::expose`] is the one way to the text, for the few
+//! places that must send or write it.
+
+use std::fmt;
+use std::hash::{Hash, Hasher};
+
+use subtle::ConstantTimeEq;
+
+use crate::problem::{token_head, token_hint};
+
+/// A token. See the module's documentation.
+#[derive(Clone, Default)]
+pub struct Token(Box<str>);
+
+/// The header's value is not UTF-8, so it names no bundle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NotText;
+
+impl Token {
+    /// A token from text, as written (`bundle.toml` refuses white space around a token; `pull`
+    /// trims its `--token`, `gen` refuses a padded one).
+    pub fn new(text: &str) -> Token {
+        Token(text.into())
+    }
+
+    /// The token a request header carries: `Ok(None)` when the header is absent or blank.
+    pub fn from_header(value: Option<&[u8]>) -> Result<Option<Token>, NotText> {
+        let bytes = value.unwrap_or_default().trim_ascii();
+        if bytes.is_empty() {
+            return Ok(None);
+        }
+        std::str::from_utf8(bytes)
+            .map(|t| Some(Token(t.into())))
+            .map_err(|_| NotText)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The whole token: only for sending it (`pull`) or writing it (`bundle.toml`).
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    /// Its first characters and an ellipsis, for messages and logs.
+    pub fn hint(&self) -> String {
+        token_hint(&self.0)
+    }
+
+    /// Its first characters, without the ellipsis (the journal's `token` field).
+    pub fn head(&self) -> String {
+        token_head(&self.0)
+    }
+}
+
+impl PartialEq for Token {
+    /// Constant time for tokens of one length (the length itself is not hidden).
+    fn eq(&self, other: &Token) -> bool {
+        self.0.as_bytes().ct_eq(other.0.as_bytes()).into()
+    }
+}
+
+impl Eq for Token {}
+
+impl Hash for Token {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Token({})", self.hint())
+    }
+}
+
+impl fmt::Display for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.hint())
+    }
+}
+
+impl std::str::FromStr for Token {
+    type Err = std::convert::Infallible;
+
+    fn from_str(s: &str) -> Result<Token, Self::Err> {
+        Ok(Token::new(s))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use super::*;
+
+    #[test]
+    fn debug_and_display_show_only_the_hint() {
+        let t = Token::new("secret-token-value");
+        assert_eq!(format!("{t:?}"), "Token(secr…)");
+        assert_eq!(t.to_string(), "secr…");
+        assert_eq!(format!("{:?}", vec![t.clone()]), "[Token(secr…)]");
+        assert_eq!(t.expose(), "secret-token-value");
+        assert_eq!(t.head(), "secr");
+    }
+
+    #[test]
+    fn the_header_is_trimmed_and_blank_is_absent() {
+        assert_eq!(Token::from_header(None), Ok(None));
+        assert_eq!(Token::from_header(Some(b"  ")), Ok(None));
+        assert_eq!(
+            Token::from_header(Some(b" demo-token ")),
+            Ok(Some(Token::new("demo-token")))
+        );
+        assert_eq!(Token::from_header(Some(b"\xff\xfe")), Err(NotText));
+    }
+
+    #[test]
+    fn equal_tokens_find_each_other_in_a_map_and_others_do_not() {
+        let mut map = HashMap::new();
+        map.insert(Token::new("demo-token"), 1);
+        assert_eq!(map.get(&Token::new("demo-token")), Some(&1));
+        assert_eq!(map.get(&Token::new("demo-tokem")), None);
+        assert_eq!(map.get(&Token::new("demo-toke")), None);
+        assert_ne!(Token::new("a"), Token::new("b"));
+    }
+}
