@@ -5,7 +5,7 @@
 //! `Allow`), the metrics and log label, the `[simulate.endpoints.KEY]` names, the files `load`
 //! knows (and its "unknown file" message), the record counts of `/status`, `pull`'s plan and its
 //! record counting, the test server's bundle builder, and the OpenAPI test. Per-endpoint data in
-//! `model::Bundle`, `store::Prepared` and `catalog::Summary` sits in slots indexed by [`API`].
+//! `model::Bundle`, `prepare::Prepared` and `catalog::Summary` sits in slots indexed by [`API`].
 //!
 //! Adding an endpoint is an entry here, a record type (and its decoder) in `model`, gen code and
 //! tests. Authorisation kinds the next endpoints need (an admin header, a token plus an app

@@ -10,15 +10,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::api;
 use crate::load::{self, BundleReport, LoadError};
 use crate::model::bodies::EventBody;
 use crate::model::{Bundle, Slot};
+use crate::prepare::{self, Prepared};
 use crate::problem::{Location, Problem, Severity};
-use crate::store::{Prepared, Snapshot};
+use crate::store::Snapshot;
 use crate::token::Token;
 
 /// What a bundle holds, for `/status`.
@@ -394,60 +395,7 @@ impl Catalog {
     }
 
     fn status_body(&self) -> Bytes {
-        let body = StatusBody {
-            bundles: self.entries.values().map(bundle_status).collect(),
-        };
-        // Only strings, integers and booleans: serialisation cannot fail.
-        serde_json::to_vec(&body)
-            .map_or_else(|_| Bytes::from_static(b"{\"bundles\":[]}"), Bytes::from)
-    }
-}
-
-fn timestamp(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Secs, true)
-}
-
-#[derive(Serialize)]
-struct StatusBody<'a> {
-    bundles: Vec<BundleStatus<'a>>,
-}
-
-#[derive(Serialize)]
-struct BundleStatus<'a> {
-    name: &'a str,
-    served: bool,
-    id_event: Option<i64>,
-    title: Option<&'a str>,
-    /// How many tokens its bundle.toml names; never the tokens.
-    tokens: usize,
-    records: Option<&'a Records>,
-    /// When the served version was loaded.
-    loaded_at: Option<String>,
-    /// When the folder was last read (the errors below are that attempt's).
-    checked_at: String,
-    errors: Vec<String>,
-    warnings: Vec<String>,
-}
-
-fn bundle_status(e: &Entry) -> BundleStatus<'_> {
-    let served = e.serving.as_deref();
-    let lines = |severity| {
-        e.all_problems()
-            .filter(|p| p.severity == severity)
-            .map(ToString::to_string)
-            .collect()
-    };
-    BundleStatus {
-        name: &e.name,
-        served: served.is_some(),
-        id_event: served.map(|v| v.summary.id_event),
-        title: served.map(|v| v.summary.title.as_str()),
-        tokens: e.tokens.len(),
-        records: served.map(|v| &v.summary.records),
-        loaded_at: served.map(|v| timestamp(v.loaded_at)),
-        checked_at: timestamp(e.checked_at),
-        errors: lines(Severity::Error),
-        warnings: lines(Severity::Warning),
+        prepare::status(self.entries.values())
     }
 }
 

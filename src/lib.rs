@@ -34,6 +34,7 @@ pub mod http;
 pub mod load;
 pub mod metrics;
 pub mod model;
+pub mod prepare;
 pub mod problem;
 pub mod pull;
 pub mod reload;

@@ -114,7 +114,7 @@ impl Reloader {
         if catalog.compression() {
             // Bodies too large to compress while preparing: in the background, identity being
             // served until they are ready.
-            let fresh: Vec<Arc<crate::store::Prepared>> = catalog
+            let fresh: Vec<Arc<crate::prepare::Prepared>> = catalog
                 .entries()
                 .filter(|e| refreshed.loaded.contains(&e.name))
                 .filter_map(|e| e.serving.as_ref().map(|v| Arc::clone(&v.prepared)))

@@ -2,7 +2,7 @@
 //! `Accept-Encoding` header picks (RFC 9110 §12.5.3, q-values, `*`, `identity;q=0`), and whether
 //! an `If-None-Match` header matches an entity tag (weak comparison, lists, `*`).
 
-use crate::store::Encoding;
+use crate::prepare::Encoding;
 
 /// The q-value a header gives each coding we can produce.
 #[derive(Debug, Clone, Copy, PartialEq)]

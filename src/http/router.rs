@@ -5,7 +5,7 @@
 //! clone. `/metrics` is the one route that encodes per request (it is scraped, not polled).
 
 use std::net::SocketAddr;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
@@ -25,7 +25,8 @@ use super::journal::Journal;
 use super::{details, negotiate};
 use crate::api::Operation;
 use crate::metrics::{self, Metrics};
-use crate::store::{self, Answer, Answers, Encoding, Prepared, Snapshot};
+use crate::prepare::{self, Answer, Answers, Encoding, Prepared};
+use crate::store::Snapshot;
 use crate::token::{NotText, Token};
 
 /// The header that carries the token.
@@ -42,16 +43,8 @@ const ACCEPT_ENCODING_VARY: HeaderValue = HeaderValue::from_static("accept-encod
 
 pub use crate::api::Route;
 
-/// The OpenAPI 3.1 document of the API as served (kept at the repository's root).
-pub const OPENAPI: &[u8] = include_bytes!("../../openapi.json");
-
-/// The document as a prepared body (ETag, compressed variants), made on first use. The same
-/// bytes for every server, so sharing it shares no state.
-static OPENAPI_BODY: LazyLock<store::Body> = LazyLock::new(|| {
-    let body = store::Body::new(Bytes::from_static(OPENAPI));
-    body.compress();
-    body
-});
+/// The OpenAPI document (see [`crate::prepare::openapi`]).
+pub use crate::prepare::OPENAPI;
 
 /// What the router needs beyond the request and the snapshot; one per server.
 #[derive(Debug, Clone)]
@@ -190,7 +183,7 @@ where
             );
             return res;
         }
-        (_, Some(Operation::OpenApi)) => return represent(req.headers(), &OPENAPI_BODY, ctx),
+        (_, Some(Operation::OpenApi)) => return represent(req.headers(), prepare::openapi(), ctx),
         _ if !snapshot.is_ready() => return error(ApiError::NotReady),
         (_, Some(Operation::Readyz)) => return json(StatusCode::OK, Bytes::from_static(READY)),
         (_, Some(Operation::Status)) => return json(StatusCode::OK, snapshot.status().clone()),
@@ -313,47 +306,41 @@ fn journal(method: &Method, journal: Option<&Journal>) -> Response<Bytes> {
 /// The answer for a prepared body: the encoding `Accept-Encoding` picks, its `ETag`, and 304 when
 /// `If-None-Match` names that tag. No compression happens here unless a client refuses identity
 /// for a body still being compressed in the background.
-fn represent(headers: &HeaderMap, body: &store::Body, ctx: &Context) -> Response<Bytes> {
+fn represent(headers: &HeaderMap, body: &prepare::Body, ctx: &Context) -> Response<Bytes> {
     let accept = headers.get(ACCEPT_ENCODING).and_then(|v| v.to_str().ok());
     let Some(wanted) = negotiate::choose(accept, ctx.compression, body.is_small()) else {
         let mut res = error(ApiError::NotAcceptable);
         res.headers_mut().insert(VARY, ACCEPT_ENCODING_VARY);
         return res;
     };
-    let (encoding, bytes) = match body.ready(wanted) {
-        Some(bytes) => (wanted, bytes.clone()),
+    let (encoding, (bytes, etag)) = match body.ready(wanted) {
+        Some(ready) => (wanted, ready),
         None if negotiate::accepts_identity(accept) => {
-            (Encoding::Identity, body.identity().clone())
+            (Encoding::Identity, body.encoded(Encoding::Identity))
         }
         // Identity refused and the variant not made yet: a small body is compressed now (a few
         // ms); a large one is being compressed in the background, so ask the client to retry
         // rather than hold a worker for seconds.
-        None if body.identity().len() > store::EAGER_COMPRESS_MAX => {
+        None if body.identity().len() > prepare::EAGER_COMPRESS_MAX => {
             let mut res = error(ApiError::NotReady);
             res.headers_mut().insert(VARY, ACCEPT_ENCODING_VARY);
             return res;
         }
-        None => (wanted, body.encoded(wanted).clone()),
+        None => (wanted, body.encoded(wanted)),
     };
-    let etag = HeaderValue::from_str(&body.etag(encoding)).ok();
-    let matched = match (
-        headers.get(IF_NONE_MATCH).and_then(|v| v.to_str().ok()),
-        &etag,
-    ) {
-        (Some(inm), Some(tag)) => negotiate::none_match(inm, tag.to_str().unwrap_or_default()),
-        _ => false,
+    let matched = match headers.get(IF_NONE_MATCH).and_then(|v| v.to_str().ok()) {
+        Some(inm) => negotiate::none_match(inm, etag.to_str().unwrap_or_default()),
+        None => false,
     };
     let mut res = if matched {
         let mut res = Response::new(Bytes::new());
         *res.status_mut() = StatusCode::NOT_MODIFIED;
         res
     } else {
-        json(StatusCode::OK, bytes)
+        json(StatusCode::OK, bytes.clone())
     };
     let h = res.headers_mut();
-    if let Some(tag) = etag {
-        h.insert(ETAG, tag);
-    }
+    h.insert(ETAG, etag.clone());
     h.insert(CACHE_CONTROL, NO_CACHE);
     h.insert(VARY, ACCEPT_ENCODING_VARY);
     if let (Some(name), false) = (encoding.header(), matched) {
