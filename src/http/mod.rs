@@ -1,8 +1,10 @@
 //! The HTTP side: a hyper 1 server that answers from the current snapshot.
 //!
-//! - [`server`]: the accept loop, metrics and access log around the router, graceful shutdown;
-//!   takes a bound listener, so tests bind `127.0.0.1:0` and run it in-process;
-//! - [`router`]: request → response, a plain function of the request and a snapshot;
+//! - [`server`]: the accept loop and graceful shutdown; takes a bound listener, so tests bind
+//!   `127.0.0.1:0` and run it in-process;
+//! - `pipeline`: one request, start to end: parse, route, authorise (one token lookup),
+//!   simulate and fault, represent, record (metrics, access log, journal);
+//! - [`router`]: the checks, simulation and representation of the pipeline's middle;
 //! - [`cors`]: CORS headers and preflights;
 //! - [`details`]: where the details endpoint finds its `reference`;
 //! - [`negotiate`]: `Accept-Encoding` and `If-None-Match`;
@@ -20,6 +22,7 @@ pub mod fault;
 pub mod idle;
 pub mod journal;
 pub mod negotiate;
+mod pipeline;
 pub mod router;
 pub mod server;
 

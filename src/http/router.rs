@@ -1,7 +1,8 @@
-//! Request → response: a plain function of the request, its route and the snapshot.
+//! The middle of the request pipeline (see `pipeline`): a plain function of the request, its
+//! route, the bundle its token opens and the snapshot, returning a `Handled` value.
 //!
-//! Checks run in the order the error contract fixes: path, method, token, then the request's own
-//! parameters. Every success body of the API is a prepared `Bytes`; answering is a lookup and a
+//! Checks run in the order the error contract fixes: path, method, readiness, token, then the
+//! request's own parameters. Every success body of the API is a prepared `Bytes`; answering is a lookup and a
 //! clone. `/metrics` is the one route that encodes per request (it is scraped, not polled).
 
 use std::net::SocketAddr;
@@ -20,14 +21,13 @@ use hyper::{Method, Request, Response, StatusCode};
 use super::control::{Control, Fault};
 use super::cors::Cors;
 use super::errors::{not_found_body, simulated_error_body, ApiError, BODY_LIMIT};
-use super::fault::ReplyBody;
 use super::journal::Journal;
+use super::pipeline::Handled;
 use super::{details, negotiate};
 use crate::api::Operation;
 use crate::metrics::{self, Metrics};
 use crate::prepare::{self, Answer, Answers, Encoding, Prepared};
 use crate::store::Snapshot;
-use crate::token::{NotText, Token};
 
 /// The header that carries the token.
 pub const TOKEN_HEADER: &str = "authorization-token";
@@ -63,16 +63,6 @@ pub struct Context {
     /// The request journal, when on.
     pub journal: Option<Arc<Journal>>,
 }
-
-/// Put in a response's extensions when the request asked for a payment reference (for the
-/// journal).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reference(pub Box<str>);
-
-/// Put in a response's extensions when no answer must be sent (`X-Eventbox-Fault: reset` or
-/// `empty`); the server fails the request instead (see `fault`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Unanswered(pub Fault);
 
 fn json(status: StatusCode, body: Bytes) -> Response<Bytes> {
     let len = HeaderValue::from(body.len());
@@ -116,109 +106,120 @@ fn full_url<B>(req: &Request<B>, ctx: &Context) -> String {
     format!("http://{host}{path}")
 }
 
-/// The token of a request, trimmed; empty when absent.
-pub fn token_of<B>(req: &Request<B>) -> &[u8] {
-    req.headers()
-        .get(TOKEN_HEADER)
-        .map(|v| v.as_bytes().trim_ascii())
-        .unwrap_or_default()
-}
-
-/// Answers one request from one snapshot; `route` is `Route::of` the request's path. HEAD gets
-/// GET's status and headers, `Content-Length` included, and no body (HTTP/2 rejects DATA frames
-/// on a HEAD stream). A request that asked for `X-Eventbox-Fault: truncate` gets half its body;
-/// one that asked for `reset` or `empty` gets an [`Unanswered`] mark for the server to act on.
-pub async fn handle<B>(
+/// Routes, checks, simulates and represents one request: the middle of the pipeline (see
+/// `pipeline`). `route` is `Route::of` the request's path; `bundle` is what its token opens (or
+/// why none), looked up once by the pipeline. Checks run in the order the error contract fixes:
+/// path, method, readiness, token, then the request's own parameters.
+pub(crate) async fn respond<B>(
     req: Request<B>,
     route: Option<Route>,
+    bundle: Result<&Prepared, ApiError>,
     snapshot: &Snapshot,
     ctx: &Context,
-) -> Response<ReplyBody>
+) -> Handled
 where
     B: Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let head = req.method() == Method::HEAD;
-    let res = answer(req, route, snapshot, ctx).await;
-    let truncate = res.extensions().get::<Fault>() == Some(&Fault::Truncate);
-    res.map(|body| match (head, truncate) {
-        (true, _) => ReplyBody::full(Bytes::new()),
-        (false, true) => ReplyBody::truncated(body),
-        (false, false) => ReplyBody::full(body),
-    })
+    match checked(req, route, bundle, snapshot, ctx) {
+        Checked::Api(req, index, bundle) => api(req, index, bundle, ctx).await,
+        Checked::Answered(response) => Handled::plain(response),
+    }
 }
 
-async fn answer<B>(
+/// What the checks made of a request.
+enum Checked<'s, B> {
+    /// Answered already: an operations route, or a refusal.
+    Answered(Response<Bytes>),
+    /// An API request that passed, with its endpoint's index and its bundle.
+    Api(Request<B>, usize, &'s Prepared),
+}
+
+/// Everything before an API answer: the operations routes are answered here, and so is every
+/// refusal; an API request that passes comes back with its endpoint and bundle.
+fn checked<'s, B>(
     req: Request<B>,
     route: Option<Route>,
+    bundle: Result<&'s Prepared, ApiError>,
     snapshot: &Snapshot,
     ctx: &Context,
-) -> Response<Bytes>
-where
-    B: Body,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
+) -> Checked<'s, B> {
     let Some(route) = route else {
-        return json(StatusCode::NOT_FOUND, not_found_body(&full_url(&req, ctx)));
+        return Checked::Answered(json(
+            StatusCode::NOT_FOUND,
+            not_found_body(&full_url(&req, ctx)),
+        ));
     };
     let index = match (route, route.operation()) {
         // Its own methods (DELETE too), and no preflight: answered before the checks below.
-        (_, Some(Operation::Journal)) => return journal(req.method(), ctx.journal.as_deref()),
+        (_, Some(Operation::Journal)) => {
+            return Checked::Answered(journal(req.method(), ctx.journal.as_deref()))
+        }
         // A CORS preflight: no token (browsers send none), the allow headers added by the server.
         _ if req.method() == Method::OPTIONS && ctx.cors.is_on() => {
             let mut res = Response::new(Bytes::new());
             *res.status_mut() = StatusCode::NO_CONTENT;
             res.headers_mut().insert(ALLOW, GET_HEAD_OPTIONS);
-            return res;
+            return Checked::Answered(res);
         }
         _ if req.method() != Method::GET && req.method() != Method::HEAD => {
-            return error(ApiError::MethodNotAllowed)
+            return Checked::Answered(error(ApiError::MethodNotAllowed))
         }
-        (_, Some(Operation::Healthz)) => return json(StatusCode::OK, Bytes::from_static(HEALTHY)),
+        (_, Some(Operation::Healthz)) => {
+            return Checked::Answered(json(StatusCode::OK, Bytes::from_static(HEALTHY)))
+        }
         (_, Some(Operation::Metrics)) => {
             let mut res = json(StatusCode::OK, Bytes::from(ctx.metrics.render()));
             res.headers_mut().insert(
                 CONTENT_TYPE,
                 HeaderValue::from_static(metrics::CONTENT_TYPE),
             );
-            return res;
+            return Checked::Answered(res);
         }
-        (_, Some(Operation::OpenApi)) => return represent(req.headers(), prepare::openapi(), ctx),
-        _ if !snapshot.is_ready() => return error(ApiError::NotReady),
-        (_, Some(Operation::Readyz)) => return json(StatusCode::OK, Bytes::from_static(READY)),
-        (_, Some(Operation::Status)) => return json(StatusCode::OK, snapshot.status().clone()),
+        (_, Some(Operation::OpenApi)) => {
+            return Checked::Answered(represent(req.headers(), prepare::openapi(), ctx))
+        }
+        _ if !snapshot.is_ready() => return Checked::Answered(error(ApiError::NotReady)),
+        (_, Some(Operation::Readyz)) => {
+            return Checked::Answered(json(StatusCode::OK, Bytes::from_static(READY)))
+        }
+        (_, Some(Operation::Status)) => {
+            return Checked::Answered(json(StatusCode::OK, snapshot.status().clone()))
+        }
         (Route::Api(index), None) => index,
-        (Route::Operation(_), None) => return error(ApiError::NotReady),
+        (Route::Operation(_), None) => return Checked::Answered(error(ApiError::NotReady)),
     };
-    let bundle = match Token::from_header(req.headers().get(TOKEN_HEADER).map(|v| v.as_bytes())) {
-        Ok(None) => return error(ApiError::MissingToken),
-        Ok(Some(token)) => snapshot.bundle(&token),
-        Err(NotText) => None,
-    };
-    let Some(bundle) = bundle else {
-        return error(ApiError::InvalidToken);
-    };
+    match bundle {
+        Ok(bundle) => Checked::Api(req, index, bundle),
+        Err(e) => Checked::Answered(error(e)),
+    }
+}
+
+/// An API request that passed the checks: control headers, simulation, the answer.
+async fn api<B>(req: Request<B>, index: usize, bundle: &Prepared, ctx: &Context) -> Handled
+where
+    B: Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let control = if ctx.allow_control_headers {
         match Control::from_headers(req.headers(), ctx.max_delay) {
             Ok(c) => c,
-            Err(e) => return error(e),
+            Err(e) => return Handled::plain(error(e)),
         }
     } else {
         Control::default()
     };
     // For the journal: the reference of a details request that gets no real answer (a fault, a
     // simulated error) is the query's, if any; a real answer's is the one it looked up.
-    let asked = (route.by_reference() && ctx.journal.is_some())
+    let asked = (Route::Api(index).by_reference() && ctx.journal.is_some())
         .then(|| details::from_query(req.uri().query()))
         .flatten();
-    let mut res = simulated(req, index, bundle, control, ctx).await;
-    if let Some(fault) = control.fault {
-        res.extensions_mut().insert(fault);
+    let (response, found) = simulated(req, index, bundle, control, ctx).await;
+    Handled {
+        response,
+        reference: found.or(asked.map(String::into_boxed_str)),
+        fault: control.fault,
     }
-    if let (Some(r), None) = (asked, res.extensions().get::<Reference>()) {
-        res.extensions_mut().insert(Reference(r.into_boxed_str()));
-    }
-    res
 }
 
 /// The API answer after the simulation asked for: the delay (the control header's, else the
@@ -229,7 +230,7 @@ async fn simulated<B>(
     bundle: &Prepared,
     control: Control,
     ctx: &Context,
-) -> Response<Bytes>
+) -> (Response<Bytes>, Option<Box<str>>)
 where
     B: Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -248,15 +249,14 @@ where
             // (up to the cap) so the client sees an orderly close.
             let _ = Limited::new(req.into_body(), BODY_LIMIT).collect().await;
         }
-        let mut res = Response::new(Bytes::new());
-        res.extensions_mut().insert(Unanswered(fault));
-        return res;
+        // No answer is sent: the pipeline fails the request (see `fault`).
+        return (Response::new(Bytes::new()), None);
     }
     let status = control.status.or(draw.and_then(|d| d.error));
     if let Some(status) = status {
         let code = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
         if let Some(body) = simulated_error_body(code.as_u16()) {
-            return json(code, body);
+            return (json(code, body), None);
         }
     }
     let (parts, request_body) = req.into_parts();
@@ -271,14 +271,11 @@ where
         // Every prepared bundle has a slot per table entry.
         None => Err(ApiError::NotReady),
     };
-    let mut res = match found {
+    let res = match found {
         Ok(body) => represent(&parts.headers, &body, ctx),
         Err(e) => error(e),
     };
-    if let Some(r) = reference {
-        res.extensions_mut().insert(Reference(r));
-    }
-    res
+    (res, reference)
 }
 
 /// `/_journal`: GET lists the requests kept, DELETE forgets them; 404 when the journal is off.

@@ -1,41 +1,27 @@
 //! The accept loop: one task per connection, HTTP/1.1 and HTTP/2 (prior knowledge) on the same
 //! port through hyper-util's auto builder, and a graceful shutdown that lets requests in flight
-//! finish (bounded). Around the router it measures each request (metrics) and, when asked,
-//! writes the access log and the request journal, also for a request whose client went away
-//! before its answer was ready (status 499); it turns the faults a request asked for into a
-//! failed request (see `fault`).
+//! finish (bounded). Each request goes through `pipeline::answer`.
 
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ORIGIN, SERVER};
 use hyper::service::service_fn;
-use hyper::Method;
-use hyper::Request;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use super::control::{Fault, DEFAULT_MAX_DELAY};
+use super::control::DEFAULT_MAX_DELAY;
 use super::cors::Cors;
-use super::details;
-use super::fault::{ConnFault, FaultError, FaultIo, ReplyBody};
+use super::fault::{ConnFault, FaultIo};
 use super::idle::IdleTimeout;
-use super::journal::{self, Journal};
-use super::router::{self, Context, Reference, Route, Unanswered};
-use crate::api::Operation;
+use super::journal::Journal;
+use super::pipeline;
+use super::router::Context;
 use crate::metrics::Metrics;
-use crate::problem::token_head;
-use crate::store::{Snapshot, Store};
-use crate::token::Token;
-
-/// The `Server` header of every answer.
-const SERVER_NAME: HeaderValue =
-    HeaderValue::from_static(concat!("eventbox/", env!("CARGO_PKG_VERSION")));
+use crate::store::Store;
 
 /// How long requests in flight may take to finish once shutdown is asked for.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -106,10 +92,10 @@ impl Default for Limits {
 
 /// What every request of one server shares: the one `Arc` a request clones.
 #[derive(Debug)]
-struct Shared {
-    store: Arc<Store>,
-    access_log: bool,
-    ctx: Context,
+pub(crate) struct Shared {
+    pub(crate) store: Arc<Store>,
+    pub(crate) access_log: bool,
+    pub(crate) ctx: Context,
 }
 
 /// Serves until `shutdown` completes, then stops accepting and lets requests in flight finish
@@ -178,7 +164,7 @@ pub async fn serve(
         let svc = service_fn(move |req| {
             let shared = Arc::clone(&shared);
             let fault = fault.clone();
-            async move { answer(req, &shared, fault.as_ref()).await }
+            async move { pipeline::answer(req, &shared, fault.as_ref()).await }
         });
         let connection = builder.serve_connection(io, svc).into_owned();
         let connection = graceful.watch(connection);
@@ -197,181 +183,4 @@ pub async fn serve(
         }
     }
     Ok(())
-}
-
-/// Answers one request around the router: headers every answer carries, metrics, access log,
-/// journal; a request that asked for no answer fails (HTTP/1 then closes the connection, after
-/// `reset` with an RST; HTTP/2 resets the stream).
-async fn answer(
-    req: Request<Incoming>,
-    shared: &Shared,
-    connection: Option<&ConnFault>,
-) -> Result<hyper::Response<ReplyBody>, FaultError> {
-    let ctx = &shared.ctx;
-    let route = Route::of(req.uri().path());
-    let http1 = req.version() < hyper::Version::HTTP_2;
-    let snapshot = shared.store.snapshot();
-    // Recorded once: below, or when hyper drops this future first (the client went away).
-    let mut outcome = Outcome::begin(&req, route, &snapshot, shared);
-    let origin = req.headers().get(ORIGIN).cloned();
-    let preflight = req.method() == Method::OPTIONS && route.is_some();
-    let mut res = router::handle(req, route, &snapshot, ctx).await;
-    let unanswered = res.extensions().get::<Unanswered>().map(|u| u.0);
-    res.headers_mut().insert(SERVER, SERVER_NAME);
-    if preflight && res.status() == hyper::StatusCode::NO_CONTENT {
-        ctx.cors.apply_preflight(origin.as_ref(), res.headers_mut());
-    } else {
-        ctx.cors.apply(origin.as_ref(), res.headers_mut());
-    }
-    // No status line is sent for an unanswered request: it counts as status 0.
-    let status = if unanswered.is_some() {
-        0
-    } else {
-        res.status().as_u16()
-    };
-    let reference = res.extensions_mut().remove::<Reference>().map(|r| r.0);
-    outcome.record(status, reference);
-    match unanswered {
-        Some(fault) => {
-            if let (Fault::Reset, true, Some(connection)) = (fault, http1, connection) {
-                connection.reset_on_close();
-            }
-            Err(FaultError(fault))
-        }
-        None => {
-            if let (true, Some(connection)) = (http1, connection) {
-                res.body_mut().cut_after_half(connection);
-            }
-            Ok(res)
-        }
-    }
-}
-
-/// The status recorded for a request whose client went away before its answer was ready (a
-/// timeout during a simulated delay, say): nginx's "client closed request".
-pub const CLIENT_CLOSED: u16 = 499;
-
-/// What the access log and the journal show of a request (made only when one of them is on).
-#[derive(Debug)]
-struct Seen {
-    /// When it arrived, for the journal only.
-    arrived: Option<chrono::DateTime<chrono::Utc>>,
-    method: Method,
-    path: String,
-    query: Option<String>,
-    /// The token's first characters ([`token_head`]); none without a token. The whole token is
-    /// only looked at, never kept.
-    token: Option<String>,
-    bundle: Option<Arc<str>>,
-}
-
-/// One request being answered: recorded (metrics, access log, journal) exactly once, by
-/// [`Outcome::record`] when the answer is ready, or when dropped before that (hyper drops the
-/// service's future when the client closes the connection or resets the stream) with status
-/// [`CLIENT_CLOSED`] and the time taken so far.
-struct Outcome<'a> {
-    shared: &'a Shared,
-    start: Instant,
-    route: Option<Route>,
-    /// The journal, when on and the request is not for `/_journal` itself.
-    journal: Option<&'a Journal>,
-    seen: Option<Seen>,
-    recorded: bool,
-}
-
-impl<'a> Outcome<'a> {
-    fn begin(
-        req: &Request<Incoming>,
-        route: Option<Route>,
-        snapshot: &Snapshot,
-        shared: &'a Shared,
-    ) -> Outcome<'a> {
-        let start = Instant::now();
-        let journal = shared
-            .ctx
-            .journal
-            .as_deref()
-            .filter(|_| route.and_then(Route::operation) != Some(Operation::Journal));
-        let seen = (shared.access_log || journal.is_some()).then(|| {
-            let raw = router::token_of(req);
-            let token = String::from_utf8_lossy(raw).into_owned();
-            let bundle = Token::from_header(Some(raw))
-                .ok()
-                .flatten()
-                .and_then(|t| snapshot.bundle(&t).map(|b| Arc::clone(&b.name)));
-            Seen {
-                arrived: journal.map(|_| chrono::Utc::now()),
-                method: req.method().clone(),
-                path: req.uri().path().to_string(),
-                query: req.uri().query().map(str::to_string),
-                bundle,
-                token: (!token.is_empty()).then(|| token_head(&token)),
-            }
-        });
-        Outcome {
-            shared,
-            start,
-            route,
-            journal,
-            seen,
-            recorded: false,
-        }
-    }
-
-    /// Records the request as answered with `status` (0: no answer sent); `reference` is the
-    /// payment reference the router found, for the journal.
-    fn record(&mut self, status: u16, reference: Option<Box<str>>) {
-        self.recorded = true;
-        let took = self.start.elapsed();
-        let endpoint = Route::label(self.route);
-        self.shared
-            .ctx
-            .metrics
-            .observe_request(endpoint, status, took);
-        let Some(seen) = self.seen.take() else {
-            return;
-        };
-        if self.shared.access_log {
-            tracing::info!(
-                target: "eventbox::access",
-                method = %seen.method,
-                path = %seen.path,
-                status,
-                duration_us = took.as_micros() as u64,
-                bundle = seen.bundle.as_deref().unwrap_or("-"),
-                token = %seen.token.as_deref().map_or("-".to_string(), |head| format!("{head}…")),
-                "request"
-            );
-        }
-        if let (Some(journal), Some(arrived)) = (self.journal, seen.arrived) {
-            journal.record(journal::Entry {
-                time: arrived,
-                method: seen.method.to_string(),
-                path: seen.path,
-                query: seen.query,
-                bundle: seen.bundle,
-                token: seen.token,
-                status,
-                duration: took,
-                reference,
-            });
-        }
-    }
-}
-
-impl Drop for Outcome<'_> {
-    fn drop(&mut self) {
-        if self.recorded {
-            return;
-        }
-        // As for a details request given no real answer: the query's reference, if any.
-        let by_reference = self.route.is_some_and(Route::by_reference);
-        let reference = match (&self.seen, self.journal) {
-            (Some(seen), Some(_)) if by_reference => {
-                details::from_query(seen.query.as_deref()).map(String::into_boxed_str)
-            }
-            _ => None,
-        };
-        self.record(CLIENT_CLOSED, reference);
-    }
 }

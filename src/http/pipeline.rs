@@ -1,0 +1,253 @@
+//! One request, start to end: parse → route → authorise → simulate and fault → represent →
+//! record. [`answer`] is what hyper calls for each request.
+//!
+//! It parses once what the later steps need: the route (from the endpoint table) and the token,
+//! looked up once in the snapshot the request holds for its whole life. Recording (metrics,
+//! access log, journal) is an [`Outcome`] guard begun before anything can wait, so a request
+//! whose client goes away during a simulated delay is recorded too (status 499). The router
+//! answers with a [`Handled`] value: the response, the payment reference asked for, the fault
+//! asked for; this module acts on the fault (no answer, or half of one) below hyper through
+//! `fault`. Nothing travels in response extensions.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ORIGIN, SERVER};
+use hyper::{Method, Request, Response, StatusCode};
+
+use super::control::Fault;
+use super::details;
+use super::errors::ApiError;
+use super::fault::{ConnFault, FaultError, ReplyBody};
+use super::journal::{self, Journal};
+use super::router::{self, TOKEN_HEADER};
+use super::server::Shared;
+use crate::api::{Operation, Route};
+use crate::prepare::Prepared;
+use crate::problem::token_head;
+use crate::token::{NotText, Token};
+
+/// The `Server` header of every answer.
+const SERVER_NAME: HeaderValue =
+    HeaderValue::from_static(concat!("eventbox/", env!("CARGO_PKG_VERSION")));
+
+/// What the router made of a request, for the steps after it.
+#[derive(Debug)]
+pub(crate) struct Handled {
+    pub(crate) response: Response<Bytes>,
+    /// The payment reference asked for or found (kept only when the journal is on).
+    pub(crate) reference: Option<Box<str>>,
+    /// The fault `X-Eventbox-Fault` asked for, once the simulation reached it.
+    pub(crate) fault: Option<Fault>,
+}
+
+impl Handled {
+    /// An answer with no reference and no fault.
+    pub(crate) fn plain(response: Response<Bytes>) -> Handled {
+        Handled {
+            response,
+            reference: None,
+            fault: None,
+        }
+    }
+}
+
+/// The bundle a request's token opens, or why none: the one lookup of a request.
+fn authorise(
+    token: Result<Option<Token>, NotText>,
+    snapshot: &crate::store::Snapshot,
+) -> Result<&Prepared, ApiError> {
+    match token {
+        Ok(None) => Err(ApiError::MissingToken),
+        Ok(Some(token)) => snapshot.bundle(&token).ok_or(ApiError::InvalidToken),
+        Err(NotText) => Err(ApiError::InvalidToken),
+    }
+}
+
+/// Answers one request: the pipeline above. HEAD gets GET's status and headers,
+/// `Content-Length` included, and no body (HTTP/2 rejects DATA frames on a HEAD stream). A request
+/// that asked for no answer fails (HTTP/1 then closes the connection, after `reset` with an RST;
+/// HTTP/2 resets the stream); one that asked for `truncate` gets half its body.
+pub(crate) async fn answer(
+    req: Request<Incoming>,
+    shared: &Shared,
+    connection: Option<&ConnFault>,
+) -> Result<Response<ReplyBody>, FaultError> {
+    let ctx = &shared.ctx;
+    // Parse.
+    let route = Route::of(req.uri().path());
+    let http1 = req.version() < hyper::Version::HTTP_2;
+    let head = req.method() == Method::HEAD;
+    let preflight = req.method() == Method::OPTIONS && route.is_some();
+    let origin = req.headers().get(ORIGIN).cloned();
+    let raw_token = req.headers().get(TOKEN_HEADER).map(HeaderValue::as_bytes);
+    // Authorise: the request's one token lookup, in the snapshot it holds throughout.
+    let snapshot = shared.store.snapshot();
+    let bundle = authorise(Token::from_header(raw_token), &snapshot);
+    // Recorded once: below, or when hyper drops this future first (the client went away).
+    let mut outcome = Outcome::begin(&req, route, bundle.ok(), shared);
+    // Route, simulate, represent.
+    let Handled {
+        response,
+        reference,
+        fault,
+    } = router::respond(req, route, bundle, &snapshot, ctx).await;
+    let unanswered = matches!(fault, Some(Fault::Reset | Fault::Empty));
+    let mut res = response.map(|body| match (head, fault) {
+        (true, _) => ReplyBody::full(Bytes::new()),
+        (false, Some(Fault::Truncate)) => ReplyBody::truncated(body),
+        (false, _) => ReplyBody::full(body),
+    });
+    res.headers_mut().insert(SERVER, SERVER_NAME);
+    if preflight && res.status() == StatusCode::NO_CONTENT {
+        ctx.cors.apply_preflight(origin.as_ref(), res.headers_mut());
+    } else {
+        ctx.cors.apply(origin.as_ref(), res.headers_mut());
+    }
+    // Record. No status line is sent for an unanswered request: it counts as status 0.
+    outcome.record(
+        if unanswered { 0 } else { res.status().as_u16() },
+        reference,
+    );
+    match fault {
+        Some(fault @ (Fault::Reset | Fault::Empty)) => {
+            if let (Fault::Reset, true, Some(connection)) = (fault, http1, connection) {
+                connection.reset_on_close();
+            }
+            Err(FaultError(fault))
+        }
+        _ => {
+            if let (true, Some(connection)) = (http1, connection) {
+                res.body_mut().cut_after_half(connection);
+            }
+            Ok(res)
+        }
+    }
+}
+
+/// The status recorded for a request whose client went away before its answer was ready (a
+/// timeout during a simulated delay, say): nginx's "client closed request".
+pub const CLIENT_CLOSED: u16 = 499;
+
+/// What the access log and the journal show of a request (made only when one of them is on).
+#[derive(Debug)]
+struct Seen {
+    /// When it arrived, for the journal only.
+    arrived: Option<chrono::DateTime<chrono::Utc>>,
+    method: Method,
+    path: String,
+    query: Option<String>,
+    /// The token's first characters ([`token_head`]); none without a token. The whole token is
+    /// only looked at, never kept.
+    token: Option<String>,
+    bundle: Option<Arc<str>>,
+}
+
+/// One request being answered: recorded (metrics, access log, journal) exactly once, by
+/// [`Outcome::record`] when the answer is ready, or when dropped before that (hyper drops the
+/// service's future when the client closes the connection or resets the stream) with status
+/// [`CLIENT_CLOSED`] and the time taken so far.
+struct Outcome<'a> {
+    shared: &'a Shared,
+    start: Instant,
+    route: Option<Route>,
+    /// The journal, when on and the request is not for `/_journal` itself.
+    journal: Option<&'a Journal>,
+    seen: Option<Seen>,
+    recorded: bool,
+}
+
+impl<'a> Outcome<'a> {
+    fn begin(
+        req: &Request<Incoming>,
+        route: Option<Route>,
+        bundle: Option<&Prepared>,
+        shared: &'a Shared,
+    ) -> Outcome<'a> {
+        let start = Instant::now();
+        let journal = shared
+            .ctx
+            .journal
+            .as_deref()
+            .filter(|_| route.and_then(Route::operation) != Some(Operation::Journal));
+        let seen = (shared.access_log || journal.is_some()).then(|| {
+            let raw = req.headers().get(TOKEN_HEADER).map(HeaderValue::as_bytes);
+            let token = String::from_utf8_lossy(raw.unwrap_or_default().trim_ascii());
+            Seen {
+                arrived: journal.map(|_| chrono::Utc::now()),
+                method: req.method().clone(),
+                path: req.uri().path().to_string(),
+                query: req.uri().query().map(str::to_string),
+                bundle: bundle.map(|b| Arc::clone(&b.name)),
+                token: (!token.is_empty()).then(|| token_head(&token)),
+            }
+        });
+        Outcome {
+            shared,
+            start,
+            route,
+            journal,
+            seen,
+            recorded: false,
+        }
+    }
+
+    /// Records the request as answered with `status` (0: no answer sent); `reference` is the
+    /// payment reference the router found, for the journal.
+    fn record(&mut self, status: u16, reference: Option<Box<str>>) {
+        self.recorded = true;
+        let took = self.start.elapsed();
+        let endpoint = Route::label(self.route);
+        self.shared
+            .ctx
+            .metrics
+            .observe_request(endpoint, status, took);
+        let Some(seen) = self.seen.take() else {
+            return;
+        };
+        if self.shared.access_log {
+            tracing::info!(
+                target: "eventbox::access",
+                method = %seen.method,
+                path = %seen.path,
+                status,
+                duration_us = took.as_micros() as u64,
+                bundle = seen.bundle.as_deref().unwrap_or("-"),
+                token = %seen.token.as_deref().map_or("-".to_string(), |head| format!("{head}…")),
+                "request"
+            );
+        }
+        if let (Some(journal), Some(arrived)) = (self.journal, seen.arrived) {
+            journal.record(journal::Entry {
+                time: arrived,
+                method: seen.method.to_string(),
+                path: seen.path,
+                query: seen.query,
+                bundle: seen.bundle,
+                token: seen.token,
+                status,
+                duration: took,
+                reference,
+            });
+        }
+    }
+}
+
+impl Drop for Outcome<'_> {
+    fn drop(&mut self) {
+        if self.recorded {
+            return;
+        }
+        // As for a details request given no real answer: the query's reference, if any.
+        let by_reference = self.route.is_some_and(Route::by_reference);
+        let reference = match (&self.seen, self.journal) {
+            (Some(seen), Some(_)) if by_reference => {
+                details::from_query(seen.query.as_deref()).map(String::into_boxed_str)
+            }
+            _ => None,
+        };
+        self.record(CLIENT_CLOSED, reference);
+    }
+}
