@@ -86,7 +86,8 @@ impl<T: FileBody> Decode for Typed<T> {
 pub enum Feed {
     /// The file `KEY.json` or `KEY.toml`, decoded whole.
     File(&'static dyn Decode),
-    /// `KEY.json` streamed record by record into the served body (`model::payments`); the
+    /// `KEY.json` streamed record by record (`model::payments`) into the served body
+    /// (`prepare::PaymentsWriter`); the
     /// payments of the event, whose references key the [`Feed::PerReference`] answers.
     Stream,
     /// The folder `KEY/`, one `<reference>.json|.toml` per payment; a payment without a file

@@ -14,8 +14,9 @@ use serde_json::Value;
 
 use crate::api::{self, Decode, Feed, FileBody};
 use crate::model::decode::Diag;
-use crate::model::payments::{self, Payments};
+use crate::model::payments;
 use crate::model::{self, Bundle, Format, Slot};
+use crate::prepare::{Payments, PaymentsWriter};
 use crate::problem::{Location, Problem};
 use crate::token::Token;
 
@@ -361,7 +362,11 @@ impl BundleLoader<'_> {
             Err(()) => return None,
         };
         if format == Format::Toml {
-            return self.file(&path, format, payments::from_value).map(Some);
+            return self
+                .file(&path, format, |v, diag| {
+                    payments::from_value(v, diag, PaymentsWriter::default())
+                })
+                .map(Some);
         }
         let file = match fs::File::open(&path) {
             Ok(f) => f,
@@ -383,7 +388,7 @@ impl BundleLoader<'_> {
             reader.consume(3);
         }
         let mut diag = Diag::default();
-        let result = payments::from_json_reader(reader, &mut diag);
+        let result = payments::from_json_reader(reader, &mut diag, PaymentsWriter::default());
         self.push_findings(&path, diag);
         match result {
             Ok(p) => p.map(Some),

@@ -6,7 +6,8 @@
 //! A body is prepared before a snapshot is published; compressed variants of bodies up to
 //! [`EAGER_COMPRESS_MAX`] too, larger ones on a background thread after publishing, or on first
 //! demand. A payment without a detail file answers a row assembled per request from the payments
-//! body (see `model::payments::DerivedRow`), formatted then.
+//! body (see [`DerivedRow`]), formatted then. The payments body itself is written here too, one
+//! record at a time as `load` streams them ([`PaymentsWriter`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, OnceLock};
@@ -17,10 +18,12 @@ use hyper::header::HeaderValue;
 use serde::Serialize;
 
 use crate::catalog::{Entry, Records};
-use crate::model::payments::DerivedRow;
+use crate::model::payments::Sink;
+use crate::model::records::Payment;
 use crate::model::{Bundle, Slot};
 use crate::problem::Severity;
 use crate::simulate::Simulation;
+use serde_json::{Map, Value};
 
 /// A content coding eventbox can send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -297,6 +300,187 @@ impl Prepared {
             }
         }
     }
+}
+
+/// The payments of a bundle, ready to serve.
+#[derive(Debug, Clone)]
+pub struct Payments {
+    /// The body of `GET /api/v1/payments`: `{"data": [...], "count": n}` and any members the
+    /// file added.
+    pub body: Bytes,
+    /// For every payment, in file order: its reference and the detail row derived from it (served
+    /// when the bundle has no detail file for that reference), as places in `body`.
+    pub derived: Vec<(String, DerivedRow)>,
+}
+
+/// The JSON text of a derived detail row around the payment's values: see
+/// [`PaymentDetail::derived_from`], which this mirrors (a test holds the two equal).
+const ROW_PIECES: [&[u8]; DERIVED_VALUES + 1] = [
+    b"{\"data\":[{\"id_event\":",
+    b",\"id_payment\":",
+    b",\"reference_payment\":",
+    b",\"attendee\":",
+    b",\"email_attendee\":",
+    b",\"document_attendee\":",
+    b",\"phone_attende\":\"\",\"description\":",
+    b",\"item\":\"\",\"amount\":",
+    b"}],\"count\":1}",
+];
+
+/// How many of a payment's values its derived row repeats.
+const DERIVED_VALUES: usize = 8;
+
+/// A payment's derived detail row, as the places (start, end) in the payments body of the values
+/// it repeats: `id_event`, `id_payment`, `reference_payment`, `buyer`, `email_buyer`,
+/// `document_buyer`, `description_payment`, `amount_payment`, each as serialised JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DerivedRow {
+    spans: [(u32, u32); DERIVED_VALUES],
+}
+
+impl DerivedRow {
+    /// The row's bytes, from the payments body it was made with.
+    pub fn bytes(&self, body: &[u8]) -> Bytes {
+        let values: usize = self.spans.iter().map(|&(s, e)| (e - s) as usize).sum();
+        let fixed: usize = ROW_PIECES.iter().map(|p| p.len()).sum();
+        let mut out = Vec::with_capacity(fixed + values);
+        for (piece, &(start, end)) in ROW_PIECES.iter().zip(&self.spans) {
+            out.extend_from_slice(piece);
+            out.extend_from_slice(body.get(start as usize..end as usize).unwrap_or_default());
+        }
+        out.extend_from_slice(ROW_PIECES[DERIVED_VALUES]);
+        Bytes::from(out)
+    }
+}
+
+impl Default for Payments {
+    fn default() -> Self {
+        Payments {
+            body: Bytes::from_static(b"{\"data\":[],\"count\":0}"),
+            derived: Vec::new(),
+        }
+    }
+}
+
+impl Payments {
+    pub fn count(&self) -> usize {
+        self.derived.len()
+    }
+}
+
+/// Writes decoded payments into the payments body, one at a time (the [`Sink`] of
+/// `model::payments`), noting for each where the values its derived detail row repeats lie.
+#[derive(Debug)]
+pub struct PaymentsWriter {
+    body: Vec<u8>,
+    derived: Vec<(String, DerivedRow)>,
+}
+
+impl Default for PaymentsWriter {
+    fn default() -> Self {
+        let mut body = Vec::with_capacity(4096);
+        body.extend_from_slice(b"{\"data\":[");
+        PaymentsWriter {
+            body,
+            derived: Vec::new(),
+        }
+    }
+}
+
+impl Sink for PaymentsWriter {
+    type Output = Payments;
+
+    fn payment(&mut self, payment: Payment) -> Result<(), String> {
+        if !self.derived.is_empty() {
+            self.body.push(b',');
+        }
+        let row = write_payment(&payment, &mut self.body)?;
+        self.derived.push((payment.reference_payment, row));
+        Ok(())
+    }
+
+    /// `count` and the members the file added, then the end of the envelope.
+    fn finish(mut self, extra: &Map<String, Value>) -> Payments {
+        self.body.extend_from_slice(b"],\"count\":");
+        self.body
+            .extend_from_slice(self.derived.len().to_string().as_bytes());
+        for (k, v) in extra {
+            self.body.push(b',');
+            // Keys and values come from a parsed document: serialisation cannot fail.
+            let _ = serde_json::to_writer(&mut self.body, k);
+            self.body.push(b':');
+            let _ = serde_json::to_writer(&mut self.body, v);
+        }
+        self.body.push(b'}');
+        self.body.shrink_to_fit();
+        Payments {
+            body: Bytes::from(self.body),
+            derived: self.derived,
+        }
+    }
+}
+
+/// Appends a payment to the body exactly as its derived `Serialize` writes it (a test holds the
+/// two equal), noting where the values its derived detail row repeats lie.
+fn write_payment(p: &Payment, out: &mut Vec<u8>) -> Result<DerivedRow, String> {
+    /// Writes `"key":value` (after a comma unless first) and returns where the value lies.
+    fn entry<T: Serialize + ?Sized>(
+        out: &mut Vec<u8>,
+        first: bool,
+        key: &str,
+        value: &T,
+    ) -> Result<(u32, u32), String> {
+        if !first {
+            out.push(b',');
+        }
+        serde_json::to_writer(&mut *out, key).map_err(|e| e.to_string())?;
+        out.push(b':');
+        let start = out.len();
+        serde_json::to_writer(&mut *out, value).map_err(|e| e.to_string())?;
+        let offset = |n: usize| {
+            u32::try_from(n).map_err(|_| "the payments body would exceed 4 GiB".to_string())
+        };
+        Ok((offset(start)?, offset(out.len())?))
+    }
+    out.push(b'{');
+    let id_event = entry(out, true, "id_event", &p.id_event)?;
+    let id_payment = entry(out, false, "id_payment", &p.id_payment)?;
+    let reference = entry(out, false, "reference_payment", &p.reference_payment)?;
+    let buyer = entry(out, false, "buyer", &p.buyer)?;
+    let email = entry(out, false, "email_buyer", &p.email_buyer)?;
+    entry(out, false, "country_buyer", &p.country_buyer)?;
+    let document = entry(out, false, "document_buyer", &p.document_buyer)?;
+    let description = entry(out, false, "description_payment", &p.description_payment)?;
+    entry(out, false, "date_payment", &p.date_payment)?;
+    entry(out, false, "hour_payment", &p.hour_payment)?;
+    entry(out, false, "type_payment", &p.type_payment)?;
+    entry(out, false, "method_payment", &p.method_payment)?;
+    let amount = entry(out, false, "amount_payment", &p.amount_payment)?;
+    entry(
+        out,
+        false,
+        "amount_receive_payment",
+        &p.amount_receive_payment,
+    )?;
+    entry(out, false, "status_payment", &p.status_payment)?;
+    entry(out, false, "cupom_payment", &p.cupom_payment)?;
+    entry(out, false, "note_payment", &p.note_payment)?;
+    for (k, v) in &p.extra {
+        entry(out, false, k, v)?;
+    }
+    out.push(b'}');
+    Ok(DerivedRow {
+        spans: [
+            id_event,
+            id_payment,
+            reference,
+            buyer,
+            email,
+            document,
+            description,
+            amount,
+        ],
+    })
 }
 
 /// The OpenAPI 3.1 document of the API as served (kept at the repository's root).

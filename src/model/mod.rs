@@ -225,7 +225,7 @@ pub enum Slot {
     /// A file's body, decoded whole (the default body when the file is absent).
     Body(Box<dyn FileBody>),
     /// The payments, streamed.
-    Stream(payments::Payments),
+    Stream(crate::prepare::Payments),
     /// Files by payment reference.
     PerReference(BTreeMap<String, Box<dyn FileBody>>),
 }
@@ -240,7 +240,7 @@ impl Bundle {
     }
 
     /// The streamed payments.
-    pub fn payments(&self) -> Option<&payments::Payments> {
+    pub fn payments(&self) -> Option<&crate::prepare::Payments> {
         self.slots.iter().find_map(|s| match s {
             Slot::Stream(p) => Some(p),
             _ => None,

@@ -1,100 +1,38 @@
-//! Payments, prepared record by record as they are read.
+//! Payments, decoded record by record as they are read.
 //!
 //! The payments file is the one that grows large (a 200,000-payment event is about 100 MB of
 //! JSON). Holding it as text, as a value tree and as typed records at once would take several
 //! times its size, so it is read as a stream: each record is parsed on its own, decoded with the
-//! same rules as every other record, serialised into the payments body and into its derived detail
-//! row, then dropped. What stays is the payments body and, for each payment, its reference and
-//! where in that body the values its derived detail row repeats lie: the row is those values
-//! between fixed JSON text, assembled when asked for (a copy of a few hundred bytes), so a large
-//! event does not hold every row a second time.
+//! same rules as every other record, handed to a [`Sink`] (`prepare::PaymentsWriter` writes it
+//! into the served body), then dropped.
 //! TOML files (and tests) feed the same builder from a parsed value.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::io::Read;
 
-use bytes::Bytes;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::decode::{describe, join_index, Diag};
 use super::records::{self, Payment};
 
-/// The payments of a bundle, ready to serve.
-#[derive(Debug, Clone)]
-pub struct Payments {
-    /// The body of `GET /api/v1/payments`: `{"data": [...], "count": n}` and any members the
-    /// file added.
-    pub body: Bytes,
-    /// For every payment, in file order: its reference and the detail row derived from it (served
-    /// when the bundle has no detail file for that reference), as places in `body`.
-    pub derived: Vec<(String, DerivedRow)>,
+/// Where decoded payments go, one at a time, in file order: `prepare` writes them into the
+/// served body (the model only decodes and checks).
+pub trait Sink {
+    type Output;
+    /// One valid payment; an `Err` is a message for the record's path.
+    fn payment(&mut self, payment: Payment) -> Result<(), String>;
+    /// The list is complete: close it, with the members the file added after its own.
+    fn finish(self, extra: &Map<String, Value>) -> Self::Output;
 }
 
-/// The JSON text of a derived detail row around the payment's values: see
-/// [`PaymentDetail::derived_from`], which this mirrors (a test holds the two equal).
-const ROW_PIECES: [&[u8]; DERIVED_VALUES + 1] = [
-    b"{\"data\":[{\"id_event\":",
-    b",\"id_payment\":",
-    b",\"reference_payment\":",
-    b",\"attendee\":",
-    b",\"email_attendee\":",
-    b",\"document_attendee\":",
-    b",\"phone_attende\":\"\",\"description\":",
-    b",\"item\":\"\",\"amount\":",
-    b"}],\"count\":1}",
-];
-
-/// How many of a payment's values its derived row repeats.
-const DERIVED_VALUES: usize = 8;
-
-/// A payment's derived detail row, as the places (start, end) in the payments body of the values
-/// it repeats: `id_event`, `id_payment`, `reference_payment`, `buyer`, `email_buyer`,
-/// `document_buyer`, `description_payment`, `amount_payment`, each as serialised JSON.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DerivedRow {
-    spans: [(u32, u32); DERIVED_VALUES],
-}
-
-impl DerivedRow {
-    /// The row's bytes, from the payments body it was made with.
-    pub fn bytes(&self, body: &[u8]) -> Bytes {
-        let values: usize = self.spans.iter().map(|&(s, e)| (e - s) as usize).sum();
-        let fixed: usize = ROW_PIECES.iter().map(|p| p.len()).sum();
-        let mut out = Vec::with_capacity(fixed + values);
-        for (piece, &(start, end)) in ROW_PIECES.iter().zip(&self.spans) {
-            out.extend_from_slice(piece);
-            out.extend_from_slice(body.get(start as usize..end as usize).unwrap_or_default());
-        }
-        out.extend_from_slice(ROW_PIECES[DERIVED_VALUES]);
-        Bytes::from(out)
-    }
-}
-
-impl Default for Payments {
-    fn default() -> Self {
-        Payments {
-            body: Bytes::from_static(b"{\"data\":[],\"count\":0}"),
-            derived: Vec::new(),
-        }
-    }
-}
-
-impl Payments {
-    pub fn count(&self) -> usize {
-        self.derived.len()
-    }
-}
-
-/// Builds [`Payments`] one record at a time.
+/// Decodes and checks payments one record at a time, handing each to a [`Sink`].
 #[derive(Debug)]
-struct Builder {
+struct Builder<S> {
     /// `data` for the envelope, empty for a bare list.
     data_path: String,
-    body: Vec<u8>,
-    derived: Vec<(String, DerivedRow)>,
+    sink: S,
     /// Reference → index of the record that has it.
     seen: HashMap<String, usize>,
     records: usize,
@@ -107,14 +45,11 @@ struct Builder {
     extra: Map<String, Value>,
 }
 
-impl Builder {
-    fn new() -> Builder {
-        let mut body = Vec::with_capacity(4096);
-        body.extend_from_slice(b"{\"data\":[");
+impl<S: Sink> Builder<S> {
+    fn new(sink: S) -> Builder<S> {
         Builder {
             data_path: String::new(),
-            body,
-            derived: Vec::new(),
+            sink,
             seen: HashMap::new(),
             records: 0,
             ok: true,
@@ -149,11 +84,8 @@ impl Builder {
         if !self.ok || !self.duplicates.is_empty() {
             return; // the bundle is rejected anyway: keep checking, stop building
         }
-        if !self.derived.is_empty() {
-            self.body.push(b',');
-        }
-        match write_payment(&payment, &mut self.body) {
-            Ok(row) => self.derived.push((payment.reference_payment, row)),
+        match self.sink.payment(payment) {
+            Ok(()) => {}
             Err(message) => {
                 self.ok = false;
                 diag.error(&path, format!("cannot be prepared: {message}"));
@@ -162,7 +94,7 @@ impl Builder {
     }
 
     /// Checks the envelope's `count` and closes the body.
-    fn finish(mut self, diag: &mut Diag) -> Option<Payments> {
+    fn finish(mut self, diag: &mut Diag) -> Option<S::Output> {
         // As for every other list: count and duplicates are checked once every record decoded.
         if !self.ok {
             return None;
@@ -193,91 +125,13 @@ impl Builder {
         if !self.ok {
             return None;
         }
-        self.body.extend_from_slice(b"],\"count\":");
-        self.body
-            .extend_from_slice(self.derived.len().to_string().as_bytes());
-        for (k, v) in &self.extra {
-            self.body.push(b',');
-            // Keys and values come from a parsed document: serialisation cannot fail.
-            let _ = serde_json::to_writer(&mut self.body, k);
-            self.body.push(b':');
-            let _ = serde_json::to_writer(&mut self.body, v);
-        }
-        self.body.push(b'}');
-        self.body.shrink_to_fit();
-        Some(Payments {
-            body: Bytes::from(self.body),
-            derived: self.derived,
-        })
+        Some(self.sink.finish(&self.extra))
     }
-}
-
-/// Appends a payment to the body exactly as its derived `Serialize` writes it (a test holds the
-/// two equal), noting where the values its derived detail row repeats lie.
-fn write_payment(p: &Payment, out: &mut Vec<u8>) -> Result<DerivedRow, String> {
-    /// Writes `"key":value` (after a comma unless first) and returns where the value lies.
-    fn entry<T: Serialize + ?Sized>(
-        out: &mut Vec<u8>,
-        first: bool,
-        key: &str,
-        value: &T,
-    ) -> Result<(u32, u32), String> {
-        if !first {
-            out.push(b',');
-        }
-        serde_json::to_writer(&mut *out, key).map_err(|e| e.to_string())?;
-        out.push(b':');
-        let start = out.len();
-        serde_json::to_writer(&mut *out, value).map_err(|e| e.to_string())?;
-        let offset = |n: usize| {
-            u32::try_from(n).map_err(|_| "the payments body would exceed 4 GiB".to_string())
-        };
-        Ok((offset(start)?, offset(out.len())?))
-    }
-    out.push(b'{');
-    let id_event = entry(out, true, "id_event", &p.id_event)?;
-    let id_payment = entry(out, false, "id_payment", &p.id_payment)?;
-    let reference = entry(out, false, "reference_payment", &p.reference_payment)?;
-    let buyer = entry(out, false, "buyer", &p.buyer)?;
-    let email = entry(out, false, "email_buyer", &p.email_buyer)?;
-    entry(out, false, "country_buyer", &p.country_buyer)?;
-    let document = entry(out, false, "document_buyer", &p.document_buyer)?;
-    let description = entry(out, false, "description_payment", &p.description_payment)?;
-    entry(out, false, "date_payment", &p.date_payment)?;
-    entry(out, false, "hour_payment", &p.hour_payment)?;
-    entry(out, false, "type_payment", &p.type_payment)?;
-    entry(out, false, "method_payment", &p.method_payment)?;
-    let amount = entry(out, false, "amount_payment", &p.amount_payment)?;
-    entry(
-        out,
-        false,
-        "amount_receive_payment",
-        &p.amount_receive_payment,
-    )?;
-    entry(out, false, "status_payment", &p.status_payment)?;
-    entry(out, false, "cupom_payment", &p.cupom_payment)?;
-    entry(out, false, "note_payment", &p.note_payment)?;
-    for (k, v) in &p.extra {
-        entry(out, false, k, v)?;
-    }
-    out.push(b'}');
-    Ok(DerivedRow {
-        spans: [
-            id_event,
-            id_payment,
-            reference,
-            buyer,
-            email,
-            document,
-            description,
-            amount,
-        ],
-    })
 }
 
 /// Payments from a parsed value (TOML files; JSON in tests): the envelope or a bare list.
-pub fn from_value(v: &Value, diag: &mut Diag) -> Option<Payments> {
-    let mut b = Builder::new();
+pub fn from_value<S: Sink>(v: &Value, diag: &mut Diag, sink: S) -> Option<S::Output> {
+    let mut b = Builder::new(sink);
     match v {
         Value::Array(items) => items.iter().for_each(|item| b.record(item, diag)),
         Value::Object(map) => {
@@ -324,11 +178,12 @@ pub fn from_value(v: &Value, diag: &mut Diag) -> Option<Payments> {
 /// Payments streamed from JSON text: only one record is held as a value at a time. A syntax
 /// error is the `Err`, with serde's line and byte column; a wrong shape is a finding, worded as
 /// the other lists word it.
-pub fn from_json_reader<R: Read>(
+pub fn from_json_reader<R: Read, S: Sink>(
     reader: R,
     diag: &mut Diag,
-) -> Result<Option<Payments>, serde_json::Error> {
-    let mut b = Builder::new();
+    sink: S,
+) -> Result<Option<S::Output>, serde_json::Error> {
+    let mut b = Builder::new(sink);
     let mut de = serde_json::Deserializer::from_reader(reader);
     Stream {
         b: &mut b,
@@ -345,13 +200,13 @@ const NUMBER_TOKEN: &str = "$serde_json::private::Number";
 
 /// The streaming visitor: at the top of the file (`top`), the envelope or a bare list; under
 /// `data`, the list. A list is visited record by record.
-struct Stream<'a> {
-    b: &'a mut Builder,
+struct Stream<'a, S> {
+    b: &'a mut Builder<S>,
     diag: &'a mut Diag,
     top: bool,
 }
 
-impl Stream<'_> {
+impl<S: Sink> Stream<'_, S> {
     /// A value of the wrong kind: the message `Obj::new` (top) or `decode_array` (data) gives.
     fn wrong<E>(self, found: &str) -> Result<(), E> {
         let (path, message) = if self.top {
@@ -370,14 +225,14 @@ impl Stream<'_> {
     }
 }
 
-impl<'de> DeserializeSeed<'de> for Stream<'_> {
+impl<'de, S: Sink> DeserializeSeed<'de> for Stream<'_, S> {
     type Value = ();
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for Stream<'_> {
+impl<'de, S: Sink> Visitor<'de> for Stream<'_, S> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -453,6 +308,18 @@ mod tests {
     use super::*;
     use crate::model::bodies::List;
     use crate::model::records::PaymentDetail;
+    use crate::prepare::{Payments, PaymentsWriter};
+
+    pub(super) fn from_value(v: &Value, diag: &mut Diag) -> Option<Payments> {
+        super::from_value(v, diag, PaymentsWriter::default())
+    }
+
+    pub(super) fn from_json_reader(
+        reader: &[u8],
+        diag: &mut Diag,
+    ) -> Result<Option<Payments>, serde_json::Error> {
+        super::from_json_reader(reader, diag, PaymentsWriter::default())
+    }
 
     const TWO: &str = r#"{"count": 2, "data": [
       {"id_event": 1, "id_payment": 1, "reference_payment": "A", "buyer": "Ana", "email_buyer": "a@x", "country_buyer": "Brasil", "document_buyer": "1", "description_payment": "1x", "date_payment": "01/02/2026", "hour_payment": "10:00", "type_payment": "Pix", "method_payment": "Pix", "amount_payment": 10.00, "amount_receive_payment": 9.90, "status_payment": "Pago", "cupom_payment": "", "note_payment": "", "extra": true},
@@ -556,6 +423,7 @@ mod tests {
 
 #[cfg(test)]
 mod shape_tests {
+    use super::tests::{from_json_reader, from_value};
     use super::*;
 
     /// The findings for `text`, checking the stream and the parsed value agree.
