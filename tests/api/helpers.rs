@@ -282,7 +282,8 @@ pub async fn raw_http1(base: &str, request: &str) -> RawExchange {
     RawExchange { received, end }
 }
 
-fn copy_dir(from: &Path, to: &Path) {
+/// Copies a folder's files and folders, recursively.
+pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("create folder");
     for entry in std::fs::read_dir(from).expect("read folder") {
         let entry = entry.expect("entry");
