@@ -159,9 +159,12 @@ pub struct PullArgs {
     /// The token that opens the event (EVENTBOX_TOKEN keeps it out of the process list)
     #[arg(long, env = "EVENTBOX_TOKEN", hide_env_values = true)]
     pub token: crate::pull::Token,
-    /// The bundle folder to create or replace
+    /// The bundle folder to create or replace: absent, empty, or a bundle (it has bundle.toml)
     #[arg(long, value_name = "DIR/NAME")]
     pub into: PathBuf,
+    /// Replace --into even when it holds other bundles or files (all of them are deleted)
+    #[arg(long)]
+    pub force: bool,
     /// Detail requests in flight at once
     #[arg(long, default_value_t = 8, value_name = "N")]
     pub concurrency: usize,
@@ -189,6 +192,7 @@ impl PullArgs {
     pub fn options(&self) -> crate::pull::PullOptions {
         let mut o =
             crate::pull::PullOptions::new(self.from.clone(), self.token.0.clone(), &self.into);
+        o.force = self.force;
         o.concurrency = self.concurrency;
         o.pretty = self.pretty;
         o.retries = self.retries;
@@ -202,9 +206,12 @@ impl PullArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct GenArgs {
-    /// The bundle folder to create or replace
+    /// The bundle folder to create or replace: absent, empty, or a bundle (it has bundle.toml)
     #[arg(long, value_name = "DIR/NAME")]
     pub into: PathBuf,
+    /// Replace --into even when it holds other bundles or files (all of them are deleted)
+    #[arg(long)]
+    pub force: bool,
     /// How many payments
     #[arg(long, default_value_t = 1000, value_name = "N")]
     pub payments: usize,
@@ -259,6 +266,7 @@ pub async fn gen(args: &GenArgs) -> u8 {
     let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let options = GenOptions {
         into: args.into.clone(),
+        force: args.force,
         payments: args.payments,
         submissions: args.submissions,
         seed: args.seed,

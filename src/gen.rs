@@ -38,6 +38,9 @@ use crate::rng::Rng;
 pub struct GenOptions {
     /// `DIR/NAME`: the bundle folder to create or replace.
     pub into: PathBuf,
+    /// Replace `into` even when it holds things other than one bundle (see
+    /// [`crate::pull::stage::check_target`]); never a file or a symbolic link.
+    pub force: bool,
     pub payments: usize,
     pub submissions: usize,
     pub seed: u64,
@@ -52,6 +55,7 @@ impl GenOptions {
     pub fn new(into: impl Into<PathBuf>) -> GenOptions {
         GenOptions {
             into: into.into(),
+            force: false,
             payments: 1000,
             submissions: 100,
             seed: 1,
@@ -126,12 +130,12 @@ pub fn run(opts: &GenOptions) -> Result<GenSummary, GenError> {
             reason: "name the bundle folder (not starting with `_` or `.`), e.g. data/loadtest"
                 .into(),
         })?;
-    if let Some(reason) = crate::pull::stage::unusable_target(&opts.into) {
-        return Err(GenError::BadTarget {
+    crate::pull::stage::check_target(&opts.into, opts.force).map_err(|refusal| {
+        GenError::BadTarget {
             path: opts.into.clone(),
-            reason: reason.into(),
-        });
-    }
+            reason: refusal.to_string(),
+        }
+    })?;
     let token = opts
         .token
         .as_ref()
@@ -139,7 +143,7 @@ pub fn run(opts: &GenOptions) -> Result<GenSummary, GenError> {
     if token.trim().is_empty() || token.trim() != token {
         return Err(GenError::BadToken);
     }
-    let staging = Staging::create(&opts.into, "gen")?;
+    let staging = Staging::create(&opts.into, "gen", opts.force)?;
     let dir = staging.path();
     let mut rng = Rng::new(opts.seed);
     let event = EventPlan::new(&mut rng);

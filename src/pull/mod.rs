@@ -58,6 +58,9 @@ pub struct PullOptions {
     pub token: Token,
     /// `DIR/NAME`: the bundle folder to create or replace.
     pub into: PathBuf,
+    /// Replace `into` even when it holds things other than one bundle (see
+    /// [`stage::check_target`]); never a file or a symbolic link.
+    pub force: bool,
     /// Detail requests in flight at once.
     pub concurrency: usize,
     /// Re-indent the JSON instead of keeping the bytes as received.
@@ -84,6 +87,7 @@ impl PullOptions {
             from: from.into(),
             token: Token(token.into()),
             into: into.into(),
+            force: false,
             concurrency: 8,
             pretty: false,
             retries: 4,
@@ -241,14 +245,14 @@ const DETAILS_PATH: &str = "payments/details";
 pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
     let started = Instant::now();
     let base = api_base(&opts.from)?;
-    let name = bundle_name(&opts.into)?;
+    let name = bundle_name(&opts.into, opts.force)?;
     if opts.concurrency == 0 {
         return Err(PullError::BadConcurrency);
     }
     let fetcher = Arc::new(Fetcher::new(opts)?);
     let progress = Arc::new(Progress::new(opts.progress));
     // From here on, dropping `staging` (any error, a cancelled future) removes the folder.
-    let staging = Staging::create(&opts.into, "pull")?;
+    let staging = Staging::create(&opts.into, "pull", opts.force)?;
 
     let mut endpoints = Vec::new();
     let mut references = Vec::new();
@@ -349,7 +353,8 @@ pub fn api_base(from: &str) -> Result<String, PullError> {
 }
 
 /// The bundle's name: the last part of `--into`, which the server must be willing to serve.
-fn bundle_name(into: &Path) -> Result<String, PullError> {
+/// A target that [`stage::check_target`] refuses is refused here, before any request.
+fn bundle_name(into: &Path, force: bool) -> Result<String, PullError> {
     let bad = |reason: &str| PullError::BadTarget {
         path: into.to_path_buf(),
         reason: reason.to_string(),
@@ -364,9 +369,7 @@ fn bundle_name(into: &Path) -> Result<String, PullError> {
             "a bundle whose name starts with `_` or `.` is never served; choose another name",
         ));
     }
-    if let Some(reason) = stage::unusable_target(into) {
-        return Err(bad(reason));
-    }
+    stage::check_target(into, force).map_err(|refusal| bad(&refusal.to_string()))?;
     Ok(name.to_string())
 }
 
