@@ -87,9 +87,8 @@ fn not_a_bundle(dir: &Path, bundles: &[String], others: &[String]) -> String {
         held.push(some(others.len(), "other entry", "other entries", others));
     }
     format!(
-        "{} holds {} and is not a bundle folder itself (no {BUNDLE_FILE} at its top), so it is \
-         not replaced: nothing was changed. Did you mean --into {}? (--force replaces the folder \
-         and everything in it)",
+        "{} holds {} but no {BUNDLE_FILE}, so it is not a bundle folder and nothing was \
+         changed; did you mean --into {}? (--force replaces the folder and everything in it)",
         dir.display(),
         held.join(" and "),
         dir.join("NAME").display(),
