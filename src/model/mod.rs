@@ -16,6 +16,8 @@ pub mod simulate;
 use std::collections::BTreeMap;
 
 use serde_json::{Number, Value};
+use toml::de::DeValue;
+use toml::Spanned;
 
 use bodies::{EventBody, HotsiteBody, List, SubmissionBody, SubmissionListBody};
 use decode::Diag;
@@ -61,20 +63,24 @@ pub fn parse_text(text: &str, format: Format) -> Result<Value, SyntaxError> {
                 message,
             }
         }),
-        Format::Toml => match text.parse::<toml::Table>() {
-            Ok(table) => Ok(toml_to_json(toml::Value::Table(table))),
-            Err(e) => {
-                let (line, column) = e
-                    .span()
-                    .map(|s| line_column(text, s.start))
-                    .unwrap_or((1, 1));
-                Err(SyntaxError {
-                    line,
-                    column,
-                    message: e.message().trim_end().to_string(),
-                })
-            }
-        },
+        Format::Toml => {
+            let table = toml::de::DeTable::parse(text).map_err(|e| {
+                let at = e.span().map_or(0, |s| s.start);
+                syntax_error(text, at, e.message().trim_end())
+            })?;
+            let span = table.span();
+            toml_to_json(text, Spanned::new(span, DeValue::Table(table.into_inner())))
+        }
+    }
+}
+
+/// A syntax error at a byte offset of `text`.
+fn syntax_error(text: &str, offset: usize, message: &str) -> SyntaxError {
+    let (line, column) = line_column(text, offset);
+    SyntaxError {
+        line,
+        column,
+        message: message.to_string(),
     }
 }
 
@@ -98,18 +104,37 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
     (line, before[line_start..].chars().count() + 1)
 }
 
-fn toml_to_json(v: toml::Value) -> Value {
-    match v {
-        toml::Value::String(s) => Value::String(s),
-        toml::Value::Integer(i) => Value::Number(i.into()),
-        toml::Value::Float(f) => Number::from_f64(f).map_or(Value::Null, Value::Number),
-        toml::Value::Boolean(b) => Value::Bool(b),
-        toml::Value::Datetime(d) => Value::String(d.to_string()),
-        toml::Value::Array(a) => Value::Array(a.into_iter().map(toml_to_json).collect()),
-        toml::Value::Table(t) => {
-            Value::Object(t.into_iter().map(|(k, v)| (k, toml_to_json(v))).collect())
+/// A TOML value as JSON. A float keeps the text it was written with (`10.00` is served as
+/// `10.00`, as a JSON bundle serves it), less TOML's own `+` and `_`; `inf` and `nan` have no JSON
+/// form and become `null`. Integers in any radix become decimal; dates keep their TOML notation.
+fn toml_to_json(text: &str, v: Spanned<DeValue<'_>>) -> Result<Value, SyntaxError> {
+    let start = v.span().start;
+    Ok(match v.into_inner() {
+        DeValue::String(s) => Value::String(s.into_owned()),
+        DeValue::Integer(i) => {
+            let n = i64::from_str_radix(i.as_str(), i.radix())
+                .map(Number::from)
+                .or_else(|_| u64::from_str_radix(i.as_str(), i.radix()).map(Number::from))
+                .map_err(|_| syntax_error(text, start, "integer number overflowed"))?;
+            Value::Number(n)
         }
-    }
+        DeValue::Float(f) => {
+            let written = f.as_str().trim_start_matches('+').replace('_', "");
+            written.parse::<Number>().map_or(Value::Null, Value::Number)
+        }
+        DeValue::Boolean(b) => Value::Bool(b),
+        DeValue::Datetime(d) => Value::String(d.to_string()),
+        DeValue::Array(a) => Value::Array(
+            a.into_iter()
+                .map(|v| toml_to_json(text, v))
+                .collect::<Result<_, _>>()?,
+        ),
+        DeValue::Table(t) => Value::Object(
+            t.into_iter()
+                .map(|(k, v)| Ok((k.into_inner().into_owned(), toml_to_json(text, v)?)))
+                .collect::<Result<_, SyntaxError>>()?,
+        ),
+    })
 }
 
 /// `bundle.toml`: the tokens that open the bundle, and what its answers simulate.
@@ -271,6 +296,34 @@ mod tests {
         let v =
             parse_text("z = 10.5\na = 2024-05-01T08:00:00\n", Format::Toml).expect("valid TOML");
         assert_eq!(v.to_string(), r#"{"z":10.5,"a":"2024-05-01T08:00:00"}"#);
+    }
+
+    #[test]
+    fn toml_numbers_are_served_as_written() {
+        let text = "a = 10.00\nb = 0.10\nc = 1_000.50\nd = +2.0e3\ne = -0.0\nf = 0x1F\n\
+                    g = 1_000\nh = inf\ni = nan\nj = 18446744073709551615\n[t]\nk = [1.50, 2]\n";
+
+        let v = parse_text(text, Format::Toml).expect("valid TOML");
+
+        assert_eq!(
+            v.to_string(),
+            r#"{"a":10.00,"b":0.10,"c":1000.50,"d":2.0e+3,"e":-0.0,"f":31,"g":1000,"h":null,"i":null,"j":18446744073709551615,"t":{"k":[1.50,2]}}"#
+        );
+        let json =
+            parse_text(r#"{"amount": 10.00, "k": [1.50, 2e3]}"#, Format::Json).expect("JSON");
+        let toml = parse_text("amount = 10.00\nk = [1.50, 2e3]\n", Format::Toml).expect("TOML");
+        assert_eq!(
+            toml.to_string(),
+            json.to_string(),
+            "the same text as the JSON twin"
+        );
+    }
+
+    #[test]
+    fn toml_integers_beyond_u64_are_an_error_where_written() {
+        let e = parse_text("a = 1\nbig = 99999999999999999999\n", Format::Toml).unwrap_err();
+        assert_eq!((e.line, e.column), (2, 7), "{e:?}");
+        assert_eq!(e.message, "integer number overflowed");
     }
 
     #[test]
