@@ -232,6 +232,24 @@ pub fn bundle_config(v: &Value, diag: &mut Diag) -> Option<BundleConfig> {
     })
 }
 
+/// The text of a `bundle.toml` naming `tokens`: `note` first, if any, as `# ` comment lines
+/// (where the bundle came from), then `tokens = [...]` written by the TOML library, so any token
+/// is quoted right. [`bundle_config`] reads it back to the same tokens. `pull`, `gen` and the
+/// test server all write `bundle.toml` with it.
+pub(crate) fn bundle_toml(tokens: &[String], note: Option<&str>) -> String {
+    let mut text = String::new();
+    for line in note.iter().flat_map(|n| n.lines()) {
+        text.push_str(format!("# {line}").trim_end());
+        text.push('\n');
+    }
+    if note.is_some() {
+        text.push_str("# The tokens that open this bundle.\n");
+    }
+    let tokens = toml::Value::Array(tokens.iter().cloned().map(toml::Value::String).collect());
+    text.push_str(&format!("tokens = {tokens}\n"));
+    text
+}
+
 /// What kind of value this is, without its content (for values that may be secrets).
 fn kind_of(v: &Value) -> &'static str {
     match v {
@@ -338,6 +356,38 @@ mod tests {
             assert!(!diag.findings.is_empty());
             for f in &diag.findings {
                 assert!(!f.message.contains("secret"), "{}", f.message);
+            }
+        }
+    }
+
+    #[test]
+    fn bundle_toml_reads_back_to_the_same_config() {
+        let tokens = vec![
+            "to\"k\\en".to_string(),
+            "ünïcode-token".to_string(),
+            "line\nbreak'quote".to_string(),
+        ];
+        for note in [None, Some("Pulled from http://h/api/v1\non 2026-11-23.")] {
+            let text = bundle_toml(&tokens, note);
+
+            let v = parse_text(&text, Format::Toml).expect("valid TOML");
+            let mut diag = Diag::default();
+            let config = bundle_config(&v, &mut diag);
+
+            assert_eq!(
+                config,
+                Some(BundleConfig {
+                    tokens: tokens.clone(),
+                    simulate: None
+                }),
+                "{text}"
+            );
+            assert!(diag.findings.is_empty(), "{:?}", diag.findings);
+            if note.is_some() {
+                assert!(
+                    text.starts_with("# Pulled from http://h/api/v1\n# on 2026-11-23.\n"),
+                    "{text}"
+                );
             }
         }
     }
