@@ -34,6 +34,15 @@ impl Diag {
         self.push(Severity::Warning, path, message.into());
     }
 
+    /// Each finding as `path: message`, for tests.
+    #[cfg(test)]
+    pub(crate) fn lines(&self) -> Vec<String> {
+        self.findings
+            .iter()
+            .map(|f| format!("{}: {}", f.path, f.message))
+            .collect()
+    }
+
     fn push(&mut self, severity: Severity, path: &str, message: String) {
         self.findings.push(Finding {
             severity,
@@ -93,8 +102,8 @@ pub(crate) trait Record: Sized {
 }
 
 /// How a field is read from its object; the field's type picks the rule: a plain type is
-/// required, `Option<T>` may be `null` or left out (served as `null`), `Vec<R>` is a required
-/// list of records, a [`TextFormat`] is a required string in that format.
+/// required, `Option<T>` may be `null` or left out (served as `null`), a [`Record`] is a nested
+/// object, `Vec<R>` a required list of records, a [`TextFormat`] a required string in that format.
 pub(crate) trait Field: Sized {
     fn read(o: &mut Obj<'_, '_>, key: &'static str) -> Option<Self>;
 }
@@ -166,6 +175,28 @@ scalar_fields!(String, i64, Number, bool);
 impl<R: Record> Field for Vec<R> {
     fn read(o: &mut Obj<'_, '_>, key: &'static str) -> Option<Self> {
         o.list(key, R::decode)
+    }
+}
+
+/// A record nested in a record: a required object.
+impl<R: Record> Field for R {
+    fn read(o: &mut Obj<'_, '_>, key: &'static str) -> Option<Self> {
+        let v = o.present(key)?;
+        let path = o.path_of(key);
+        R::decode(v, &path, o.diag)
+    }
+}
+
+/// A nested record that may be `null` or left out (served as `null`).
+impl<R: Record> Field for Option<R> {
+    fn read(o: &mut Obj<'_, '_>, key: &'static str) -> Option<Self> {
+        match o.raw(key) {
+            None | Some(Value::Null) => Some(None),
+            Some(v) => {
+                let path = o.path_of(key);
+                R::decode(v, &path, o.diag).map(Some)
+            }
+        }
     }
 }
 
@@ -333,13 +364,8 @@ mod tests {
         assert_eq!(o.nullable::<String>("c"), Some(None));
         let extra = o.finish();
         assert_eq!(extra.keys().collect::<Vec<_>>(), vec!["z"]);
-        let got: Vec<String> = diag
-            .findings
-            .iter()
-            .map(|f| format!("{}: {}", f.path, f.message))
-            .collect();
         assert_eq!(
-            got,
+            diag.lines(),
             vec![
                 "data[2].b: expected an integer, found the number 1.5",
                 "data[2].c: expected a string, found null",

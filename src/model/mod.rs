@@ -401,13 +401,8 @@ mod tests {
         )
         .expect("valid TOML");
         assert_eq!(bundle_config(&v, &mut diag), None);
-        let msgs: Vec<String> = diag
-            .findings
-            .iter()
-            .map(|f| format!("{}: {}", f.path, f.message))
-            .collect();
         assert_eq!(
-            msgs,
+            diag.lines(),
             vec![
                 "foo: unknown key, ignored",
                 "tokens[1]: token padd… has white space around it; it could never match",

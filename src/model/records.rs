@@ -353,6 +353,47 @@ mod tests {
         assert_eq!(served["location"], Value::Null, "nullable left out: null");
     }
 
+    record! {
+        /// A nested record, as `privacy` of the company events (more-api.md).
+        pub struct Privacy, decoded by privacy {
+            id: i64,
+            type_ as "type": String,
+        }
+    }
+
+    record! {
+        /// A record holding one record, required, and one that may be null.
+        pub struct Company, decoded by company {
+            id: i64,
+            privacy: Privacy,
+            previous: Option<Privacy>,
+        }
+    }
+
+    #[test]
+    fn nested_records_are_decoded_with_their_paths_and_served_in_order() {
+        let v = json!({"privacy": {"type": 3, "id": 2}, "id": 1, "previous": {"id": "x"}});
+        let mut diag = Diag::default();
+
+        assert!(company(&v, "data[0]", &mut diag).is_none());
+
+        assert_eq!(
+            messages(&diag),
+            [
+                "Error data[0].privacy.type: expected a string, found the number 3",
+                "Error data[0].previous.id: expected an integer, found the string \"x\"",
+                "Error data[0].previous.type: missing required field",
+            ]
+        );
+        let v = json!({"privacy": {"type": "Privado", "id": 2, "cor": 1}, "id": 1});
+        let mut diag = Diag::default();
+        let c = company(&v, "", &mut diag).expect("a company");
+        assert_eq!(
+            serde_json::to_string(&c).expect("serialises"),
+            r#"{"id":1,"privacy":{"id":2,"type":"Privado","cor":1},"previous":null}"#
+        );
+    }
+
     #[test]
     fn every_field_is_read_and_cross_field_checks_still_run() {
         let v = json!({"id_event": "7", "id_payment": 1, "reference_payment": "R",
