@@ -3,7 +3,7 @@
 //!
 //! Each record's decoder (declared with the record by `records`' `record!` macro) reads its fields
 //! through an [`Obj`] in the order of the API text's field table, each by the rule its type picks
-//! ([`Field`]); whatever the file has beyond them is returned by [`Obj::finish`] as the record's
+//! (`Field`); whatever the file has beyond them is returned by [`Obj::finish`] as the record's
 //! extras, in file order. A decoder returns `None` when the record had an error; the errors
 //! themselves are in the [`Diag`].
 

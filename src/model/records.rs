@@ -9,11 +9,12 @@
 //! The records of the API text (event, ticket, price, payment, submission type, topic area, page
 //! area, sponsor item) and of observed.md (payment detail row, submission, author).
 //!
-//! Each record is declared once, with [`record!`]: its field list is the struct, the order in
+//! Each record is declared once, with `record!`: its field list is the struct, the order in
 //! which it is served (serde's derive keeps declaration order) and the order in which its decoder
-//! reads the file, each field by the rule its type picks ([`Field`]). `extra` holds whatever the
-//! file has beyond the table, in file order, and is served after. Numbers that the API text calls
-//! decimal are `serde_json::Number`, which keeps their text (`10.00` stays `10.00`).
+//! reads the file, each field by the rule its type picks (`decode::Field`). `extra` holds
+//! whatever the file has beyond the table, in file order, and is served after. Numbers that the
+//! API text calls decimal are `serde_json::Number`, which keeps their text (`10.00` stays
+//! `10.00`).
 //!
 //! A macro rather than `#[derive(Deserialize)]`: serde stops at a record's first error, and its
 //! messages name Rust types; a bundle's check reports every problem of every record with its JSON
