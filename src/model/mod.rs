@@ -338,6 +338,18 @@ mod tests {
     }
 
     #[test]
+    fn toml_duplicate_keys_and_tables_are_syntax_errors() {
+        for (text, at) in [
+            ("a = 1\na = 2\n", (2, 1)),
+            ("[t]\nx = 1\n[t]\ny = 2\n", (3, 2)),
+            ("x = 1.\n", (1, 7)),
+        ] {
+            let e = parse_text(text, Format::Toml).unwrap_err();
+            assert_eq!((e.line, e.column), at, "{text:?}: {e:?}");
+        }
+    }
+
+    #[test]
     fn toml_integers_beyond_u64_are_an_error_where_written() {
         let e = parse_text("a = 1\nbig = 99999999999999999999\n", Format::Toml).unwrap_err();
         assert_eq!((e.line, e.column), (2, 7), "{e:?}");
