@@ -250,13 +250,8 @@ impl Bundle {
             return Err(StartError::TokensTwice(self.name.clone()));
         }
         if !self.tokens.is_empty() {
-            let tokens = toml::Value::Array(
-                self.tokens
-                    .iter()
-                    .map(|t| toml::Value::String(t.clone()))
-                    .collect(),
-            );
-            write_file(&dir.join("bundle.toml"), format!("tokens = {tokens}\n"))?;
+            let text = crate::model::bundle_toml(&self.tokens, None);
+            write_file(&dir.join("bundle.toml"), text)?;
         }
         for (rel, contents) in &self.files {
             let rel_path = Path::new(rel);

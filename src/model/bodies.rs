@@ -29,15 +29,23 @@ impl<T> Default for List<T> {
 
 impl<T: Serialize> Serialize for List<T> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(2 + self.extra.len()))?;
-        m.serialize_entry("data", &self.data)?;
-        m.serialize_entry("count", &self.data.len())?;
-        end_with_extra(m, &self.extra)
+        with_extra(s, 2, &self.extra, |m| {
+            m.serialize_entry("data", &self.data)?;
+            m.serialize_entry("count", &self.data.len())
+        })
     }
 }
 
-/// Writes the members a file added after the body's own, then closes the map.
-fn end_with_extra<M: SerializeMap>(mut m: M, extra: &Extra) -> Result<M::Ok, M::Error> {
+/// Writes a body as a map: its `own` members (written by `members`), then the members a file
+/// added, in file order.
+fn with_extra<S: Serializer>(
+    s: S,
+    own: usize,
+    extra: &Extra,
+    members: impl FnOnce(&mut S::SerializeMap) -> Result<(), S::Error>,
+) -> Result<S::Ok, S::Error> {
+    let mut m = s.serialize_map(Some(own + extra.len()))?;
+    members(&mut m)?;
     for (k, v) in extra {
         m.serialize_entry(k, v)?;
     }
@@ -88,6 +96,20 @@ pub fn list<T>(
     Some((List { data: data?, extra }, data_path))
 }
 
+/// A list the body must hold as its member `key`: `found` is its value and path, if present.
+fn member_list<T>(
+    found: Option<(&Value, String)>,
+    key: &str,
+    diag: &mut Diag,
+    item: ItemDecoder<T>,
+) -> Option<List<T>> {
+    let Some((v, path)) = found else {
+        diag.error(key, "missing required field");
+        return None;
+    };
+    list(v, &path, diag, item).map(|(l, _)| l)
+}
+
 /// Body of `GET /api/v1/event`: one event in a list envelope.
 #[derive(Debug, Clone)]
 pub struct EventBody {
@@ -97,10 +119,10 @@ pub struct EventBody {
 
 impl Serialize for EventBody {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(2 + self.extra.len()))?;
-        m.serialize_entry("data", std::slice::from_ref(&self.event))?;
-        m.serialize_entry("count", &1)?;
-        end_with_extra(m, &self.extra)
+        with_extra(s, 2, &self.extra, |m| {
+            m.serialize_entry("data", std::slice::from_ref(&self.event))?;
+            m.serialize_entry("count", &1)
+        })
     }
 }
 
@@ -142,11 +164,11 @@ pub struct SubmissionBody {
 
 impl Serialize for SubmissionBody {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(3 + self.extra.len()))?;
-        m.serialize_entry("submission_type", &self.submission_type)?;
-        m.serialize_entry("topic_area", &self.topic_area)?;
-        m.serialize_entry("count", &2)?;
-        end_with_extra(m, &self.extra)
+        with_extra(s, 3, &self.extra, |m| {
+            m.serialize_entry("submission_type", &self.submission_type)?;
+            m.serialize_entry("topic_area", &self.topic_area)?;
+            m.serialize_entry("count", &2)
+        })
     }
 }
 
@@ -158,20 +180,8 @@ pub fn submission_body(v: &Value, diag: &mut Diag) -> Option<SubmissionBody> {
     let areas = o.raw("topic_area").map(|v| (v, o.path_of("topic_area")));
     check_count(&mut o, 2, "the body has lists:");
     let extra = o.finish();
-    let submission_type = match types {
-        Some((v, p)) => list(v, &p, diag, records::submission_type).map(|(l, _)| l),
-        None => {
-            diag.error("submission_type", "missing required field");
-            None
-        }
-    };
-    let topic_area = match areas {
-        Some((v, p)) => list(v, &p, diag, records::topic_area).map(|(l, _)| l),
-        None => {
-            diag.error("topic_area", "missing required field");
-            None
-        }
-    };
+    let submission_type = member_list(types, "submission_type", diag, records::submission_type);
+    let topic_area = member_list(areas, "topic_area", diag, records::topic_area);
     Some(SubmissionBody {
         submission_type: submission_type?,
         topic_area: topic_area?,
@@ -188,10 +198,10 @@ pub struct SubmissionListBody {
 
 impl Serialize for SubmissionListBody {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(2 + self.extra.len()))?;
-        m.serialize_entry("submission", &self.submission)?;
-        m.serialize_entry("count", &1)?;
-        end_with_extra(m, &self.extra)
+        with_extra(s, 2, &self.extra, |m| {
+            m.serialize_entry("submission", &self.submission)?;
+            m.serialize_entry("count", &1)
+        })
     }
 }
 
@@ -208,11 +218,8 @@ pub fn submission_list_body(v: &Value, diag: &mut Diag) -> Option<SubmissionList
     let inner = o.raw("submission");
     check_count(&mut o, 1, "the body has lists:");
     let extra = o.finish();
-    let Some(inner) = inner else {
-        diag.error("submission", "missing required field");
-        return None;
-    };
-    let (submission, _) = list(inner, "submission", diag, records::submission)?;
+    let inner = inner.map(|v| (v, "submission".to_string()));
+    let submission = member_list(inner, "submission", diag, records::submission)?;
     Some(SubmissionListBody { submission, extra })
 }
 
@@ -226,10 +233,10 @@ pub struct HotsiteBody {
 
 impl Serialize for HotsiteBody {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(2 + self.extra.len()))?;
-        m.serialize_entry("capa", &self.capa)?;
-        m.serialize_entry("areasSite", &self.areas)?;
-        end_with_extra(m, &self.extra)
+        with_extra(s, 2, &self.extra, |m| {
+            m.serialize_entry("capa", &self.capa)?;
+            m.serialize_entry("areasSite", &self.areas)
+        })
     }
 }
 

@@ -297,7 +297,11 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
     endpoints.push(details);
 
     let toml_path = staging.path().join("bundle.toml");
-    let toml = bundle_toml(opts.token.0.trim(), &base);
+    let note = format!(
+        "Pulled by `eventbox pull` from {base} on {}.",
+        chrono::Utc::now().format("%Y-%m-%d %H:%M UTC")
+    );
+    let toml = crate::model::bundle_toml(&[opts.token.0.trim().to_string()], Some(&note));
     stage::write_private(&toml_path, toml.as_bytes()).map_err(|source| PullError::Io {
         path: toml_path.clone(),
         source,
@@ -558,20 +562,6 @@ fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .write_all(bytes)
 }
 
-/// `bundle.toml` naming the token (written by the TOML library, so any token is quoted right).
-fn bundle_toml(token: &str, base: &str) -> String {
-    let mut table = toml::Table::new();
-    table.insert(
-        "tokens".into(),
-        toml::Value::Array(vec![toml::Value::String(token.to_string())]),
-    );
-    let body = toml::to_string(&table).unwrap_or_else(|_| format!("tokens = [{token:?}]\n"));
-    format!(
-        "# Pulled by `eventbox pull` from {base} on {}.\n# The tokens that open this bundle.\n{body}",
-        chrono::Utc::now().format("%Y-%m-%d %H:%M UTC")
-    )
-}
-
 /// Fetches every payment's detail with `opts.concurrency` workers, writing each file as it
 /// comes. The first error stops the others.
 async fn fetch_details(
@@ -746,16 +736,6 @@ mod tests {
                 .contains("\"../../etc/passwd\" cannot name a detail file"),
             "{err}"
         );
-    }
-
-    #[test]
-    fn bundle_toml_names_the_token_and_loads() {
-        let text = bundle_toml("to\"k\\en", "http://h/api/v1");
-        let v = crate::model::parse_text(&text, crate::model::Format::Toml).expect("valid TOML");
-        let mut diag = crate::model::decode::Diag::default();
-        let config = crate::model::bundle_config(&v, &mut diag).expect("a bundle config");
-        assert_eq!(config.tokens, vec!["to\"k\\en".to_string()]);
-        assert!(diag.findings.is_empty(), "{:?}", diag.findings);
     }
 
     #[test]
