@@ -873,6 +873,26 @@ mod tests {
     }
 
     #[test]
+    fn the_documented_configuration_file_is_valid() {
+        let doc = include_str!("../docs/operations.md");
+        let example = doc
+            .split("```toml\n")
+            .nth(1)
+            .and_then(|rest| rest.split("```").next())
+            .expect("docs/operations.md has a toml block");
+        let parsed = parse_file(Path::new("operations.md"), example).expect("valid");
+        let documented: Vec<&str> = parsed.keys.iter().map(String::as_str).collect();
+        let mut missing = file_keys();
+        missing.retain(|k| !documented.contains(&k.as_str()));
+        assert!(missing.is_empty(), "keys not in the example: {missing:?}");
+        assert_eq!(parsed.options.idle_timeout, Duration::from_secs(60));
+        assert_eq!(
+            parsed.options.watch_mode(),
+            WatchMode::Poll(Duration::from_millis(500))
+        );
+    }
+
+    #[test]
     fn the_port_comes_from_port_then_addr_then_the_variable() {
         let port = |args: &[&str], var: Option<&str>| {
             let (options, _) = parse(args);
