@@ -597,3 +597,26 @@ pub async fn shutdown_signal() {
     stop_signal().await;
     tracing::info!("shutting down: no new connections; requests in flight may finish");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_well_formed_and_short_flags_do_not_clash() {
+        // clap's own checks: no two arguments with one short or long flag, defaults that parse.
+        Cli::command().debug_assert();
+        let serve = Cli::command();
+        let shorts: Vec<char> = serve
+            .get_arguments()
+            .filter_map(|a| a.get_short())
+            .collect();
+        for short in ['d', 'a', 'p', 'c', 'w', 'v', 'q'] {
+            assert_eq!(
+                shorts.iter().filter(|s| **s == short).count(),
+                1,
+                "-{short}"
+            );
+        }
+    }
+}

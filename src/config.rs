@@ -24,7 +24,7 @@ use crate::http::Limits;
 use crate::watch::WatchMode;
 
 /// The port when neither `--port`, `--addr` nor `PORT` gives one.
-pub const DEFAULT_PORT: u16 = 8080;
+pub(crate) const DEFAULT_PORT: u16 = 8080;
 
 /// The shortest debounce, poll interval and timeout accepted: below it the watcher would spin.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
@@ -105,7 +105,7 @@ pub enum Switch {
 #[serde(try_from = "String", into = "String")]
 pub struct ListenAddr {
     pub host: IpAddr,
-    /// `None`: the port comes from `--port`, `PORT` or [`DEFAULT_PORT`].
+    /// `None`: the port comes from `--port`, `PORT` or 8080.
     pub port: Option<u16>,
 }
 
@@ -432,7 +432,7 @@ impl ServeOptions {
     }
 
     /// How the data folder is watched (`--no-watch` wins over `--watch`).
-    pub fn watch_mode(&self) -> WatchMode {
+    pub(crate) fn watch_mode(&self) -> WatchMode {
         match (self.no_watch, self.watch) {
             (true, _) | (false, WatchKind::Off) => WatchMode::Off,
             (false, WatchKind::Native) => WatchMode::Native,
@@ -441,7 +441,7 @@ impl ServeOptions {
     }
 
     /// Timeouts and caps of the HTTP server.
-    pub fn limits(&self) -> Limits {
+    pub(crate) fn limits(&self) -> Limits {
         Limits {
             header_timeout: self.header_timeout,
             idle_timeout: self.idle_timeout,
@@ -451,12 +451,12 @@ impl ServeOptions {
     }
 
     /// Which origins may read answers.
-    pub fn cors(&self) -> Cors {
+    pub(crate) fn cors(&self) -> Cors {
         Cors::from_origins(&self.cors_origin)
     }
 
     /// Whether answers get gzip and brotli variants.
-    pub fn compression(&self) -> bool {
+    pub(crate) fn compression(&self) -> bool {
         self.compression == Switch::On
     }
 
