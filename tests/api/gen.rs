@@ -52,6 +52,7 @@ async fn gen_output_passes_check_strict_and_is_served() {
         &CheckArgs {
             dir: data.path().to_path_buf(),
             strict: true,
+            format: eventbox::cli::CheckFormat::Text,
         },
         &mut report,
     )

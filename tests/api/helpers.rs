@@ -52,7 +52,7 @@ pub async fn serve_app_with(
         .expect("bind 127.0.0.1:0");
     let addr = listener.local_addr().expect("a local address");
     let (stop, stopped) = oneshot::channel::<()>();
-    let mut service = app.service(false);
+    let mut service = app.service();
     configure(&mut service);
     let server = tokio::spawn(eventbox::http::serve(listener, service, async move {
         let _ = stopped.await;
