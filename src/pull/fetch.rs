@@ -388,6 +388,95 @@ mod tests {
         assert_eq!(none.waits().count(), 0);
     }
 
+    /// A server on 127.0.0.1:0 answering each connection with `answers[n]` (the last one
+    /// again once they run out), closing after each; counts the requests.
+    async fn scripted(answers: Vec<&'static str>) -> (String, std::sync::Arc<AtomicU64>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a port");
+        let base = format!("http://{}", listener.local_addr().expect("an address"));
+        let count = std::sync::Arc::new(AtomicU64::new(0));
+        let seen = std::sync::Arc::clone(&count);
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let n = seen.fetch_add(1, Ordering::Relaxed) as usize;
+                let answer = answers[n.min(answers.len() - 1)];
+                let mut head = [0u8; 4096];
+                let _ = socket.read(&mut head).await;
+                let _ = socket.write_all(answer.as_bytes()).await;
+                let _ = socket.shutdown().await;
+            }
+        });
+        (base, count)
+    }
+
+    fn quiet(base: &str, retries: u32) -> (Fetcher, Progress) {
+        let mut opts = PullOptions::new(base, "token", "d/x");
+        opts.retries = retries;
+        opts.backoff = Duration::from_millis(10);
+        opts.max_retry_wait = Duration::from_millis(100);
+        let fetcher = Fetcher::new(&opts).expect("a fetcher");
+        (fetcher, Progress::new(crate::pull::ProgressMode::Quiet))
+    }
+
+    #[tokio::test]
+    async fn a_retry_after_past_the_cap_waits_only_the_cap() {
+        let (base, count) = scripted(vec![
+            "HTTP/1.1 503 Service Unavailable\r\nretry-after: 3600\r\ncontent-length: 4\r\nconnection: close\r\n\r\nbusy",
+            "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+        ])
+        .await;
+        let (f, progress) = quiet(&base, 3);
+
+        let started = std::time::Instant::now();
+        let body = tokio::time::timeout(Duration::from_secs(5), f.get(&base, None, &progress))
+            .await
+            .expect("Retry-After is capped, not waited for an hour")
+            .expect("the second try");
+
+        assert_eq!(&body[..], b"ok");
+        assert_eq!(count.load(Ordering::Relaxed), 2);
+        assert_eq!((f.requests(), f.retries()), (2, 1));
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(100) && took < Duration::from_secs(5),
+            "Retry-After 3600 capped at 100 ms took {took:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn only_what_another_try_may_mend_is_retried_and_the_last_reason_is_kept() {
+        let (base, count) = scripted(vec![
+            "HTTP/1.1 429 Too Many Requests\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+            "HTTP/1.1 500 Internal Server Error\r\ncontent-length: 4\r\nconnection: close\r\n\r\noops",
+        ])
+        .await;
+        let (f, progress) = quiet(&base, 2);
+        let err = f.get(&base, None, &progress).await.expect_err("gives up");
+        assert!(
+            matches!(&err, PullError::GaveUp { attempts: 3, last, .. } if last.contains("500") && last.contains("oops")),
+            "{err:?}"
+        );
+        assert_eq!(count.load(Ordering::Relaxed), 3);
+
+        let (base, count) = scripted(vec![
+            "HTTP/1.1 404 Not Found\r\ncontent-length: 4\r\nconnection: close\r\n\r\nnope",
+        ])
+        .await;
+        let (f, progress) = quiet(&base, 2);
+        let err = f
+            .get(&base, None, &progress)
+            .await
+            .expect_err("not retried");
+        assert!(
+            matches!(err, PullError::Status { status: 404, .. }),
+            "{err:?}"
+        );
+        assert_eq!(count.load(Ordering::Relaxed), 1);
+        assert_eq!(f.retries(), 0);
+    }
+
     #[test]
     fn error_bodies_give_their_message() {
         let b = br#"{"message": "The Authorization-Token does not open any event.", "erros": []}"#;
