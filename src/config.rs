@@ -326,6 +326,15 @@ impl ServeOptions {
     /// defaults, with `matches` saying which was which) over the `--config` file, the `PORT`
     /// variable applied (see [`ServeOptions::listen_addr`]), every value checked.
     pub fn resolve(self, matches: &ArgMatches) -> Result<ServeOptions, ConfigError> {
+        self.resolve_with(matches, std::env::var("PORT").ok().as_deref())
+    }
+
+    /// [`ServeOptions::resolve`] with the `PORT` variable's value given.
+    fn resolve_with(
+        self,
+        matches: &ArgMatches,
+        port: Option<&str>,
+    ) -> Result<ServeOptions, ConfigError> {
         let given = |id: &str| {
             matches!(
                 matches.value_source(id),
@@ -343,7 +352,7 @@ impl ServeOptions {
                 self.over_file(file, given)?
             }
         };
-        options.with_port_variable(std::env::var("PORT").ok().as_deref())
+        options.with_port_variable(port)
     }
 
     /// `self` where `given` says a value was given (flag or variable), the file's values for the
@@ -667,21 +676,7 @@ mod tests {
 
     fn resolve(args: &[&str]) -> Result<ServeOptions, ConfigError> {
         let (options, matches) = parse(args);
-        let given = |id: &str| {
-            matches!(
-                matches.value_source(id),
-                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
-            )
-        };
-        let options = match &options.config {
-            None => options,
-            Some(path) => {
-                let text = std::fs::read_to_string(path).expect("read");
-                let parsed = parse_file(path, &text)?;
-                options.over_file(parsed, given)?
-            }
-        };
-        options.with_port_variable(None)
+        options.resolve_with(&matches, None)
     }
 
     #[test]
