@@ -1,4 +1,5 @@
-//! The bodies of the six endpoints, built from records, and the checks that span records.
+//! The bodies of the endpoints (the six of the API text, then those of more-api.md and the
+//! write bodies), built from records, and the checks that span records.
 //!
 //! A file holds the body its endpoint returns, so each decoder accepts the service's envelope
 //! (`{"data": [...], "count": n}`) and, for convenience, the bare list (`[...]`; for the event,
@@ -9,7 +10,10 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
 
 use super::decode::{decode_array, describe, Diag, ItemDecoder, Obj};
-use super::records::{self, Event, Extra, PageArea, Submission, SubmissionType, TopicArea};
+use super::records::{
+    self, Activity, Attendee, AttendeeCreate, Certificate, CheckinAttendee, CheckinSession,
+    CompanyEvent, Event, Extra, PageArea, Speaker, Submission, SubmissionType, TopicArea,
+};
 
 /// A list envelope: `{"data": [...], "count": n}`, then any members the file added.
 #[derive(Debug, Clone)]
@@ -277,4 +281,210 @@ pub fn hotsite_body(v: &Value, diag: &mut Diag) -> Option<HotsiteBody> {
         areas: areas?,
         extra,
     })
+}
+
+// ---- Issue 12: the bodies of the rest of the documented API (more-api.md) ----
+
+/// A list envelope without a count, as the service writes the activities, the speakers and the
+/// company events: `{"data": [...]}`, then any members the file added. A file may still carry
+/// `count` (it is checked, and not served).
+#[derive(Debug, Clone)]
+pub struct Data<T> {
+    pub data: Vec<T>,
+    pub extra: Extra,
+}
+
+impl<T> Default for Data<T> {
+    fn default() -> Self {
+        Data {
+            data: Vec::new(),
+            extra: Extra::new(),
+        }
+    }
+}
+
+impl<T: Serialize> Serialize for Data<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        with_extra(s, 1, &self.extra, |m| m.serialize_entry("data", &self.data))
+    }
+}
+
+/// Reports every record whose key (`key` of the record, read by `get`) an earlier one already
+/// has: a lookup by that key would be ambiguous.
+fn unique_keys<T, K: Eq + std::hash::Hash + std::fmt::Display>(
+    items: &[T],
+    path: &str,
+    key: &str,
+    get: impl Fn(&T) -> Option<K>,
+    diag: &mut Diag,
+) {
+    let mut seen = std::collections::HashMap::new();
+    for (i, item) in items.iter().enumerate() {
+        let Some(k) = get(item) else { continue };
+        let at = super::decode::join_index(path, i);
+        if let Some(first) = seen.get(&k) {
+            diag.error(
+                &super::decode::join_key(&at, key),
+                format!("{key} {k} is also that of {first}"),
+            );
+        } else {
+            seen.insert(k, at);
+        }
+    }
+}
+
+/// Body of `GET /api/v1/attendees`: the service's envelope (`{"data": [...], "count": n}`) or a
+/// bare list. `id_attendees` (the `:id` of `GET /attendees/:id`) and `checkin_code` (what a
+/// check-in names) must each be unique.
+pub fn attendees_body(v: &Value, diag: &mut Diag) -> Option<List<Attendee>> {
+    let (list, path) = list(v, "", diag, records::attendee)?;
+    unique_keys(
+        &list.data,
+        &path,
+        "id_attendees",
+        |a| Some(a.id_attendees),
+        diag,
+    );
+    unique_keys(&list.data, &path, "checkin_code", |a| a.checkin_code, diag);
+    Some(list)
+}
+
+/// Decodes a list envelope (with or without `count`) or a bare list into a [`Data`].
+fn data<T>(v: &Value, diag: &mut Diag, item: ItemDecoder<T>) -> Option<(Data<T>, String)> {
+    let (list, path) = list(v, "", diag, item)?;
+    Some((
+        Data {
+            data: list.data,
+            extra: list.extra,
+        },
+        path,
+    ))
+}
+
+/// Body of `GET /api/v1/session`: the activities. `id_session` must be unique; a speaker or a
+/// time naming another activity's `id_session` is a warning (served as written).
+pub fn sessions_body(v: &Value, diag: &mut Diag) -> Option<Data<Activity>> {
+    let (body, path) = data(v, diag, records::activity)?;
+    unique_keys(
+        &body.data,
+        &path,
+        "id_session",
+        |a| Some(a.id_session),
+        diag,
+    );
+    for (i, a) in body.data.iter().enumerate() {
+        let at = super::decode::join_index(&path, i);
+        let named = a
+            .speakers
+            .iter()
+            .map(|s| ("speakers", s.id_session))
+            .enumerate()
+            .chain(a.times.iter().map(|t| ("times", t.id_session)).enumerate());
+        for (j, (list, id)) in named {
+            if id != a.id_session {
+                diag.warning(
+                    &format!("{at}.{list}[{j}].id_session"),
+                    format!("is {id}, not the activity's {}", a.id_session),
+                );
+            }
+        }
+    }
+    Some(body)
+}
+
+/// Body of `GET /api/v1/speaker`: the speakers; `id_speaker` must be unique.
+pub fn speakers_body(v: &Value, diag: &mut Diag) -> Option<Data<Speaker>> {
+    let (body, path) = data(v, diag, records::speaker)?;
+    unique_keys(
+        &body.data,
+        &path,
+        "id_speaker",
+        |s| Some(s.id_speaker),
+        diag,
+    );
+    Some(body)
+}
+
+/// Body of `GET /api/v1/customclient/events`: a company's events; `id` must be unique.
+pub fn company_events_body(v: &Value, diag: &mut Diag) -> Option<Data<CompanyEvent>> {
+    let (body, path) = data(v, diag, records::company_event)?;
+    unique_keys(&body.data, &path, "id", |e| Some(e.id), diag);
+    Some(body)
+}
+
+/// Body of `GET /api/v1/certificates`, nested like the submission list:
+/// `{"certificates": {"data": [...], "count": n}, "count": 1}`. The documented example has one
+/// certificate, so its top-level `1` could be either; read as the submission list's (observed.md),
+/// it is always 1.
+#[derive(Debug, Clone, Default)]
+pub struct CertificatesBody {
+    pub certificates: List<Certificate>,
+    pub extra: Extra,
+}
+
+impl Serialize for CertificatesBody {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        with_extra(s, 2, &self.extra, |m| {
+            m.serialize_entry("certificates", &self.certificates)?;
+            m.serialize_entry("count", &1)
+        })
+    }
+}
+
+/// The certificates file: the service's body, or a bare list of certificates.
+pub fn certificates_body(v: &Value, diag: &mut Diag) -> Option<CertificatesBody> {
+    if v.is_array() {
+        let (certificates, _) = list(v, "", diag, records::certificate)?;
+        return Some(CertificatesBody {
+            certificates,
+            extra: Extra::new(),
+        });
+    }
+    let mut o = Obj::new(v, "", diag)?;
+    let inner = o.raw("certificates");
+    check_count(&mut o, 1, "the body has lists:");
+    let extra = o.finish();
+    let inner = inner.map(|v| (v, "certificates".to_string()));
+    let certificates = member_list(inner, "certificates", diag, records::certificate)?;
+    Some(CertificatesBody {
+        certificates,
+        extra,
+    })
+}
+
+/// The body of `POST /api/v1/attendees/create`: the `Attendee` object, sent flat or wrapped as
+/// `{"attendee": {...}}` (clients do both; the page names the body parameter `attendee`).
+pub fn attendee_create_body(v: &Value, diag: &mut Diag) -> Option<AttendeeCreate> {
+    match v
+        .as_object()
+        .filter(|m| m.len() == 1)
+        .and_then(|m| m.get("attendee"))
+    {
+        Some(inner) => records::attendee_create(inner, "attendee", diag),
+        None => records::attendee_create(v, "", diag),
+    }
+}
+
+/// The body of `POST /api/v1/checkin/attendees`: an array of check-ins, bare or wrapped as
+/// `{"attendees": [...]}` (the page's name of the body parameter).
+pub fn checkin_attendees_body(v: &Value, diag: &mut Diag) -> Option<Vec<CheckinAttendee>> {
+    array_body(v, "attendees", diag, records::checkin_attendee)
+}
+
+/// The body of `POST /api/v1/checkin/sessions`: an array of check-ins at activities, bare or
+/// wrapped as `{"sessions": [...]}` (the page's name of the body parameter).
+pub fn checkin_sessions_body(v: &Value, diag: &mut Diag) -> Option<Vec<CheckinSession>> {
+    array_body(v, "sessions", diag, records::checkin_session)
+}
+
+/// A bare array, or one object whose only member `key` is that array.
+fn array_body<T>(v: &Value, key: &str, diag: &mut Diag, item: ItemDecoder<T>) -> Option<Vec<T>> {
+    match v
+        .as_object()
+        .filter(|m| m.len() == 1)
+        .and_then(|m| m.get(key))
+    {
+        Some(inner) => decode_array(inner, key, diag, item),
+        None => decode_array(v, "", diag, item),
+    }
 }
