@@ -488,3 +488,345 @@ fn array_body<T>(v: &Value, key: &str, diag: &mut Diag, item: ItemDecoder<T>) ->
         None => decode_array(v, "", diag, item),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A documented example of `tests/fixtures/apidocs/` (see its README).
+    macro_rules! fixture {
+        ($name:literal) => {
+            include_str!(concat!("../../tests/fixtures/apidocs/", $name))
+        };
+    }
+
+    type Decoder<T> = fn(&Value, &mut Diag) -> Option<T>;
+
+    fn parse(text: &str) -> Value {
+        serde_json::from_str(text).expect("the fixture is JSON")
+    }
+
+    /// Decodes `text` with no finding and checks it serialises back to exactly its compact text.
+    fn round_trips<T: Serialize>(name: &str, text: &str, decode: Decoder<T>) -> T {
+        let v = parse(text);
+        let mut diag = Diag::default();
+
+        let body = decode(&v, &mut diag);
+
+        assert!(diag.findings.is_empty(), "{name}: {:?}", diag.lines());
+        let body = body.unwrap_or_else(|| panic!("{name} did not decode"));
+        let served = serde_json::to_string(&body).expect("serialises");
+        assert_eq!(served, v.to_string(), "{name}");
+        body
+    }
+
+    /// The findings of decoding `v`, as `path: message` (warnings marked).
+    fn findings<T>(v: &Value, decode: Decoder<T>) -> (Option<T>, Vec<String>) {
+        let mut diag = Diag::default();
+        let body = decode(v, &mut diag);
+        let lines = diag
+            .findings
+            .iter()
+            .map(|f| match f.severity {
+                crate::problem::Severity::Warning => format!("warning {}: {}", f.path, f.message),
+                _ => format!("{}: {}", f.path, f.message),
+            })
+            .collect();
+        (body, lines)
+    }
+
+    #[test]
+    fn every_documented_read_example_decodes_and_serialises_back_exactly() {
+        let attendees = round_trips(
+            "pessoas-attendees",
+            fixture!("pessoas-attendees.json"),
+            attendees_body,
+        );
+        let empty = round_trips(
+            "pessoas-attendees-404",
+            fixture!("pessoas-attendees-404.json"),
+            attendees_body,
+        );
+        let sessions = round_trips(
+            "programacao-session",
+            fixture!("programacao-session.json"),
+            sessions_body,
+        );
+        let speakers = round_trips(
+            "programacao-speaker",
+            fixture!("programacao-speaker.json"),
+            speakers_body,
+        );
+        let certificates = round_trips(
+            "certificados-certificates",
+            fixture!("certificados-certificates.json"),
+            certificates_body,
+        );
+        let events = round_trips(
+            "empresas-events",
+            fixture!("empresas-events.json"),
+            company_events_body,
+        );
+
+        assert_eq!(attendees.data.len(), 3);
+        assert_eq!(attendees.data[0].checkin_code, Some(11));
+        assert_eq!(attendees.data[2].checkin_code, None, "left out, not null");
+        assert_eq!(
+            attendees.data[2]
+                .registration_date
+                .value()
+                .map(|d| d.as_str()),
+            Some("20/08/2022")
+        );
+        assert!(empty.data.is_empty());
+        let activity = &sessions.data[0];
+        assert_eq!(activity.ticket_price.to_string(), "10.0000", "as written");
+        assert_eq!((activity.speakers.len(), activity.times.len()), (2, 1));
+        assert_eq!(speakers.data[0].id_speaker, 117452);
+        assert_eq!(certificates.certificates.data[0].id_pessoa, 1234);
+        assert_eq!(
+            events.data[0].privacy.type_,
+            "Privado - com link de acessso"
+        );
+        assert_eq!(events.data[0].token.as_str(), "123456789");
+    }
+
+    #[test]
+    fn every_write_body_decodes_and_serialises_back_exactly() {
+        let attendee = round_trips(
+            "pessoas-attendee",
+            fixture!("pessoas-attendee.json"),
+            attendee_create_body,
+        );
+        let checkins = round_trips(
+            "models-checkin-attendees",
+            fixture!("models-checkin-attendees.json"),
+            checkin_attendees_body,
+        );
+        let sessions = round_trips(
+            "models-checkin-sessions",
+            fixture!("models-checkin-sessions.json"),
+            checkin_sessions_body,
+        );
+
+        assert_eq!(attendee.registration.id_ticket_price, 0);
+        assert_eq!(attendee.registration_confirmed, Some(true));
+        assert_eq!(checkins[0].checkin_code, "11");
+        assert_eq!(
+            (sessions[0].id_attendees, sessions[0].id_session),
+            (9, 155553)
+        );
+    }
+
+    #[test]
+    fn write_bodies_are_taken_flat_or_wrapped() {
+        let flat = parse(fixture!("pessoas-attendee.json"));
+        let wrapped = json!({ "attendee": flat.clone() });
+        let (a, problems) = findings(&wrapped, attendee_create_body);
+        assert!(problems.is_empty(), "{problems:?}");
+        let a = serde_json::to_value(a.expect("the wrapped attendee")).expect("serialises");
+        assert_eq!(a, flat);
+
+        // Durato/competition-system's body: no badge name, gender or photo.
+        let minimal = parse(
+            r#"{"name": "Ana", "email": "ana@x.com", "registration_confirmed": false,
+                "registration": {"id_ticket_price": 7, "price": 10.00}}"#,
+        );
+        let (a, problems) = findings(&minimal, attendee_create_body);
+        assert!(problems.is_empty(), "{problems:?}");
+        let a = a.expect("the minimal attendee");
+        assert_eq!((a.bagde_name, a.gender, a.photo), (None, None, None));
+        assert_eq!(a.registration.price.to_string(), "10.00");
+
+        let items = parse(fixture!("models-checkin-attendees.json"));
+        let (c, problems) = findings(&json!({ "attendees": items }), checkin_attendees_body);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(c.map(|c| c.len()), Some(1));
+        let items = parse(fixture!("models-checkin-sessions.json"));
+        let (c, problems) = findings(&json!({ "sessions": items }), checkin_sessions_body);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(c.map(|c| c.len()), Some(1));
+    }
+
+    #[test]
+    fn bad_attendees_give_every_problem_with_its_path() {
+        let mut v = parse(fixture!("pessoas-attendees.json"));
+        v["data"][0]["registration_date"] = json!("2022-08-20");
+        v["data"][0]["registration_hour"] = json!("11h50");
+        v["data"][1]["checkin_code"] = json!("25");
+        v["data"][1]["confirmed"] = json!("false");
+        v["data"][2]["id_attendees"] = json!(9);
+        v["data"][2]["checkin_code"] = json!(11);
+        v["count"] = json!(4);
+
+        let (body, problems) = findings(&v, attendees_body);
+
+        assert!(body.is_none());
+        assert_eq!(
+            problems,
+            [
+                "data[0].registration_date: \"2022-08-20\" is not a DD/MM/YYYY date, nor empty",
+                "data[0].registration_hour: \"11h50\" is not an HH:MM hour, nor empty",
+                "data[1].checkin_code: expected an integer, found the string \"25\"",
+                "data[1].confirmed: expected true or false, found the string \"false\"",
+            ]
+        );
+        v["data"][0]["registration_date"] = json!("");
+        v["data"][0]["registration_hour"] = json!("");
+        v["data"][1]["checkin_code"] = json!(25);
+        v["data"][1]["confirmed"] = json!(true);
+        let (body, problems) = findings(&v, attendees_body);
+        assert!(body.is_some(), "duplicates are reported, the list is kept");
+        assert_eq!(
+            problems,
+            [
+                "count: count is 4 but data has 3",
+                "data[2].id_attendees: id_attendees 9 is also that of data[0]",
+                "data[2].checkin_code: checkin_code 11 is also that of data[0]",
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_activities_and_speakers_give_problems_with_their_paths() {
+        let mut v = parse(fixture!("programacao-session.json"));
+        v["data"][0]["ticket_price"] = json!("10.00");
+        v["data"][0]["speakers"][1]["resume"] = json!(3);
+        v["data"][0]["times"][0]["date"] = json!("01/01/2020");
+        v["data"][0]["times"][0]["end_time"] = json!("11h");
+        v["data"][0]["venue"] = Value::Null;
+
+        let (body, problems) = findings(&v, sessions_body);
+
+        assert!(body.is_none());
+        assert_eq!(
+            problems,
+            [
+                "data[0].ticket_price: expected a number, found the string \"10.00\"",
+                "data[0].speakers[1].resume: expected a string, found the number 3",
+                "data[0].times[0].date: \"01/01/2020\" is not a YYYY-MM-DDTHH:MM:SS date-time",
+                "data[0].times[0].end_time: \"11h\" is not an HH:MM hour",
+            ]
+        );
+
+        let mut v = parse(fixture!("programacao-session.json"));
+        v["data"][0]["speakers"][1]["id_session"] = json!(1);
+        let second = v["data"][0].clone();
+        v["data"].as_array_mut().expect("a list").push(second);
+        let (_, problems) = findings(&v, sessions_body);
+        assert_eq!(
+            problems,
+            [
+                "data[1].id_session: id_session 155553 is also that of data[0]",
+                "warning data[0].speakers[1].id_session: is 1, not the activity's 155553",
+                "warning data[1].speakers[1].id_session: is 1, not the activity's 155553",
+            ]
+        );
+
+        let (_, problems) = findings(&json!([{"id_event": 1}]), speakers_body);
+        assert_eq!(problems[0], "[0].id_speaker: missing required field");
+        assert_eq!(
+            problems.len(),
+            9,
+            "all but id_event and resume (nullable): {problems:?}"
+        );
+    }
+
+    #[test]
+    fn bad_certificates_and_company_events_give_problems_with_their_paths() {
+        let mut v = parse(fixture!("certificados-certificates.json"));
+        v["certificates"]["count"] = json!(2);
+        v["count"] = json!(3);
+        v["certificates"]["data"][0]["id_pessoa"] = json!("1234");
+        let (body, problems) = findings(&v, certificates_body);
+        assert!(body.is_none());
+        assert_eq!(
+            problems,
+            [
+                "count: count is 3 but the body has lists: 1",
+                "certificates.data[0].id_pessoa: expected an integer, found the string \"1234\"",
+            ]
+        );
+        v["certificates"]["data"][0]["id_pessoa"] = json!(1234);
+        let (_, problems) = findings(&v, certificates_body);
+        assert_eq!(problems[1], "certificates.count: count is 2 but data has 1");
+
+        let mut v = parse(fixture!("empresas-events.json"));
+        v["data"][0]["token"] = json!(987654321);
+        v["data"][0]["start_date"] = json!("01/01/2024");
+        v["data"][0]["publicated"] = json!(1);
+        v["data"][0]["privacy"] = json!({"id": 2});
+        let (body, problems) = findings(&v, company_events_body);
+        assert!(body.is_none());
+        assert_eq!(
+            problems,
+            [
+                "data[0].token: expected a string, found a number",
+                "data[0].start_date: \"01/01/2024\" is not a YYYY-MM-DD date",
+                "data[0].publicated: expected true or false, found the number 1",
+                "data[0].privacy.type: missing required field",
+            ]
+        );
+        assert!(
+            problems.iter().all(|p| !p.contains("987654321")),
+            "a token is never quoted"
+        );
+    }
+
+    #[test]
+    fn a_company_events_token_is_never_shown_whole() {
+        let v = parse(fixture!("empresas-events.json"));
+        let (body, _) = findings(&v, company_events_body);
+
+        let shown = format!("{body:?}");
+
+        assert!(!shown.contains("123456789"), "{shown}");
+        assert!(shown.contains("EventToken(1234…)"), "{shown}");
+    }
+
+    #[test]
+    fn bad_write_bodies_give_problems_with_their_paths() {
+        let v = json!({"attendee": {"name": " ", "email": "a@b.c", "photo": 1,
+            "registration": {"id_ticket_price": "7"}}});
+        let (body, problems) = findings(&v, attendee_create_body);
+        assert!(body.is_none());
+        assert_eq!(
+            problems,
+            [
+                "attendee.photo: expected a string, found the number 1",
+                "attendee.registration.id_ticket_price: expected an integer, found the string \"7\"",
+                "attendee.registration.price: missing required field",
+                "attendee.name: must not be blank",
+            ]
+        );
+        let (_, problems) = findings(&json!({"name": "A"}), attendee_create_body);
+        assert_eq!(
+            problems,
+            [
+                "email: missing required field",
+                "registration: missing required field"
+            ]
+        );
+
+        let v = json!([{"checkin_code": 11, "checkin": 2, "checkin_date": "2020-01-01T09:30:00"},
+            {"checkin_code": "12", "checkin": 0, "checkin_date": "01/01/2020 09:30"},
+            {"checkin_code": "13", "checkin": 1, "checkin_date": "2020-01-01T09:30:00.123-03:00"}]);
+        let (body, problems) = findings(&v, checkin_attendees_body);
+        assert!(body.is_none());
+        assert_eq!(
+            problems,
+            [
+                "[0].checkin_code: expected a string, found the number 11",
+                "[0].checkin: is 2; 1 checks in, 0 undoes a check-in",
+                "[1].checkin_date: \"01/01/2020 09:30\" is not a date-time such as 2020-01-01T10:00:00",
+            ]
+        );
+        let v = json!({"sessions": {"id_attendees": 9}});
+        let (_, problems) = findings(&v, checkin_sessions_body);
+        assert_eq!(
+            problems,
+            ["sessions: expected an array at sessions, found an object"]
+        );
+    }
+}
