@@ -206,3 +206,246 @@ fn all_dates(activity: &Activity) -> Vec<AllDate<'_>> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::bodies::sessions_body;
+    use crate::model::decode::Diag;
+    use serde_json::{json, Map, Value};
+
+    const SESSION: &str = include_str!("../../tests/fixtures/apidocs/programacao-session.json");
+    const SCHEDULE: &str =
+        include_str!("../../tests/fixtures/apidocs/programacao-getschedule.json");
+
+    fn parse(text: &str) -> Value {
+        serde_json::from_str(text).expect("the fixture is JSON")
+    }
+
+    /// The activities of a `/session` body, decoded with no finding.
+    fn activities(v: &Value) -> Vec<Activity> {
+        let mut diag = Diag::default();
+        let body = sessions_body(v, &mut diag);
+        assert!(diag.findings.is_empty(), "{:?}", diag.lines());
+        body.expect("the activities decode").data
+    }
+
+    fn served(activities: &[Activity]) -> Value {
+        serde_json::to_value(schedule(activities)).expect("serialises")
+    }
+
+    /// The activities the documented schedule shows, as `/session` would list them: the fields
+    /// the schedule leaves out (`id_event`, `credit_hour`, `capacity`, `ticket_price`, `type`,
+    /// `id_time`) as in the documented activity, an empty description where it shows " ", each
+    /// time from `all_dates`. Listed in reverse, so the order must come from the times.
+    fn activities_of_schedule(schedule: &Value) -> Value {
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        let sessions = schedule["data"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|day| day["sessions"].as_array().into_iter().flatten());
+        for s in sessions {
+            let id = s["id_session"].clone();
+            if !seen.insert(id.to_string()) {
+                continue;
+            }
+            let speakers: Vec<Value> = s["speakers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|sp| {
+                    let mut m = Map::new();
+                    m.insert("id_event".into(), json!(37524));
+                    m.insert("id_speaker".into(), sp["id_speaker"].clone());
+                    m.insert("id_session".into(), id.clone());
+                    for (k, v) in sp.as_object().into_iter().flatten().skip(1) {
+                        m.insert(k.clone(), v.clone());
+                    }
+                    Value::Object(m)
+                })
+                .collect();
+            let times: Vec<Value> = s["all_dates"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .enumerate()
+                .map(|(i, d)| {
+                    json!({"id_event": 37524, "id_session": id, "id_time": 534771 + i,
+                        "date": d["date"], "start_time": d["start_time"],
+                        "end_time": d["end_time"]})
+                })
+                .collect();
+            let description = match s["description"].as_str() {
+                Some(" ") => json!(""),
+                _ => s["description"].clone(),
+            };
+            out.push(
+                json!({"id_session": id, "id_event": 37524, "title": s["title"],
+                "description": description, "credit_hour": "1", "capacity": 50,
+                "ticket_price": parse("10.0000"), "type": "Conferência", "venue": s["venue"],
+                "tags": s["tags"], "speakers": speakers, "times": times}),
+            );
+        }
+        out.reverse();
+        json!({ "data": out })
+    }
+
+    #[test]
+    fn the_documented_activity_gives_its_entry_of_the_documented_schedule() {
+        let documented = parse(SCHEDULE);
+        let mut day = documented["data"][0].clone();
+        day["sessions"] = json!([documented["data"][0]["sessions"][0].clone()]);
+        assert_eq!(day["sessions"][0]["id_session"], json!(155553));
+
+        let got = served(&activities(&parse(SESSION)));
+
+        assert_eq!(
+            got.to_string(),
+            json!({"data": [day], "count": 1}).to_string()
+        );
+    }
+
+    #[test]
+    fn the_documented_schedule_is_rebuilt_from_the_activities_it_shows() {
+        let documented = parse(SCHEDULE);
+        let activities = activities(&activities_of_schedule(&documented));
+        assert_eq!(activities.len(), 10, "155571 is held on both days");
+
+        let got = served(&activities);
+
+        assert_eq!(got.to_string(), documented.to_string());
+    }
+
+    fn activity(id: i64, description: &str, times: &[(&str, &str, &str)]) -> Value {
+        let times: Vec<Value> = times
+            .iter()
+            .enumerate()
+            .map(|(i, (date, start, end))| {
+                json!({"id_event": 1, "id_session": id, "id_time": i, "date": date,
+                    "start_time": start, "end_time": end})
+            })
+            .collect();
+        json!({"id_session": id, "id_event": 1, "title": format!("A{id}"),
+            "description": description, "credit_hour": "1", "capacity": 1, "ticket_price": 0,
+            "type": "Palestra", "venue": null, "tags": null, "speakers": [], "times": times})
+    }
+
+    #[test]
+    fn days_in_date_order_entries_by_hour_and_one_per_time() {
+        let v = json!([
+            activity(1, "", &[("2020-01-01T00:00:00", "14:00", "15:00")]),
+            activity(
+                2,
+                "x",
+                &[
+                    ("2019-12-31T00:00:00", "09:00", "10:00"),
+                    ("2020-01-01T00:00:00", "16:00", "17:00"),
+                    ("2020-01-01T00:00:00", "08:00", "09:00")
+                ]
+            ),
+            activity(3, " ", &[]),
+            activity(4, "", &[("2020-01-01T00:00:00", "08:00", "08:30")]),
+        ]);
+        let acts = activities(&v);
+
+        let got = served(&acts);
+
+        let days: Vec<(&Value, &Value, &Value)> = got["data"]
+            .as_array()
+            .expect("days")
+            .iter()
+            .map(|d| (&d["id_schedule"], &d["date"], &d["day"]))
+            .collect();
+        assert_eq!(
+            days,
+            [
+                (
+                    &json!("31122019"),
+                    &json!("2019-12-31T00:00:00.0000000"),
+                    &json!("terça-feira")
+                ),
+                (
+                    &json!("01012020"),
+                    &json!("2020-01-01T00:00:00.0000000"),
+                    &json!("quarta-feira")
+                ),
+            ]
+        );
+        assert_eq!(got["count"], json!(2));
+        let day2: Vec<(i64, &str, &str)> = got["data"][1]["sessions"]
+            .as_array()
+            .expect("sessions")
+            .iter()
+            .map(|s| {
+                (
+                    s["id_session"].as_i64().unwrap_or(-1),
+                    s["start_time"].as_str().unwrap_or(""),
+                    s["description"].as_str().unwrap_or("?"),
+                )
+            })
+            .collect();
+        assert_eq!(
+            day2,
+            [
+                (4, "08:00", " "),
+                (2, "08:00", "x"),
+                (1, "14:00", " "),
+                (2, "16:00", "x")
+            ],
+            "by start, then end; activity 2 twice on its day; none for activity 3"
+        );
+        let all: Vec<(&Value, &Value)> = got["data"][1]["sessions"][1]["all_dates"]
+            .as_array()
+            .expect("all_dates")
+            .iter()
+            .map(|d| (&d["date"], &d["start_time"]))
+            .collect();
+        assert_eq!(
+            all,
+            [
+                (&json!("2019-12-31T00:00:00"), &json!("09:00")),
+                (&json!("2020-01-01T00:00:00"), &json!("08:00")),
+                (&json!("2020-01-01T00:00:00"), &json!("16:00")),
+            ]
+        );
+        assert_eq!(got["data"][0]["sessions"][0]["date"], json!("31/12/2019"));
+    }
+
+    #[test]
+    fn weekdays_are_named_in_portuguese() {
+        let times: Vec<(String, &str, &str)> = (5..=11)
+            .map(|d| (format!("2020-01-{d:02}T00:00:00"), "10:00", "11:00"))
+            .collect();
+        let times: Vec<(&str, &str, &str)> =
+            times.iter().map(|(d, s, e)| (d.as_str(), *s, *e)).collect();
+        let acts = activities(&json!([activity(1, "", &times)]));
+
+        let got = served(&acts);
+
+        let names: Vec<&str> = got["data"]
+            .as_array()
+            .expect("days")
+            .iter()
+            .map(|d| d["day"].as_str().unwrap_or(""))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "domingo",
+                "segunda-feira",
+                "terça-feira",
+                "quarta-feira",
+                "quinta-feira",
+                "sexta-feira",
+                "sábado"
+            ]
+        );
+    }
+
+    #[test]
+    fn no_activities_no_days() {
+        assert_eq!(served(&[]).to_string(), r#"{"data":[],"count":0}"#);
+    }
+}
