@@ -12,7 +12,8 @@ use serde_json::Value;
 use super::decode::{decode_array, describe, Diag, ItemDecoder, Obj};
 use super::records::{
     self, Activity, Attendee, AttendeeCreate, Certificate, CheckinAttendee, CheckinSession,
-    CompanyEvent, Event, Extra, PageArea, Speaker, Submission, SubmissionType, TopicArea,
+    CompanyEvent, DateRange, Event, Extra, PageArea, Speaker, Submission, SubmissionType,
+    TopicArea,
 };
 
 /// A list envelope: `{"data": [...], "count": n}`, then any members the file added.
@@ -489,6 +490,11 @@ fn array_body<T>(v: &Value, key: &str, diag: &mut Diag, item: ItemDecoder<T>) ->
     }
 }
 
+/// The body of `POST /api/v1/custom/getdata` and `/custom/getdatasubscribed`: the date range.
+pub fn date_range_body(v: &Value, diag: &mut Diag) -> Option<DateRange> {
+    records::date_range(v, "", diag)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -610,7 +616,17 @@ mod tests {
             checkin_sessions_body,
         );
 
+        let range = round_trips(
+            "api-fgv-date-range",
+            fixture!("api-fgv-date-range.json"),
+            date_range_body,
+        );
+
         assert_eq!(attendee.registration.id_ticket_price, 0);
+        assert_eq!(
+            range.dataFim.as_ref().map(|d| d.as_str()),
+            Some("2024-12-31")
+        );
         assert_eq!(attendee.registration_confirmed, Some(true));
         assert_eq!(checkins[0].checkin_code, "11");
         assert_eq!(
@@ -822,11 +838,59 @@ mod tests {
                 "[1].checkin_date: \"01/01/2020 09:30\" is not a date-time such as 2020-01-01T10:00:00",
             ]
         );
+        let v = json!({"dataInicio": "2024-12-31", "dataFim": "2024-12-01"});
+        let (body, problems) = findings(&v, date_range_body);
+        assert!(body.is_some(), "a cross-field error keeps the fields");
+        assert_eq!(
+            problems,
+            ["dataFim: 2024-12-01 is before dataInicio 2024-12-31"]
+        );
+        let (_, problems) = findings(&json!({"dataFim": "31/12/2024"}), date_range_body);
+        assert_eq!(
+            problems,
+            ["dataFim: \"31/12/2024\" is not a YYYY-MM-DD date"]
+        );
+        let (body, problems) = findings(&json!({}), date_range_body);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert!(body.is_some_and(|r| r.dataInicio.is_none() && r.dataFim.is_none()));
         let v = json!({"sessions": {"id_attendees": 9}});
         let (_, problems) = findings(&v, checkin_sessions_body);
         assert_eq!(
             problems,
             ["sessions: expected an array at sessions, found an object"]
+        );
+    }
+
+    #[test]
+    fn every_fixture_is_json_and_listed_in_its_readme() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/apidocs");
+        let readme = std::fs::read_to_string(dir.join("README.md")).expect("the README");
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(&dir).expect("the fixtures folder") {
+            let name = entry
+                .expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned();
+            if name == "README.md" {
+                continue;
+            }
+            let text = std::fs::read_to_string(dir.join(&name)).expect("a fixture");
+            assert!(
+                serde_json::from_str::<Value>(&text).is_ok(),
+                "{name} is not JSON"
+            );
+            assert!(
+                readme.contains(&format!("| `{name}` |")),
+                "{name} not in the README"
+            );
+            names.push(name);
+        }
+        let listed = readme.matches("| `").count();
+        assert_eq!(
+            listed,
+            names.len(),
+            "the README lists a file that is not there"
         );
     }
 }

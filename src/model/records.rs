@@ -649,6 +649,39 @@ record! {
     }
 }
 
+impl Field for Option<IsoDate> {
+    /// May be null or left out; otherwise a `YYYY-MM-DD` date.
+    fn read(o: &mut Obj<'_, '_>, key: &'static str) -> Option<Self> {
+        match o.raw(key) {
+            None | Some(Value::Null) => Some(None),
+            Some(_) => o.text(key).map(Some),
+        }
+    }
+}
+
+record! {
+    /// The body of `POST /custom/getdata` and `/custom/getdatasubscribed` (api-fgv.md): a range
+    /// of `YYYY-MM-DD` dates, each optional (the page's defaults, 30 days ago and tomorrow, are
+    /// the caller's to apply, as they depend on the day). A start after the end is an error (the
+    /// page's `InvalidParameter`).
+    #[allow(non_snake_case)]
+    pub struct DateRange, decoded by date_range {
+        dataInicio: Option<IsoDate>,
+        dataFim: Option<IsoDate>,
+    }
+    check(o) {
+        if let (Some(Some(from)), Some(Some(to))) = (&dataInicio, &dataFim) {
+            if from.as_str() > to.as_str() {
+                let at = o.path_of("dataFim");
+                o.diag().error(
+                    &at,
+                    format!("{} is before dataInicio {}", to.as_str(), from.as_str()),
+                );
+            }
+        }
+    }
+}
+
 /// `checkin` is a flag: 1 checks in, 0 undoes (models.md).
 fn check_flag(o: &mut Obj<'_, '_>, checkin: Option<i64>) {
     if let Some(n) = checkin.filter(|n| !matches!(n, 0 | 1)) {
@@ -706,15 +739,8 @@ mod tests {
     }
 
     record! {
-        /// A nested record, as `privacy` of the company events (more-api.md).
-        pub struct Privacy, decoded by privacy {
-            id: i64,
-            type_ as "type": String,
-        }
-    }
-
-    record! {
-        /// A record holding one record, required, and one that may be null.
+        /// A record holding one record ([`Privacy`] of the company events), required, and one
+        /// that may be null.
         pub struct Company, decoded by company {
             id: i64,
             privacy: Privacy,
