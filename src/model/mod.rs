@@ -4,6 +4,7 @@
 //! - [`parse_text`] turns JSON or TOML text into a `serde_json::Value` (syntax errors carry
 //!   line and column), so both formats share every rule after it;
 //! - [`bodies`] decodes each file's value into an endpoint body, built from [`records`];
+//! - [`schedule`] derives the programme by day from the activities;
 //! - [`decode`] is the toolkit they use to collect every problem with its JSON path.
 
 pub mod bodies;
@@ -11,6 +12,7 @@ pub mod decode;
 pub mod formats;
 pub mod payments;
 pub mod records;
+pub mod schedule;
 pub mod simulate;
 
 use std::collections::BTreeMap;

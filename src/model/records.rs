@@ -23,7 +23,7 @@
 use serde::Serialize;
 use serde_json::{Map, Number, Value};
 
-use super::decode::{Diag, Field, Obj, Omittable, Record};
+use super::decode::{Diag, Field, Obj, Omittable, Record, TextFormat};
 use super::formats::{BrDate, DateTime, DecimalText, HourMinute};
 
 /// Fields a file has beyond the API text's table, in file order.
@@ -307,6 +307,390 @@ record! {
     }
 }
 
+// ---- Issue 12: the rest of the documented API (more-api.md; the pages of apidocs 5772319) ----
+
+/// A text field that is either empty (`""`) or in the format `T`: the attendee's
+/// `registration_date` and `registration_hour` are `""` for people who never registered through
+/// a form (pessoas.md). Served as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OrEmpty<T> {
+    Empty,
+    Value(T),
+}
+
+impl<T> OrEmpty<T> {
+    /// The value, unless empty.
+    pub fn value(&self) -> Option<&T> {
+        match self {
+            OrEmpty::Empty => None,
+            OrEmpty::Value(t) => Some(t),
+        }
+    }
+}
+
+impl<T: Serialize> Serialize for OrEmpty<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            OrEmpty::Empty => s.serialize_str(""),
+            OrEmpty::Value(t) => t.serialize(s),
+        }
+    }
+}
+
+impl<T: TextFormat> Field for OrEmpty<T> {
+    fn read(o: &mut Obj<'_, '_>, key: &'static str) -> Option<Self> {
+        let text: String = o.required(key)?;
+        if text.is_empty() {
+            return Some(OrEmpty::Empty);
+        }
+        match T::parse(&text) {
+            Ok(t) => Some(OrEmpty::Value(t)),
+            Err(message) => {
+                let path = o.path_of(key);
+                o.diag().error(&path, format!("{message}, nor empty"));
+                None
+            }
+        }
+    }
+}
+
+/// `YYYY-MM-DD`, a calendar date (the company events' `start_date`, api-fgv.md's range).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct IsoDate(String);
+
+impl IsoDate {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TextFormat for IsoDate {
+    fn parse(text: &str) -> Result<Self, String> {
+        let shape = text.len() == 10
+            && text.bytes().enumerate().all(|(i, b)| match i {
+                4 | 7 => b == b'-',
+                _ => b.is_ascii_digit(),
+            });
+        if shape && chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").is_ok() {
+            Ok(IsoDate(text.to_string()))
+        } else {
+            Err(format!("{text:?} is not a YYYY-MM-DD date"))
+        }
+    }
+}
+
+impl Field for IsoDate {
+    fn read(o: &mut Obj<'_, '_>, key: &'static str) -> Option<Self> {
+        o.text(key)
+    }
+}
+
+/// The `checkin_date` of a check-in: a "datetime" (models.md), which clients write as
+/// `YYYY-MM-DDTHH:MM:SS`, with or without fractional seconds and a zone (`Z`, `-03:00`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct CheckinDate(String);
+
+impl CheckinDate {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TextFormat for CheckinDate {
+    fn parse(text: &str) -> Result<Self, String> {
+        let local = chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f").is_ok();
+        if local || chrono::DateTime::parse_from_rfc3339(text).is_ok() {
+            Ok(CheckinDate(text.to_string()))
+        } else {
+            Err(format!(
+                "{text:?} is not a date-time such as 2020-01-01T10:00:00"
+            ))
+        }
+    }
+}
+
+impl Field for CheckinDate {
+    fn read(o: &mut Obj<'_, '_>, key: &'static str) -> Option<Self> {
+        o.text(key)
+    }
+}
+
+/// An event's own token, as a company's event list carries it. A secret: `Debug` and every
+/// message show at most its first characters (`problem::token_hint`); served whole.
+#[derive(Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct EventToken(String);
+
+impl EventToken {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for EventToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "EventToken({})", crate::problem::token_hint(&self.0))
+    }
+}
+
+impl Field for EventToken {
+    /// A required string; a value of another kind is named by its kind only, never quoted.
+    fn read(o: &mut Obj<'_, '_>, key: &'static str) -> Option<Self> {
+        let path = o.path_of(key);
+        let Some(v) = o.raw(key) else {
+            o.diag().error(&path, "missing required field");
+            return None;
+        };
+        match v {
+            Value::String(s) => Some(EventToken(s.clone())),
+            other => {
+                let kind = match other {
+                    Value::Null => "null",
+                    Value::Bool(_) => "a boolean",
+                    Value::Number(_) => "a number",
+                    Value::Array(_) => "an array",
+                    _ => "an object",
+                };
+                o.diag()
+                    .error(&path, format!("expected a string, found {kind}"));
+                None
+            }
+        }
+    }
+}
+
+record! {
+    /// Participant (pessoas.md, `GET /attendees`). `bagde_name` is the service's spelling.
+    /// `checkin_code` may be left out (the documentation's third record has none) and is then
+    /// not served either; `registration_date` and `registration_hour` may be `""`.
+    pub struct Attendee, decoded by attendee {
+        id_attendees: i64,
+        id_event: i64,
+        checkin_code: Option<i64> [omittable],
+        name: String,
+        bagde_name: String,
+        email: String,
+        gender: String,
+        photo: String,
+        document: String,
+        confirmed: bool,
+        registration_category: String,
+        registration_date: OrEmpty<BrDate>,
+        registration_hour: OrEmpty<HourMinute>,
+    }
+}
+
+record! {
+    /// Activity (programacao.md, `GET /session`). `ticket_price` keeps its text (`10.0000`).
+    /// `venue` and `tags` may be null: the table and the session example show strings, but the
+    /// documented schedule, derived from the activities, shows both as `null`.
+    pub struct Activity, decoded by activity {
+        id_session: i64,
+        id_event: i64,
+        title: String,
+        description: String,
+        credit_hour: String,
+        capacity: i64,
+        ticket_price: Number,
+        type_ as "type": String,
+        venue: Option<String>,
+        tags: Option<String>,
+        speakers: Vec<SessionSpeaker>,
+        times: Vec<SessionTime>,
+    }
+}
+
+record! {
+    /// Speaker of an activity: a [`Speaker`] that also carries the activity's `id_session`.
+    pub struct SessionSpeaker, decoded by session_speaker {
+        id_event: i64,
+        id_speaker: i64,
+        id_session: i64,
+        name: String,
+        photo: String,
+        resume: Option<String>,
+        facebook: String,
+        linkedin: String,
+        email: String,
+        lattes: String,
+        twitter: String,
+        site: String,
+    }
+}
+
+record! {
+    /// When an activity is held: one per day it is held on (programacao.md).
+    pub struct SessionTime, decoded by session_time {
+        id_event: i64,
+        id_session: i64,
+        id_time: i64,
+        date: DateTime,
+        start_time: HourMinute,
+        end_time: HourMinute,
+    }
+}
+
+record! {
+    /// Speaker (programacao.md, `GET /speaker`). `resume` may be null (the schedule example).
+    pub struct Speaker, decoded by speaker {
+        id_event: i64,
+        id_speaker: i64,
+        name: String,
+        photo: String,
+        resume: Option<String>,
+        facebook: String,
+        linkedin: String,
+        email: String,
+        lattes: String,
+        twitter: String,
+        site: String,
+    }
+}
+
+record! {
+    /// A participant's certificate (certificados.md, `GET /certificates`). `id_pessoa` is the
+    /// service's Portuguese name.
+    pub struct Certificate, decoded by certificate {
+        id_pessoa: i64,
+        id_event: i64,
+        name: String,
+        email: String,
+        document: String,
+        certificate_url: String,
+    }
+}
+
+record! {
+    /// An event of a company account (empresas.md, `GET /customclient/events`), in the service's
+    /// Portuguese and English names. `token` is the event's own token, a secret.
+    pub struct CompanyEvent, decoded by company_event {
+        id: i64,
+        titulo: String,
+        url: String,
+        token: EventToken,
+        email_organizador: String,
+        start_date: IsoDate,
+        start_time: HourMinute,
+        end_date: IsoDate,
+        end_time: HourMinute,
+        local: String,
+        city: String,
+        state: String,
+        country: String,
+        publicated: bool,
+        privacy: Privacy,
+    }
+}
+
+record! {
+    /// Who may see a company event (`"Privado - com link de acessso"`, the service's spelling).
+    pub struct Privacy, decoded by privacy {
+        id: i64,
+        type_ as "type": String,
+    }
+}
+
+record! {
+    /// The body of `POST /attendees/create`: the `Attendee` object of pessoas.md. A client sends
+    /// only `name`, `email`, `registration_confirmed` and `registration` (more-api.md), so only
+    /// `name`, `email` and `registration` are required; the rest may be null or left out.
+    pub struct AttendeeCreate, decoded by attendee_create {
+        name: String,
+        bagde_name: Option<String>,
+        email: String,
+        gender: Option<String>,
+        photo: Option<String>,
+        registration_confirmed: Option<bool>,
+        registration: Registration,
+    }
+    check(o) {
+        for (key, value) in [("name", &name), ("email", &email)] {
+            if value.as_deref().is_some_and(|s| s.trim().is_empty()) {
+                let at = o.path_of(key);
+                o.diag().error(&at, "must not be blank");
+            }
+        }
+    }
+}
+
+record! {
+    /// The ticket price a registration takes (`id_ticket_price` of `GET /event`), and its price.
+    pub struct Registration, decoded by registration {
+        id_ticket_price: i64,
+        price: Number,
+    }
+}
+
+record! {
+    /// One check-in at the event (models.md, `CheckinAttendee`): `checkin` 1 checks the person
+    /// with that `checkin_code` in, 0 undoes it. The table types `checkin_code` as a string.
+    pub struct CheckinAttendee, decoded by checkin_attendee {
+        checkin_code: String,
+        checkin: i64,
+        checkin_date: CheckinDate,
+    }
+    check(o) {
+        check_flag(&mut o, checkin);
+    }
+}
+
+record! {
+    /// One check-in at an activity (models.md, `CheckinSession`).
+    pub struct CheckinSession, decoded by checkin_session {
+        id_attendees: i64,
+        id_session: i64,
+        checkin: i64,
+        checkin_date: CheckinDate,
+    }
+    check(o) {
+        check_flag(&mut o, checkin);
+    }
+}
+
+impl Field for Option<IsoDate> {
+    /// May be null or left out; otherwise a `YYYY-MM-DD` date.
+    fn read(o: &mut Obj<'_, '_>, key: &'static str) -> Option<Self> {
+        match o.raw(key) {
+            None | Some(Value::Null) => Some(None),
+            Some(_) => o.text(key).map(Some),
+        }
+    }
+}
+
+record! {
+    /// The body of `POST /custom/getdata` and `/custom/getdatasubscribed` (api-fgv.md): a range
+    /// of `YYYY-MM-DD` dates, each optional (the page's defaults, 30 days ago and tomorrow, are
+    /// the caller's to apply, as they depend on the day). A start after the end is an error (the
+    /// page's `InvalidParameter`).
+    #[allow(non_snake_case)]
+    pub struct DateRange, decoded by date_range {
+        dataInicio: Option<IsoDate>,
+        dataFim: Option<IsoDate>,
+    }
+    check(o) {
+        if let (Some(Some(from)), Some(Some(to))) = (&dataInicio, &dataFim) {
+            if from.as_str() > to.as_str() {
+                let at = o.path_of("dataFim");
+                o.diag().error(
+                    &at,
+                    format!("{} is before dataInicio {}", to.as_str(), from.as_str()),
+                );
+            }
+        }
+    }
+}
+
+/// `checkin` is a flag: 1 checks in, 0 undoes (models.md).
+fn check_flag(o: &mut Obj<'_, '_>, checkin: Option<i64>) {
+    if let Some(n) = checkin.filter(|n| !matches!(n, 0 | 1)) {
+        let at = o.path_of("checkin");
+        o.diag()
+            .error(&at, format!("is {n}; 1 checks in, 0 undoes a check-in"));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -355,15 +739,8 @@ mod tests {
     }
 
     record! {
-        /// A nested record, as `privacy` of the company events (more-api.md).
-        pub struct Privacy, decoded by privacy {
-            id: i64,
-            type_ as "type": String,
-        }
-    }
-
-    record! {
-        /// A record holding one record, required, and one that may be null.
+        /// A record holding one record ([`Privacy`] of the company events), required, and one
+        /// that may be null.
         pub struct Company, decoded by company {
             id: i64,
             privacy: Privacy,
