@@ -1,14 +1,15 @@
 //! The pieces of a running eventbox wired together: the store the server reads, the metrics, the
 //! reloader that publishes snapshots, and the file watcher. `serve` and the tests build the same
-//! `App`, so what the tests start is what users run.
+//! `App`, so what the tests start is what users run. It is built from the whole [`ServeOptions`]
+//! ([`App::with_options`]) and hands each part its options, so callers never unpack them.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::catalog::{Catalog, Refreshed, Scope};
-use crate::http::cors::Cors;
-use crate::http::{Limits, Service};
+use crate::config::ServeOptions;
+use crate::http::{Journal, Service};
 use crate::load::LoadError;
 use crate::metrics::Metrics;
 use crate::reload::Reloader;
@@ -33,21 +34,24 @@ pub struct App {
     pub store: Arc<Store>,
     pub metrics: Arc<Metrics>,
     pub reloader: Arc<Reloader>,
-    data_dir: PathBuf,
+    options: Arc<ServeOptions>,
 }
 
 impl App {
-    /// Nothing is loaded yet: the store serves the not-ready snapshot (`/readyz` is 503).
+    /// The defaults, serving `data_dir`. Nothing is loaded yet: the store serves the not-ready
+    /// snapshot (`/readyz` is 503).
     pub fn new(data_dir: &Path) -> App {
-        App::with_compression(data_dir, true)
+        App::with_options(&ServeOptions::for_folder(data_dir))
     }
 
-    /// As [`App::new`], choosing whether answers get compressed variants.
-    pub fn with_compression(data_dir: &Path, compression: bool) -> App {
+    /// An eventbox as `options` say: the catalog of `options.data` (with compressed variants
+    /// or not); [`App::service`] and [`App::watch_as_configured`] take the rest. Nothing is
+    /// loaded yet.
+    pub fn with_options(options: &ServeOptions) -> App {
         let store = Arc::new(Store::new(Snapshot::default()));
         let metrics = Arc::new(Metrics::new());
         let reloader = Arc::new(Reloader::new(
-            Catalog::new(data_dir).with_compression(compression),
+            Catalog::new(&options.data).with_compression(options.compression()),
             Arc::clone(&store),
             Arc::clone(&metrics),
         ));
@@ -55,13 +59,25 @@ impl App {
             store,
             metrics,
             reloader,
-            data_dir: data_dir.to_path_buf(),
+            options: Arc::new(options.clone()),
         }
+    }
+
+    /// The options it was built with.
+    pub fn options(&self) -> &ServeOptions {
+        &self.options
     }
 
     /// Reads every bundle and publishes the result (the first load, and SIGHUP). Blocking.
     pub fn load(&self) -> Result<Refreshed, LoadError> {
         self.reloader.reload(&Scope::All)
+    }
+
+    /// Starts watching the data folder as the options say (`--watch`, `--poll-interval`,
+    /// `--debounce`); `None` when off. Needs a tokio runtime.
+    pub async fn watch_as_configured(&self) -> Result<Option<Watcher>, WatchError> {
+        self.watch(self.options.watch_mode(), self.options.debounce)
+            .await
     }
 
     /// Starts watching the data folder; `None` when `mode` is off. Needs a tokio runtime.
@@ -74,29 +90,29 @@ impl App {
             return Ok(None);
         }
         // Events carry absolute paths; the watcher maps them back to bundle names.
-        let canonical =
-            std::fs::canonicalize(&self.data_dir).map_err(|source| WatchError::Path {
-                path: self.data_dir.clone(),
-                source,
-            })?;
+        let data_dir = &self.options.data;
+        let canonical = std::fs::canonicalize(data_dir).map_err(|source| WatchError::Path {
+            path: data_dir.clone(),
+            source,
+        })?;
         let reloader = Arc::clone(&self.reloader);
         Ok(watch::spawn(&canonical, mode, debounce, reloader).await?)
     }
 
-    /// What the HTTP server answers from: the defaults (CORS for every origin; no control
-    /// headers, no journal), and the access log if asked for.
-    pub fn service(&self, access_log: bool) -> Service {
-        let compression = self.reloader.with_catalog(|c| c.compression());
+    /// What the HTTP server answers from, as the options say: access log, CORS, limits,
+    /// control headers, the longest simulated delay and the journal.
+    pub fn service(&self) -> Service {
+        let o = &self.options;
         Service {
             store: Arc::clone(&self.store),
             metrics: Arc::clone(&self.metrics),
-            access_log,
-            compression,
-            cors: Cors::Any,
-            limits: Limits::default(),
-            allow_control_headers: false,
-            max_delay: Service::DEFAULT_MAX_DELAY,
-            journal: None,
+            access_log: o.access_log,
+            compression: o.compression(),
+            cors: o.cors(),
+            limits: o.limits(),
+            allow_control_headers: o.allow_control_headers,
+            max_delay: o.max_delay,
+            journal: Journal::with_capacity(o.journal),
         }
     }
 }

@@ -1,19 +1,17 @@
-//! The command line: `serve` (the default), `check`, `pull` and `gen`. clap parses the raw flags here; `config`
-//! merges them with the configuration file; the commands return an exit code, so `main` stays a
-//! dispatcher.
+//! The command line: `serve` (the default), `check`, `pull`, `gen`, `completions` and `man`.
+//! clap parses the flags here (`serve`'s are [`ServeOptions`], in `config`); the commands return
+//! an exit code, so `main` stays a dispatcher.
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use tokio::net::TcpListener;
 
 use crate::app::App;
 use crate::catalog::Catalog;
-use crate::config::{self, LogFormat, Overrides, ServeConfig, WatchKind};
-use crate::http::cors::Cors;
-use crate::problem::{token_hint, Severity};
+use crate::config::{self, LogFormat, ServeOptions};
+use crate::problem::{token_hint, Location, Severity};
 
 /// Exit code: the data folder, the address or the configuration could not be used.
 pub const EXIT_UNUSABLE: u8 = 2;
@@ -30,115 +28,64 @@ pub struct Cli {
     pub command: Option<Command>,
     /// `eventbox` alone means `eventbox serve`, with these options.
     #[command(flatten)]
-    pub serve: ServeArgs,
+    pub serve: ServeOptions,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve every bundle of the data folder (the default).
-    Serve(Box<ServeArgs>),
+    Serve(Box<ServeOptions>),
     /// Check the data folder: every problem on its own line, then a summary.
     Check(CheckArgs),
     /// Copy a live event (the service or another eventbox) into a bundle, swapped in whole.
     Pull(PullArgs),
     /// Invent a realistic event as a bundle; the same seed gives the same files.
     Gen(GenArgs),
+    /// Print a shell completion script, e.g. `eventbox completions bash > ~/.local/share/bash-completion/completions/eventbox`.
+    Completions(CompletionsArgs),
+    /// Print the man page (roff), e.g. `eventbox man | man -l -`.
+    Man,
+}
+
+impl Cli {
+    /// Parses the command line (exiting with clap's message and code on a bad one) and, for
+    /// `serve`, the options resolved over the configuration file.
+    pub fn parse_resolved() -> (Cli, Option<Result<ServeOptions, config::ConfigError>>) {
+        let matches = Cli::command().get_matches();
+        let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+            Ok(cli) => cli,
+            Err(e) => e.exit(),
+        };
+        let serve = match (&cli.command, matches.subcommand_matches("serve")) {
+            (Some(Command::Serve(options)), Some(sub)) => {
+                Some(ServeOptions::clone(options).resolve(sub))
+            }
+            (None, _) => Some(cli.serve.clone().resolve(&matches)),
+            _ => None,
+        };
+        (cli, serve)
+    }
 }
 
 #[derive(Debug, Clone, Args)]
-pub struct ServeArgs {
-    /// The data folder: one sub-folder per bundle [default: data]
-    #[arg(long, env = "EVENTBOX_DATA")]
-    pub data: Option<PathBuf>,
-    /// The address to listen on [default: 127.0.0.1:8080]
-    #[arg(long, env = "EVENTBOX_ADDR")]
-    pub addr: Option<SocketAddr>,
-    /// How to notice changed files [default: native]
-    #[arg(long, env = "EVENTBOX_WATCH", value_enum)]
-    pub watch: Option<WatchKind>,
-    /// Do not watch the data folder (SIGHUP still reloads); the same as --watch off
-    #[arg(long, env = "EVENTBOX_NO_WATCH", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
-    pub no_watch: Option<bool>,
-    /// How often --watch poll scans, e.g. 500ms or 2s [default: 250ms]
-    #[arg(long, env = "EVENTBOX_POLL_INTERVAL", value_parser = config::parse_duration)]
-    pub poll_interval: Option<Duration>,
-    /// How long changes must settle before a reload, e.g. 100ms [default: 100ms]
-    #[arg(long, env = "EVENTBOX_DEBOUNCE", value_parser = config::parse_duration)]
-    pub debounce: Option<Duration>,
-    /// Log lines as text or JSON (RUST_LOG filters them) [default: text]
-    #[arg(long, env = "EVENTBOX_LOG_FORMAT", value_enum)]
-    pub log_format: Option<LogFormat>,
-    /// Log one line per request (method, path, status, duration, bundle, token hint);
-    /// --access-log=false turns off a configuration file's
-    #[arg(long, env = "EVENTBOX_ACCESS_LOG", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
-    pub access_log: Option<bool>,
-    /// Send gzip and brotli bodies to clients that accept them [default: on]
-    #[arg(long, env = "EVENTBOX_COMPRESSION", value_enum)]
-    pub compression: Option<config::Switch>,
-    /// An origin allowed to read answers from a browser; repeat it for more; `*` for all, `none`
-    /// to turn CORS off [default: *]
-    #[arg(
-        long = "cors-origin",
-        env = "EVENTBOX_CORS_ORIGIN",
-        value_delimiter = ','
-    )]
-    pub cors_origins: Vec<String>,
-    /// Time allowed for a request's headers (also bounds an idle HTTP/1 connection) [default: 10s]
-    #[arg(long, env = "EVENTBOX_HEADER_TIMEOUT", value_parser = config::parse_duration)]
-    pub header_timeout: Option<Duration>,
-    /// Close a connection with no traffic for this long [default: 60s]
-    #[arg(long, env = "EVENTBOX_IDLE_TIMEOUT", value_parser = config::parse_duration)]
-    pub idle_timeout: Option<Duration>,
-    /// The largest request head in bytes [default: 16384]
-    #[arg(long, env = "EVENTBOX_MAX_HEADER_BYTES")]
-    pub max_header_bytes: Option<usize>,
-    /// Connections served at once; more wait to be accepted [default: 4096]
-    #[arg(long, env = "EVENTBOX_MAX_CONNECTIONS")]
-    pub max_connections: Option<usize>,
-    /// Obey the X-Eventbox-Delay, X-Eventbox-Status and X-Eventbox-Fault request headers (for
-    /// testing clients; ignored without it); --allow-control-headers=false undoes a file's
-    /// allow_control_headers = true
-    #[arg(long, env = "EVENTBOX_ALLOW_CONTROL_HEADERS", num_args = 0..=1, require_equals = true,
-          default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
-    pub allow_control_headers: Option<bool>,
-    /// The longest simulated delay (control headers and bundle simulation), e.g. 5s [default: 30s]
-    #[arg(long, env = "EVENTBOX_MAX_DELAY", value_parser = config::parse_duration)]
-    pub max_delay: Option<Duration>,
-    /// Keep the last N requests in memory, listed at GET /_journal (0: off; at most 100000)
-    /// [default: 0]
-    #[arg(long, env = "EVENTBOX_JOURNAL", value_name = "N")]
-    pub journal: Option<usize>,
-    /// A TOML file with any of these options; flags and EVENTBOX_* variables override it
-    #[arg(long, env = "EVENTBOX_CONFIG")]
-    pub config: Option<PathBuf>,
+pub struct CompletionsArgs {
+    /// The shell to complete in
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
-impl ServeArgs {
-    /// The serve configuration, and the warnings to log once logging runs.
-    pub fn resolve(&self) -> Result<(ServeConfig, Vec<String>), config::ConfigError> {
-        let overrides = Overrides {
-            data: self.data.clone(),
-            addr: self.addr,
-            watch: self.watch,
-            no_watch: self.no_watch,
-            poll_interval: self.poll_interval,
-            debounce: self.debounce,
-            log_format: self.log_format,
-            access_log: self.access_log,
-            compression: self.compression,
-            cors_origins: self.cors_origins.clone(),
-            header_timeout: self.header_timeout,
-            idle_timeout: self.idle_timeout,
-            max_header_bytes: self.max_header_bytes,
-            max_connections: self.max_connections,
-            allow_control_headers: self.allow_control_headers,
-            max_delay: self.max_delay,
-            journal: self.journal,
-        };
-        ServeConfig::resolve(&overrides, self.config.as_deref())
-    }
+/// `eventbox completions <shell>`: the completion script on `out`.
+pub fn completions(args: &CompletionsArgs, out: &mut impl std::io::Write) -> std::io::Result<()> {
+    // Generated in memory: clap_complete panics when its writer fails (a closed pipe).
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut Cli::command(), "eventbox", &mut script);
+    out.write_all(&script)?;
+    out.flush()
+}
+
+/// `eventbox man`: the man page, in roff, on `out`.
+pub fn man(out: &mut impl std::io::Write) -> std::io::Result<()> {
+    clap_mangen::Man::new(Cli::command()).render(out)
 }
 
 #[derive(Debug, Clone, Args)]
@@ -149,6 +96,16 @@ pub struct CheckArgs {
     /// Count warnings as errors.
     #[arg(long)]
     pub strict: bool,
+    /// Lines for people (text) or one JSON document for CI (json; see docs/operations.md)
+    #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
+    pub format: CheckFormat,
+}
+
+/// How `check` reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CheckFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -159,9 +116,12 @@ pub struct PullArgs {
     /// The token that opens the event (EVENTBOX_TOKEN keeps it out of the process list)
     #[arg(long, env = "EVENTBOX_TOKEN", hide_env_values = true)]
     pub token: crate::pull::Token,
-    /// The bundle folder to create or replace
+    /// The bundle folder to create or replace: absent, empty, or a bundle (it has bundle.toml)
     #[arg(long, value_name = "DIR/NAME")]
     pub into: PathBuf,
+    /// Replace --into even when it holds other bundles or files (all of them are deleted)
+    #[arg(long)]
+    pub force: bool,
     /// Detail requests in flight at once
     #[arg(long, default_value_t = 8, value_name = "N")]
     pub concurrency: usize,
@@ -189,6 +149,7 @@ impl PullArgs {
     pub fn options(&self) -> crate::pull::PullOptions {
         let mut o =
             crate::pull::PullOptions::new(self.from.clone(), self.token.expose(), &self.into);
+        o.force = self.force;
         o.concurrency = self.concurrency;
         o.pretty = self.pretty;
         o.retries = self.retries;
@@ -202,9 +163,12 @@ impl PullArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct GenArgs {
-    /// The bundle folder to create or replace
+    /// The bundle folder to create or replace: absent, empty, or a bundle (it has bundle.toml)
     #[arg(long, value_name = "DIR/NAME")]
     pub into: PathBuf,
+    /// Replace --into even when it holds other bundles or files (all of them are deleted)
+    #[arg(long)]
+    pub force: bool,
     /// How many payments
     #[arg(long, default_value_t = 1000, value_name = "N")]
     pub payments: usize,
@@ -259,6 +223,7 @@ pub async fn gen(args: &GenArgs) -> u8 {
     let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let options = GenOptions {
         into: args.into.clone(),
+        force: args.force,
         payments: args.payments,
         submissions: args.submissions,
         seed: args.seed,
@@ -303,29 +268,82 @@ pub async fn gen(args: &GenArgs) -> u8 {
 }
 
 /// `eventbox check`: 0 when clean (or only warnings without `--strict`), 1 on errors, 2 when the
-/// folder cannot be read.
+/// folder cannot be read. `--format json` writes one JSON document (docs/operations.md).
 pub fn check(args: &CheckArgs, out: &mut impl std::io::Write) -> std::io::Result<u8> {
+    let json = args.format == CheckFormat::Json;
     let catalog = match Catalog::load(&args.dir) {
         Ok(c) => c,
         Err(e) => {
-            writeln!(out, "error: {e}")?;
+            if json {
+                let doc = serde_json::json!({"ok": false, "error": e.to_string()});
+                writeln!(out, "{doc}")?;
+            } else {
+                writeln!(out, "error: {e}")?;
+            }
             return Ok(EXIT_UNUSABLE);
         }
     };
-    for entry in catalog.entries() {
-        for p in entry.all_problems() {
-            let severity = if args.strict {
-                Severity::Error
-            } else {
-                p.severity
-            };
-            writeln!(out, "{}: {p}", severity.as_str())?;
+    let severity_of = |p: &crate::problem::Problem| {
+        if args.strict {
+            Severity::Error
+        } else {
+            p.severity
         }
-    }
+    };
     let errors = catalog.count(Severity::Error);
     let warnings = catalog.count(Severity::Warning);
     let served = catalog.entries().filter(|e| e.serving.is_some()).count();
     let total = catalog.entries().count();
+    let failed = errors > 0 || (args.strict && warnings > 0);
+    if json {
+        let bundles: Vec<serde_json::Value> = catalog
+            .entries()
+            .map(|entry| {
+                let problems: Vec<serde_json::Value> = entry
+                    .all_problems()
+                    .map(|p| {
+                        let mut v = serde_json::json!({
+                            "severity": severity_of(p).as_str(),
+                            "file": p.file.display().to_string(),
+                        });
+                        match &p.location {
+                            Location::File => {}
+                            Location::Text { line, column } => {
+                                v["line"] = (*line).into();
+                                v["column"] = (*column).into();
+                            }
+                            Location::Path(path) => v["path"] = path.as_str().into(),
+                        }
+                        v["message"] = p.message.as_str().into();
+                        v
+                    })
+                    .collect();
+                serde_json::json!({
+                    "name": entry.name,
+                    "served": entry.serving.is_some(),
+                    "problems": problems,
+                })
+            })
+            .collect();
+        let doc = serde_json::json!({
+            "ok": !failed,
+            "strict": args.strict,
+            "bundles": bundles,
+            "summary": {
+                "bundles": total,
+                "served": served,
+                "errors": errors,
+                "warnings": warnings,
+            },
+        });
+        writeln!(out, "{doc}")?;
+        return Ok(u8::from(failed));
+    }
+    for entry in catalog.entries() {
+        for p in entry.all_problems() {
+            writeln!(out, "{}: {p}", severity_of(p).as_str())?;
+        }
+    }
     writeln!(
         out,
         "{total} bundle{} checked, {served} would be served; {errors} error{}, {warnings} warning{}{}",
@@ -338,7 +356,6 @@ pub fn check(args: &CheckArgs, out: &mut impl std::io::Write) -> std::io::Result
             ""
         },
     )?;
-    let failed = errors > 0 || (args.strict && warnings > 0);
     Ok(u8::from(failed))
 }
 
@@ -351,53 +368,59 @@ fn plural(n: usize) -> &'static str {
 }
 
 /// `eventbox serve`: bind, load, print the address and the bundles, watch, serve until Ctrl-C or
-/// SIGTERM. `/readyz` answers 503 until the first load is published.
-pub async fn serve(config: &ServeConfig) -> u8 {
+/// SIGTERM. `/readyz` answers 503 until the first load is published. Logging is already set up:
+/// every message goes through it, in the chosen format.
+pub async fn serve(options: &ServeOptions) -> u8 {
+    let report = Report(options.log_format);
     // Fail fast, before binding, when the folder is not there at all.
-    if let Err(e) = crate::load::bundle_names(&config.data) {
-        eprintln!("eventbox: {e}");
+    if let Err(e) = crate::load::bundle_names(&options.data) {
+        tracing::error!("{e}");
         return EXIT_UNUSABLE;
     }
     // The SIGHUP handler exists before the port opens: a SIGHUP never finds the default action
     // (which ends the process).
-    let app = App::with_compression(&config.data, config.compression);
+    let app = App::with_options(options);
     spawn_sighup_reloads(&app);
-    let listener = match TcpListener::bind(config.addr).await {
+    let wanted = options.listen_addr();
+    let listener = match TcpListener::bind(wanted).await {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("eventbox: cannot listen on {}: {e}", config.addr);
+            tracing::error!("cannot listen on {wanted}: {e}");
             return EXIT_UNUSABLE;
         }
     };
-    let addr = listener.local_addr().map_or(config.addr, |a| a);
-    say(format_args!("eventbox listening on http://{addr}"));
-    let mut service = app.service(config.access_log);
-    service.cors = Cors::from_origins(&config.cors_origins);
-    service.limits = config.limits;
-    service.max_delay = config.max_delay;
-    let service = service
-        .with_control_headers(config.allow_control_headers)
-        .with_journal(config.journal);
-    if config.allow_control_headers {
+    let addr = listener.local_addr().map_or(wanted, |a| a);
+    report.line(
+        &format!("eventbox listening on http://{addr}"),
+        serde_json::json!({"addr": addr.to_string(), "url": format!("http://{addr}")}),
+    );
+    if options.allow_control_headers {
         tracing::warn!(
             "control headers are obeyed: any client may delay, fail or break its answers"
         );
     }
-    if config.allow_control_headers && config.limits.idle_timeout <= config.max_delay {
+    if options.allow_control_headers && options.idle_timeout <= options.max_delay {
         tracing::warn!(
-            idle_timeout = ?config.limits.idle_timeout,
-            max_delay = ?config.max_delay,
+            idle_timeout = %humantime::format_duration(options.idle_timeout),
+            max_delay = %humantime::format_duration(options.max_delay),
             "--idle-timeout is not above --max-delay: a connection may be closed during a \
              simulated delay; raise --idle-timeout"
         );
     }
-    if config.journal > 0 {
-        tracing::info!(capacity = config.journal, "request journal on at /_journal");
+    if options.journal > 0 {
+        tracing::info!(
+            capacity = options.journal,
+            "request journal on at /_journal"
+        );
     }
-    let server = tokio::spawn(crate::http::serve(listener, service, shutdown_signal()));
+    let server = tokio::spawn(crate::http::serve(
+        listener,
+        app.service(),
+        shutdown_signal(),
+    ));
     // Watch before the first load, so that nothing changed in between is missed (a change seen
     // during the load only reloads once more).
-    let _watcher = match app.watch(config.watch, config.debounce).await {
+    let _watcher = match app.watch_as_configured().await {
         Ok(w) => w,
         Err(e) => {
             tracing::warn!("{e}; changes are picked up on SIGHUP only");
@@ -408,27 +431,26 @@ pub async fn serve(config: &ServeConfig) -> u8 {
     match tokio::task::spawn_blocking(move || loader.load()).await {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => {
-            eprintln!("eventbox: {e}");
+            tracing::error!("{e}");
             return EXIT_UNUSABLE;
         }
         Err(e) => {
-            eprintln!("eventbox: the first load failed: {e}");
+            tracing::error!("the first load failed: {e}");
             return 1;
         }
     }
     let printer = app.clone();
-    let data = config.data.clone();
     // The catalog's lock is a blocking one: take it off the async threads.
-    let _ = tokio::task::spawn_blocking(move || print_bundles(&printer, &data)).await;
+    let _ = tokio::task::spawn_blocking(move || print_bundles(&printer, report)).await;
 
     match server.await {
         Ok(Ok(())) => 0,
         Ok(Err(e)) => {
-            eprintln!("eventbox: {e}");
+            tracing::error!("{e}");
             1
         }
         Err(e) => {
-            eprintln!("eventbox: the server stopped: {e}");
+            tracing::error!("the server stopped: {e}");
             1
         }
     }
@@ -443,7 +465,33 @@ fn say(line: std::fmt::Arguments<'_>) {
     let _ = out.flush();
 }
 
-fn print_bundles(app: &App, data: &std::path::Path) {
+/// `serve`'s startup lines on stdout (the address, then the bundles): plain text, or with
+/// `--log-format json` one JSON object per line shaped as the JSON log lines are (`timestamp`,
+/// `level`, `fields` with `message` and the values, `target`).
+#[derive(Debug, Clone, Copy)]
+struct Report(LogFormat);
+
+impl Report {
+    fn line(self, message: &str, mut fields: serde_json::Value) {
+        match self.0 {
+            LogFormat::Text => say(format_args!("{message}")),
+            LogFormat::Json => {
+                fields["message"] = message.into();
+                let timestamp =
+                    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+                let line = serde_json::json!({
+                    "timestamp": timestamp,
+                    "level": "INFO",
+                    "fields": fields,
+                    "target": "eventbox",
+                });
+                say(format_args!("{line}"));
+            }
+        }
+    }
+}
+
+fn print_bundles(app: &App, report: Report) {
     app.reloader.with_catalog(|catalog| {
         let mut any = false;
         for entry in catalog.entries() {
@@ -456,13 +504,17 @@ fn print_bundles(app: &App, data: &std::path::Path) {
                 .first()
                 .map(|t| token_hint(t.expose()))
                 .unwrap_or_default();
-            say(format_args!("  bundle {:<20} token {first}", entry.name));
+            report.line(
+                &format!("  bundle {:<20} token {first}", entry.name),
+                serde_json::json!({"bundle": entry.name, "token": first}),
+            );
         }
         if !any {
-            say(format_args!(
-                "  no bundle is served: add one under {}",
-                data.display()
-            ));
+            let data = app.options().data.display().to_string();
+            report.line(
+                &format!("  no bundle is served: add one under {data}"),
+                serde_json::json!({"data": data}),
+            );
         }
     });
 }
@@ -552,4 +604,27 @@ pub fn stop_signal() -> impl std::future::Future<Output = Stop> + Send {
 pub async fn shutdown_signal() {
     stop_signal().await;
     tracing::info!("shutting down: no new connections; requests in flight may finish");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_well_formed_and_short_flags_do_not_clash() {
+        // clap's own checks: no two arguments with one short or long flag, defaults that parse.
+        Cli::command().debug_assert();
+        let serve = Cli::command();
+        let shorts: Vec<char> = serve
+            .get_arguments()
+            .filter_map(|a| a.get_short())
+            .collect();
+        for short in ['d', 'a', 'p', 'c', 'w', 'v', 'q'] {
+            assert_eq!(
+                shorts.iter().filter(|s| **s == short).count(),
+                1,
+                "-{short}"
+            );
+        }
+    }
 }

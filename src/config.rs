@@ -1,23 +1,39 @@
-//! The validated configuration of `serve`: command-line flags and `EVENTBOX_*` variables over an
-//! optional TOML file (`--config eventbox.toml`) over the defaults. Raw flags are clap's job in
-//! `cli`; this module merges and checks them. Unknown keys in the file are reported, not fatal.
+//! `serve`'s options: one struct, [`ServeOptions`], that clap fills from flags and `EVENTBOX_*`
+//! variables and serde fills from the TOML file given by `--config`, whose keys are the flags'
+//! long names (`idle-timeout = "60s"`, `cors-origin = ["..."]`).
+//!
+//! Precedence is flag > variable > file > default. [`ServeOptions::resolve`] applies it from
+//! clap's own record of where each value came from (`ArgMatches::value_source`), so an option
+//! is declared once, on its field, and never merged by hand. The file is checked first, with
+//! every error naming the file, the line and the key ([`ConfigError::File`]). Every duration,
+//! here and in `pull`, goes through [`parse_duration`].
 
-use std::net::SocketAddr;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::time::Duration;
 
-use serde::Deserialize;
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, FromArgMatches};
+use serde::{Deserialize, Serialize};
 
+use crate::http::cors::Cors;
 use crate::http::Limits;
 use crate::watch::WatchMode;
 
-pub const DEFAULT_DATA: &str = "data";
-pub const DEFAULT_ADDR: &str = "127.0.0.1:8080";
-pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_millis(250);
-pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(100);
+/// The port when neither `--port`, `--addr` nor `PORT` gives one.
+pub(crate) const DEFAULT_PORT: u16 = 8080;
+
+/// The shortest debounce, poll interval and timeout accepted: below it the watcher would spin.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
+
+/// The most requests `--journal` may keep.
+pub const MAX_JOURNAL: usize = crate::http::journal::MAX_CAPACITY;
 
 /// How logs are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     /// Human-readable lines.
@@ -26,8 +42,45 @@ pub enum LogFormat {
     Json,
 }
 
+/// The least severe log lines written.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    Off,
+    Error,
+    Warn,
+    Info,
+    Debug,
+    Trace,
+}
+
+impl LogLevel {
+    const ALL: [LogLevel; 6] = [
+        LogLevel::Off,
+        LogLevel::Error,
+        LogLevel::Warn,
+        LogLevel::Info,
+        LogLevel::Debug,
+        LogLevel::Trace,
+    ];
+
+    /// The level as an `EnvFilter` directive.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Off => "off",
+            LogLevel::Error => "error",
+            LogLevel::Warn => "warn",
+            LogLevel::Info => "info",
+            LogLevel::Debug => "debug",
+            LogLevel::Trace => "trace",
+        }
+    }
+}
+
 /// How to watch, as written in flags and the file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum WatchKind {
     /// The platform's file events (inotify...).
@@ -38,83 +91,206 @@ pub enum WatchKind {
     Off,
 }
 
-/// What flags and environment variables gave (`None`: not given).
-#[derive(Debug, Clone, Default)]
-pub struct Overrides {
-    pub data: Option<PathBuf>,
-    pub addr: Option<SocketAddr>,
-    pub watch: Option<WatchKind>,
-    pub no_watch: Option<bool>,
-    pub poll_interval: Option<Duration>,
-    pub debounce: Option<Duration>,
-    pub log_format: Option<LogFormat>,
-    pub access_log: Option<bool>,
-    pub compression: Option<Switch>,
-    /// Empty: not given.
-    pub cors_origins: Vec<String>,
-    pub header_timeout: Option<Duration>,
-    pub idle_timeout: Option<Duration>,
-    pub max_header_bytes: Option<usize>,
-    pub max_connections: Option<usize>,
-    pub allow_control_headers: Option<bool>,
-    pub max_delay: Option<Duration>,
-    pub journal: Option<usize>,
-}
-
 /// On or off, as written in flags and the file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Switch {
     On,
     Off,
 }
 
-/// The shortest debounce and poll interval accepted: below it the watcher would spin.
-pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
-
-/// The most requests `--journal` may keep.
-pub const MAX_JOURNAL: usize = crate::http::journal::MAX_CAPACITY;
-
-/// The configuration file's keys; every serve option has one.
-#[derive(Debug, Default, Deserialize)]
-#[serde(default)]
-struct FileConfig {
-    data: Option<PathBuf>,
-    addr: Option<String>,
-    watch: Option<WatchKind>,
-    poll_interval_ms: Option<u64>,
-    debounce_ms: Option<u64>,
-    log_format: Option<LogFormat>,
-    access_log: Option<bool>,
-    compression: Option<Switch>,
-    cors_origins: Option<Vec<String>>,
-    header_timeout_ms: Option<u64>,
-    idle_timeout_ms: Option<u64>,
-    max_header_bytes: Option<usize>,
-    max_connections: Option<usize>,
-    allow_control_headers: Option<bool>,
-    max_delay_ms: Option<u64>,
-    journal: Option<usize>,
+/// Where to listen: an IP address, with or without a port (`0.0.0.0`, `127.0.0.1:8080`,
+/// `[::1]:8080`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct ListenAddr {
+    pub host: IpAddr,
+    /// `None`: the port comes from `--port`, `PORT` or 8080.
+    pub port: Option<u16>,
 }
 
-const FILE_KEYS: [&str; 16] = [
-    "data",
-    "addr",
-    "watch",
-    "poll_interval_ms",
-    "debounce_ms",
-    "log_format",
-    "access_log",
-    "compression",
-    "cors_origins",
-    "header_timeout_ms",
-    "idle_timeout_ms",
-    "max_header_bytes",
-    "max_connections",
-    "allow_control_headers",
-    "max_delay_ms",
-    "journal",
-];
+impl FromStr for ListenAddr {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<ListenAddr, String> {
+        let t = text.trim();
+        if let Ok(socket) = t.parse::<SocketAddr>() {
+            return Ok(ListenAddr {
+                host: socket.ip(),
+                port: Some(socket.port()),
+            });
+        }
+        let bare = t.strip_prefix('[').and_then(|h| h.strip_suffix(']'));
+        match bare.unwrap_or(t).parse::<IpAddr>() {
+            Ok(host) => Ok(ListenAddr { host, port: None }),
+            Err(_) => Err(format!(
+                "{text:?} is not an address: write HOST:PORT or HOST with an IP address, e.g. \
+                 127.0.0.1:8080, 0.0.0.0 or [::1]:8080"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for ListenAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.port, self.host) {
+            (Some(port), host) => write!(f, "{}", SocketAddr::new(host, port)),
+            (None, IpAddr::V6(host)) => write!(f, "[{host}]"),
+            (None, IpAddr::V4(host)) => write!(f, "{host}"),
+        }
+    }
+}
+
+impl TryFrom<String> for ListenAddr {
+    type Error = String;
+    fn try_from(text: String) -> Result<ListenAddr, String> {
+        text.parse()
+    }
+}
+
+impl From<ListenAddr> for String {
+    fn from(addr: ListenAddr) -> String {
+        addr.to_string()
+    }
+}
+
+/// Everything `eventbox serve` runs with. Flags, `EVENTBOX_*` variables and the configuration
+/// file fill this one struct ([`ServeOptions::resolve`]); [`ServeOptions::default`] holds the
+/// defaults; [`crate::app::App::with_options`] starts from it.
+#[derive(Debug, Clone, PartialEq, Eq, Args, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
+pub struct ServeOptions {
+    /// The data folder: one sub-folder per bundle
+    #[arg(
+        short,
+        long,
+        env = "EVENTBOX_DATA",
+        value_name = "DIR",
+        default_value = "data"
+    )]
+    pub data: PathBuf,
+    /// Where to listen: HOST:PORT, or HOST alone (the port then comes from --port, PORT or
+    /// 8080) [default: 127.0.0.1:8080]
+    #[arg(short, long, env = "EVENTBOX_ADDR", value_name = "HOST[:PORT]")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addr: Option<ListenAddr>,
+    /// The port to listen on, replacing the one in --addr (0: any free port) [default: the PORT
+    /// variable when --addr has no port, else 8080]
+    #[arg(short, long, env = "EVENTBOX_PORT")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u16>,
+    /// How to notice changed files
+    #[arg(short, long, env = "EVENTBOX_WATCH", value_enum, default_value_t = WatchKind::Native)]
+    pub watch: WatchKind,
+    /// Do not watch the data folder (SIGHUP still reloads); the same as --watch off
+    #[arg(long, env = "EVENTBOX_NO_WATCH", action = clap::ArgAction::Set, num_args = 0..=1,
+          require_equals = true, default_value_t = false, default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub no_watch: bool,
+    /// How often --watch poll scans, e.g. 500ms or 2s
+    #[arg(long, env = "EVENTBOX_POLL_INTERVAL", value_parser = parse_duration,
+          default_value = "250ms")]
+    #[serde(with = "duration_text")]
+    pub poll_interval: Duration,
+    /// How long changes must settle before a reload, e.g. 100ms
+    #[arg(long, env = "EVENTBOX_DEBOUNCE", value_parser = parse_duration, default_value = "100ms")]
+    #[serde(with = "duration_text")]
+    pub debounce: Duration,
+    /// Log lines as text or JSON (the startup lines on stdout too)
+    #[arg(long, env = "EVENTBOX_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// The least severe log lines written; given here (or by -v/-q), it wins over RUST_LOG
+    /// [default: RUST_LOG, else info]
+    #[arg(long, env = "EVENTBOX_LOG_LEVEL", value_enum)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_level: Option<LogLevel>,
+    /// More log lines (-v debug, -vv trace), from --log-level or info
+    #[arg(short, long, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    #[serde(skip)]
+    pub verbose: u8,
+    /// Fewer log lines (-q warn, -qq error, -qqq none), from --log-level or info
+    #[arg(short, long, action = clap::ArgAction::Count)]
+    #[serde(skip)]
+    pub quiet: u8,
+    /// Log one line per request (method, path, status, duration, bundle, token hint);
+    /// --access-log=false turns off a configuration file's
+    #[arg(long, env = "EVENTBOX_ACCESS_LOG", action = clap::ArgAction::Set, num_args = 0..=1,
+          require_equals = true, default_value_t = false, default_missing_value = "true",
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub access_log: bool,
+    /// Send gzip and brotli bodies to clients that accept them
+    #[arg(long, env = "EVENTBOX_COMPRESSION", value_enum, default_value_t = Switch::On)]
+    pub compression: Switch,
+    /// An origin allowed to read answers from a browser; repeat it for more; `*` for all, `none`
+    /// to turn CORS off
+    #[arg(
+        long,
+        env = "EVENTBOX_CORS_ORIGIN",
+        value_name = "ORIGIN",
+        value_delimiter = ',',
+        default_value = "*"
+    )]
+    pub cors_origin: Vec<String>,
+    /// Time allowed for a request's headers (also bounds an idle HTTP/1 connection)
+    #[arg(long, env = "EVENTBOX_HEADER_TIMEOUT", value_parser = parse_duration,
+          default_value = "10s")]
+    #[serde(with = "duration_text")]
+    pub header_timeout: Duration,
+    /// Close a connection with no traffic for this long
+    #[arg(long, env = "EVENTBOX_IDLE_TIMEOUT", value_parser = parse_duration,
+          default_value = "60s")]
+    #[serde(with = "duration_text")]
+    pub idle_timeout: Duration,
+    /// The largest request head in bytes
+    #[arg(
+        long,
+        env = "EVENTBOX_MAX_HEADER_BYTES",
+        value_name = "N",
+        default_value_t = 16384
+    )]
+    pub max_header_bytes: usize,
+    /// Connections served at once; more wait to be accepted
+    #[arg(
+        long,
+        env = "EVENTBOX_MAX_CONNECTIONS",
+        value_name = "N",
+        default_value_t = 4096
+    )]
+    pub max_connections: usize,
+    /// Obey the X-Eventbox-Delay, X-Eventbox-Status and X-Eventbox-Fault request headers (for
+    /// testing clients; ignored without it); --allow-control-headers=false undoes a file's
+    /// allow-control-headers = true
+    #[arg(long, env = "EVENTBOX_ALLOW_CONTROL_HEADERS", action = clap::ArgAction::Set,
+          num_args = 0..=1, require_equals = true, default_value_t = false,
+          default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
+    pub allow_control_headers: bool,
+    /// The longest simulated delay (control headers and bundle simulation), e.g. 5s
+    #[arg(long, env = "EVENTBOX_MAX_DELAY", value_parser = parse_duration, default_value = "30s")]
+    #[serde(with = "duration_text")]
+    pub max_delay: Duration,
+    /// Keep the last N requests in memory, listed at GET /_journal (0: off; at most 100000)
+    #[arg(long, env = "EVENTBOX_JOURNAL", value_name = "N", default_value_t = 0)]
+    pub journal: usize,
+    /// A TOML file with any of these options, keyed by their long names; flags and EVENTBOX_*
+    /// variables override it
+    #[arg(short, long, env = "EVENTBOX_CONFIG", value_name = "FILE")]
+    #[serde(skip)]
+    pub config: Option<PathBuf>,
+}
+
+impl Default for ServeOptions {
+    /// The defaults: what `eventbox serve` runs with when nothing is given (no variable read).
+    fn default() -> ServeOptions {
+        let command = ServeOptions::augment_args(clap::Command::new("eventbox"))
+            .mut_args(|arg| arg.env(None::<&'static str>));
+        // The defaults are constants of this file; `defaults_parse` proves they parse.
+        command
+            .try_get_matches_from(["eventbox"])
+            .map_err(|e| e.to_string())
+            .and_then(|m| ServeOptions::from_arg_matches(&m).map_err(|e| e.to_string()))
+            .unwrap_or_else(|e| panic!("the defaults of ServeOptions do not parse: {e}"))
+    }
+}
 
 /// A configuration that could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -124,340 +300,631 @@ pub enum ConfigError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{}: {message}", path.display())]
-    Invalid { path: PathBuf, message: String },
+    /// A problem at a place in the configuration file.
+    #[error("{}:{line}:{column}: {message}", path.display())]
+    File {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    /// A value that cannot be used, whichever way it was given.
     #[error("{0}")]
     Value(String),
 }
 
-/// The configuration `serve` runs with.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServeConfig {
-    pub data: PathBuf,
-    pub addr: SocketAddr,
-    pub watch: WatchMode,
-    pub debounce: Duration,
-    pub log_format: LogFormat,
-    pub access_log: bool,
-    /// Send gzip and brotli bodies to clients that accept them.
-    pub compression: bool,
-    /// Origins allowed by CORS (`*`: all; `none`: CORS off).
-    pub cors_origins: Vec<String>,
-    pub limits: Limits,
-    /// Obey the `X-Eventbox-*` control headers.
-    pub allow_control_headers: bool,
-    /// The longest simulated delay.
-    pub max_delay: Duration,
-    /// How many requests the journal keeps (0: off).
-    pub journal: usize,
-}
+impl ServeOptions {
+    /// The defaults, serving `data`.
+    pub fn for_folder(data: impl AsRef<Path>) -> ServeOptions {
+        ServeOptions {
+            data: data.as_ref().to_path_buf(),
+            ..ServeOptions::default()
+        }
+    }
 
-impl ServeConfig {
-    /// Merges flags over the file (if any) over the defaults. Also returns the warnings to log
-    /// once logging is set up (unknown keys in the file).
-    pub fn resolve(
-        overrides: &Overrides,
-        file: Option<&Path>,
-    ) -> Result<(ServeConfig, Vec<String>), ConfigError> {
-        let (file_config, warnings) = match file {
+    /// The options `serve` runs with: what clap parsed (`self`, from flags, variables and
+    /// defaults, with `matches` saying which was which) over the `--config` file, the `PORT`
+    /// variable applied (see [`ServeOptions::listen_addr`]), every value checked.
+    pub fn resolve(self, matches: &ArgMatches) -> Result<ServeOptions, ConfigError> {
+        self.resolve_with(matches, std::env::var("PORT").ok().as_deref())
+    }
+
+    /// [`ServeOptions::resolve`] with the `PORT` variable's value given.
+    fn resolve_with(
+        self,
+        matches: &ArgMatches,
+        port: Option<&str>,
+    ) -> Result<ServeOptions, ConfigError> {
+        let given = |id: &str| {
+            matches!(
+                matches.value_source(id),
+                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+            )
+        };
+        let options = match &self.config {
+            None => self,
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-                    path: path.to_path_buf(),
+                    path: path.clone(),
                     source,
                 })?;
-                parse_file(&text).map_err(|message| ConfigError::Invalid {
-                    path: path.to_path_buf(),
-                    message,
-                })?
+                let file = parse_file(path, &text)?;
+                self.over_file(file, given)?
             }
-            None => (FileConfig::default(), Vec::new()),
         };
-        let invalid = |message: String| ConfigError::Invalid {
-            path: file.map(Path::to_path_buf).unwrap_or_default(),
-            message,
-        };
-        let file_addr = match &file_config.addr {
-            Some(a) => Some(
-                a.parse::<SocketAddr>()
-                    .map_err(|e| invalid(format!("addr: {a:?}: {e}")))?,
-            ),
-            None => None,
-        };
-        let default_addr: SocketAddr = DEFAULT_ADDR
-            .parse()
-            .map_err(|_| invalid("bad default address".into()))?;
-        let kind = if overrides.no_watch == Some(true) {
-            WatchKind::Off
-        } else {
-            overrides
-                .watch
-                .or(file_config.watch)
-                .unwrap_or(WatchKind::Native)
-        };
-        let poll_interval = overrides
-            .poll_interval
-            .or(file_config.poll_interval_ms.map(Duration::from_millis))
-            .unwrap_or(DEFAULT_POLL_INTERVAL);
-        let watch = match kind {
-            WatchKind::Native => WatchMode::Native,
-            WatchKind::Poll => WatchMode::Poll(poll_interval),
-            WatchKind::Off => WatchMode::Off,
-        };
-        let defaults = Limits::default();
-        let config = ServeConfig {
-            data: overrides
-                .data
-                .clone()
-                .or(file_config.data)
-                .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA)),
-            addr: overrides.addr.or(file_addr).unwrap_or(default_addr),
-            watch,
-            debounce: overrides
-                .debounce
-                .or(file_config.debounce_ms.map(Duration::from_millis))
-                .unwrap_or(DEFAULT_DEBOUNCE),
-            log_format: overrides
-                .log_format
-                .or(file_config.log_format)
-                .unwrap_or(LogFormat::Text),
-            access_log: overrides
-                .access_log
-                .or(file_config.access_log)
-                .unwrap_or(false),
-            compression: overrides.compression.or(file_config.compression) != Some(Switch::Off),
-            cors_origins: if overrides.cors_origins.is_empty() {
-                file_config
-                    .cors_origins
-                    .unwrap_or_else(|| vec!["*".to_string()])
-            } else {
-                overrides.cors_origins.clone()
-            },
-            limits: Limits {
-                header_timeout: overrides
-                    .header_timeout
-                    .or(file_config.header_timeout_ms.map(Duration::from_millis))
-                    .unwrap_or(defaults.header_timeout),
-                idle_timeout: overrides
-                    .idle_timeout
-                    .or(file_config.idle_timeout_ms.map(Duration::from_millis))
-                    .unwrap_or(defaults.idle_timeout),
-                max_header_bytes: overrides
-                    .max_header_bytes
-                    .or(file_config.max_header_bytes)
-                    .unwrap_or(defaults.max_header_bytes),
-                max_connections: overrides
-                    .max_connections
-                    .or(file_config.max_connections)
-                    .unwrap_or(defaults.max_connections),
-            },
-            allow_control_headers: overrides
-                .allow_control_headers
-                .or(file_config.allow_control_headers)
-                .unwrap_or(false),
-            max_delay: overrides
-                .max_delay
-                .or(file_config.max_delay_ms.map(Duration::from_millis))
-                .unwrap_or(crate::http::Service::DEFAULT_MAX_DELAY),
-            journal: overrides.journal.or(file_config.journal).unwrap_or(0),
-        };
-        if let WatchMode::Poll(interval) = config.watch {
-            if interval < MIN_INTERVAL {
-                return Err(ConfigError::Value(format!(
-                    "the poll interval must be at least {MIN_INTERVAL:?}, not {interval:?}"
-                )));
+        options.with_port_variable(port)
+    }
+
+    /// `self` where `given` says a value was given (flag or variable), the file's values for the
+    /// file's keys elsewhere.
+    fn over_file(
+        self,
+        file: FileOptions,
+        given: impl Fn(&str) -> bool,
+    ) -> Result<ServeOptions, ConfigError> {
+        let cannot = |e: &dyn fmt::Display| ConfigError::Value(format!("configuration: {e}"));
+        let mut merged = toml::Table::try_from(&self).map_err(|e| cannot(&e))?;
+        let from_file = toml::Table::try_from(&file.options).map_err(|e| cannot(&e))?;
+        for key in &file.keys {
+            if !given(&key.replace('-', "_")) {
+                match from_file.get(key) {
+                    Some(value) => merged.insert(key.clone(), value.clone()),
+                    None => merged.remove(key),
+                };
             }
         }
-        let l = &config.limits;
-        if l.header_timeout < MIN_INTERVAL
-            || l.idle_timeout < MIN_INTERVAL
-            || l.max_connections == 0
-        {
+        let mut options: ServeOptions = merged.try_into().map_err(|e| cannot(&e))?;
+        // Not file keys: they come from the command line only.
+        options.config = self.config;
+        options.verbose = self.verbose;
+        options.quiet = self.quiet;
+        Ok(options)
+    }
+
+    /// Takes the `PORT` variable's value as the port when neither `--port` nor `--addr` gives
+    /// one, then checks every value.
+    fn with_port_variable(mut self, port: Option<&str>) -> Result<ServeOptions, ConfigError> {
+        let addr_port = self.addr.and_then(|a| a.port);
+        if let (None, None, Some(text)) = (self.port, addr_port, port) {
+            let parsed = text.trim().parse::<u16>().map_err(|_| {
+                ConfigError::Value(format!("PORT={text:?} is not a port number (0 to 65535)"))
+            })?;
+            self.port = Some(parsed);
+        }
+        self.check()?;
+        Ok(self)
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        let at_least = |name: &str, value: Duration| {
+            if value < MIN_INTERVAL {
+                Err(ConfigError::Value(format!(
+                    "--{name} must be at least {}, not {}",
+                    humantime::format_duration(MIN_INTERVAL),
+                    humantime::format_duration(value)
+                )))
+            } else {
+                Ok(())
+            }
+        };
+        if self.watch_mode() != WatchMode::Off {
+            at_least("poll-interval", self.poll_interval)?;
+            at_least("debounce", self.debounce)?;
+        }
+        at_least("header-timeout", self.header_timeout)?;
+        at_least("idle-timeout", self.idle_timeout)?;
+        if self.max_connections == 0 {
             return Err(ConfigError::Value(
-                "timeouts must be at least 10ms and max_connections at least 1".to_string(),
+                "--max-connections must be at least 1".to_string(),
             ));
         }
-        if config.journal > MAX_JOURNAL {
+        if self.journal > MAX_JOURNAL {
             return Err(ConfigError::Value(format!(
                 "the journal keeps at most {MAX_JOURNAL} requests, not {}",
-                config.journal
+                self.journal
             )));
         }
-        if config.debounce < MIN_INTERVAL {
-            return Err(ConfigError::Value(format!(
-                "the debounce must be at least {MIN_INTERVAL:?}, not {:?}",
-                config.debounce
-            )));
+        Ok(())
+    }
+
+    /// The address to bind: `--addr`'s host (default 127.0.0.1) and the first port of `--port`,
+    /// `--addr`'s own, the `PORT` variable (applied by [`ServeOptions::resolve`]) and 8080.
+    pub fn listen_addr(&self) -> SocketAddr {
+        let host = self
+            .addr
+            .map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |a| a.host);
+        let port = self
+            .port
+            .or(self.addr.and_then(|a| a.port))
+            .unwrap_or(DEFAULT_PORT);
+        SocketAddr::new(host, port)
+    }
+
+    /// How the data folder is watched (`--no-watch` wins over `--watch`).
+    pub(crate) fn watch_mode(&self) -> WatchMode {
+        match (self.no_watch, self.watch) {
+            (true, _) | (false, WatchKind::Off) => WatchMode::Off,
+            (false, WatchKind::Native) => WatchMode::Native,
+            (false, WatchKind::Poll) => WatchMode::Poll(self.poll_interval),
         }
-        Ok((config, warnings))
+    }
+
+    /// Timeouts and caps of the HTTP server.
+    pub(crate) fn limits(&self) -> Limits {
+        Limits {
+            header_timeout: self.header_timeout,
+            idle_timeout: self.idle_timeout,
+            max_header_bytes: self.max_header_bytes,
+            max_connections: self.max_connections,
+        }
+    }
+
+    /// Which origins may read answers.
+    pub(crate) fn cors(&self) -> Cors {
+        Cors::from_origins(&self.cors_origin)
+    }
+
+    /// Whether answers get gzip and brotli variants.
+    pub(crate) fn compression(&self) -> bool {
+        self.compression == Switch::On
+    }
+
+    /// The log filter: a level given by `--log-level` (flag, variable or file), moved by `-v`
+    /// and `-q`, wins; otherwise `rust_log` (the `RUST_LOG` variable) when set; otherwise info.
+    pub fn log_filter(&self, rust_log: Option<&str>) -> String {
+        let rust_log = rust_log.map(str::trim).filter(|s| !s.is_empty());
+        match (self.log_level, self.verbose, self.quiet, rust_log) {
+            (None, 0, 0, Some(filter)) => filter.to_string(),
+            (level, verbose, quiet, _) => {
+                let base = level.unwrap_or(LogLevel::Info) as i32;
+                let index = (base + i32::from(verbose) - i32::from(quiet)).clamp(0, 5);
+                LogLevel::ALL[index as usize].as_str().to_string()
+            }
+        }
     }
 }
 
-/// Parses the file; unknown keys become warnings.
-fn parse_file(text: &str) -> Result<(FileConfig, Vec<String>), String> {
-    let table: toml::Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| e.message().trim_end().to_string())?;
-    let warnings = table
-        .keys()
-        .filter(|k| !FILE_KEYS.contains(&k.as_str()))
-        .map(|k| {
-            format!(
-                "unknown key {k:?} ignored (known: {})",
-                FILE_KEYS.join(", ")
-            )
-        })
-        .collect();
-    let config = FileConfig::deserialize(toml::Value::Table(table))
-        .map_err(|e| e.message().trim_end().to_string())?;
-    Ok((config, warnings))
+/// What a configuration file gave: its values (defaults elsewhere) and the keys it has.
+#[derive(Debug)]
+struct FileOptions {
+    options: ServeOptions,
+    keys: Vec<String>,
 }
 
-/// Parses a duration written as `250ms`, `2s` or a plain number of milliseconds.
+/// The keys a configuration file may have: the long names of `serve`'s flags that take a value
+/// there (not `--config`, `-v`, `-q`).
+fn file_keys() -> Vec<String> {
+    match toml::Table::try_from(ServeOptions {
+        addr: Some(ListenAddr {
+            host: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: None,
+        }),
+        port: Some(0),
+        log_level: Some(LogLevel::Info),
+        ..ServeOptions::default()
+    }) {
+        Ok(table) => table.keys().cloned().collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Parses and checks a configuration file: a syntax error, an unknown key (with the closest
+/// known one) or a value of the wrong type is an error naming the file, line and column.
+fn parse_file(path: &Path, text: &str) -> Result<FileOptions, ConfigError> {
+    let at = |span: Option<Range<usize>>, message: String| {
+        let (line, column) = line_column(text, span.map_or(0, |s| s.start));
+        ConfigError::File {
+            path: path.to_path_buf(),
+            line,
+            column,
+            message,
+        }
+    };
+    let table =
+        toml::de::DeTable::parse(text).map_err(|e| at(e.span(), first_line(e.message())))?;
+    let known = file_keys();
+    let mut keys = Vec::new();
+    for (key, _) in table.get_ref() {
+        let name = key.get_ref().to_string();
+        if !known.contains(&name) {
+            return Err(at(Some(key.span()), unknown_key(&name, &known)));
+        }
+        keys.push(name);
+    }
+    let options = toml::from_str::<ServeOptions>(text).map_err(|e| {
+        let span = e.span();
+        let key = span.as_ref().and_then(|s| {
+            table.get_ref().iter().find_map(|(k, v)| {
+                let around = k.span().start..v.span().end;
+                around.contains(&s.start).then(|| k.get_ref().to_string())
+            })
+        });
+        let message = first_line(e.message());
+        match key {
+            Some(key) => at(span, format!("{key}: {message}")),
+            None => at(span, message),
+        }
+    })?;
+    Ok(FileOptions { options, keys })
+}
+
+/// `unknown key "idle-timout"; did you mean "idle-timeout"?`
+fn unknown_key(key: &str, known: &[String]) -> String {
+    // The names of eventbox before 0.2 (`idle_timeout_ms`, `cors_origins`) map to today's.
+    let modern = key.replace('_', "-");
+    let modern = modern.strip_suffix("-ms").unwrap_or(&modern);
+    let modern = if modern == "cors-origins" {
+        "cors-origin"
+    } else {
+        modern
+    };
+    let closest = known.iter().find(|k| k.as_str() == modern).or_else(|| {
+        known
+            .iter()
+            .map(|k| (strsim::jaro(key, k), k))
+            .filter(|(score, _)| *score > 0.7)
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map(|(_, k)| k)
+    });
+    match closest {
+        Some(k) => format!("unknown key {key:?}; did you mean {k:?}?"),
+        None => format!(
+            "unknown key {key:?}; the keys are the long flags of `eventbox serve`: {}",
+            known.join(", ")
+        ),
+    }
+}
+
+fn first_line(message: &str) -> String {
+    message
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim_end()
+        .to_string()
+}
+
+/// The 1-based line and column (in characters) of a byte offset.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let start = before.rfind('\n').map_or(0, |i| i + 1);
+    (line, before[start..].chars().count() + 1)
+}
+
+/// Parses a duration as people write them: `250ms`, `60s`, `1m30s`, `2h`. A bare number is
+/// refused with the units to add, since `60` could mean seconds or milliseconds.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
-    let (number, scale) = if let Some(ms) = t.strip_suffix("ms") {
-        (ms, 1)
-    } else if let Some(s) = t.strip_suffix('s') {
-        (s, 1000)
-    } else {
-        (t, 1)
-    };
-    number
-        .trim()
-        .parse::<u64>()
-        .map(|n| Duration::from_millis(n.saturating_mul(scale)))
-        .map_err(|_| format!("{text:?} is not a duration (write 500ms or 2s)"))
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return Err(format!("{t}: add a unit, e.g. {t}s or {t}ms"));
+    }
+    humantime::parse_duration(t)
+        .map_err(|e| format!("{t:?} is not a duration ({e}); write e.g. 250ms, 60s or 1m30s"))
+}
+
+/// Durations in the configuration file: text through [`parse_duration`] (a bare number is
+/// refused with the same message); written back as humantime's text.
+mod duration_text {
+    use std::fmt;
+    use std::time::Duration;
+
+    use serde::de::{self, Visitor};
+    use serde::{Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(value: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&humantime::format_duration(*value))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        struct Text;
+        impl Visitor<'_> for Text {
+            type Value = Duration;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a duration such as \"250ms\", \"60s\" or \"1m30s\"")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Duration, E> {
+                super::parse_duration(v).map_err(E::custom)
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Duration, E> {
+                Err(E::custom(format!(
+                    "{v}: add a unit, e.g. \"{v}s\" or \"{v}ms\""
+                )))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Duration, E> {
+                Err(E::custom(format!(
+                    "{v}: add a unit, e.g. \"{v}s\" or \"{v}ms\""
+                )))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Duration, E> {
+                Err(E::custom(format!(
+                    "{v}: add a unit, e.g. \"{v}s\" or \"{v}ms\""
+                )))
+            }
+        }
+        d.deserialize_any(Text)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::{CommandFactory, Parser};
+
+    /// `eventbox serve` as the binary parses it, without reading the environment.
+    #[derive(Debug, Parser)]
+    struct Serve {
+        #[command(flatten)]
+        options: ServeOptions,
+    }
+
+    fn parse(args: &[&str]) -> (ServeOptions, ArgMatches) {
+        let matches = Serve::command()
+            .mut_args(|a| a.env(None::<&'static str>))
+            .try_get_matches_from(std::iter::once("eventbox").chain(args.iter().copied()))
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        let options = ServeOptions::from_arg_matches(&matches).expect("options");
+        (options, matches)
+    }
+
+    fn file(text: &str) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("eventbox.toml");
+        std::fs::write(&path, text).expect("write");
+        (dir, path)
+    }
+
+    fn resolve(args: &[&str]) -> Result<ServeOptions, ConfigError> {
+        let (options, matches) = parse(args);
+        options.resolve_with(&matches, None)
+    }
+
+    #[test]
+    fn defaults_parse_and_match_the_servers() {
+        let d = ServeOptions::default();
+        assert_eq!(d.data, PathBuf::from("data"));
+        assert_eq!(d.listen_addr(), "127.0.0.1:8080".parse().expect("addr"));
+        assert_eq!(d.watch_mode(), WatchMode::Native);
+        assert_eq!(d.limits(), Limits::default());
+        assert_eq!(d.max_delay, crate::http::Service::DEFAULT_MAX_DELAY);
+        assert_eq!(d.cors(), Cors::Any);
+        assert!(d.compression() && !d.access_log && !d.allow_control_headers);
+        assert_eq!((d.journal, d.debounce), (0, Duration::from_millis(100)));
+    }
+
+    #[test]
+    fn durations_take_humantime_text_and_refuse_bare_numbers() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("60s"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(
+            parse_duration("60"),
+            Err("60: add a unit, e.g. 60s or 60ms".to_string())
+        );
+        let soon = parse_duration("soon").expect_err("not a duration");
+        assert!(soon.contains("write e.g. 250ms, 60s or 1m30s"), "{soon}");
+    }
+
+    #[test]
+    fn file_keys_are_the_flags_long_names() {
+        let keys = file_keys();
+        let flags: Vec<String> = Serve::command()
+            .get_arguments()
+            .filter_map(|a| a.get_long().map(str::to_string))
+            .filter(|l| !["config", "verbose", "quiet"].contains(&l.as_str()))
+            .collect();
+        let mut sorted_keys = keys.clone();
+        sorted_keys.sort();
+        let mut sorted_flags = flags;
+        sorted_flags.sort();
+        assert_eq!(sorted_keys, sorted_flags);
+    }
 
     #[test]
     fn flags_override_the_file_which_overrides_defaults() {
-        let file = "data = \"from-file\"\naddr = \"127.0.0.1:9000\"\nwatch = \"poll\"\npoll_interval_ms = 250\ncolour = \"blue\"\n";
-        let (parsed, warnings) = parse_file(file).expect("valid");
-        assert_eq!(warnings.len(), 1);
-        assert!(
-            warnings[0].starts_with("unknown key \"colour\""),
-            "{warnings:?}"
+        let (_dir, path) = file(
+            "data = \"from-file\"\naddr = \"127.0.0.1:9000\"\nwatch = \"poll\"\n\
+             poll-interval = \"1m30s\"\nidle-timeout = \"2m\"\ncors-origin = [\"https://a.example\"]\n",
         );
-        assert_eq!(parsed.poll_interval_ms, Some(250));
+        let p = path.to_str().expect("UTF-8");
 
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("eventbox.toml");
-        std::fs::write(&path, file).expect("write");
-        let overrides = Overrides {
-            addr: Some("127.0.0.1:7000".parse().expect("addr")),
-            ..Overrides::default()
-        };
-        let (config, _) = ServeConfig::resolve(&overrides, Some(&path)).expect("resolves");
-        assert_eq!(config.data, PathBuf::from("from-file"));
-        assert_eq!(config.addr, "127.0.0.1:7000".parse().expect("addr"));
-        assert_eq!(config.watch, WatchMode::Poll(Duration::from_millis(250)));
-        assert_eq!(config.debounce, DEFAULT_DEBOUNCE);
-
-        let (defaults, _) = ServeConfig::resolve(&Overrides::default(), None).expect("resolves");
-        assert_eq!(defaults.data, PathBuf::from("data"));
-        assert_eq!(defaults.watch, WatchMode::Native);
-        let off = Overrides {
-            no_watch: Some(true),
-            ..Overrides::default()
-        };
+        let from_file = resolve(&["--config", p]).expect("resolves");
+        assert_eq!(from_file.data, PathBuf::from("from-file"));
         assert_eq!(
-            ServeConfig::resolve(&off, Some(&path))
-                .expect("resolves")
-                .0
-                .watch,
-            WatchMode::Off
+            from_file.listen_addr(),
+            "127.0.0.1:9000".parse().expect("a")
+        );
+        assert_eq!(
+            from_file.watch_mode(),
+            WatchMode::Poll(Duration::from_secs(90))
+        );
+        assert_eq!(from_file.idle_timeout, Duration::from_secs(120));
+        assert_eq!(from_file.cors_origin, vec!["https://a.example".to_string()]);
+        assert_eq!(from_file.debounce, Duration::from_millis(100), "a default");
+
+        let flags =
+            resolve(&["-c", p, "-a", "127.0.0.1:7000", "--watch", "native"]).expect("resolves");
+        assert_eq!(flags.listen_addr(), "127.0.0.1:7000".parse().expect("a"));
+        assert_eq!(flags.watch_mode(), WatchMode::Native);
+        assert_eq!(flags.data, PathBuf::from("from-file"));
+        assert_eq!(flags.config.as_deref(), Some(path.as_path()));
+
+        let off = resolve(&["-c", p, "--no-watch"]).expect("resolves");
+        assert_eq!(off.watch_mode(), WatchMode::Off);
+    }
+
+    #[test]
+    fn flags_turn_a_files_switches_off() {
+        let (_dir, path) = file(
+            "access-log = true\nallow-control-headers = true\nmax-delay = \"2s\"\njournal = 50\n",
+        );
+        let p = path.to_str().expect("UTF-8");
+        let from_file = resolve(&["--config", p]).expect("ok");
+        assert!(from_file.access_log && from_file.allow_control_headers);
+        assert_eq!(from_file.max_delay, Duration::from_secs(2));
+        assert_eq!(from_file.journal, 50);
+        let flags = resolve(&[
+            "--config",
+            p,
+            "--access-log=false",
+            "--allow-control-headers=false",
+            "--max-delay",
+            "500ms",
+            "--journal",
+            "0",
+        ])
+        .expect("ok");
+        assert!(!flags.access_log && !flags.allow_control_headers);
+        assert_eq!(flags.max_delay, Duration::from_millis(500));
+        assert_eq!(flags.journal, 0);
+    }
+
+    #[test]
+    fn values_out_of_range_are_refused_naming_the_option() {
+        for (args, message) in [
+            (
+                &["--debounce", "0s"][..],
+                "--debounce must be at least 10ms, not 0s",
+            ),
+            (
+                &["--watch", "poll", "--poll-interval", "1ms"][..],
+                "--poll-interval must be at least 10ms, not 1ms",
+            ),
+            (
+                &["--idle-timeout", "5ms"][..],
+                "--idle-timeout must be at least 10ms, not 5ms",
+            ),
+            (
+                &["--max-connections", "0"][..],
+                "--max-connections must be at least 1",
+            ),
+            (
+                &["--journal", "100001"][..],
+                "the journal keeps at most 100000 requests, not 100001",
+            ),
+        ] {
+            let refused = resolve(args).expect_err("refused").to_string();
+            assert_eq!(refused, message, "{args:?}");
+        }
+        assert!(resolve(&["--journal", "100000"]).is_ok());
+    }
+
+    #[test]
+    fn a_misspelt_key_names_the_file_line_and_closest_key() {
+        let (_dir, path) = file("data = \"x\"\n\nidle-timout = \"60s\"\n");
+        let err = resolve(&["--config", path.to_str().expect("UTF-8")]).expect_err("refused");
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{}:3:1: unknown key \"idle-timout\"; did you mean \"idle-timeout\"?",
+                path.display()
+            )
+        );
+        let (_dir, old) = file("idle_timeout_ms = 60000\n");
+        let err = resolve(&["-c", old.to_str().expect("UTF-8")]).expect_err("refused");
+        assert!(
+            err.to_string()
+                .ends_with(":1:1: unknown key \"idle_timeout_ms\"; did you mean \"idle-timeout\"?"),
+            "{err}"
+        );
+        let (_dir, far) = file("colour = \"blue\"\n");
+        let err = resolve(&["-c", far.to_str().expect("UTF-8")]).expect_err("refused");
+        assert!(
+            err.to_string().contains("the keys are the long flags"),
+            "{err}"
         );
     }
 
     #[test]
-    fn flags_turn_a_files_switches_off_and_tiny_intervals_are_refused() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("eventbox.toml");
-        std::fs::write(&path, "access_log = true\nwatch = \"off\"\n").expect("write");
-        let (from_file, _) = ServeConfig::resolve(&Overrides::default(), Some(&path)).expect("ok");
-        assert!(from_file.access_log);
-        let flags = Overrides {
-            access_log: Some(false),
-            watch: Some(WatchKind::Native),
-            ..Overrides::default()
-        };
-        let (overridden, _) = ServeConfig::resolve(&flags, Some(&path)).expect("ok");
-        assert!(!overridden.access_log);
-        assert_eq!(overridden.watch, WatchMode::Native);
-        for bad in [
-            Overrides {
-                debounce: Some(Duration::ZERO),
-                ..Overrides::default()
-            },
-            Overrides {
-                watch: Some(WatchKind::Poll),
-                poll_interval: Some(Duration::from_millis(1)),
-                ..Overrides::default()
-            },
+    fn a_bad_value_names_the_key_and_line() {
+        for (text, expected) in [
+            (
+                "data = \"d\"\nidle-timeout = 60\n",
+                ":2:16: idle-timeout: 60: add a unit, e.g. \"60s\" or \"60ms\"",
+            ),
+            (
+                "\nwatch = \"sometimes\"\n",
+                ":2:9: watch: unknown variant `sometimes`, expected one of `native`, `poll`, `off`",
+            ),
+            (
+                "journal = \"many\"\n",
+                ":1:11: journal: invalid type: string \"many\", expected usize",
+            ),
+            (
+                "addr = \"here\"\n",
+                ":1:8: addr: \"here\" is not an address",
+            ),
+            ("addr = \n", ":1:8: "),
         ] {
-            assert!(ServeConfig::resolve(&bad, None).is_err(), "{bad:?}");
+            let (_dir, path) = file(text);
+            let err = resolve(&["-c", path.to_str().expect("UTF-8")])
+                .expect_err("refused")
+                .to_string();
+            let rest = err
+                .strip_prefix(&path.display().to_string())
+                .unwrap_or_else(|| panic!("not naming the file: {err}"));
+            assert!(rest.starts_with(expected), "{text:?}: {err}");
         }
     }
 
     #[test]
-    fn simulation_options_come_from_the_file_and_flags() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("eventbox.toml");
-        std::fs::write(
-            &path,
-            "allow_control_headers = true\nmax_delay_ms = 2000\njournal = 50\n",
-        )
-        .expect("write");
-        let (defaults, _) = ServeConfig::resolve(&Overrides::default(), None).expect("ok");
-        assert!(!defaults.allow_control_headers);
-        assert_eq!(defaults.max_delay, Duration::from_secs(30));
-        assert_eq!(defaults.journal, 0);
-        let (from_file, warnings) =
-            ServeConfig::resolve(&Overrides::default(), Some(&path)).expect("ok");
-        assert!(warnings.is_empty(), "{warnings:?}");
-        assert!(from_file.allow_control_headers);
-        assert_eq!(from_file.max_delay, Duration::from_secs(2));
-        assert_eq!(from_file.journal, 50);
-        let flags = Overrides {
-            allow_control_headers: Some(false),
-            max_delay: Some(Duration::from_millis(500)),
-            journal: Some(0),
-            ..Overrides::default()
-        };
-        let (overridden, _) = ServeConfig::resolve(&flags, Some(&path)).expect("ok");
-        assert!(!overridden.allow_control_headers);
-        assert_eq!(overridden.max_delay, Duration::from_millis(500));
-        assert_eq!(overridden.journal, 0);
-        let most = Overrides {
-            journal: Some(MAX_JOURNAL),
-            ..Overrides::default()
-        };
-        assert!(ServeConfig::resolve(&most, None).is_ok());
-        std::fs::write(&path, "journal = 100001\n").expect("write");
-        let refused = ServeConfig::resolve(&Overrides::default(), Some(&path))
-            .err()
-            .map(|e| e.to_string());
+    fn the_documented_configuration_file_is_valid() {
+        let doc = include_str!("../docs/operations.md");
+        let example = doc
+            .split("```toml\n")
+            .nth(1)
+            .and_then(|rest| rest.split("```").next())
+            .expect("docs/operations.md has a toml block");
+        let parsed = parse_file(Path::new("operations.md"), example).expect("valid");
+        let documented: Vec<&str> = parsed.keys.iter().map(String::as_str).collect();
+        let mut missing = file_keys();
+        missing.retain(|k| !documented.contains(&k.as_str()));
+        assert!(missing.is_empty(), "keys not in the example: {missing:?}");
+        assert_eq!(parsed.options.idle_timeout, Duration::from_secs(60));
         assert_eq!(
-            refused.as_deref(),
-            Some("the journal keeps at most 100000 requests, not 100001")
+            parsed.options.watch_mode(),
+            WatchMode::Poll(Duration::from_millis(500))
         );
     }
 
     #[test]
-    fn bad_files_name_the_problem() {
-        assert!(parse_file("watch = \"sometimes\"\n").is_err());
-        assert!(parse_file("addr = 80\n").is_err());
+    fn the_port_comes_from_port_then_addr_then_the_variable() {
+        let port = |args: &[&str], var: Option<&str>| {
+            let (options, _) = parse(args);
+            options
+                .with_port_variable(var)
+                .map(|o| o.listen_addr().to_string())
+        };
+        assert_eq!(port(&[], None).expect("ok"), "127.0.0.1:8080");
+        assert_eq!(port(&[], Some("9000")).expect("ok"), "127.0.0.1:9000");
+        assert_eq!(port(&["-p", "0"], Some("9000")).expect("ok"), "127.0.0.1:0");
+        assert_eq!(
+            port(&["-a", "0.0.0.0"], Some("9000")).expect("ok"),
+            "0.0.0.0:9000"
+        );
+        assert_eq!(
+            port(&["-a", "[::1]:81"], Some("9000")).expect("ok"),
+            "[::1]:81"
+        );
+        assert_eq!(
+            port(&["-a", "10.0.0.1:81", "-p", "82"], None).expect("ok"),
+            "10.0.0.1:82"
+        );
+        let bad = port(&[], Some("http")).expect_err("refused").to_string();
+        assert_eq!(bad, "PORT=\"http\" is not a port number (0 to 65535)");
     }
 
     #[test]
-    fn durations() {
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("2s"), Ok(Duration::from_secs(2)));
-        assert_eq!(parse_duration("40"), Ok(Duration::from_millis(40)));
-        assert!(parse_duration("soon").is_err());
+    fn the_log_level_wins_over_rust_log_and_v_q_move_it() {
+        let filter = |args: &[&str], rust_log: Option<&str>| parse(args).0.log_filter(rust_log);
+        assert_eq!(filter(&[], None), "info");
+        assert_eq!(filter(&[], Some("eventbox=debug")), "eventbox=debug");
+        assert_eq!(filter(&["-v"], Some("eventbox=debug")), "debug");
+        assert_eq!(filter(&["-vv"], None), "trace");
+        assert_eq!(filter(&["-qqqq"], None), "off");
+        assert_eq!(
+            filter(&["--log-level", "warn", "-q"], Some("trace")),
+            "error"
+        );
     }
 }

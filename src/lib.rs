@@ -44,3 +44,11 @@ pub mod store;
 pub mod testing;
 pub mod token;
 pub mod watch;
+
+// The Rust examples of the README and the docs compile and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeExamples;
+#[cfg(doctest)]
+#[doc = include_str!("../docs/client-testing.md")]
+struct ClientTestingExamples;

@@ -1,17 +1,19 @@
 //! The `eventbox` binary: parse the command line, start logging, dispatch, exit with a code.
 //! Everything else lives in the library.
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::Parser;
-use eventbox::cli::{self, Cli, Command, ServeArgs};
-use eventbox::config::LogFormat;
+use eventbox::cli::{self, Cli, Command};
+use eventbox::config::{LogFormat, ServeOptions};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let (cli, serve) = Cli::parse_resolved();
+    let rust_log = std::env::var("RUST_LOG").ok();
+    let default_filter = rust_log.clone().unwrap_or_else(|| "info".to_string());
     let code = match cli.command {
         Some(Command::Check(args)) => {
-            init_logging(LogFormat::Text);
+            init_logging(LogFormat::Text, &default_filter);
             match cli::check(&args, &mut std::io::stdout().lock()) {
                 Ok(code) => code,
                 Err(e) => {
@@ -21,24 +23,51 @@ fn main() -> ExitCode {
             }
         }
         Some(Command::Pull(args)) => {
-            init_logging(LogFormat::Text);
+            init_logging(LogFormat::Text, &default_filter);
             block_on(cli::pull(&args))
         }
         Some(Command::Gen(args)) => {
-            init_logging(LogFormat::Text);
+            init_logging(LogFormat::Text, &default_filter);
             block_on(cli::gen(&args))
         }
-        Some(Command::Serve(args)) => run_serve(&args),
-        None => run_serve(&cli.serve),
+        Some(Command::Completions(args)) => {
+            written(cli::completions(&args, &mut std::io::stdout().lock()))
+        }
+        Some(Command::Man) => written(cli::man(&mut std::io::stdout().lock())),
+        Some(Command::Serve(_)) | None => match serve {
+            Some(Ok(options)) => run_serve(&options, rust_log.as_deref()),
+            Some(Err(e)) => {
+                eprintln!("eventbox: {e}");
+                cli::EXIT_UNUSABLE
+            }
+            None => cli::EXIT_UNUSABLE,
+        },
     };
     ExitCode::from(code)
 }
 
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+/// 0 when the output was written; a reader that closed the pipe early (`| head`) is no failure.
+fn written(result: std::io::Result<()>) -> u8 {
+    match result {
+        Ok(()) => 0,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
+        Err(e) => {
+            eprintln!("eventbox: cannot write: {e}");
+            1
+        }
+    }
+}
+
+/// Logs to stderr through `filter`, coloured only on a terminal and when `NO_COLOR` is unset
+/// or empty (no-color.org).
+fn init_logging(format: LogFormat, filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let colour = std::io::stderr().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
@@ -46,19 +75,9 @@ fn init_logging(format: LogFormat) {
     }
 }
 
-fn run_serve(args: &ServeArgs) -> u8 {
-    let (config, warnings) = match args.resolve() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("eventbox: {e}");
-            return cli::EXIT_UNUSABLE;
-        }
-    };
-    init_logging(config.log_format);
-    for w in warnings {
-        tracing::warn!("configuration: {w}");
-    }
-    block_on(cli::serve(&config))
+fn run_serve(options: &ServeOptions, rust_log: Option<&str>) -> u8 {
+    init_logging(options.log_format, &options.log_filter(rust_log));
+    block_on(cli::serve(options))
 }
 
 /// Runs a command on a multi-threaded tokio runtime; 1 when the runtime cannot start.

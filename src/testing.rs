@@ -59,6 +59,7 @@ use tokio::sync::oneshot;
 
 use crate::api::{self, Feed};
 use crate::app::App;
+use crate::config::{ServeOptions, Switch};
 use crate::http::cors::Cors;
 use crate::http::{Limits, Service};
 use crate::load::LoadError;
@@ -271,13 +272,8 @@ impl Bundle {
             return Err(StartError::TokensTwice(self.name.clone()));
         }
         if !self.tokens.is_empty() {
-            let tokens = toml::Value::Array(
-                self.tokens
-                    .iter()
-                    .map(|t| toml::Value::String(t.clone()))
-                    .collect(),
-            );
-            write_file(&dir.join("bundle.toml"), format!("tokens = {tokens}\n"))?;
+            let text = crate::model::bundle_toml(&self.tokens, None);
+            write_file(&dir.join("bundle.toml"), text)?;
         }
         for (rel, contents) in &self.files {
             let rel_path = Path::new(rel);
@@ -333,7 +329,9 @@ enum Data {
 
 type Configure = Box<dyn FnOnce(&mut Service) + Send>;
 
-/// Options of a [`TestServer`], then [`Builder::start`].
+/// Options of a [`TestServer`], then [`Builder::start`]. They fill the same [`ServeOptions`] as
+/// `eventbox serve`'s flags and file; only the data folder, the address (`127.0.0.1:0`) and
+/// watching (off: the folder is read once) are the test server's own.
 ///
 /// ```
 /// use eventbox::http::cors::Cors;
@@ -352,8 +350,7 @@ type Configure = Box<dyn FnOnce(&mut Service) + Send>;
 /// ```
 pub struct Builder {
     data: Data,
-    compression: bool,
-    access_log: bool,
+    options: ServeOptions,
     allow_errors: bool,
     configure: Vec<Configure>,
 }
@@ -362,8 +359,7 @@ impl fmt::Debug for Builder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Builder")
             .field("data", &self.data)
-            .field("compression", &self.compression)
-            .field("access_log", &self.access_log)
+            .field("options", &self.options)
             .field("allow_errors", &self.allow_errors)
             .field("configure", &self.configure.len())
             .finish()
@@ -374,33 +370,63 @@ impl Builder {
     fn new(data: Data) -> Builder {
         Builder {
             data,
-            compression: true,
-            access_log: false,
+            options: ServeOptions::default(),
             allow_errors: false,
             configure: Vec::new(),
         }
     }
 
+    /// Every option at once, as `eventbox serve` takes them (its data folder, address and
+    /// watching aside).
+    ///
+    /// ```
+    /// use eventbox::config::ServeOptions;
+    /// use eventbox::testing::TestServer;
+    ///
+    /// # fn main() -> Result<(), eventbox::testing::StartError> {
+    /// let options = ServeOptions { journal: 10, ..ServeOptions::default() };
+    /// let server = TestServer::from_folder(concat!(env!("CARGO_MANIFEST_DIR"), "/data"))
+    ///     .options(options)
+    ///     .start()?;
+    /// assert!(server.app().options().journal == 10);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn options(mut self, options: ServeOptions) -> Builder {
+        self.options = options;
+        self
+    }
+
     /// gzip and brotli variants of the answers (default on, as `--compression`).
     pub fn compression(mut self, on: bool) -> Builder {
-        self.compression = on;
+        self.options.compression = if on { Switch::On } else { Switch::Off };
         self
     }
 
     /// Which origins may read answers (default every origin, as `--cors-origin`).
-    pub fn cors(self, cors: Cors) -> Builder {
-        self.configure(move |s| s.cors = cors)
+    pub fn cors(mut self, cors: Cors) -> Builder {
+        self.options.cors_origin = match cors {
+            Cors::Off => vec!["none".to_string()],
+            Cors::Any => vec!["*".to_string()],
+            Cors::Origins(origins) => origins,
+        };
+        self
     }
 
     /// Timeouts and caps (default as the command line's).
-    pub fn limits(self, limits: Limits) -> Builder {
-        self.configure(move |s| s.limits = limits)
+    pub fn limits(mut self, limits: Limits) -> Builder {
+        let o = &mut self.options;
+        o.header_timeout = limits.header_timeout;
+        o.idle_timeout = limits.idle_timeout;
+        o.max_header_bytes = limits.max_header_bytes;
+        o.max_connections = limits.max_connections;
+        self
     }
 
     /// One `eventbox::access` log line per request (default off). Lines go wherever the test's
     /// own tracing subscriber sends them; the test server installs none.
     pub fn access_log(mut self, on: bool) -> Builder {
-        self.access_log = on;
+        self.options.access_log = on;
         self
     }
 
@@ -414,19 +440,22 @@ impl Builder {
 
     /// Obeys the `X-Eventbox-Delay`, `-Status` and `-Fault` request headers (default off, as
     /// `--allow-control-headers`).
-    pub fn allow_control_headers(self, allow: bool) -> Builder {
-        self.configure(move |s| s.allow_control_headers = allow)
+    pub fn allow_control_headers(mut self, allow: bool) -> Builder {
+        self.options.allow_control_headers = allow;
+        self
     }
 
     /// Caps simulated delays, from `[simulate]` or `X-Eventbox-Delay` (default 30 s, as
     /// `--max-delay`).
-    pub fn max_delay(self, max: std::time::Duration) -> Builder {
-        self.configure(move |s| s.max_delay = max)
+    pub fn max_delay(mut self, max: std::time::Duration) -> Builder {
+        self.options.max_delay = max;
+        self
     }
 
     /// Keeps the last `capacity` requests at `/_journal` (default 0: off, as `--journal`).
-    pub fn journal(self, capacity: usize) -> Builder {
-        self.configure(move |s| s.journal = crate::http::Journal::with_capacity(capacity))
+    pub fn journal(mut self, capacity: usize) -> Builder {
+        self.options.journal = capacity;
+        self
     }
 
     /// Changes any option of the HTTP service before the server starts (options added to
@@ -447,7 +476,11 @@ impl Builder {
                 (temp.path().to_path_buf(), Some(temp))
             }
         };
-        let app = App::with_compression(&data_dir, self.compression);
+        let options = ServeOptions {
+            data: data_dir.clone(),
+            ..self.options
+        };
+        let app = App::with_options(&options);
         app.load()?;
         let (tokens, mut problems) = app.reloader.with_catalog(|catalog| {
             let tokens: BTreeMap<String, Vec<String>> = catalog
@@ -479,7 +512,7 @@ impl Builder {
             }
             return Err(StartError::Bundles(BundleErrors { problems }));
         }
-        let mut service = app.service(self.access_log);
+        let mut service = app.service();
         for configure in self.configure {
             configure(&mut service);
         }

@@ -1,4 +1,5 @@
-//! The bodies of the six endpoints, built from records, and the checks that span records.
+//! The bodies of the endpoints (the six of the API text, then those of more-api.md and the
+//! write bodies), built from records, and the checks that span records.
 //!
 //! A file holds the body its endpoint returns, so each decoder accepts the service's envelope
 //! (`{"data": [...], "count": n}`) and, for convenience, the bare list (`[...]`; for the event,
@@ -9,7 +10,11 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
 
 use super::decode::{decode_array, describe, Diag, ItemDecoder, Obj};
-use super::records::{self, Event, Extra, PageArea, Submission, SubmissionType, TopicArea};
+use super::records::{
+    self, Activity, Attendee, AttendeeCreate, Certificate, CheckinAttendee, CheckinSession,
+    CompanyEvent, DateRange, Event, Extra, PageArea, Speaker, Submission, SubmissionType,
+    TopicArea,
+};
 
 /// A list envelope: `{"data": [...], "count": n}`, then any members the file added.
 #[derive(Debug, Clone)]
@@ -29,15 +34,23 @@ impl<T> Default for List<T> {
 
 impl<T: Serialize> Serialize for List<T> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(2 + self.extra.len()))?;
-        m.serialize_entry("data", &self.data)?;
-        m.serialize_entry("count", &self.data.len())?;
-        end_with_extra(m, &self.extra)
+        with_extra(s, 2, &self.extra, |m| {
+            m.serialize_entry("data", &self.data)?;
+            m.serialize_entry("count", &self.data.len())
+        })
     }
 }
 
-/// Writes the members a file added after the body's own, then closes the map.
-fn end_with_extra<M: SerializeMap>(mut m: M, extra: &Extra) -> Result<M::Ok, M::Error> {
+/// Writes a body as a map: its `own` members (written by `members`), then the members a file
+/// added, in file order.
+fn with_extra<S: Serializer>(
+    s: S,
+    own: usize,
+    extra: &Extra,
+    members: impl FnOnce(&mut S::SerializeMap) -> Result<(), S::Error>,
+) -> Result<S::Ok, S::Error> {
+    let mut m = s.serialize_map(Some(own + extra.len()))?;
+    members(&mut m)?;
     for (k, v) in extra {
         m.serialize_entry(k, v)?;
     }
@@ -88,6 +101,20 @@ pub fn list<T>(
     Some((List { data: data?, extra }, data_path))
 }
 
+/// A list the body must hold as its member `key`: `found` is its value and path, if present.
+fn member_list<T>(
+    found: Option<(&Value, String)>,
+    key: &str,
+    diag: &mut Diag,
+    item: ItemDecoder<T>,
+) -> Option<List<T>> {
+    let Some((v, path)) = found else {
+        diag.error(key, "missing required field");
+        return None;
+    };
+    list(v, &path, diag, item).map(|(l, _)| l)
+}
+
 /// Body of `GET /api/v1/event`: one event in a list envelope.
 #[derive(Debug, Clone)]
 pub struct EventBody {
@@ -97,10 +124,10 @@ pub struct EventBody {
 
 impl Serialize for EventBody {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(2 + self.extra.len()))?;
-        m.serialize_entry("data", std::slice::from_ref(&self.event))?;
-        m.serialize_entry("count", &1)?;
-        end_with_extra(m, &self.extra)
+        with_extra(s, 2, &self.extra, |m| {
+            m.serialize_entry("data", std::slice::from_ref(&self.event))?;
+            m.serialize_entry("count", &1)
+        })
     }
 }
 
@@ -142,11 +169,11 @@ pub struct SubmissionBody {
 
 impl Serialize for SubmissionBody {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(3 + self.extra.len()))?;
-        m.serialize_entry("submission_type", &self.submission_type)?;
-        m.serialize_entry("topic_area", &self.topic_area)?;
-        m.serialize_entry("count", &2)?;
-        end_with_extra(m, &self.extra)
+        with_extra(s, 3, &self.extra, |m| {
+            m.serialize_entry("submission_type", &self.submission_type)?;
+            m.serialize_entry("topic_area", &self.topic_area)?;
+            m.serialize_entry("count", &2)
+        })
     }
 }
 
@@ -158,20 +185,8 @@ pub fn submission_body(v: &Value, diag: &mut Diag) -> Option<SubmissionBody> {
     let areas = o.raw("topic_area").map(|v| (v, o.path_of("topic_area")));
     check_count(&mut o, 2, "the body has lists:");
     let extra = o.finish();
-    let submission_type = match types {
-        Some((v, p)) => list(v, &p, diag, records::submission_type).map(|(l, _)| l),
-        None => {
-            diag.error("submission_type", "missing required field");
-            None
-        }
-    };
-    let topic_area = match areas {
-        Some((v, p)) => list(v, &p, diag, records::topic_area).map(|(l, _)| l),
-        None => {
-            diag.error("topic_area", "missing required field");
-            None
-        }
-    };
+    let submission_type = member_list(types, "submission_type", diag, records::submission_type);
+    let topic_area = member_list(areas, "topic_area", diag, records::topic_area);
     Some(SubmissionBody {
         submission_type: submission_type?,
         topic_area: topic_area?,
@@ -188,10 +203,10 @@ pub struct SubmissionListBody {
 
 impl Serialize for SubmissionListBody {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(2 + self.extra.len()))?;
-        m.serialize_entry("submission", &self.submission)?;
-        m.serialize_entry("count", &1)?;
-        end_with_extra(m, &self.extra)
+        with_extra(s, 2, &self.extra, |m| {
+            m.serialize_entry("submission", &self.submission)?;
+            m.serialize_entry("count", &1)
+        })
     }
 }
 
@@ -208,11 +223,8 @@ pub fn submission_list_body(v: &Value, diag: &mut Diag) -> Option<SubmissionList
     let inner = o.raw("submission");
     check_count(&mut o, 1, "the body has lists:");
     let extra = o.finish();
-    let Some(inner) = inner else {
-        diag.error("submission", "missing required field");
-        return None;
-    };
-    let (submission, _) = list(inner, "submission", diag, records::submission)?;
+    let inner = inner.map(|v| (v, "submission".to_string()));
+    let submission = member_list(inner, "submission", diag, records::submission)?;
     Some(SubmissionListBody { submission, extra })
 }
 
@@ -226,10 +238,10 @@ pub struct HotsiteBody {
 
 impl Serialize for HotsiteBody {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(2 + self.extra.len()))?;
-        m.serialize_entry("capa", &self.capa)?;
-        m.serialize_entry("areasSite", &self.areas)?;
-        end_with_extra(m, &self.extra)
+        with_extra(s, 2, &self.extra, |m| {
+            m.serialize_entry("capa", &self.capa)?;
+            m.serialize_entry("areasSite", &self.areas)
+        })
     }
 }
 
@@ -309,5 +321,616 @@ impl Records for SubmissionListBody {
 impl Records for HotsiteBody {
     fn records(&self) -> Vec<(&'static str, usize)> {
         vec![("page_areas", self.areas.len())]
+    }
+}
+
+// ---- Issue 12: the bodies of the rest of the documented API (more-api.md) ----
+
+/// A list envelope without a count, as the service writes the activities, the speakers and the
+/// company events: `{"data": [...]}`, then any members the file added. A file may still carry
+/// `count` (it is checked, and not served).
+#[derive(Debug, Clone)]
+pub struct Data<T> {
+    pub data: Vec<T>,
+    pub extra: Extra,
+}
+
+impl<T> Default for Data<T> {
+    fn default() -> Self {
+        Data {
+            data: Vec::new(),
+            extra: Extra::new(),
+        }
+    }
+}
+
+impl<T: Serialize> Serialize for Data<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        with_extra(s, 1, &self.extra, |m| m.serialize_entry("data", &self.data))
+    }
+}
+
+/// Reports every record whose key (`key` of the record, read by `get`) an earlier one already
+/// has: a lookup by that key would be ambiguous.
+fn unique_keys<T, K: Eq + std::hash::Hash + std::fmt::Display>(
+    items: &[T],
+    path: &str,
+    key: &str,
+    get: impl Fn(&T) -> Option<K>,
+    diag: &mut Diag,
+) {
+    let mut seen = std::collections::HashMap::new();
+    for (i, item) in items.iter().enumerate() {
+        let Some(k) = get(item) else { continue };
+        let at = super::decode::join_index(path, i);
+        if let Some(first) = seen.get(&k) {
+            diag.error(
+                &super::decode::join_key(&at, key),
+                format!("{key} {k} is also that of {first}"),
+            );
+        } else {
+            seen.insert(k, at);
+        }
+    }
+}
+
+/// Body of `GET /api/v1/attendees`: the service's envelope (`{"data": [...], "count": n}`) or a
+/// bare list. `id_attendees` (the `:id` of `GET /attendees/:id`) and `checkin_code` (what a
+/// check-in names) must each be unique.
+pub fn attendees_body(v: &Value, diag: &mut Diag) -> Option<List<Attendee>> {
+    let (list, path) = list(v, "", diag, records::attendee)?;
+    unique_keys(
+        &list.data,
+        &path,
+        "id_attendees",
+        |a| Some(a.id_attendees),
+        diag,
+    );
+    unique_keys(&list.data, &path, "checkin_code", |a| a.checkin_code, diag);
+    Some(list)
+}
+
+/// Decodes a list envelope (with or without `count`) or a bare list into a [`Data`].
+fn data<T>(v: &Value, diag: &mut Diag, item: ItemDecoder<T>) -> Option<(Data<T>, String)> {
+    let (list, path) = list(v, "", diag, item)?;
+    Some((
+        Data {
+            data: list.data,
+            extra: list.extra,
+        },
+        path,
+    ))
+}
+
+/// Body of `GET /api/v1/session`: the activities. `id_session` must be unique; a speaker or a
+/// time naming another activity's `id_session` is a warning (served as written).
+pub fn sessions_body(v: &Value, diag: &mut Diag) -> Option<Data<Activity>> {
+    let (body, path) = data(v, diag, records::activity)?;
+    unique_keys(
+        &body.data,
+        &path,
+        "id_session",
+        |a| Some(a.id_session),
+        diag,
+    );
+    for (i, a) in body.data.iter().enumerate() {
+        let at = super::decode::join_index(&path, i);
+        let named = a
+            .speakers
+            .iter()
+            .map(|s| ("speakers", s.id_session))
+            .enumerate()
+            .chain(a.times.iter().map(|t| ("times", t.id_session)).enumerate());
+        for (j, (list, id)) in named {
+            if id != a.id_session {
+                diag.warning(
+                    &format!("{at}.{list}[{j}].id_session"),
+                    format!("is {id}, not the activity's {}", a.id_session),
+                );
+            }
+        }
+    }
+    Some(body)
+}
+
+/// Body of `GET /api/v1/speaker`: the speakers; `id_speaker` must be unique.
+pub fn speakers_body(v: &Value, diag: &mut Diag) -> Option<Data<Speaker>> {
+    let (body, path) = data(v, diag, records::speaker)?;
+    unique_keys(
+        &body.data,
+        &path,
+        "id_speaker",
+        |s| Some(s.id_speaker),
+        diag,
+    );
+    Some(body)
+}
+
+/// Body of `GET /api/v1/customclient/events`: a company's events; `id` must be unique.
+pub fn company_events_body(v: &Value, diag: &mut Diag) -> Option<Data<CompanyEvent>> {
+    let (body, path) = data(v, diag, records::company_event)?;
+    unique_keys(&body.data, &path, "id", |e| Some(e.id), diag);
+    Some(body)
+}
+
+/// Body of `GET /api/v1/certificates`, nested like the submission list:
+/// `{"certificates": {"data": [...], "count": n}, "count": 1}`. The documented example has one
+/// certificate, so its top-level `1` could be either; read as the submission list's (observed.md),
+/// it is always 1.
+#[derive(Debug, Clone, Default)]
+pub struct CertificatesBody {
+    pub certificates: List<Certificate>,
+    pub extra: Extra,
+}
+
+impl Serialize for CertificatesBody {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        with_extra(s, 2, &self.extra, |m| {
+            m.serialize_entry("certificates", &self.certificates)?;
+            m.serialize_entry("count", &1)
+        })
+    }
+}
+
+/// The certificates file: the service's body, or a bare list of certificates.
+pub fn certificates_body(v: &Value, diag: &mut Diag) -> Option<CertificatesBody> {
+    if v.is_array() {
+        let (certificates, _) = list(v, "", diag, records::certificate)?;
+        return Some(CertificatesBody {
+            certificates,
+            extra: Extra::new(),
+        });
+    }
+    let mut o = Obj::new(v, "", diag)?;
+    let inner = o.raw("certificates");
+    check_count(&mut o, 1, "the body has lists:");
+    let extra = o.finish();
+    let inner = inner.map(|v| (v, "certificates".to_string()));
+    let certificates = member_list(inner, "certificates", diag, records::certificate)?;
+    Some(CertificatesBody {
+        certificates,
+        extra,
+    })
+}
+
+/// The body of `POST /api/v1/attendees/create`: the `Attendee` object, sent flat or wrapped as
+/// `{"attendee": {...}}` (clients do both; the page names the body parameter `attendee`).
+pub fn attendee_create_body(v: &Value, diag: &mut Diag) -> Option<AttendeeCreate> {
+    match v
+        .as_object()
+        .filter(|m| m.len() == 1)
+        .and_then(|m| m.get("attendee"))
+    {
+        Some(inner) => records::attendee_create(inner, "attendee", diag),
+        None => records::attendee_create(v, "", diag),
+    }
+}
+
+/// The body of `POST /api/v1/checkin/attendees`: an array of check-ins, bare or wrapped as
+/// `{"attendees": [...]}` (the page's name of the body parameter).
+pub fn checkin_attendees_body(v: &Value, diag: &mut Diag) -> Option<Vec<CheckinAttendee>> {
+    array_body(v, "attendees", diag, records::checkin_attendee)
+}
+
+/// The body of `POST /api/v1/checkin/sessions`: an array of check-ins at activities, bare or
+/// wrapped as `{"sessions": [...]}` (the page's name of the body parameter).
+pub fn checkin_sessions_body(v: &Value, diag: &mut Diag) -> Option<Vec<CheckinSession>> {
+    array_body(v, "sessions", diag, records::checkin_session)
+}
+
+/// A bare array, or one object whose only member `key` is that array.
+fn array_body<T>(v: &Value, key: &str, diag: &mut Diag, item: ItemDecoder<T>) -> Option<Vec<T>> {
+    match v
+        .as_object()
+        .filter(|m| m.len() == 1)
+        .and_then(|m| m.get(key))
+    {
+        Some(inner) => decode_array(inner, key, diag, item),
+        None => decode_array(v, "", diag, item),
+    }
+}
+
+/// The body of `POST /api/v1/custom/getdata` and `/custom/getdatasubscribed`: the date range.
+pub fn date_range_body(v: &Value, diag: &mut Diag) -> Option<DateRange> {
+    records::date_range(v, "", diag)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A documented example of `tests/fixtures/apidocs/` (see its README).
+    macro_rules! fixture {
+        ($name:literal) => {
+            include_str!(concat!("../../tests/fixtures/apidocs/", $name))
+        };
+    }
+
+    type Decoder<T> = fn(&Value, &mut Diag) -> Option<T>;
+
+    fn parse(text: &str) -> Value {
+        serde_json::from_str(text).expect("the fixture is JSON")
+    }
+
+    /// Decodes `text` with no finding and checks it serialises back to exactly its compact text.
+    fn round_trips<T: Serialize>(name: &str, text: &str, decode: Decoder<T>) -> T {
+        let v = parse(text);
+        let mut diag = Diag::default();
+
+        let body = decode(&v, &mut diag);
+
+        assert!(diag.findings.is_empty(), "{name}: {:?}", diag.lines());
+        let body = body.unwrap_or_else(|| panic!("{name} did not decode"));
+        let served = serde_json::to_string(&body).expect("serialises");
+        assert_eq!(served, v.to_string(), "{name}");
+        body
+    }
+
+    /// The findings of decoding `v`, as `path: message` (warnings marked).
+    fn findings<T>(v: &Value, decode: Decoder<T>) -> (Option<T>, Vec<String>) {
+        let mut diag = Diag::default();
+        let body = decode(v, &mut diag);
+        let lines = diag
+            .findings
+            .iter()
+            .map(|f| match f.severity {
+                crate::problem::Severity::Warning => format!("warning {}: {}", f.path, f.message),
+                _ => format!("{}: {}", f.path, f.message),
+            })
+            .collect();
+        (body, lines)
+    }
+
+    #[test]
+    fn every_documented_read_example_decodes_and_serialises_back_exactly() {
+        let attendees = round_trips(
+            "pessoas-attendees",
+            fixture!("pessoas-attendees.json"),
+            attendees_body,
+        );
+        let empty = round_trips(
+            "pessoas-attendees-404",
+            fixture!("pessoas-attendees-404.json"),
+            attendees_body,
+        );
+        let sessions = round_trips(
+            "programacao-session",
+            fixture!("programacao-session.json"),
+            sessions_body,
+        );
+        let speakers = round_trips(
+            "programacao-speaker",
+            fixture!("programacao-speaker.json"),
+            speakers_body,
+        );
+        let certificates = round_trips(
+            "certificados-certificates",
+            fixture!("certificados-certificates.json"),
+            certificates_body,
+        );
+        let events = round_trips(
+            "empresas-events",
+            fixture!("empresas-events.json"),
+            company_events_body,
+        );
+
+        assert_eq!(attendees.data.len(), 3);
+        assert_eq!(attendees.data[0].checkin_code, Some(11));
+        assert_eq!(attendees.data[2].checkin_code, None, "left out, not null");
+        assert_eq!(
+            attendees.data[2]
+                .registration_date
+                .value()
+                .map(|d| d.as_str()),
+            Some("20/08/2022")
+        );
+        assert!(empty.data.is_empty());
+        let activity = &sessions.data[0];
+        assert_eq!(activity.ticket_price.to_string(), "10.0000", "as written");
+        assert_eq!((activity.speakers.len(), activity.times.len()), (2, 1));
+        assert_eq!(speakers.data[0].id_speaker, 117452);
+        assert_eq!(certificates.certificates.data[0].id_pessoa, 1234);
+        assert_eq!(
+            events.data[0].privacy.type_,
+            "Privado - com link de acessso"
+        );
+        assert_eq!(events.data[0].token.as_str(), "123456789");
+    }
+
+    #[test]
+    fn every_write_body_decodes_and_serialises_back_exactly() {
+        let attendee = round_trips(
+            "pessoas-attendee",
+            fixture!("pessoas-attendee.json"),
+            attendee_create_body,
+        );
+        let checkins = round_trips(
+            "models-checkin-attendees",
+            fixture!("models-checkin-attendees.json"),
+            checkin_attendees_body,
+        );
+        let sessions = round_trips(
+            "models-checkin-sessions",
+            fixture!("models-checkin-sessions.json"),
+            checkin_sessions_body,
+        );
+
+        let range = round_trips(
+            "api-fgv-date-range",
+            fixture!("api-fgv-date-range.json"),
+            date_range_body,
+        );
+
+        assert_eq!(attendee.registration.id_ticket_price, 0);
+        assert_eq!(
+            range.dataFim.as_ref().map(|d| d.as_str()),
+            Some("2024-12-31")
+        );
+        assert_eq!(attendee.registration_confirmed, Some(true));
+        assert_eq!(checkins[0].checkin_code, "11");
+        assert_eq!(
+            (sessions[0].id_attendees, sessions[0].id_session),
+            (9, 155553)
+        );
+    }
+
+    #[test]
+    fn write_bodies_are_taken_flat_or_wrapped() {
+        let flat = parse(fixture!("pessoas-attendee.json"));
+        let wrapped = json!({ "attendee": flat.clone() });
+        let (a, problems) = findings(&wrapped, attendee_create_body);
+        assert!(problems.is_empty(), "{problems:?}");
+        let a = serde_json::to_value(a.expect("the wrapped attendee")).expect("serialises");
+        assert_eq!(a, flat);
+
+        // Durato/competition-system's body: no badge name, gender or photo.
+        let minimal = parse(
+            r#"{"name": "Ana", "email": "ana@x.com", "registration_confirmed": false,
+                "registration": {"id_ticket_price": 7, "price": 10.00}}"#,
+        );
+        let (a, problems) = findings(&minimal, attendee_create_body);
+        assert!(problems.is_empty(), "{problems:?}");
+        let a = a.expect("the minimal attendee");
+        assert_eq!((a.bagde_name, a.gender, a.photo), (None, None, None));
+        assert_eq!(a.registration.price.to_string(), "10.00");
+
+        let items = parse(fixture!("models-checkin-attendees.json"));
+        let (c, problems) = findings(&json!({ "attendees": items }), checkin_attendees_body);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(c.map(|c| c.len()), Some(1));
+        let items = parse(fixture!("models-checkin-sessions.json"));
+        let (c, problems) = findings(&json!({ "sessions": items }), checkin_sessions_body);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(c.map(|c| c.len()), Some(1));
+    }
+
+    #[test]
+    fn bad_attendees_give_every_problem_with_its_path() {
+        let mut v = parse(fixture!("pessoas-attendees.json"));
+        v["data"][0]["registration_date"] = json!("2022-08-20");
+        v["data"][0]["registration_hour"] = json!("11h50");
+        v["data"][1]["checkin_code"] = json!("25");
+        v["data"][1]["confirmed"] = json!("false");
+        v["data"][2]["id_attendees"] = json!(9);
+        v["data"][2]["checkin_code"] = json!(11);
+        v["count"] = json!(4);
+
+        let (body, problems) = findings(&v, attendees_body);
+
+        assert!(body.is_none());
+        assert_eq!(
+            problems,
+            [
+                "data[0].registration_date: \"2022-08-20\" is not a DD/MM/YYYY date, nor empty",
+                "data[0].registration_hour: \"11h50\" is not an HH:MM hour, nor empty",
+                "data[1].checkin_code: expected an integer, found the string \"25\"",
+                "data[1].confirmed: expected true or false, found the string \"false\"",
+            ]
+        );
+        v["data"][0]["registration_date"] = json!("");
+        v["data"][0]["registration_hour"] = json!("");
+        v["data"][1]["checkin_code"] = json!(25);
+        v["data"][1]["confirmed"] = json!(true);
+        let (body, problems) = findings(&v, attendees_body);
+        assert!(body.is_some(), "duplicates are reported, the list is kept");
+        assert_eq!(
+            problems,
+            [
+                "count: count is 4 but data has 3",
+                "data[2].id_attendees: id_attendees 9 is also that of data[0]",
+                "data[2].checkin_code: checkin_code 11 is also that of data[0]",
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_activities_and_speakers_give_problems_with_their_paths() {
+        let mut v = parse(fixture!("programacao-session.json"));
+        v["data"][0]["ticket_price"] = json!("10.00");
+        v["data"][0]["speakers"][1]["resume"] = json!(3);
+        v["data"][0]["times"][0]["date"] = json!("01/01/2020");
+        v["data"][0]["times"][0]["end_time"] = json!("11h");
+        v["data"][0]["venue"] = Value::Null;
+
+        let (body, problems) = findings(&v, sessions_body);
+
+        assert!(body.is_none());
+        assert_eq!(
+            problems,
+            [
+                "data[0].ticket_price: expected a number, found the string \"10.00\"",
+                "data[0].speakers[1].resume: expected a string, found the number 3",
+                "data[0].times[0].date: \"01/01/2020\" is not a YYYY-MM-DDTHH:MM:SS date-time",
+                "data[0].times[0].end_time: \"11h\" is not an HH:MM hour",
+            ]
+        );
+
+        let mut v = parse(fixture!("programacao-session.json"));
+        v["data"][0]["speakers"][1]["id_session"] = json!(1);
+        let second = v["data"][0].clone();
+        v["data"].as_array_mut().expect("a list").push(second);
+        let (_, problems) = findings(&v, sessions_body);
+        assert_eq!(
+            problems,
+            [
+                "data[1].id_session: id_session 155553 is also that of data[0]",
+                "warning data[0].speakers[1].id_session: is 1, not the activity's 155553",
+                "warning data[1].speakers[1].id_session: is 1, not the activity's 155553",
+            ]
+        );
+
+        let (_, problems) = findings(&json!([{"id_event": 1}]), speakers_body);
+        assert_eq!(problems[0], "[0].id_speaker: missing required field");
+        assert_eq!(
+            problems.len(),
+            9,
+            "all but id_event and resume (nullable): {problems:?}"
+        );
+    }
+
+    #[test]
+    fn bad_certificates_and_company_events_give_problems_with_their_paths() {
+        let mut v = parse(fixture!("certificados-certificates.json"));
+        v["certificates"]["count"] = json!(2);
+        v["count"] = json!(3);
+        v["certificates"]["data"][0]["id_pessoa"] = json!("1234");
+        let (body, problems) = findings(&v, certificates_body);
+        assert!(body.is_none());
+        assert_eq!(
+            problems,
+            [
+                "count: count is 3 but the body has lists: 1",
+                "certificates.data[0].id_pessoa: expected an integer, found the string \"1234\"",
+            ]
+        );
+        v["certificates"]["data"][0]["id_pessoa"] = json!(1234);
+        let (_, problems) = findings(&v, certificates_body);
+        assert_eq!(problems[1], "certificates.count: count is 2 but data has 1");
+
+        let mut v = parse(fixture!("empresas-events.json"));
+        v["data"][0]["token"] = json!(987654321);
+        v["data"][0]["start_date"] = json!("01/01/2024");
+        v["data"][0]["publicated"] = json!(1);
+        v["data"][0]["privacy"] = json!({"id": 2});
+        let (body, problems) = findings(&v, company_events_body);
+        assert!(body.is_none());
+        assert_eq!(
+            problems,
+            [
+                "data[0].token: expected a string, found a number",
+                "data[0].start_date: \"01/01/2024\" is not a YYYY-MM-DD date",
+                "data[0].publicated: expected true or false, found the number 1",
+                "data[0].privacy.type: missing required field",
+            ]
+        );
+        assert!(
+            problems.iter().all(|p| !p.contains("987654321")),
+            "a token is never quoted"
+        );
+    }
+
+    #[test]
+    fn a_company_events_token_is_never_shown_whole() {
+        let v = parse(fixture!("empresas-events.json"));
+        let (body, _) = findings(&v, company_events_body);
+
+        let shown = format!("{body:?}");
+
+        assert!(!shown.contains("123456789"), "{shown}");
+        assert!(shown.contains("EventToken(1234…)"), "{shown}");
+    }
+
+    #[test]
+    fn bad_write_bodies_give_problems_with_their_paths() {
+        let v = json!({"attendee": {"name": " ", "email": "a@b.c", "photo": 1,
+            "registration": {"id_ticket_price": "7"}}});
+        let (body, problems) = findings(&v, attendee_create_body);
+        assert!(body.is_none());
+        assert_eq!(
+            problems,
+            [
+                "attendee.photo: expected a string, found the number 1",
+                "attendee.registration.id_ticket_price: expected an integer, found the string \"7\"",
+                "attendee.registration.price: missing required field",
+                "attendee.name: must not be blank",
+            ]
+        );
+        let (_, problems) = findings(&json!({"name": "A"}), attendee_create_body);
+        assert_eq!(
+            problems,
+            [
+                "email: missing required field",
+                "registration: missing required field"
+            ]
+        );
+
+        let v = json!([{"checkin_code": 11, "checkin": 2, "checkin_date": "2020-01-01T09:30:00"},
+            {"checkin_code": "12", "checkin": 0, "checkin_date": "01/01/2020 09:30"},
+            {"checkin_code": "13", "checkin": 1, "checkin_date": "2020-01-01T09:30:00.123-03:00"}]);
+        let (body, problems) = findings(&v, checkin_attendees_body);
+        assert!(body.is_none());
+        assert_eq!(
+            problems,
+            [
+                "[0].checkin_code: expected a string, found the number 11",
+                "[0].checkin: is 2; 1 checks in, 0 undoes a check-in",
+                "[1].checkin_date: \"01/01/2020 09:30\" is not a date-time such as 2020-01-01T10:00:00",
+            ]
+        );
+        let v = json!({"dataInicio": "2024-12-31", "dataFim": "2024-12-01"});
+        let (body, problems) = findings(&v, date_range_body);
+        assert!(body.is_some(), "a cross-field error keeps the fields");
+        assert_eq!(
+            problems,
+            ["dataFim: 2024-12-01 is before dataInicio 2024-12-31"]
+        );
+        let (_, problems) = findings(&json!({"dataFim": "31/12/2024"}), date_range_body);
+        assert_eq!(
+            problems,
+            ["dataFim: \"31/12/2024\" is not a YYYY-MM-DD date"]
+        );
+        let (body, problems) = findings(&json!({}), date_range_body);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert!(body.is_some_and(|r| r.dataInicio.is_none() && r.dataFim.is_none()));
+        let v = json!({"sessions": {"id_attendees": 9}});
+        let (_, problems) = findings(&v, checkin_sessions_body);
+        assert_eq!(
+            problems,
+            ["sessions: expected an array at sessions, found an object"]
+        );
+    }
+
+    #[test]
+    fn every_fixture_is_json_and_listed_in_its_readme() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/apidocs");
+        let readme = std::fs::read_to_string(dir.join("README.md")).expect("the README");
+        let mut names = Vec::new();
+        for entry in std::fs::read_dir(&dir).expect("the fixtures folder") {
+            let name = entry
+                .expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned();
+            if name == "README.md" {
+                continue;
+            }
+            let text = std::fs::read_to_string(dir.join(&name)).expect("a fixture");
+            assert!(
+                serde_json::from_str::<Value>(&text).is_ok(),
+                "{name} is not JSON"
+            );
+            assert!(
+                readme.contains(&format!("| `{name}` |")),
+                "{name} not in the README"
+            );
+            names.push(name);
+        }
+        let listed = readme.matches("| `").count();
+        assert_eq!(
+            listed,
+            names.len(),
+            "the README lists a file that is not there"
+        );
     }
 }

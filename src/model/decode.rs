@@ -1,10 +1,11 @@
 //! The decoding toolkit: turns a parsed `serde_json::Value` into typed records while keeping the
 //! JSON path of where it is, and collects *every* problem instead of stopping at the first.
 //!
-//! Each record's decoder reads its fields through an [`Obj`] in the order of the API text's field
-//! table; whatever the file has beyond them is returned by [`Obj::finish`] as the record's extras,
-//! in file order. A decoder returns `None` when the record had an error; the errors themselves
-//! are in the [`Diag`].
+//! Each record's decoder (declared with the record by `records`' `record!` macro) reads its fields
+//! through an [`Obj`] in the order of the API text's field table, each by the rule its type picks
+//! (`Field`); whatever the file has beyond them is returned by [`Obj::finish`] as the record's
+//! extras, in file order. A decoder returns `None` when the record had an error; the errors
+//! themselves are in the [`Diag`].
 
 use serde_json::{Map, Number, Value};
 
@@ -31,6 +32,15 @@ impl Diag {
 
     pub fn warning(&mut self, path: &str, message: impl Into<String>) {
         self.push(Severity::Warning, path, message.into());
+    }
+
+    /// Each finding as `path: message`, for tests.
+    #[cfg(test)]
+    pub(crate) fn lines(&self) -> Vec<String> {
+        self.findings
+            .iter()
+            .map(|f| format!("{}: {}", f.path, f.message))
+            .collect()
     }
 
     fn push(&mut self, severity: Severity, path: &str, message: String) {
@@ -84,6 +94,112 @@ pub trait TextFormat: Sized {
 /// Decodes one item of a list; `path` is the item's own path.
 pub type ItemDecoder<T> = fn(&Value, &str, &mut Diag) -> Option<T>;
 
+/// A record type: an object decoded field by field. The `record!` macro of `records` implements
+/// it from the same field list that declares the struct.
+pub(crate) trait Record: Sized {
+    /// Decodes `v` (found at `path`), reporting every problem into `diag`.
+    fn decode(v: &Value, path: &str, diag: &mut Diag) -> Option<Self>;
+}
+
+/// How a field is read from its object; the field's type picks the rule: a plain type is
+/// required, `Option<T>` may be `null` or left out (served as `null`), a [`Record`] is a nested
+/// object, `Vec<R>` a required list of records, a [`TextFormat`] a required string in that format.
+pub(crate) trait Field: Sized {
+    fn read(o: &mut Obj<'_, '_>, key: &'static str) -> Option<Self>;
+}
+
+/// A field that may be left out, and then is not served either; `null` is a type error.
+pub(crate) trait Omittable: Sized {
+    fn read_omittable(o: &mut Obj<'_, '_>, key: &'static str) -> Option<Self>;
+}
+
+/// One JSON kind of value: how it is taken out of a `Value`, and its name in messages.
+pub(crate) trait Scalar: Sized {
+    /// What a message says was expected: "a string", "an integer"...
+    const EXPECTED: &'static str;
+    fn take(v: &Value) -> Option<Self>;
+}
+
+impl Scalar for String {
+    const EXPECTED: &'static str = "a string";
+    fn take(v: &Value) -> Option<Self> {
+        v.as_str().map(str::to_string)
+    }
+}
+
+impl Scalar for i64 {
+    const EXPECTED: &'static str = "an integer";
+    fn take(v: &Value) -> Option<Self> {
+        v.as_number().filter(|n| n.is_i64())?.as_i64()
+    }
+}
+
+impl Scalar for Number {
+    const EXPECTED: &'static str = "a number";
+    fn take(v: &Value) -> Option<Self> {
+        v.as_number().cloned()
+    }
+}
+
+impl Scalar for bool {
+    const EXPECTED: &'static str = "true or false";
+    fn take(v: &Value) -> Option<Self> {
+        v.as_bool()
+    }
+}
+
+macro_rules! scalar_fields {
+    ($($t:ty),*) => {$(
+        impl Field for $t {
+            fn read(o: &mut Obj<'_, '_>, key: &'static str) -> Option<Self> {
+                o.required(key)
+            }
+        }
+
+        impl Field for Option<$t> {
+            fn read(o: &mut Obj<'_, '_>, key: &'static str) -> Option<Self> {
+                o.nullable(key)
+            }
+        }
+
+        impl Omittable for Option<$t> {
+            fn read_omittable(o: &mut Obj<'_, '_>, key: &'static str) -> Option<Self> {
+                o.optional(key)
+            }
+        }
+    )*};
+}
+
+scalar_fields!(String, i64, Number, bool);
+
+impl<R: Record> Field for Vec<R> {
+    fn read(o: &mut Obj<'_, '_>, key: &'static str) -> Option<Self> {
+        o.list(key, R::decode)
+    }
+}
+
+/// A record nested in a record: a required object.
+impl<R: Record> Field for R {
+    fn read(o: &mut Obj<'_, '_>, key: &'static str) -> Option<Self> {
+        let v = o.present(key)?;
+        let path = o.path_of(key);
+        R::decode(v, &path, o.diag)
+    }
+}
+
+/// A nested record that may be `null` or left out (served as `null`).
+impl<R: Record> Field for Option<R> {
+    fn read(o: &mut Obj<'_, '_>, key: &'static str) -> Option<Self> {
+        match o.raw(key) {
+            None | Some(Value::Null) => Some(None),
+            Some(v) => {
+                let path = o.path_of(key);
+                R::decode(v, &path, o.diag).map(Some)
+            }
+        }
+    }
+}
+
 /// A JSON object being decoded field by field.
 pub struct Obj<'v, 'd> {
     map: &'v Map<String, Value>,
@@ -129,7 +245,8 @@ impl<'v, 'd> Obj<'v, 'd> {
         self.map.get(key)
     }
 
-    fn required(&mut self, key: &'static str) -> Option<&'v Value> {
+    /// The raw value of a field that must be present.
+    fn present(&mut self, key: &'static str) -> Option<&'v Value> {
         let v = self.raw(key);
         if v.is_none() {
             let path = self.path_of(key);
@@ -138,103 +255,45 @@ impl<'v, 'd> Obj<'v, 'd> {
         v
     }
 
-    fn wrong_type(&mut self, key: &str, expected: &str, found: &Value) {
-        let path = self.path_of(key);
-        self.diag.error(
-            &path,
-            format!("expected {expected}, found {}", describe(found)),
-        );
-    }
-
-    fn as_string(&mut self, key: &'static str, v: &'v Value) -> Option<String> {
-        match v {
-            Value::String(s) => Some(s.clone()),
-            other => {
-                self.wrong_type(key, "a string", other);
-                None
-            }
+    /// `v` as a `T`, or a type error at `key`.
+    fn take<T: Scalar>(&mut self, key: &'static str, v: &'v Value) -> Option<T> {
+        let t = T::take(v);
+        if t.is_none() {
+            let path = self.path_of(key);
+            self.diag.error(
+                &path,
+                format!("expected {}, found {}", T::EXPECTED, describe(v)),
+            );
         }
+        t
     }
 
-    fn as_int(&mut self, key: &'static str, v: &'v Value) -> Option<i64> {
-        match v {
-            Value::Number(n) if n.is_i64() => n.as_i64(),
-            other => {
-                self.wrong_type(key, "an integer", other);
-                None
-            }
-        }
+    /// A required field of one kind: a string, an integer, a number (kept exactly as written) or
+    /// a boolean.
+    pub(crate) fn required<T: Scalar>(&mut self, key: &'static str) -> Option<T> {
+        let v = self.present(key)?;
+        self.take(key, v)
     }
 
-    /// A required string.
-    pub fn string(&mut self, key: &'static str) -> Option<String> {
-        let v = self.required(key)?;
-        self.as_string(key, v)
-    }
-
-    /// A string that may be `null` or left out (served as `null`).
-    pub fn nullable_string(&mut self, key: &'static str) -> Option<Option<String>> {
+    /// A field that may be `null` or left out (served as `null`).
+    pub(crate) fn nullable<T: Scalar>(&mut self, key: &'static str) -> Option<Option<T>> {
         match self.raw(key) {
             None | Some(Value::Null) => Some(None),
-            Some(v) => self.as_string(key, v).map(Some),
+            Some(v) => self.take(key, v).map(Some),
         }
     }
 
-    /// A string that may be left out (then it is not served either); `null` is a type error.
-    pub fn optional_string(&mut self, key: &'static str) -> Option<Option<String>> {
+    /// A field that may be left out (then it is not served either); `null` is a type error.
+    pub(crate) fn optional<T: Scalar>(&mut self, key: &'static str) -> Option<Option<T>> {
         match self.raw(key) {
             None => Some(None),
-            Some(v) => self.as_string(key, v).map(Some),
-        }
-    }
-
-    /// A required integer.
-    pub fn int(&mut self, key: &'static str) -> Option<i64> {
-        let v = self.required(key)?;
-        self.as_int(key, v)
-    }
-
-    /// An integer that may be `null` or left out (served as `null`).
-    pub fn nullable_int(&mut self, key: &'static str) -> Option<Option<i64>> {
-        match self.raw(key) {
-            None | Some(Value::Null) => Some(None),
-            Some(v) => self.as_int(key, v).map(Some),
-        }
-    }
-
-    /// An integer that may be left out (then it is not served either).
-    pub fn optional_int(&mut self, key: &'static str) -> Option<Option<i64>> {
-        match self.raw(key) {
-            None => Some(None),
-            Some(v) => self.as_int(key, v).map(Some),
-        }
-    }
-
-    /// A required number, kept exactly as written.
-    pub fn number(&mut self, key: &'static str) -> Option<Number> {
-        match self.required(key)? {
-            Value::Number(n) => Some(n.clone()),
-            other => {
-                self.wrong_type(key, "a number", other);
-                None
-            }
-        }
-    }
-
-    /// A required boolean.
-    pub fn boolean(&mut self, key: &'static str) -> Option<bool> {
-        match self.required(key)? {
-            Value::Bool(b) => Some(*b),
-            other => {
-                self.wrong_type(key, "true or false", other);
-                None
-            }
+            Some(v) => self.take(key, v).map(Some),
         }
     }
 
     /// A required string in a validated format.
     pub fn text<T: TextFormat>(&mut self, key: &'static str) -> Option<T> {
-        let s = self.string(key)?;
+        let s: String = self.required(key)?;
         match T::parse(&s) {
             Ok(t) => Some(t),
             Err(message) => {
@@ -247,7 +306,7 @@ impl<'v, 'd> Obj<'v, 'd> {
 
     /// A required array whose items are decoded by `item`. `None` if any item had an error.
     pub fn list<T>(&mut self, key: &'static str, item: ItemDecoder<T>) -> Option<Vec<T>> {
-        let v = self.required(key)?;
+        let v = self.present(key)?;
         let path = self.path_of(key);
         decode_array(v, &path, self.diag, item)
     }
@@ -298,20 +357,15 @@ mod tests {
         let v = json!({"a": "x", "b": 1.5, "c": null, "z": 1});
         let mut diag = Diag::default();
         let mut o = Obj::new(&v, "data[2]", &mut diag).expect("an object");
-        assert_eq!(o.string("a").as_deref(), Some("x"));
-        assert_eq!(o.int("b"), None);
-        assert_eq!(o.string("c"), None);
-        assert_eq!(o.string("missing"), None);
-        assert_eq!(o.nullable_string("c"), Some(None));
+        assert_eq!(o.required::<String>("a").as_deref(), Some("x"));
+        assert_eq!(o.required::<i64>("b"), None);
+        assert_eq!(o.required::<String>("c"), None);
+        assert_eq!(o.required::<String>("missing"), None);
+        assert_eq!(o.nullable::<String>("c"), Some(None));
         let extra = o.finish();
         assert_eq!(extra.keys().collect::<Vec<_>>(), vec!["z"]);
-        let got: Vec<String> = diag
-            .findings
-            .iter()
-            .map(|f| format!("{}: {}", f.path, f.message))
-            .collect();
         assert_eq!(
-            got,
+            diag.lines(),
             vec![
                 "data[2].b: expected an integer, found the number 1.5",
                 "data[2].c: expected a string, found null",

@@ -5,7 +5,7 @@
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
 use serde::Serialize;
 
-use super::decode::TextFormat;
+use super::decode::{Field, Obj, TextFormat};
 
 /// Whether `text` has exactly the shape of `pattern`, where `9` stands for any ASCII digit.
 /// chrono alone would accept single-digit fields; the API text's formats are fixed-width.
@@ -29,57 +29,57 @@ macro_rules! text_newtype {
                 &self.0
             }
         }
+
+        impl Field for $name {
+            fn read(o: &mut Obj<'_, '_>, key: &'static str) -> Option<Self> {
+                o.text(key)
+            }
+        }
+    };
+    // A fixed-width shape (`9` is a digit) that chrono must also accept with `chrono_format`.
+    ($(#[$doc:meta])* $name:ident, $shape:literal, $chrono:ty, $chrono_format:literal, $what:literal) => {
+        text_newtype!($(#[$doc])* $name);
+
+        impl TextFormat for $name {
+            fn parse(text: &str) -> Result<Self, String> {
+                if has_shape(text, $shape) && <$chrono>::parse_from_str(text, $chrono_format).is_ok() {
+                    Ok($name(text.to_string()))
+                } else {
+                    Err(format!("{text:?} is not {}", $what))
+                }
+            }
+        }
     };
 }
 
 text_newtype!(
     /// `YYYY-MM-DDTHH:MM:SS`, ISO 8601 without a time zone.
-    DateTime
+    DateTime,
+    "9999-99-99T99:99:99",
+    NaiveDateTime,
+    "%Y-%m-%dT%H:%M:%S",
+    "a YYYY-MM-DDTHH:MM:SS date-time"
 );
 text_newtype!(
     /// `DD/MM/YYYY`.
-    BrDate
+    BrDate,
+    "99/99/9999",
+    NaiveDate,
+    "%d/%m/%Y",
+    "a DD/MM/YYYY date"
 );
 text_newtype!(
     /// `HH:MM`, 24-hour.
-    HourMinute
+    HourMinute,
+    "99:99",
+    NaiveTime,
+    "%H:%M",
+    "an HH:MM hour"
 );
 text_newtype!(
     /// A decimal number carried as text, such as `-23.5505`.
     DecimalText
 );
-
-impl TextFormat for DateTime {
-    fn parse(text: &str) -> Result<Self, String> {
-        if has_shape(text, "9999-99-99T99:99:99")
-            && NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S").is_ok()
-        {
-            Ok(DateTime(text.to_string()))
-        } else {
-            Err(format!("{text:?} is not a YYYY-MM-DDTHH:MM:SS date-time"))
-        }
-    }
-}
-
-impl TextFormat for BrDate {
-    fn parse(text: &str) -> Result<Self, String> {
-        if has_shape(text, "99/99/9999") && NaiveDate::parse_from_str(text, "%d/%m/%Y").is_ok() {
-            Ok(BrDate(text.to_string()))
-        } else {
-            Err(format!("{text:?} is not a DD/MM/YYYY date"))
-        }
-    }
-}
-
-impl TextFormat for HourMinute {
-    fn parse(text: &str) -> Result<Self, String> {
-        if has_shape(text, "99:99") && NaiveTime::parse_from_str(text, "%H:%M").is_ok() {
-            Ok(HourMinute(text.to_string()))
-        } else {
-            Err(format!("{text:?} is not an HH:MM hour"))
-        }
-    }
-}
 
 impl TextFormat for DecimalText {
     fn parse(text: &str) -> Result<Self, String> {

@@ -4,6 +4,7 @@
 //! - [`parse_text`] turns JSON or TOML text into a `serde_json::Value` (syntax errors carry
 //!   line and column), so both formats share every rule after it;
 //! - [`bodies`] decodes each file's value into an endpoint body, built from [`records`];
+//! - [`schedule`] derives the programme by day from the activities;
 //! - [`decode`] is the toolkit they use to collect every problem with its JSON path.
 
 pub mod bodies;
@@ -11,11 +12,14 @@ pub mod decode;
 pub mod formats;
 pub mod payments;
 pub mod records;
+pub mod schedule;
 pub mod simulate;
 
 use std::collections::BTreeMap;
 
 use serde_json::{Number, Value};
+use toml::de::DeValue;
+use toml::Spanned;
 
 use crate::api::FileBody;
 use crate::token::Token;
@@ -61,20 +65,24 @@ pub fn parse_text(text: &str, format: Format) -> Result<Value, SyntaxError> {
                 message,
             }
         }),
-        Format::Toml => match text.parse::<toml::Table>() {
-            Ok(table) => Ok(toml_to_json(toml::Value::Table(table))),
-            Err(e) => {
-                let (line, column) = e
-                    .span()
-                    .map(|s| line_column(text, s.start))
-                    .unwrap_or((1, 1));
-                Err(SyntaxError {
-                    line,
-                    column,
-                    message: e.message().trim_end().to_string(),
-                })
-            }
-        },
+        Format::Toml => {
+            let table = toml::de::DeTable::parse(text).map_err(|e| {
+                let at = e.span().map_or(0, |s| s.start);
+                syntax_error(text, at, e.message().trim_end())
+            })?;
+            let span = table.span();
+            toml_to_json(text, Spanned::new(span, DeValue::Table(table.into_inner())))
+        }
+    }
+}
+
+/// A syntax error at a byte offset of `text`.
+fn syntax_error(text: &str, offset: usize, message: &str) -> SyntaxError {
+    let (line, column) = line_column(text, offset);
+    SyntaxError {
+        line,
+        column,
+        message: message.to_string(),
     }
 }
 
@@ -98,18 +106,37 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
     (line, before[line_start..].chars().count() + 1)
 }
 
-fn toml_to_json(v: toml::Value) -> Value {
-    match v {
-        toml::Value::String(s) => Value::String(s),
-        toml::Value::Integer(i) => Value::Number(i.into()),
-        toml::Value::Float(f) => Number::from_f64(f).map_or(Value::Null, Value::Number),
-        toml::Value::Boolean(b) => Value::Bool(b),
-        toml::Value::Datetime(d) => Value::String(d.to_string()),
-        toml::Value::Array(a) => Value::Array(a.into_iter().map(toml_to_json).collect()),
-        toml::Value::Table(t) => {
-            Value::Object(t.into_iter().map(|(k, v)| (k, toml_to_json(v))).collect())
+/// A TOML value as JSON. A float keeps the text it was written with (`10.00` is served as
+/// `10.00`, as a JSON bundle serves it), less TOML's own `+` and `_`; `inf` and `nan` have no JSON
+/// form and become `null`. Integers in any radix become decimal; dates keep their TOML notation.
+fn toml_to_json(text: &str, v: Spanned<DeValue<'_>>) -> Result<Value, SyntaxError> {
+    let start = v.span().start;
+    Ok(match v.into_inner() {
+        DeValue::String(s) => Value::String(s.into_owned()),
+        DeValue::Integer(i) => {
+            let n = i64::from_str_radix(i.as_str(), i.radix())
+                .map(Number::from)
+                .or_else(|_| u64::from_str_radix(i.as_str(), i.radix()).map(Number::from))
+                .map_err(|_| syntax_error(text, start, "integer number overflowed"))?;
+            Value::Number(n)
         }
-    }
+        DeValue::Float(f) => {
+            let written = f.as_str().trim_start_matches('+').replace('_', "");
+            written.parse::<Number>().map_or(Value::Null, Value::Number)
+        }
+        DeValue::Boolean(b) => Value::Bool(b),
+        DeValue::Datetime(d) => Value::String(d.to_string()),
+        DeValue::Array(a) => Value::Array(
+            a.into_iter()
+                .map(|v| toml_to_json(text, v))
+                .collect::<Result<_, _>>()?,
+        ),
+        DeValue::Table(t) => Value::Object(
+            t.into_iter()
+                .map(|(k, v)| Ok((k.into_inner().into_owned(), toml_to_json(text, v)?)))
+                .collect::<Result<_, SyntaxError>>()?,
+        ),
+    })
 }
 
 /// `bundle.toml`: the tokens that open the bundle, and what its answers simulate.
@@ -195,6 +222,24 @@ pub fn bundle_config(v: &Value, diag: &mut Diag) -> Option<BundleConfig> {
         tokens: out,
         simulate,
     })
+}
+
+/// The text of a `bundle.toml` naming `tokens`: `note` first, if any, as `# ` comment lines
+/// (where the bundle came from), then `tokens = [...]` written by the TOML library, so any token
+/// is quoted right. [`bundle_config`] reads it back to the same tokens. `pull`, `gen` and the
+/// test server all write `bundle.toml` with it.
+pub(crate) fn bundle_toml(tokens: &[String], note: Option<&str>) -> String {
+    let mut text = String::new();
+    for line in note.iter().flat_map(|n| n.lines()) {
+        text.push_str(format!("# {line}").trim_end());
+        text.push('\n');
+    }
+    if note.is_some() {
+        text.push_str("# The tokens that open this bundle.\n");
+    }
+    let tokens = toml::Value::Array(tokens.iter().cloned().map(toml::Value::String).collect());
+    text.push_str(&format!("tokens = {tokens}\n"));
+    text
 }
 
 /// What kind of value this is, without its content (for values that may be secrets).
@@ -288,6 +333,46 @@ mod tests {
     }
 
     #[test]
+    fn toml_numbers_are_served_as_written() {
+        let text = "a = 10.00\nb = 0.10\nc = 1_000.50\nd = +2.0e3\ne = -0.0\nf = 0x1F\n\
+                    g = 1_000\nh = inf\ni = nan\nj = 18446744073709551615\n[t]\nk = [1.50, 2]\n";
+
+        let v = parse_text(text, Format::Toml).expect("valid TOML");
+
+        assert_eq!(
+            v.to_string(),
+            r#"{"a":10.00,"b":0.10,"c":1000.50,"d":2.0e+3,"e":-0.0,"f":31,"g":1000,"h":null,"i":null,"j":18446744073709551615,"t":{"k":[1.50,2]}}"#
+        );
+        let json =
+            parse_text(r#"{"amount": 10.00, "k": [1.50, 2e3]}"#, Format::Json).expect("JSON");
+        let toml = parse_text("amount = 10.00\nk = [1.50, 2e3]\n", Format::Toml).expect("TOML");
+        assert_eq!(
+            toml.to_string(),
+            json.to_string(),
+            "the same text as the JSON twin"
+        );
+    }
+
+    #[test]
+    fn toml_duplicate_keys_and_tables_are_syntax_errors() {
+        for (text, at) in [
+            ("a = 1\na = 2\n", (2, 1)),
+            ("[t]\nx = 1\n[t]\ny = 2\n", (3, 2)),
+            ("x = 1.\n", (1, 7)),
+        ] {
+            let e = parse_text(text, Format::Toml).unwrap_err();
+            assert_eq!((e.line, e.column), at, "{text:?}: {e:?}");
+        }
+    }
+
+    #[test]
+    fn toml_integers_beyond_u64_are_an_error_where_written() {
+        let e = parse_text("a = 1\nbig = 99999999999999999999\n", Format::Toml).unwrap_err();
+        assert_eq!((e.line, e.column), (2, 7), "{e:?}");
+        assert_eq!(e.message, "integer number overflowed");
+    }
+
+    #[test]
     fn a_malformed_tokens_value_is_never_quoted() {
         for text in [
             "tokens = \"super-secret-token\"\n",
@@ -304,6 +389,38 @@ mod tests {
     }
 
     #[test]
+    fn bundle_toml_reads_back_to_the_same_config() {
+        let tokens = vec![
+            "to\"k\\en".to_string(),
+            "ünïcode-token".to_string(),
+            "line\nbreak'quote".to_string(),
+        ];
+        for note in [None, Some("Pulled from http://h/api/v1\non 2026-11-23.")] {
+            let text = bundle_toml(&tokens, note);
+
+            let v = parse_text(&text, Format::Toml).expect("valid TOML");
+            let mut diag = Diag::default();
+            let config = bundle_config(&v, &mut diag);
+
+            assert_eq!(
+                config,
+                Some(BundleConfig {
+                    tokens: tokens.clone(),
+                    simulate: None
+                }),
+                "{text}"
+            );
+            assert!(diag.findings.is_empty(), "{:?}", diag.findings);
+            if note.is_some() {
+                assert!(
+                    text.starts_with("# Pulled from http://h/api/v1\n# on 2026-11-23.\n"),
+                    "{text}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn bundle_config_rules() {
         let mut diag = Diag::default();
         let v = parse_text(
@@ -312,13 +429,8 @@ mod tests {
         )
         .expect("valid TOML");
         assert_eq!(bundle_config(&v, &mut diag), None);
-        let msgs: Vec<String> = diag
-            .findings
-            .iter()
-            .map(|f| format!("{}: {}", f.path, f.message))
-            .collect();
         assert_eq!(
-            msgs,
+            diag.lines(),
             vec![
                 "foo: unknown key, ignored",
                 "tokens[1]: token padd… has white space around it; it could never match",

@@ -6,103 +6,207 @@
 //! the table, in file order, and is served after. Numbers that the API text calls decimal are
 //! `serde_json::Number`, which keeps their text (`10.00` stays `10.00`).
 
+//! The records of the API text (event, ticket, price, payment, submission type, topic area, page
+//! area, sponsor item) and of observed.md (payment detail row, submission, author).
+//!
+//! Each record is declared once, with `record!`: its field list is the struct, the order in
+//! which it is served (serde's derive keeps declaration order) and the order in which its decoder
+//! reads the file, each field by the rule its type picks (`decode::Field`). `extra` holds
+//! whatever the file has beyond the table, in file order, and is served after. Numbers that the
+//! API text calls decimal are `serde_json::Number`, which keeps their text (`10.00` stays
+//! `10.00`).
+//!
+//! A macro rather than `#[derive(Deserialize)]`: serde stops at a record's first error, and its
+//! messages name Rust types; a bundle's check reports every problem of every record with its JSON
+//! path, in the words the tests and the docs show.
+
 use serde::Serialize;
 use serde_json::{Map, Number, Value};
 
-use super::decode::{Diag, Obj};
+use super::decode::{Diag, Field, Obj, Omittable, Record, TextFormat};
 use super::formats::{BrDate, DateTime, DecimalText, HourMinute};
 
 /// Fields a file has beyond the API text's table, in file order.
 pub type Extra = Map<String, Value>;
 
-/// Event record (API text 2.1).
-#[derive(Debug, Clone, Serialize)]
-pub struct Event {
-    pub id_event: i64,
-    pub title: String,
-    pub url: String,
-    pub start_date: DateTime,
-    pub end_date: DateTime,
-    pub start_date_registration: BrDate,
-    pub end_date_registration: BrDate,
-    pub summary: String,
-    pub description: Option<String>,
-    pub url_image: String,
-    pub credit_hour: Number,
-    pub country: String,
-    pub state: String,
-    pub city: String,
-    pub venue: String,
-    pub latitude: DecimalText,
-    pub longitude: DecimalText,
-    pub banner: Option<String>,
-    pub tickets: Vec<Ticket>,
-    #[serde(flatten)]
-    pub extra: Extra,
+/// Declares a record from one field list: the struct (served in field order, then `extra`), its
+/// decoder function and its [`Record`] impl.
+///
+/// A field is `name: Type`, read by the rule of [`Field`] for its type; `name as "key": Type`
+/// when the file's key is not a Rust name; `name: Option<T> [omittable]` for a field that may be
+/// left out and is then not served either. After the fields, `check(o) { ... }` runs once every
+/// field has been read (each is an `Option` there, `None` when it had an error) with the object
+/// `o`, for warnings that span fields.
+macro_rules! record {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident, decoded by $decoder:ident {
+            $(
+                $(#[$field_meta:meta])*
+                $field:ident $(as $key:literal)? : $ty:ty $([$how:ident])?
+            ),* $(,)?
+        }
+        $(check($o:ident) $check:block)?
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Serialize)]
+        pub struct $name {
+            $(
+                $(#[$field_meta])*
+                $(#[serde(rename = $key)])?
+                // `[omittable]`: not served when absent (the cfg_attr only consumes the marker).
+                $(#[serde(skip_serializing_if = "Option::is_none")] #[cfg_attr(any(), $how)])?
+                pub $field: $ty,
+            )*
+            #[serde(flatten)]
+            pub extra: Extra,
+        }
+
+        #[doc = concat!("Decodes a [`", stringify!($name), "`] at `path`, reporting every problem.")]
+        #[allow(non_snake_case)]
+        pub fn $decoder(v: &Value, path: &str, diag: &mut Diag) -> Option<$name> {
+            record!(@body v, path, diag, $name, $($o)?; $($field $(as $key)? : $ty $([$how])?),* ; $($check)?)
+        }
+
+        impl Record for $name {
+            fn decode(v: &Value, path: &str, diag: &mut Diag) -> Option<Self> {
+                $decoder(v, path, diag)
+            }
+        }
+    };
+    // Every field is read (so every problem is reported) before the `?`s decide whether the
+    // record is whole.
+    (@body $v:ident, $path:ident, $diag:ident, $name:ident, $o:ident;
+        $($field:ident $(as $key:literal)? : $ty:ty $([$how:ident])?),* ; $($check:block)?) => {{
+        let mut $o = Obj::new($v, $path, $diag)?;
+        $(let $field: Option<$ty> = record!(@read $o, record!(@key $field $($key)?), $ty $(, $how)?);)*
+        $($check)?
+        let extra = $o.finish();
+        Some($name { $($field: $field?,)* extra })
+    }};
+    (@body $v:ident, $path:ident, $diag:ident, $name:ident, ; $($rest:tt)*) => {
+        record!(@body $v, $path, $diag, $name, o; $($rest)*)
+    };
+    (@key $field:ident) => { stringify!($field) };
+    (@key $field:ident $key:literal) => { $key };
+    (@read $o:ident, $key:expr, $ty:ty) => { <$ty as Field>::read(&mut $o, $key) };
+    (@read $o:ident, $key:expr, $ty:ty, omittable) => {
+        <$ty as Omittable>::read_omittable(&mut $o, $key)
+    };
 }
 
-/// Ticket type (API text 2.2).
-#[derive(Debug, Clone, Serialize)]
-pub struct Ticket {
-    pub title: String,
-    pub registration_quantity: i64,
-    pub prices: Vec<TicketPrice>,
-    #[serde(flatten)]
-    pub extra: Extra,
+record! {
+    /// Event record (API text 2.1).
+    pub struct Event, decoded by event {
+        id_event: i64,
+        title: String,
+        url: String,
+        start_date: DateTime,
+        end_date: DateTime,
+        start_date_registration: BrDate,
+        end_date_registration: BrDate,
+        summary: String,
+        description: Option<String>,
+        url_image: String,
+        credit_hour: Number,
+        country: String,
+        state: String,
+        city: String,
+        venue: String,
+        latitude: DecimalText,
+        longitude: DecimalText,
+        banner: Option<String>,
+        tickets: Vec<Ticket>,
+    }
 }
 
-/// Price tier of a ticket (API text 2.3). Tiers keep their file order.
-#[derive(Debug, Clone, Serialize)]
-pub struct TicketPrice {
-    pub id_ticket: i64,
-    pub id_ticket_price: i64,
-    pub price: Number,
-    pub start_date: DateTime,
-    pub due_date: DateTime,
-    pub registration_quantity_price: i64,
-    #[serde(flatten)]
-    pub extra: Extra,
+record! {
+    /// Ticket type (API text 2.2).
+    pub struct Ticket, decoded by ticket {
+        title: String,
+        registration_quantity: i64,
+        prices: Vec<TicketPrice>,
+    }
+    check(o) {
+        // All tiers of one ticket carry the same id_ticket (API text 2.3); the service's data is
+        // taken as it is, so a mismatch is a warning.
+        if let Some(first) = prices.as_ref().and_then(|p| p.first()) {
+            for (i, p) in prices.iter().flatten().enumerate().skip(1) {
+                if p.id_ticket != first.id_ticket {
+                    let at = format!("{}[{i}].id_ticket", o.path_of("prices"));
+                    o.diag().warning(
+                        &at,
+                        format!(
+                            "id_ticket {} differs from {} of the ticket's first price",
+                            p.id_ticket, first.id_ticket
+                        ),
+                    );
+                }
+            }
+        }
+    }
 }
 
-/// Payment record (API text 2.4).
-#[derive(Debug, Clone, Serialize)]
-pub struct Payment {
-    pub id_event: i64,
-    pub id_payment: i64,
-    pub reference_payment: String,
-    pub buyer: String,
-    pub email_buyer: String,
-    pub country_buyer: String,
-    pub document_buyer: String,
-    pub description_payment: String,
-    pub date_payment: BrDate,
-    pub hour_payment: HourMinute,
-    pub type_payment: String,
-    pub method_payment: String,
-    pub amount_payment: Number,
-    pub amount_receive_payment: Number,
-    pub status_payment: String,
-    pub cupom_payment: String,
-    pub note_payment: String,
-    #[serde(flatten)]
-    pub extra: Extra,
+record! {
+    /// Price tier of a ticket (API text 2.3). Tiers keep their file order.
+    pub struct TicketPrice, decoded by ticket_price {
+        id_ticket: i64,
+        id_ticket_price: i64,
+        price: Number,
+        start_date: DateTime,
+        due_date: DateTime,
+        registration_quantity_price: i64,
+    }
 }
 
-/// One row of a payment's detail (observed.md). `phone_attende` is the service's spelling.
-#[derive(Debug, Clone, Serialize)]
-pub struct PaymentDetail {
-    pub id_event: i64,
-    pub id_payment: i64,
-    pub reference_payment: String,
-    pub attendee: String,
-    pub email_attendee: String,
-    pub document_attendee: String,
-    pub phone_attende: String,
-    pub description: String,
-    pub item: String,
-    pub amount: Number,
-    #[serde(flatten)]
-    pub extra: Extra,
+record! {
+    /// Payment record (API text 2.4).
+    pub struct Payment, decoded by payment {
+        id_event: i64,
+        id_payment: i64,
+        reference_payment: String,
+        buyer: String,
+        email_buyer: String,
+        country_buyer: String,
+        document_buyer: String,
+        description_payment: String,
+        date_payment: BrDate,
+        hour_payment: HourMinute,
+        type_payment: String,
+        method_payment: String,
+        amount_payment: Number,
+        amount_receive_payment: Number,
+        status_payment: String,
+        cupom_payment: String,
+        note_payment: String,
+    }
+    check(o) {
+        if let (Some(paid), Some(received)) = (&amount_payment, &amount_receive_payment) {
+            if let (Some(p), Some(r)) = (paid.as_f64(), received.as_f64()) {
+                if r > p {
+                    let at = o.path_of("amount_receive_payment");
+                    o.diag()
+                        .warning(&at, format!("{received} is above amount_payment {paid}"));
+                }
+            }
+        }
+    }
+}
+
+record! {
+    /// One row of a payment's detail (observed.md). `phone_attende` is the service's spelling.
+    pub struct PaymentDetail, decoded by payment_detail {
+        id_event: i64,
+        id_payment: i64,
+        reference_payment: String,
+        attendee: String,
+        email_attendee: String,
+        document_attendee: String,
+        phone_attende: String,
+        description: String,
+        item: String,
+        amount: Number,
+    }
 }
 
 impl PaymentDetail {
@@ -124,400 +228,580 @@ impl PaymentDetail {
     }
 }
 
-/// Submission type (API text 2.5). `title` may hold a `{{name}}` placeholder, served as stored.
-#[derive(Debug, Clone, Serialize)]
-pub struct SubmissionType {
-    pub id_event: i64,
-    pub id_submissiontype: i64,
-    pub url_roles: String,
-    pub title: String,
-    #[serde(flatten)]
-    pub extra: Extra,
+record! {
+    /// Submission type (API text 2.5). `title` may hold a `{{name}}` placeholder, served as stored.
+    pub struct SubmissionType, decoded by submission_type {
+        id_event: i64,
+        id_submissiontype: i64,
+        url_roles: String,
+        title: String,
+    }
 }
 
-/// Topic area (API text 2.5).
-#[derive(Debug, Clone, Serialize)]
-pub struct TopicArea {
-    pub id_event: i64,
-    pub id_topicarea: i64,
-    pub title: String,
-    #[serde(flatten)]
-    pub extra: Extra,
+record! {
+    /// Topic area (API text 2.5).
+    pub struct TopicArea, decoded by topic_area {
+        id_event: i64,
+        id_topicarea: i64,
+        title: String,
+    }
 }
 
-/// Submission of the submission list (observed.md).
-#[derive(Debug, Clone, Serialize)]
-pub struct Submission {
-    pub id_event: i64,
-    pub id_submission: i64,
-    pub title: String,
-    pub status: String,
-    pub id_submission_type: i64,
-    pub submission_type: String,
-    pub topic_area: String,
-    pub id_topic_area: i64,
-    #[serde(rename = "abstract")]
-    pub abstract_: String,
-    pub proceedings_abstract: String,
-    pub proceedings_full_paper: String,
-    pub date: DateTime,
-    pub start_time: HourMinute,
-    pub end_time: HourMinute,
-    pub location: Option<String>,
-    pub author: Vec<Author>,
-    #[serde(flatten)]
-    pub extra: Extra,
+record! {
+    /// Submission of the submission list (observed.md).
+    pub struct Submission, decoded by submission {
+        id_event: i64,
+        id_submission: i64,
+        title: String,
+        status: String,
+        id_submission_type: i64,
+        submission_type: String,
+        topic_area: String,
+        id_topic_area: i64,
+        abstract_ as "abstract": String,
+        proceedings_abstract: String,
+        proceedings_full_paper: String,
+        date: DateTime,
+        start_time: HourMinute,
+        end_time: HourMinute,
+        location: Option<String>,
+        author: Vec<Author>,
+    }
 }
 
-/// Author of a submission (observed.md).
-#[derive(Debug, Clone, Serialize)]
-pub struct Author {
-    pub id_event: i64,
-    pub id_submission: i64,
-    pub name: String,
-    pub email: String,
-    pub is_presenter: bool,
-    pub author_order: i64,
-    #[serde(flatten)]
-    pub extra: Extra,
+record! {
+    /// Author of a submission (observed.md).
+    pub struct Author, decoded by author {
+        id_event: i64,
+        id_submission: i64,
+        name: String,
+        email: String,
+        is_presenter: bool,
+        author_order: i64,
+    }
 }
 
-/// Area of the event's web page (API text 2.6). The service's camelCase and Portuguese names.
-#[derive(Debug, Clone, Serialize)]
-#[allow(non_snake_case)]
-pub struct PageArea {
-    pub idAreaSite: Option<i64>,
-    pub titulo: String,
-    pub subtitulo: Option<String>,
-    pub ordem: i64,
-    pub jsonObj: Vec<PageItem>,
-    pub template: String,
-    #[serde(flatten)]
-    pub extra: Extra,
+record! {
+    /// Area of the event's web page (API text 2.6). The service's camelCase and Portuguese names.
+    #[allow(non_snake_case)]
+    pub struct PageArea, decoded by page_area {
+        idAreaSite: Option<i64>,
+        titulo: String,
+        subtitulo: Option<String>,
+        ordem: i64,
+        jsonObj: Vec<PageItem>,
+        template: String,
+    }
 }
 
-/// Item of a page area's `jsonObj`. Only the sponsors item is shown (titulo, urlImagem, link,
-/// id); items of other areas may carry other fields. So each sponsor field is checked for its
-/// type when present and served first, in the table's order, and none is required.
-#[derive(Debug, Clone, Serialize)]
-#[allow(non_snake_case)]
-pub struct PageItem {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub titulo: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub urlImagem: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub link: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub id: Option<i64>,
-    #[serde(flatten)]
-    pub extra: Extra,
+record! {
+    /// Item of a page area's `jsonObj`. Only the sponsors item is shown (titulo, urlImagem, link,
+    /// id); items of other areas may carry other fields. So each sponsor field is checked for its
+    /// type when present and served first, in the table's order, and none is required.
+    #[allow(non_snake_case)]
+    pub struct PageItem, decoded by page_item {
+        titulo: Option<String> [omittable],
+        urlImagem: Option<String> [omittable],
+        link: Option<String> [omittable],
+        id: Option<i64> [omittable],
+    }
 }
 
-// ---- decoders: one per record, reading fields in table order -------------------------------
-//
-// Every field is read (so every problem is reported) before the `?`s decide whether the record
-// is whole.
+// ---- Issue 12: the rest of the documented API (more-api.md; the pages of apidocs 5772319) ----
 
-pub fn event(v: &Value, path: &str, diag: &mut Diag) -> Option<Event> {
-    let mut o = Obj::new(v, path, diag)?;
-    let id_event = o.int("id_event");
-    let title = o.string("title");
-    let url = o.string("url");
-    let start_date = o.text("start_date");
-    let end_date = o.text("end_date");
-    let start_date_registration = o.text("start_date_registration");
-    let end_date_registration = o.text("end_date_registration");
-    let summary = o.string("summary");
-    let description = o.nullable_string("description");
-    let url_image = o.string("url_image");
-    let credit_hour = o.number("credit_hour");
-    let country = o.string("country");
-    let state = o.string("state");
-    let city = o.string("city");
-    let venue = o.string("venue");
-    let latitude = o.text("latitude");
-    let longitude = o.text("longitude");
-    let banner = o.nullable_string("banner");
-    let tickets = o.list("tickets", ticket);
-    let extra = o.finish();
-    Some(Event {
-        id_event: id_event?,
-        title: title?,
-        url: url?,
-        start_date: start_date?,
-        end_date: end_date?,
-        start_date_registration: start_date_registration?,
-        end_date_registration: end_date_registration?,
-        summary: summary?,
-        description: description?,
-        url_image: url_image?,
-        credit_hour: credit_hour?,
-        country: country?,
-        state: state?,
-        city: city?,
-        venue: venue?,
-        latitude: latitude?,
-        longitude: longitude?,
-        banner: banner?,
-        tickets: tickets?,
-        extra,
-    })
+/// A text field that is either empty (`""`) or in the format `T`: the attendee's
+/// `registration_date` and `registration_hour` are `""` for people who never registered through
+/// a form (pessoas.md). Served as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OrEmpty<T> {
+    Empty,
+    Value(T),
 }
 
-pub fn ticket(v: &Value, path: &str, diag: &mut Diag) -> Option<Ticket> {
-    let mut o = Obj::new(v, path, diag)?;
-    let title = o.string("title");
-    let registration_quantity = o.int("registration_quantity");
-    let prices = o.list("prices", ticket_price);
-    if let Some(prices) = &prices {
-        // All tiers of one ticket carry the same id_ticket (API text 2.3); the service's data is
-        // taken as it is, so a mismatch is a warning.
-        if let Some(first) = prices.first() {
-            for (i, p) in prices.iter().enumerate().skip(1) {
-                if p.id_ticket != first.id_ticket {
-                    let at = format!("{}[{i}].id_ticket", o.path_of("prices"));
-                    o.diag().warning(
-                        &at,
-                        format!(
-                            "id_ticket {} differs from {} of the ticket's first price",
-                            p.id_ticket, first.id_ticket
-                        ),
-                    );
-                }
+impl<T> OrEmpty<T> {
+    /// The value, unless empty.
+    pub fn value(&self) -> Option<&T> {
+        match self {
+            OrEmpty::Empty => None,
+            OrEmpty::Value(t) => Some(t),
+        }
+    }
+}
+
+impl<T: Serialize> Serialize for OrEmpty<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            OrEmpty::Empty => s.serialize_str(""),
+            OrEmpty::Value(t) => t.serialize(s),
+        }
+    }
+}
+
+impl<T: TextFormat> Field for OrEmpty<T> {
+    fn read(o: &mut Obj<'_, '_>, key: &'static str) -> Option<Self> {
+        let text: String = o.required(key)?;
+        if text.is_empty() {
+            return Some(OrEmpty::Empty);
+        }
+        match T::parse(&text) {
+            Ok(t) => Some(OrEmpty::Value(t)),
+            Err(message) => {
+                let path = o.path_of(key);
+                o.diag().error(&path, format!("{message}, nor empty"));
+                None
             }
         }
     }
-    let extra = o.finish();
-    Some(Ticket {
-        title: title?,
-        registration_quantity: registration_quantity?,
-        prices: prices?,
-        extra,
-    })
 }
 
-pub fn ticket_price(v: &Value, path: &str, diag: &mut Diag) -> Option<TicketPrice> {
-    let mut o = Obj::new(v, path, diag)?;
-    let id_ticket = o.int("id_ticket");
-    let id_ticket_price = o.int("id_ticket_price");
-    let price = o.number("price");
-    let start_date = o.text("start_date");
-    let due_date = o.text("due_date");
-    let registration_quantity_price = o.int("registration_quantity_price");
-    let extra = o.finish();
-    Some(TicketPrice {
-        id_ticket: id_ticket?,
-        id_ticket_price: id_ticket_price?,
-        price: price?,
-        start_date: start_date?,
-        due_date: due_date?,
-        registration_quantity_price: registration_quantity_price?,
-        extra,
-    })
+/// `YYYY-MM-DD`, a calendar date (the company events' `start_date`, api-fgv.md's range).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct IsoDate(String);
+
+impl IsoDate {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
 }
 
-pub fn payment(v: &Value, path: &str, diag: &mut Diag) -> Option<Payment> {
-    let mut o = Obj::new(v, path, diag)?;
-    let id_event = o.int("id_event");
-    let id_payment = o.int("id_payment");
-    let reference_payment = o.string("reference_payment");
-    let buyer = o.string("buyer");
-    let email_buyer = o.string("email_buyer");
-    let country_buyer = o.string("country_buyer");
-    let document_buyer = o.string("document_buyer");
-    let description_payment = o.string("description_payment");
-    let date_payment = o.text("date_payment");
-    let hour_payment = o.text("hour_payment");
-    let type_payment = o.string("type_payment");
-    let method_payment = o.string("method_payment");
-    let amount_payment = o.number("amount_payment");
-    let amount_receive_payment = o.number("amount_receive_payment");
-    if let (Some(paid), Some(received)) = (&amount_payment, &amount_receive_payment) {
-        if let (Some(p), Some(r)) = (paid.as_f64(), received.as_f64()) {
-            if r > p {
-                let at = o.path_of("amount_receive_payment");
+impl TextFormat for IsoDate {
+    fn parse(text: &str) -> Result<Self, String> {
+        let shape = text.len() == 10
+            && text.bytes().enumerate().all(|(i, b)| match i {
+                4 | 7 => b == b'-',
+                _ => b.is_ascii_digit(),
+            });
+        if shape && chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").is_ok() {
+            Ok(IsoDate(text.to_string()))
+        } else {
+            Err(format!("{text:?} is not a YYYY-MM-DD date"))
+        }
+    }
+}
+
+impl Field for IsoDate {
+    fn read(o: &mut Obj<'_, '_>, key: &'static str) -> Option<Self> {
+        o.text(key)
+    }
+}
+
+/// The `checkin_date` of a check-in: a "datetime" (models.md), which clients write as
+/// `YYYY-MM-DDTHH:MM:SS`, with or without fractional seconds and a zone (`Z`, `-03:00`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct CheckinDate(String);
+
+impl CheckinDate {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TextFormat for CheckinDate {
+    fn parse(text: &str) -> Result<Self, String> {
+        let local = chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f").is_ok();
+        if local || chrono::DateTime::parse_from_rfc3339(text).is_ok() {
+            Ok(CheckinDate(text.to_string()))
+        } else {
+            Err(format!(
+                "{text:?} is not a date-time such as 2020-01-01T10:00:00"
+            ))
+        }
+    }
+}
+
+impl Field for CheckinDate {
+    fn read(o: &mut Obj<'_, '_>, key: &'static str) -> Option<Self> {
+        o.text(key)
+    }
+}
+
+/// An event's own token, as a company's event list carries it. A secret: `Debug` and every
+/// message show at most its first characters (`problem::token_hint`); served whole.
+#[derive(Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct EventToken(String);
+
+impl EventToken {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for EventToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "EventToken({})", crate::problem::token_hint(&self.0))
+    }
+}
+
+impl Field for EventToken {
+    /// A required string; a value of another kind is named by its kind only, never quoted.
+    fn read(o: &mut Obj<'_, '_>, key: &'static str) -> Option<Self> {
+        let path = o.path_of(key);
+        let Some(v) = o.raw(key) else {
+            o.diag().error(&path, "missing required field");
+            return None;
+        };
+        match v {
+            Value::String(s) => Some(EventToken(s.clone())),
+            other => {
+                let kind = match other {
+                    Value::Null => "null",
+                    Value::Bool(_) => "a boolean",
+                    Value::Number(_) => "a number",
+                    Value::Array(_) => "an array",
+                    _ => "an object",
+                };
                 o.diag()
-                    .warning(&at, format!("{received} is above amount_payment {paid}"));
+                    .error(&path, format!("expected a string, found {kind}"));
+                None
             }
         }
     }
-    let status_payment = o.string("status_payment");
-    let cupom_payment = o.string("cupom_payment");
-    let note_payment = o.string("note_payment");
-    let extra = o.finish();
-    Some(Payment {
-        id_event: id_event?,
-        id_payment: id_payment?,
-        reference_payment: reference_payment?,
-        buyer: buyer?,
-        email_buyer: email_buyer?,
-        country_buyer: country_buyer?,
-        document_buyer: document_buyer?,
-        description_payment: description_payment?,
-        date_payment: date_payment?,
-        hour_payment: hour_payment?,
-        type_payment: type_payment?,
-        method_payment: method_payment?,
-        amount_payment: amount_payment?,
-        amount_receive_payment: amount_receive_payment?,
-        status_payment: status_payment?,
-        cupom_payment: cupom_payment?,
-        note_payment: note_payment?,
-        extra,
-    })
 }
 
-pub fn payment_detail(v: &Value, path: &str, diag: &mut Diag) -> Option<PaymentDetail> {
-    let mut o = Obj::new(v, path, diag)?;
-    let id_event = o.int("id_event");
-    let id_payment = o.int("id_payment");
-    let reference_payment = o.string("reference_payment");
-    let attendee = o.string("attendee");
-    let email_attendee = o.string("email_attendee");
-    let document_attendee = o.string("document_attendee");
-    let phone_attende = o.string("phone_attende");
-    let description = o.string("description");
-    let item = o.string("item");
-    let amount = o.number("amount");
-    let extra = o.finish();
-    Some(PaymentDetail {
-        id_event: id_event?,
-        id_payment: id_payment?,
-        reference_payment: reference_payment?,
-        attendee: attendee?,
-        email_attendee: email_attendee?,
-        document_attendee: document_attendee?,
-        phone_attende: phone_attende?,
-        description: description?,
-        item: item?,
-        amount: amount?,
-        extra,
-    })
+record! {
+    /// Participant (pessoas.md, `GET /attendees`). `bagde_name` is the service's spelling.
+    /// `checkin_code` may be left out (the documentation's third record has none) and is then
+    /// not served either; `registration_date` and `registration_hour` may be `""`.
+    pub struct Attendee, decoded by attendee {
+        id_attendees: i64,
+        id_event: i64,
+        checkin_code: Option<i64> [omittable],
+        name: String,
+        bagde_name: String,
+        email: String,
+        gender: String,
+        photo: String,
+        document: String,
+        confirmed: bool,
+        registration_category: String,
+        registration_date: OrEmpty<BrDate>,
+        registration_hour: OrEmpty<HourMinute>,
+    }
 }
 
-pub fn submission_type(v: &Value, path: &str, diag: &mut Diag) -> Option<SubmissionType> {
-    let mut o = Obj::new(v, path, diag)?;
-    let id_event = o.int("id_event");
-    let id_submissiontype = o.int("id_submissiontype");
-    let url_roles = o.string("url_roles");
-    let title = o.string("title");
-    let extra = o.finish();
-    Some(SubmissionType {
-        id_event: id_event?,
-        id_submissiontype: id_submissiontype?,
-        url_roles: url_roles?,
-        title: title?,
-        extra,
-    })
+record! {
+    /// Activity (programacao.md, `GET /session`). `ticket_price` keeps its text (`10.0000`).
+    /// `venue` and `tags` may be null: the table and the session example show strings, but the
+    /// documented schedule, derived from the activities, shows both as `null`.
+    pub struct Activity, decoded by activity {
+        id_session: i64,
+        id_event: i64,
+        title: String,
+        description: String,
+        credit_hour: String,
+        capacity: i64,
+        ticket_price: Number,
+        type_ as "type": String,
+        venue: Option<String>,
+        tags: Option<String>,
+        speakers: Vec<SessionSpeaker>,
+        times: Vec<SessionTime>,
+    }
 }
 
-pub fn topic_area(v: &Value, path: &str, diag: &mut Diag) -> Option<TopicArea> {
-    let mut o = Obj::new(v, path, diag)?;
-    let id_event = o.int("id_event");
-    let id_topicarea = o.int("id_topicarea");
-    let title = o.string("title");
-    let extra = o.finish();
-    Some(TopicArea {
-        id_event: id_event?,
-        id_topicarea: id_topicarea?,
-        title: title?,
-        extra,
-    })
+record! {
+    /// Speaker of an activity: a [`Speaker`] that also carries the activity's `id_session`.
+    pub struct SessionSpeaker, decoded by session_speaker {
+        id_event: i64,
+        id_speaker: i64,
+        id_session: i64,
+        name: String,
+        photo: String,
+        resume: Option<String>,
+        facebook: String,
+        linkedin: String,
+        email: String,
+        lattes: String,
+        twitter: String,
+        site: String,
+    }
 }
 
-pub fn submission(v: &Value, path: &str, diag: &mut Diag) -> Option<Submission> {
-    let mut o = Obj::new(v, path, diag)?;
-    let id_event = o.int("id_event");
-    let id_submission = o.int("id_submission");
-    let title = o.string("title");
-    let status = o.string("status");
-    let id_submission_type = o.int("id_submission_type");
-    let submission_type = o.string("submission_type");
-    let topic_area = o.string("topic_area");
-    let id_topic_area = o.int("id_topic_area");
-    let abstract_ = o.string("abstract");
-    let proceedings_abstract = o.string("proceedings_abstract");
-    let proceedings_full_paper = o.string("proceedings_full_paper");
-    let date = o.text("date");
-    let start_time = o.text("start_time");
-    let end_time = o.text("end_time");
-    let location = o.nullable_string("location");
-    let author = o.list("author", author);
-    let extra = o.finish();
-    Some(Submission {
-        id_event: id_event?,
-        id_submission: id_submission?,
-        title: title?,
-        status: status?,
-        id_submission_type: id_submission_type?,
-        submission_type: submission_type?,
-        topic_area: topic_area?,
-        id_topic_area: id_topic_area?,
-        abstract_: abstract_?,
-        proceedings_abstract: proceedings_abstract?,
-        proceedings_full_paper: proceedings_full_paper?,
-        date: date?,
-        start_time: start_time?,
-        end_time: end_time?,
-        location: location?,
-        author: author?,
-        extra,
-    })
+record! {
+    /// When an activity is held: one per day it is held on (programacao.md).
+    pub struct SessionTime, decoded by session_time {
+        id_event: i64,
+        id_session: i64,
+        id_time: i64,
+        date: DateTime,
+        start_time: HourMinute,
+        end_time: HourMinute,
+    }
 }
 
-pub fn author(v: &Value, path: &str, diag: &mut Diag) -> Option<Author> {
-    let mut o = Obj::new(v, path, diag)?;
-    let id_event = o.int("id_event");
-    let id_submission = o.int("id_submission");
-    let name = o.string("name");
-    let email = o.string("email");
-    let is_presenter = o.boolean("is_presenter");
-    let author_order = o.int("author_order");
-    let extra = o.finish();
-    Some(Author {
-        id_event: id_event?,
-        id_submission: id_submission?,
-        name: name?,
-        email: email?,
-        is_presenter: is_presenter?,
-        author_order: author_order?,
-        extra,
-    })
+record! {
+    /// Speaker (programacao.md, `GET /speaker`). `resume` may be null (the schedule example).
+    pub struct Speaker, decoded by speaker {
+        id_event: i64,
+        id_speaker: i64,
+        name: String,
+        photo: String,
+        resume: Option<String>,
+        facebook: String,
+        linkedin: String,
+        email: String,
+        lattes: String,
+        twitter: String,
+        site: String,
+    }
 }
 
-pub fn page_area(v: &Value, path: &str, diag: &mut Diag) -> Option<PageArea> {
-    let mut o = Obj::new(v, path, diag)?;
-    let id_area_site = o.nullable_int("idAreaSite");
-    let titulo = o.string("titulo");
-    let subtitulo = o.nullable_string("subtitulo");
-    let ordem = o.int("ordem");
-    let json_obj = o.list("jsonObj", page_item);
-    let template = o.string("template");
-    let extra = o.finish();
-    Some(PageArea {
-        idAreaSite: id_area_site?,
-        titulo: titulo?,
-        subtitulo: subtitulo?,
-        ordem: ordem?,
-        jsonObj: json_obj?,
-        template: template?,
-        extra,
-    })
+record! {
+    /// A participant's certificate (certificados.md, `GET /certificates`). `id_pessoa` is the
+    /// service's Portuguese name.
+    pub struct Certificate, decoded by certificate {
+        id_pessoa: i64,
+        id_event: i64,
+        name: String,
+        email: String,
+        document: String,
+        certificate_url: String,
+    }
 }
 
-pub fn page_item(v: &Value, path: &str, diag: &mut Diag) -> Option<PageItem> {
-    let mut o = Obj::new(v, path, diag)?;
-    let titulo = o.optional_string("titulo");
-    let url_imagem = o.optional_string("urlImagem");
-    let link = o.optional_string("link");
-    let id = o.optional_int("id");
-    let extra = o.finish();
-    Some(PageItem {
-        titulo: titulo?,
-        urlImagem: url_imagem?,
-        link: link?,
-        id: id?,
-        extra,
-    })
+record! {
+    /// An event of a company account (empresas.md, `GET /customclient/events`), in the service's
+    /// Portuguese and English names. `token` is the event's own token, a secret.
+    pub struct CompanyEvent, decoded by company_event {
+        id: i64,
+        titulo: String,
+        url: String,
+        token: EventToken,
+        email_organizador: String,
+        start_date: IsoDate,
+        start_time: HourMinute,
+        end_date: IsoDate,
+        end_time: HourMinute,
+        local: String,
+        city: String,
+        state: String,
+        country: String,
+        publicated: bool,
+        privacy: Privacy,
+    }
+}
+
+record! {
+    /// Who may see a company event (`"Privado - com link de acessso"`, the service's spelling).
+    pub struct Privacy, decoded by privacy {
+        id: i64,
+        type_ as "type": String,
+    }
+}
+
+record! {
+    /// The body of `POST /attendees/create`: the `Attendee` object of pessoas.md. A client sends
+    /// only `name`, `email`, `registration_confirmed` and `registration` (more-api.md), so only
+    /// `name`, `email` and `registration` are required; the rest may be null or left out.
+    pub struct AttendeeCreate, decoded by attendee_create {
+        name: String,
+        bagde_name: Option<String>,
+        email: String,
+        gender: Option<String>,
+        photo: Option<String>,
+        registration_confirmed: Option<bool>,
+        registration: Registration,
+    }
+    check(o) {
+        for (key, value) in [("name", &name), ("email", &email)] {
+            if value.as_deref().is_some_and(|s| s.trim().is_empty()) {
+                let at = o.path_of(key);
+                o.diag().error(&at, "must not be blank");
+            }
+        }
+    }
+}
+
+record! {
+    /// The ticket price a registration takes (`id_ticket_price` of `GET /event`), and its price.
+    pub struct Registration, decoded by registration {
+        id_ticket_price: i64,
+        price: Number,
+    }
+}
+
+record! {
+    /// One check-in at the event (models.md, `CheckinAttendee`): `checkin` 1 checks the person
+    /// with that `checkin_code` in, 0 undoes it. The table types `checkin_code` as a string.
+    pub struct CheckinAttendee, decoded by checkin_attendee {
+        checkin_code: String,
+        checkin: i64,
+        checkin_date: CheckinDate,
+    }
+    check(o) {
+        check_flag(&mut o, checkin);
+    }
+}
+
+record! {
+    /// One check-in at an activity (models.md, `CheckinSession`).
+    pub struct CheckinSession, decoded by checkin_session {
+        id_attendees: i64,
+        id_session: i64,
+        checkin: i64,
+        checkin_date: CheckinDate,
+    }
+    check(o) {
+        check_flag(&mut o, checkin);
+    }
+}
+
+impl Field for Option<IsoDate> {
+    /// May be null or left out; otherwise a `YYYY-MM-DD` date.
+    fn read(o: &mut Obj<'_, '_>, key: &'static str) -> Option<Self> {
+        match o.raw(key) {
+            None | Some(Value::Null) => Some(None),
+            Some(_) => o.text(key).map(Some),
+        }
+    }
+}
+
+record! {
+    /// The body of `POST /custom/getdata` and `/custom/getdatasubscribed` (api-fgv.md): a range
+    /// of `YYYY-MM-DD` dates, each optional (the page's defaults, 30 days ago and tomorrow, are
+    /// the caller's to apply, as they depend on the day). A start after the end is an error (the
+    /// page's `InvalidParameter`).
+    #[allow(non_snake_case)]
+    pub struct DateRange, decoded by date_range {
+        dataInicio: Option<IsoDate>,
+        dataFim: Option<IsoDate>,
+    }
+    check(o) {
+        if let (Some(Some(from)), Some(Some(to))) = (&dataInicio, &dataFim) {
+            if from.as_str() > to.as_str() {
+                let at = o.path_of("dataFim");
+                o.diag().error(
+                    &at,
+                    format!("{} is before dataInicio {}", to.as_str(), from.as_str()),
+                );
+            }
+        }
+    }
+}
+
+/// `checkin` is a flag: 1 checks in, 0 undoes (models.md).
+fn check_flag(o: &mut Obj<'_, '_>, checkin: Option<i64>) {
+    if let Some(n) = checkin.filter(|n| !matches!(n, 0 | 1)) {
+        let at = o.path_of("checkin");
+        o.diag()
+            .error(&at, format!("is {n}; 1 checks in, 0 undoes a check-in"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn messages(diag: &Diag) -> Vec<String> {
+        diag.findings
+            .iter()
+            .map(|f| format!("{:?} {}: {}", f.severity, f.path, f.message))
+            .collect()
+    }
+
+    #[test]
+    fn one_declaration_gives_the_served_order_renames_and_omitted_fields() {
+        let v = json!({"cor": "azul", "id": 1, "titulo": "Água SA"});
+        let mut diag = Diag::default();
+
+        let item = page_item(&v, "jsonObj[0]", &mut diag).expect("a page item");
+
+        assert!(diag.findings.is_empty(), "{:?}", messages(&diag));
+        let served = serde_json::to_string(&item).expect("serialises");
+        assert_eq!(served, r#"{"titulo":"Água SA","id":1,"cor":"azul"}"#);
+
+        let author = json!({"id_event": 1, "id_submission": 2, "name": "N", "email": "e",
+            "is_presenter": false, "author_order": 1});
+        let v = json!({"abstract": "a.pdf", "id_event": 1, "id_submission": 2, "title": "T",
+            "status": "S", "id_submission_type": 3, "submission_type": "P", "topic_area": "A",
+            "id_topic_area": 4, "proceedings_abstract": "", "proceedings_full_paper": "",
+            "date": "2026-10-06T10:00:00", "start_time": "10:00", "end_time": "10:15",
+            "author": [author], "x": 0});
+        let s = submission(&v, "", &mut diag).expect("a submission");
+        assert_eq!(s.abstract_, "a.pdf");
+        let served = serde_json::to_value(&s).expect("serialises");
+        let keys: Vec<&str> = served
+            .as_object()
+            .expect("an object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys[8..11],
+            ["abstract", "proceedings_abstract", "proceedings_full_paper"]
+        );
+        assert_eq!(keys[14..], ["location", "author", "x"]);
+        assert_eq!(served["location"], Value::Null, "nullable left out: null");
+    }
+
+    record! {
+        /// A record holding one record ([`Privacy`] of the company events), required, and one
+        /// that may be null.
+        pub struct Company, decoded by company {
+            id: i64,
+            privacy: Privacy,
+            previous: Option<Privacy>,
+        }
+    }
+
+    #[test]
+    fn nested_records_are_decoded_with_their_paths_and_served_in_order() {
+        let v = json!({"privacy": {"type": 3, "id": 2}, "id": 1, "previous": {"id": "x"}});
+        let mut diag = Diag::default();
+
+        assert!(company(&v, "data[0]", &mut diag).is_none());
+
+        assert_eq!(
+            messages(&diag),
+            [
+                "Error data[0].privacy.type: expected a string, found the number 3",
+                "Error data[0].previous.id: expected an integer, found the string \"x\"",
+                "Error data[0].previous.type: missing required field",
+            ]
+        );
+        let v = json!({"privacy": {"type": "Privado", "id": 2, "cor": 1}, "id": 1});
+        let mut diag = Diag::default();
+        let c = company(&v, "", &mut diag).expect("a company");
+        assert_eq!(
+            serde_json::to_string(&c).expect("serialises"),
+            r#"{"id":1,"privacy":{"id":2,"type":"Privado","cor":1},"previous":null}"#
+        );
+    }
+
+    #[test]
+    fn every_field_is_read_and_cross_field_checks_still_run() {
+        let v = json!({"id_event": "7", "id_payment": 1, "reference_payment": "R",
+            "buyer": "B", "email_buyer": "e", "country_buyer": "BR", "document_buyer": "d",
+            "description_payment": "x", "date_payment": "2026-06-02", "hour_payment": "09:15",
+            "type_payment": "Pix", "method_payment": "Pix", "amount_payment": 10.5,
+            "amount_receive_payment": 12.5, "status_payment": null, "cupom_payment": ""});
+        let mut diag = Diag::default();
+
+        assert!(payment(&v, "data[3]", &mut diag).is_none());
+
+        assert_eq!(
+            messages(&diag),
+            [
+                "Error data[3].id_event: expected an integer, found the string \"7\"",
+                "Error data[3].date_payment: \"2026-06-02\" is not a DD/MM/YYYY date",
+                "Error data[3].status_payment: expected a string, found null",
+                "Error data[3].note_payment: missing required field",
+                "Warning data[3].amount_receive_payment: 12.5 is above amount_payment 10.5",
+            ]
+        );
+        let mut diag = Diag::default();
+        let item = json!({"titulo": null, "id": 1.5});
+        assert!(page_item(&item, "x", &mut diag).is_none());
+        assert_eq!(
+            messages(&diag),
+            [
+                "Error x.titulo: expected a string, found null",
+                "Error x.id: expected an integer, found the number 1.5",
+            ]
+        );
+    }
 }

@@ -10,9 +10,9 @@
 //! when a redirect leaves for another host.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 use std::time::Duration;
 
+use backon::{BackoffBuilder, Retryable};
 use bytes::Bytes;
 use reqwest::header::{HeaderMap, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
 use reqwest::StatusCode;
@@ -20,7 +20,6 @@ use reqwest::StatusCode;
 use super::progress::Progress;
 use super::{quoted, PullError, PullOptions};
 use crate::problem::token_hint;
-use crate::rng::Rng;
 
 /// Sends the pull's requests, retrying what may succeed on a second try.
 pub struct Fetcher {
@@ -35,7 +34,6 @@ pub struct Fetcher {
     max_wait: Duration,
     requests: AtomicU64,
     retried: AtomicU64,
-    jitter: Mutex<Rng>,
 }
 
 /// How one attempt went, when it did not succeed.
@@ -87,7 +85,6 @@ impl Fetcher {
             max_wait: opts.max_retry_wait,
             requests: AtomicU64::new(0),
             retried: AtomicU64::new(0),
-            jitter: Mutex::new(Rng::from_clock()),
         })
     }
 
@@ -102,52 +99,57 @@ impl Fetcher {
     }
 
     /// GETs `url` (with `{"reference": ...}` as a JSON body for the details endpoint) and
-    /// returns the body, decoded from gzip when it came so.
+    /// returns the body, decoded from gzip when it came so. backon runs the retries: only what
+    /// another try may mend is tried again, at most `retries` times, after the backoff's wait
+    /// or the server's `Retry-After` (capped by `max_retry_wait`).
     pub async fn get(
         &self,
         url: &str,
         reference: Option<&str>,
         progress: &Progress,
     ) -> Result<Bytes, PullError> {
-        let mut attempt: u32 = 0;
-        loop {
-            let failure = match self.once(url, reference).await {
-                Ok(body) => return Ok(body),
-                Err(f) => f,
-            };
-            let (reason, after) = match failure {
-                Failure::Fatal(e) => return Err(e),
-                Failure::Retry { reason, after } => (reason, after),
-            };
-            if attempt >= self.retries {
-                return Err(PullError::GaveUp {
-                    url: self.redact(&describe_url(url, reference)),
-                    attempts: attempt + 1,
-                    last: reason,
-                });
-            }
-            let wait = after.map_or_else(|| self.backoff_for(attempt), |a| a.min(self.max_wait));
-            self.retried.fetch_add(1, Ordering::Relaxed);
-            progress.retry(&self.redact(&describe_url(url, reference)), &reason, wait);
-            tokio::time::sleep(wait).await;
-            attempt += 1;
+        let mut retried: u32 = 0;
+        let outcome = (|| self.once(url, reference))
+            .retry(self.waits())
+            .sleep(tokio::time::sleep)
+            .when(|f| matches!(f, Failure::Retry { .. }))
+            .adjust(|f, wait| match f {
+                Failure::Retry {
+                    after: Some(after), ..
+                } => wait.map(|_| (*after).min(self.max_wait)),
+                _ => wait,
+            })
+            .notify(|f, wait| {
+                retried += 1;
+                self.retried.fetch_add(1, Ordering::Relaxed);
+                if let Failure::Retry { reason, .. } = f {
+                    progress.retry(&self.redact(&describe_url(url, reference)), reason, wait);
+                }
+            })
+            .await;
+        match outcome {
+            Ok(body) => Ok(body),
+            Err(Failure::Fatal(e)) => Err(e),
+            Err(Failure::Retry { reason, .. }) => Err(PullError::GaveUp {
+                url: self.redact(&describe_url(url, reference)),
+                attempts: retried + 1,
+                last: reason,
+            }),
         }
     }
 
-    /// `backoff × 2^attempt`, capped, with jitter: a wait drawn from its upper half, so many
-    /// workers retrying at once spread out.
-    fn backoff_for(&self, attempt: u32) -> Duration {
-        let full = self
-            .backoff
-            .saturating_mul(1u32 << attempt.min(20))
-            .min(self.max_wait);
-        let millis = full.as_millis() as u64;
-        let half = millis / 2;
-        let extra = match self.jitter.lock() {
-            Ok(mut rng) => rng.range(0, millis - half),
-            Err(_) => 0,
-        };
-        Duration::from_millis(half + extra)
+    /// The waits between tries: `backoff × 2^n`, capped by `max_retry_wait`, with jitter that
+    /// draws each wait from the upper half of that (so many workers retrying at once spread out
+    /// and no wait passes the cap). backon's jitter adds up to 100 % to a delay, so the delays
+    /// given to it are halves: from `backoff / 2` doubling up to `max_retry_wait / 2`.
+    fn waits(&self) -> backon::ExponentialBackoff {
+        backon::ExponentialBuilder::new()
+            .with_min_delay(self.backoff / 2)
+            .with_factor(2.0)
+            .with_max_delay(self.max_wait / 2)
+            .with_jitter()
+            .with_max_times(self.retries as usize)
+            .build()
     }
 
     async fn once(&self, url: &str, reference: Option<&str>) -> Result<Bytes, Failure> {
@@ -308,15 +310,18 @@ fn server_message(body: &[u8], redact: impl Fn(&str) -> String) -> String {
     format!(": {}", quoted(&redact(text.trim())))
 }
 
-/// `Retry-After` as a wait: whole seconds, or an HTTP-date (a date in the past means now).
+/// `Retry-After` as a wait: whole seconds, or an HTTP-date in any of the three forms RFC 9110
+/// allows (a date in the past means now).
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let text = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
     if let Ok(seconds) = text.parse::<u64>() {
         return Some(Duration::from_secs(seconds));
     }
-    let when = chrono::DateTime::parse_from_rfc2822(text).ok()?;
-    let wait = when.with_timezone(&chrono::Utc) - chrono::Utc::now();
-    Some(wait.to_std().unwrap_or(Duration::ZERO))
+    let when = httpdate::parse_http_date(text).ok()?;
+    Some(
+        when.duration_since(std::time::SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
 }
 
 #[cfg(test)]
@@ -332,36 +337,144 @@ mod tests {
     #[test]
     fn retry_after_takes_seconds_or_an_http_date() {
         assert_eq!(retry_after(&headers("3")), Some(Duration::from_secs(3)));
-        assert_eq!(
-            retry_after(&headers("Sun, 06 Nov 1994 08:49:37 GMT")),
-            Some(Duration::ZERO)
-        );
-        let soon = (chrono::Utc::now() + chrono::Duration::seconds(120))
-            .format("%a, %d %b %Y %H:%M:%S GMT")
-            .to_string();
+        // The three date forms RFC 9110 names, all in the past: no wait.
+        for past in [
+            "Sun, 06 Nov 1994 08:49:37 GMT",
+            "Sunday, 06-Nov-94 08:49:37 GMT",
+            "Sun Nov  6 08:49:37 1994",
+        ] {
+            assert_eq!(retry_after(&headers(past)), Some(Duration::ZERO), "{past}");
+        }
+        let soon = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(120));
         let wait = retry_after(&headers(&soon)).expect("a wait");
         assert!(
             wait > Duration::from_secs(100) && wait <= Duration::from_secs(120),
             "{wait:?}"
         );
         assert_eq!(retry_after(&headers("soon")), None);
+        assert_eq!(retry_after(&headers("Sun, 06 Nov 1994 25:49:37 GMT")), None);
         assert_eq!(retry_after(&HeaderMap::new()), None);
     }
 
     #[test]
-    fn backoff_doubles_with_jitter_and_stays_under_the_cap() {
+    fn waits_double_with_jitter_stay_under_the_cap_and_end_after_the_retries() {
         let mut opts = PullOptions::new("http://h", "token", "d/x");
         opts.backoff = Duration::from_millis(100);
         opts.max_retry_wait = Duration::from_millis(1000);
+        opts.retries = 8;
         let f = Fetcher::new(&opts).expect("a fetcher");
-        for attempt in 0..8u32 {
-            let full = (100u64 << attempt).min(1000);
-            let wait = f.backoff_for(attempt).as_millis() as u64;
-            assert!(
-                wait >= full / 2 && wait <= full,
-                "attempt {attempt}: {wait} ms"
-            );
+        // Many draws, so a jitter that left the upper half (or added nothing) would show.
+        let mut spread = Vec::new();
+        for _ in 0..50 {
+            let waits: Vec<Duration> = f.waits().collect();
+            assert_eq!(waits.len(), 8, "{waits:?}");
+            for (attempt, wait) in waits.iter().enumerate() {
+                let full = Duration::from_millis((100u64 << attempt).min(1000));
+                // backon computes in f32 seconds: allow a microsecond of rounding.
+                let slack = Duration::from_micros(1);
+                assert!(
+                    *wait + slack >= full / 2 && *wait <= full,
+                    "attempt {attempt}: {wait:?} is outside {:?}..={full:?}",
+                    full / 2
+                );
+            }
+            spread.push(waits[0]);
         }
+        spread.sort();
+        spread.dedup();
+        assert!(spread.len() > 10, "no jitter: {spread:?}");
+        opts.retries = 0;
+        let none = Fetcher::new(&opts).expect("a fetcher");
+        assert_eq!(none.waits().count(), 0);
+    }
+
+    /// A server on 127.0.0.1:0 answering each connection with `answers[n]` (the last one
+    /// again once they run out), closing after each; counts the requests.
+    async fn scripted(answers: Vec<&'static str>) -> (String, std::sync::Arc<AtomicU64>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a port");
+        let base = format!("http://{}", listener.local_addr().expect("an address"));
+        let count = std::sync::Arc::new(AtomicU64::new(0));
+        let seen = std::sync::Arc::clone(&count);
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let n = seen.fetch_add(1, Ordering::Relaxed) as usize;
+                let answer = answers[n.min(answers.len() - 1)];
+                let mut head = [0u8; 4096];
+                let _ = socket.read(&mut head).await;
+                let _ = socket.write_all(answer.as_bytes()).await;
+                let _ = socket.shutdown().await;
+            }
+        });
+        (base, count)
+    }
+
+    fn quiet(base: &str, retries: u32) -> (Fetcher, Progress) {
+        let mut opts = PullOptions::new(base, "token", "d/x");
+        opts.retries = retries;
+        opts.backoff = Duration::from_millis(10);
+        opts.max_retry_wait = Duration::from_millis(100);
+        let fetcher = Fetcher::new(&opts).expect("a fetcher");
+        (fetcher, Progress::new(crate::pull::ProgressMode::Quiet))
+    }
+
+    #[tokio::test]
+    async fn a_retry_after_past_the_cap_waits_only_the_cap() {
+        let (base, count) = scripted(vec![
+            "HTTP/1.1 503 Service Unavailable\r\nretry-after: 3600\r\ncontent-length: 4\r\nconnection: close\r\n\r\nbusy",
+            "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+        ])
+        .await;
+        let (f, progress) = quiet(&base, 3);
+
+        let started = std::time::Instant::now();
+        let body = tokio::time::timeout(Duration::from_secs(5), f.get(&base, None, &progress))
+            .await
+            .expect("Retry-After is capped, not waited for an hour")
+            .expect("the second try");
+
+        assert_eq!(&body[..], b"ok");
+        assert_eq!(count.load(Ordering::Relaxed), 2);
+        assert_eq!((f.requests(), f.retries()), (2, 1));
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(100) && took < Duration::from_secs(5),
+            "Retry-After 3600 capped at 100 ms took {took:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn only_what_another_try_may_mend_is_retried_and_the_last_reason_is_kept() {
+        let (base, count) = scripted(vec![
+            "HTTP/1.1 429 Too Many Requests\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+            "HTTP/1.1 500 Internal Server Error\r\ncontent-length: 4\r\nconnection: close\r\n\r\noops",
+        ])
+        .await;
+        let (f, progress) = quiet(&base, 2);
+        let err = f.get(&base, None, &progress).await.expect_err("gives up");
+        assert!(
+            matches!(&err, PullError::GaveUp { attempts: 3, last, .. } if last.contains("500") && last.contains("oops")),
+            "{err:?}"
+        );
+        assert_eq!(count.load(Ordering::Relaxed), 3);
+
+        let (base, count) = scripted(vec![
+            "HTTP/1.1 404 Not Found\r\ncontent-length: 4\r\nconnection: close\r\n\r\nnope",
+        ])
+        .await;
+        let (f, progress) = quiet(&base, 2);
+        let err = f
+            .get(&base, None, &progress)
+            .await
+            .expect_err("not retried");
+        assert!(
+            matches!(err, PullError::Status { status: 404, .. }),
+            "{err:?}"
+        );
+        assert_eq!(count.load(Ordering::Relaxed), 1);
+        assert_eq!(f.retries(), 0);
     }
 
     #[test]

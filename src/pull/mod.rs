@@ -45,6 +45,9 @@ pub struct PullOptions {
     pub token: Token,
     /// `DIR/NAME`: the bundle folder to create or replace.
     pub into: PathBuf,
+    /// Replace `into` even when it holds things other than one bundle (see
+    /// [`stage::check_target`]); never a file or a symbolic link.
+    pub force: bool,
     /// Detail requests in flight at once.
     pub concurrency: usize,
     /// Re-indent the JSON instead of keeping the bytes as received.
@@ -71,6 +74,7 @@ impl PullOptions {
             from: from.into(),
             token: Token::new(&token.into()),
             into: into.into(),
+            force: false,
             concurrency: 8,
             pretty: false,
             retries: 4,
@@ -249,14 +253,14 @@ pub(crate) fn plan() -> Plan {
 pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
     let started = Instant::now();
     let base = api_base(&opts.from)?;
-    let name = bundle_name(&opts.into)?;
+    let name = bundle_name(&opts.into, opts.force)?;
     if opts.concurrency == 0 {
         return Err(PullError::BadConcurrency);
     }
     let fetcher = Arc::new(Fetcher::new(opts)?);
     let progress = Arc::new(Progress::new(opts.progress));
     // From here on, dropping `staging` (any error, a cancelled future) removes the folder.
-    let staging = Staging::create(&opts.into, "pull")?;
+    let staging = Staging::create(&opts.into, "pull", opts.force)?;
 
     let mut endpoints = Vec::new();
     let mut references = Vec::new();
@@ -305,7 +309,11 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
     }
 
     let toml_path = staging.path().join("bundle.toml");
-    let toml = bundle_toml(opts.token.expose().trim(), &base);
+    let note = format!(
+        "Pulled by `eventbox pull` from {base} on {}.",
+        chrono::Utc::now().format("%Y-%m-%d %H:%M UTC")
+    );
+    let toml = crate::model::bundle_toml(&[opts.token.expose().trim().to_string()], Some(&note));
     stage::write_private(&toml_path, toml.as_bytes()).map_err(|source| PullError::Io {
         path: toml_path.clone(),
         source,
@@ -361,7 +369,8 @@ pub fn api_base(from: &str) -> Result<String, PullError> {
 }
 
 /// The bundle's name: the last part of `--into`, which the server must be willing to serve.
-fn bundle_name(into: &Path) -> Result<String, PullError> {
+/// A target that [`stage::check_target`] refuses is refused here, before any request.
+fn bundle_name(into: &Path, force: bool) -> Result<String, PullError> {
     let bad = |reason: &str| PullError::BadTarget {
         path: into.to_path_buf(),
         reason: reason.to_string(),
@@ -376,9 +385,7 @@ fn bundle_name(into: &Path) -> Result<String, PullError> {
             "a bundle whose name starts with `_` or `.` is never served; choose another name",
         ));
     }
-    if let Some(reason) = stage::unusable_target(into) {
-        return Err(bad(reason));
-    }
+    stage::check_target(into, force).map_err(|refusal| bad(&refusal.to_string()))?;
     Ok(name.to_string())
 }
 
@@ -562,20 +569,6 @@ fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .write_all(bytes)
 }
 
-/// `bundle.toml` naming the token (written by the TOML library, so any token is quoted right).
-fn bundle_toml(token: &str, base: &str) -> String {
-    let mut table = toml::Table::new();
-    table.insert(
-        "tokens".into(),
-        toml::Value::Array(vec![toml::Value::String(token.to_string())]),
-    );
-    let body = toml::to_string(&table).unwrap_or_else(|_| format!("tokens = [{token:?}]\n"));
-    format!(
-        "# Pulled by `eventbox pull` from {base} on {}.\n# The tokens that open this bundle.\n{body}",
-        chrono::Utc::now().format("%Y-%m-%d %H:%M UTC")
-    )
-}
-
 /// Fetches every payment's detail with `opts.concurrency` workers, writing each file as it
 /// comes. The first error stops the others.
 async fn fetch_details(
@@ -751,16 +744,6 @@ mod tests {
                 .contains("\"../../etc/passwd\" cannot name a detail file"),
             "{err}"
         );
-    }
-
-    #[test]
-    fn bundle_toml_names_the_token_and_loads() {
-        let text = bundle_toml("to\"k\\en", "http://h/api/v1");
-        let v = crate::model::parse_text(&text, crate::model::Format::Toml).expect("valid TOML");
-        let mut diag = crate::model::decode::Diag::default();
-        let config = crate::model::bundle_config(&v, &mut diag).expect("a bundle config");
-        assert_eq!(config.tokens, vec![Token::new("to\"k\\en")]);
-        assert!(diag.findings.is_empty(), "{:?}", diag.findings);
     }
 
     #[test]

@@ -11,6 +11,11 @@
 //!
 //! A `Staging` that is dropped without being committed (an error, an early return, a cancelled
 //! future, a panic) removes its folder, so a failed run leaves nothing behind.
+//!
+//! Nothing is replaced that is not a bundle: [`check_target`] is the one rule, applied when the
+//! staging folder is made and again at the swap. The target must be absent, an empty folder, or
+//! a bundle folder (`bundle.toml` at its top); a folder of other bundles or other files (say
+//! `--into data` for `--into data/NAME`) is refused unless the caller forces it.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -26,22 +31,117 @@ pub enum StageError {
     NoName { path: PathBuf },
     #[error("cannot prepare the staging folder {}: {source}", path.display())]
     Io { path: PathBuf, source: io::Error },
-    #[error("{}: {reason}; nothing was changed", path.display())]
-    NotAFolder { path: PathBuf, reason: &'static str },
+    #[error("{}: {refusal}", path.display())]
+    Refused { path: PathBuf, refusal: Refusal },
     #[error("cannot swap the new copy into {}: {source}; the earlier copy is as it was", target.display())]
     Swap { target: PathBuf, source: io::Error },
 }
 
-/// Why a bundle folder cannot be put at `target`: it exists and is not a folder (a symbolic link
-/// is refused too, whatever it points to: the swap would replace the link, not its target).
-pub fn unusable_target(target: &Path) -> Option<&'static str> {
-    match std::fs::symlink_metadata(target) {
-        Ok(m) if m.file_type().is_symlink() => {
-            Some("it is a symbolic link; name the folder itself")
+/// The file whose presence at a folder's top makes it a bundle folder.
+pub const BUNDLE_FILE: &str = "bundle.toml";
+
+/// How many names a refusal lists of each kind before it says "…".
+const NAMES_SHOWN: usize = 5;
+
+/// Why a new bundle may not be put at a target; see [`check_target`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// A symbolic link: the swap would replace the link, not its target.
+    #[error("it is a symbolic link; name the folder itself; nothing was changed")]
+    Symlink,
+    /// A file, a socket, anything but a folder.
+    #[error("it exists and is not a folder; nothing was changed")]
+    NotAFolder,
+    /// A folder with entries but no `bundle.toml` at its top: replacing it would delete them.
+    #[error("{}", not_a_bundle(dir, bundles, others))]
+    NotABundle {
+        dir: PathBuf,
+        /// The bundle folders it holds, sorted.
+        bundles: Vec<String>,
+        /// Its other entries (files, folders, links), sorted.
+        others: Vec<String>,
+    },
+    /// Its entries could not be listed, so it cannot be known to be safe to replace.
+    #[error("cannot list it ({0}); nothing was changed")]
+    Unreadable(String),
+}
+
+fn not_a_bundle(dir: &Path, bundles: &[String], others: &[String]) -> String {
+    fn some(n: usize, one: &str, many: &str, names: &[String]) -> String {
+        let mut shown = names
+            .iter()
+            .take(NAMES_SHOWN)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
+        if names.len() > NAMES_SHOWN {
+            shown.push_str(", …");
         }
-        Ok(m) if !m.is_dir() => Some("it exists and is not a folder"),
-        _ => None,
+        format!("{n} {} ({shown})", if n == 1 { one } else { many })
     }
+    let mut held = Vec::new();
+    if !bundles.is_empty() {
+        held.push(some(bundles.len(), "bundle", "bundles", bundles));
+    }
+    if !others.is_empty() {
+        held.push(some(others.len(), "other entry", "other entries", others));
+    }
+    format!(
+        "{} holds {} but no {BUNDLE_FILE}, so it is not a bundle folder and nothing was \
+         changed; did you mean --into {}? (--force replaces the folder and everything in it)",
+        dir.display(),
+        held.join(" and "),
+        dir.join("NAME").display(),
+    )
+}
+
+/// The one rule for every command that puts a new bundle folder at `target` (replacing whatever
+/// is there): the target must be absent, an empty folder, or a bundle folder (a folder with
+/// [`BUNDLE_FILE`] at its top, whatever else it holds: that is what a refresh replaces). A folder
+/// holding anything else (other bundles, stray files) is refused unless `force` is set. A target
+/// that is not a folder, or is a symbolic link, is refused even with `force`.
+pub fn check_target(target: &Path, force: bool) -> Result<(), Refusal> {
+    let meta = match std::fs::symlink_metadata(target) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Refusal::Unreadable(e.to_string())),
+    };
+    if meta.file_type().is_symlink() {
+        return Err(Refusal::Symlink);
+    }
+    if !meta.is_dir() {
+        return Err(Refusal::NotAFolder);
+    }
+    if force || is_bundle_folder(target) {
+        return Ok(());
+    }
+    let (mut bundles, mut others) = (Vec::new(), Vec::new());
+    let entries = std::fs::read_dir(target).map_err(|e| Refusal::Unreadable(e.to_string()))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| Refusal::Unreadable(e.to_string()))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+        if is_dir && is_bundle_folder(&entry.path()) {
+            bundles.push(name);
+        } else {
+            others.push(name);
+        }
+    }
+    if bundles.is_empty() && others.is_empty() {
+        return Ok(());
+    }
+    bundles.sort();
+    others.sort();
+    Err(Refusal::NotABundle {
+        dir: target.to_path_buf(),
+        bundles,
+        others,
+    })
+}
+
+/// A bundle folder: [`BUNDLE_FILE`] is at its top (a file, not a folder of that name).
+fn is_bundle_folder(dir: &Path) -> bool {
+    dir.join(BUNDLE_FILE).is_file()
 }
 
 /// A staging folder; removed on drop unless committed.
@@ -49,6 +149,8 @@ pub fn unusable_target(target: &Path) -> Option<&'static str> {
 pub struct Staging {
     dir: PathBuf,
     target: PathBuf,
+    /// Replace a target that [`check_target`] would refuse for what it holds.
+    force: bool,
     committed: bool,
 }
 
@@ -58,9 +160,10 @@ impl Staging {
     /// target in one process (library use) never share one. The folder is made with
     /// `create_dir`, never emptied first: a name already taken (a folder left by a crashed process
     /// with the same id) is skipped for the next `n`, and left alone.
-    /// A target that exists and is not a folder is refused ([`unusable_target`]).
-    pub fn create(target: &Path, what: &str) -> Result<Staging, StageError> {
-        refuse_unusable(target)?;
+    /// A target that [`check_target`] refuses (with this `force`) is refused here, before the
+    /// folder is made, and again at [`Staging::commit`].
+    pub fn create(target: &Path, what: &str, force: bool) -> Result<Staging, StageError> {
+        refuse(target, force)?;
         let name =
             target
                 .file_name()
@@ -90,6 +193,7 @@ impl Staging {
         Ok(Staging {
             dir,
             target: target.to_path_buf(),
+            force,
             committed: false,
         })
     }
@@ -100,10 +204,10 @@ impl Staging {
     }
 
     /// Puts the staged folder in place of the target and deletes the old copy. On an error the
-    /// target is as it was and the staging folder is removed. A target that has become something
-    /// other than a folder meanwhile is refused, not replaced.
+    /// target is as it was and the staging folder is removed. A target that [`check_target`]
+    /// refuses now (it became a file, or a folder of other things, meanwhile) is not replaced.
     pub fn commit(mut self) -> Result<(), StageError> {
-        refuse_unusable(&self.target)?;
+        refuse(&self.target, self.force)?;
         let swap_err = |source| StageError::Swap {
             target: self.target.clone(),
             source,
@@ -140,14 +244,11 @@ pub fn write_private(path: &Path, contents: &[u8]) -> io::Result<()> {
     options.open(path)?.write_all(contents)
 }
 
-fn refuse_unusable(target: &Path) -> Result<(), StageError> {
-    match unusable_target(target) {
-        Some(reason) => Err(StageError::NotAFolder {
-            path: target.to_path_buf(),
-            reason,
-        }),
-        None => Ok(()),
-    }
+fn refuse(target: &Path, force: bool) -> Result<(), StageError> {
+    check_target(target, force).map_err(|refusal| StageError::Refused {
+        path: target.to_path_buf(),
+        refusal,
+    })
 }
 
 /// Sets the swapped-in folder's modification time to now, so that a server watching the data
@@ -234,8 +335,9 @@ mod tests {
         let tmp = tempfile::tempdir().expect("tmp");
         let target = tmp.path().join("data/x");
         std::fs::create_dir_all(&target).expect("mkdir");
+        std::fs::write(target.join(BUNDLE_FILE), "").expect("write");
         std::fs::write(target.join("event.json"), "old").expect("write");
-        let s = Staging::create(&target, "pull").expect("staging");
+        let s = Staging::create(&target, "pull", false).expect("staging");
         std::fs::write(s.path().join("event.json"), "new").expect("write");
         s.commit().expect("commit");
         assert_eq!(read(&target.join("event.json")), "new");
@@ -243,10 +345,79 @@ mod tests {
     }
 
     #[test]
+    fn absent_empty_and_bundle_targets_may_be_replaced() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        assert_eq!(check_target(&tmp.path().join("absent"), false), Ok(()));
+        assert_eq!(check_target(tmp.path(), false), Ok(()), "an empty folder");
+        // A bundle with files the loader does not know is still a bundle: a refresh replaces it.
+        std::fs::write(tmp.path().join(BUNDLE_FILE), "").expect("write");
+        std::fs::write(tmp.path().join("notes.txt"), "mine").expect("write");
+        std::fs::create_dir(tmp.path().join("extra")).expect("mkdir");
+        assert_eq!(check_target(tmp.path(), false), Ok(()));
+    }
+
+    #[test]
+    fn a_folder_of_bundles_or_other_files_is_refused_unless_forced() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let data = tmp.path().join("data");
+        for name in ["gamma", "alpha", "beta"] {
+            std::fs::create_dir_all(data.join(name)).expect("mkdir");
+            std::fs::write(data.join(name).join(BUNDLE_FILE), "").expect("write");
+        }
+        // A folder holding a folder named bundle.toml is not a bundle.
+        std::fs::create_dir_all(data.join("odd").join(BUNDLE_FILE)).expect("mkdir");
+        std::fs::write(data.join("README"), "x").expect("write");
+
+        let refusal = check_target(&data, false).expect_err("refused");
+        assert_eq!(
+            refusal,
+            Refusal::NotABundle {
+                dir: data.clone(),
+                bundles: vec!["alpha".into(), "beta".into(), "gamma".into()],
+                others: vec!["README".into(), "odd".into()],
+            }
+        );
+        let text = refusal.to_string();
+        assert!(
+            text.contains("holds 3 bundles (alpha, beta, gamma) and 2 other entries (README, odd)"),
+            "{text}"
+        );
+        let suggested = format!("--into {}?", data.join("NAME").display());
+        assert!(text.contains(&suggested), "{text}");
+        assert_eq!(check_target(&data, true), Ok(()));
+
+        let stray = tmp.path().join("stray");
+        std::fs::create_dir(&stray).expect("mkdir");
+        std::fs::write(stray.join(".hidden"), "x").expect("write");
+        let text = check_target(&stray, false)
+            .expect_err("refused")
+            .to_string();
+        assert!(text.contains("holds 1 other entry (.hidden)"), "{text}");
+        // Force never replaces a file.
+        assert_eq!(
+            check_target(&stray.join(".hidden"), true),
+            Err(Refusal::NotAFolder)
+        );
+    }
+
+    #[test]
+    fn commit_refuses_a_target_that_gained_other_files_meanwhile() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let target = tmp.path().join("x");
+        let s = Staging::create(&target, "gen", false).expect("staging");
+        std::fs::create_dir(&target).expect("mkdir");
+        std::fs::write(target.join("keep"), "k").expect("write");
+        let err = s.commit().expect_err("refused");
+        assert!(err.to_string().contains("nothing was changed"), "{err}");
+        assert_eq!(read(&target.join("keep")), "k");
+        assert!(leftovers(tmp.path()).is_empty());
+    }
+
+    #[test]
     fn commit_creates_a_missing_target() {
         let tmp = tempfile::tempdir().expect("tmp");
         let target = tmp.path().join("fresh/x");
-        let s = Staging::create(&target, "gen").expect("staging");
+        let s = Staging::create(&target, "gen", false).expect("staging");
         std::fs::write(s.path().join("a"), "1").expect("write");
         s.commit().expect("commit");
         assert_eq!(read(&target.join("a")), "1");
@@ -259,12 +430,15 @@ mod tests {
         let target = tmp.path().join("x");
         std::fs::write(&target, "a file").expect("write");
         assert!(matches!(
-            Staging::create(&target, "gen"),
-            Err(StageError::NotAFolder { .. })
+            Staging::create(&target, "gen", false),
+            Err(StageError::Refused {
+                refusal: Refusal::NotAFolder,
+                ..
+            })
         ));
         // It became a file after the staging folder was made: commit refuses it.
         std::fs::remove_file(&target).expect("rm");
-        let s = Staging::create(&target, "gen").expect("staging");
+        let s = Staging::create(&target, "gen", false).expect("staging");
         std::fs::write(&target, "a file").expect("write");
         let err = s.commit().expect_err("refused");
         assert!(err.to_string().contains("is not a folder"), "{err}");
@@ -276,7 +450,7 @@ mod tests {
             std::fs::create_dir(&real).expect("mkdir");
             let link = tmp.path().join("link");
             std::os::unix::fs::symlink(&real, &link).expect("symlink");
-            assert!(Staging::create(&link, "gen").is_err());
+            assert!(Staging::create(&link, "gen", true).is_err());
         }
     }
 
@@ -284,7 +458,7 @@ mod tests {
     fn two_stagings_of_one_target_in_one_process_keep_apart_and_spare_a_leftover() {
         let tmp = tempfile::tempdir().expect("tmp");
         let target = tmp.path().join("x");
-        let a = Staging::create(&target, "pull").expect("a");
+        let a = Staging::create(&target, "pull", false).expect("a");
         std::fs::write(a.path().join("a"), "1").expect("write");
         // A folder at the name the next staging would take: left by a crashed process.
         let next = NEXT_STAGING.load(Ordering::Relaxed);
@@ -293,7 +467,7 @@ mod tests {
             .join(format!("_x.pull-{}-{next}", std::process::id()));
         std::fs::create_dir(&taken).expect("mkdir");
         std::fs::write(taken.join("keep"), "k").expect("write");
-        let b = Staging::create(&target, "pull").expect("b");
+        let b = Staging::create(&target, "pull", false).expect("b");
 
         assert_ne!(a.path(), b.path());
         assert_eq!(read(&a.path().join("a")), "1", "b emptied a");
@@ -307,7 +481,7 @@ mod tests {
     fn a_dropped_staging_folder_is_removed() {
         let tmp = tempfile::tempdir().expect("tmp");
         let target = tmp.path().join("x");
-        let s = Staging::create(&target, "pull").expect("staging");
+        let s = Staging::create(&target, "pull", false).expect("staging");
         std::fs::write(s.path().join("a"), "1").expect("write");
         let dir = s.path().to_path_buf();
         drop(s);

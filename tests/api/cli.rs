@@ -366,10 +366,14 @@ fn start_binary(args: &[&str], envs: &[(&str, &str)]) -> Served {
         .next()
         .expect("a first line")
         .expect("UTF-8");
-    let base = first
-        .strip_prefix("eventbox listening on ")
-        .unwrap_or_else(|| panic!("not the address line: {first}"))
-        .to_string();
+    // Text, or with --log-format json a JSON line with the URL among its fields.
+    let base = match serde_json::from_str::<serde_json::Value>(&first) {
+        Ok(line) => line["fields"]["url"].as_str().map(str::to_string),
+        Err(_) => first
+            .strip_prefix("eventbox listening on ")
+            .map(str::to_string),
+    }
+    .unwrap_or_else(|| panic!("not the address line: {first}"));
     Served {
         running,
         base,
@@ -527,45 +531,117 @@ async fn json_logs_carry_an_access_line_per_request_with_the_token_cut() {
 }
 
 #[tokio::test]
-async fn a_config_file_sets_options_flags_override_it_and_unknown_keys_are_reported() {
+async fn a_config_file_sets_options_and_flags_override_it() {
     let data = TempData::new();
     data.with_demo("from-file");
     let config = data.path().join("eventbox.toml");
     std::fs::write(
         &config,
         format!(
-            "data = {:?}\naddr = \"127.0.0.1:1\"\nwatch = \"off\"\ncolour = \"blue\"\n",
+            "data = {:?}\naddr = \"127.0.0.1:1\"\nwatch = \"off\"\nidle-timeout = \"1m30s\"\n\
+             cors-origin = [\"https://kiosk.example\"]\n",
             data.path().to_str().expect("UTF-8")
         ),
     )
     .expect("write config");
 
-    // --addr overrides the file's (unusable) port 1; data comes from the file.
+    // --port overrides the file's (unusable) port 1; data and CORS come from the file.
     let served = start_binary(
-        &[
-            "--config",
-            config.to_str().expect("UTF-8"),
-            "--addr",
-            "127.0.0.1:0",
-        ],
+        &["--config", config.to_str().expect("UTF-8"), "--port", "0"],
         &[],
     );
     assert_eq!(get_event(&served.base, "demo-token").await.0, 200);
-    let stderr = served.stderr();
-    assert!(
-        stderr.contains("unknown key \\\"colour\\\"") || stderr.contains("unknown key \"colour\""),
-        "{stderr}"
+    let res = crate::helpers::client()
+        .get(format!("{}/api/v1/event", served.base))
+        .header("Authorization-Token", "demo-token")
+        .header("Origin", "https://kiosk.example")
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(
+        res.headers()
+            .get("access-control-allow-origin")
+            .and_then(|v| v.to_str().ok()),
+        Some("https://kiosk.example"),
+        "cors-origin from the file"
     );
+}
 
-    let broken = data.path().join("broken.toml");
-    std::fs::write(&broken, "watch = \"sometimes\"\n").expect("write");
-    let out = eventbox(&["--config", broken.to_str().expect("UTF-8")], data.path());
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("broken.toml"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+#[test]
+fn a_config_file_with_a_misspelt_key_or_a_bad_value_fails_naming_the_line() {
+    let dir = TempData::new();
+    for (text, expected) in [
+        (
+            "watch = \"off\"\nidle-timout = \"60s\"\n",
+            ":2:1: unknown key \"idle-timout\"; did you mean \"idle-timeout\"?",
+        ),
+        (
+            "watch = \"off\"\n\nidle-timeout = 60\n",
+            ":3:16: idle-timeout: 60: add a unit, e.g. \"60s\" or \"60ms\"",
+        ),
+        (
+            "watch = \"sometimes\"\n",
+            ":1:9: watch: unknown variant `sometimes`, expected one of `native`, `poll`, `off`",
+        ),
+    ] {
+        let config = dir.path().join("eventbox.toml");
+        std::fs::write(&config, text).expect("write");
+        let out = eventbox(&["--config", config.to_str().expect("UTF-8")], dir.path());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        let line = format!("eventbox: {}{expected}", config.display());
+        assert!(
+            stderr.lines().any(|l| l == line),
+            "missing {line:?} in:\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn durations_take_units_and_a_bare_number_is_refused_with_the_unit_to_add() {
+    let dir = TempData::new();
+    let missing = dir.path().join("missing");
+    let data = missing.to_str().expect("UTF-8");
+    // Accepted: the options pass, then serve stops at the missing data folder (exit 2 with its
+    // own message), so the durations were taken.
+    for d in ["60s", "1m30s", "250ms"] {
+        let out = eventbox(&["--data", data, "--idle-timeout", d], dir.path());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{d}: {stderr}");
+        assert!(stderr.contains("missing"), "{d}: {stderr}");
+        assert!(!stderr.contains("add a unit"), "{d}: {stderr}");
+    }
+    let flag = eventbox(&["--data", data, "--idle-timeout", "60"], dir.path());
+    let env = Command::new(env!("CARGO_BIN_EXE_eventbox"))
+        .args(["--data", data])
+        .env("EVENTBOX_MAX_DELAY", "60")
+        .env_remove("EVENTBOX_ADDR")
+        .output()
+        .expect("run eventbox");
+    let pull = eventbox(
+        &[
+            "pull",
+            "--from",
+            "http://127.0.0.1:1",
+            "--token",
+            "t",
+            "--into",
+            data,
+            "--timeout",
+            "5",
+        ],
+        dir.path(),
     );
+    for (out, number) in [(flag, "60"), (env, "60"), (pull, "5")] {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "{number}: add a unit, e.g. {number}s or {number}ms"
+            )),
+            "{stderr}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -781,4 +857,224 @@ fn gen_writes_a_bundle_that_check_strict_accepts() {
     assert!(!stdout.contains("big-token"), "{stdout}");
     let (code, report, _) = check(&data, &["--strict"]);
     assert_eq!(code, 0, "{report}");
+}
+
+#[tokio::test]
+async fn port_0_and_the_port_variable_choose_the_port() {
+    let demo = demo_data();
+    let demo = demo.to_str().expect("UTF-8");
+    // --port 0 (and -p): any free port, read back from the listening line.
+    for flag in ["--port", "-p"] {
+        let served = start_binary(&["-d", demo, "--no-watch", flag, "0"], &[]);
+        assert!(
+            served.base.starts_with("http://127.0.0.1:"),
+            "{}",
+            served.base
+        );
+        assert_eq!(get_event(&served.base, "demo-token").await.0, 200);
+    }
+    // PORT when --addr has no port: a port known free a moment ago.
+    let free = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let served = start_binary(
+        &["-d", demo, "--no-watch", "-a", "127.0.0.1"],
+        &[("PORT", &free.to_string())],
+    );
+    assert_eq!(served.base, format!("http://127.0.0.1:{free}"));
+    assert_eq!(get_event(&served.base, "demo-token").await.0, 200);
+    // --addr with a port wins over PORT.
+    let served = start_binary(
+        &["-d", demo, "--no-watch", "--addr", "127.0.0.1:0"],
+        &[("PORT", "1")],
+    );
+    assert_ne!(served.base, "http://127.0.0.1:1");
+    assert_eq!(get_event(&served.base, "demo-token").await.0, 200);
+}
+
+/// Stops a served binary with SIGTERM and returns its stderr, every line written.
+fn stop(mut served: Served) -> String {
+    served.signal("TERM");
+    assert_eq!(served.wait_exit(), Some(0), "SIGTERM exits 0");
+    served.stderr()
+}
+
+#[tokio::test]
+async fn logs_written_to_a_file_have_no_colour_codes() {
+    let demo = demo_data();
+    let envs = [
+        ("EVENTBOX_DATA", demo.to_str().expect("UTF-8")),
+        ("NO_COLOR", ""),
+        ("RUST_LOG", "info"),
+    ];
+    let args = [
+        "--addr",
+        "127.0.0.1:0",
+        "--no-watch",
+        "--access-log",
+        "--allow-control-headers",
+    ];
+    let served = start_binary(&args, &envs);
+    assert_eq!(get_event(&served.base, "demo-token").await.0, 200);
+    assert_eq!(get_event(&served.base, "wrong-token").await.0, 401);
+    let stderr = stop(served);
+
+    // -q on the command line wins over RUST_LOG: warnings only.
+    let quiet = start_binary(&[&args[..], &["-q"]].concat(), &envs);
+    assert_eq!(get_event(&quiet.base, "demo-token").await.0, 200);
+    let quiet = stop(quiet);
+
+    assert!(
+        stderr.contains("/api/v1/event"),
+        "the access lines:\n{stderr}"
+    );
+    assert!(stderr.contains(" WARN "), "a warning:\n{stderr}");
+    assert!(
+        !stderr.as_bytes().contains(&0x1b),
+        "an escape byte in logs written to a file:\n{stderr:?}"
+    );
+    assert!(quiet.contains(" WARN "), "-q keeps warnings:\n{quiet}");
+    assert!(!quiet.contains(" INFO "), "-q: no info lines:\n{quiet}");
+}
+
+#[tokio::test]
+async fn json_logs_and_the_startup_lines_are_all_json() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let stderr_path = dir.path().join("stderr.log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_eventbox"))
+        .args([
+            "--addr",
+            "127.0.0.1:0",
+            "--no-watch",
+            "--log-format",
+            "json",
+        ])
+        .args(["--allow-control-headers"])
+        .env("EVENTBOX_DATA", demo_data())
+        .env("RUST_LOG", "debug")
+        .env_remove("EVENTBOX_ADDR")
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&stderr_path).expect("stderr file"))
+        .spawn()
+        .expect("start eventbox");
+    let stdout = child.stdout.take().expect("stdout");
+    let running = Running(child);
+    let mut lines = BufReader::new(stdout).lines();
+    let parse = |line: String| -> serde_json::Value {
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    };
+    let listening = parse(lines.next().expect("a line").expect("UTF-8"));
+    let bundle = parse(lines.next().expect("a line").expect("UTF-8"));
+    let base = listening["fields"]["url"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no url in {listening}"))
+        .to_string();
+    assert_eq!(get_event(&base, "demo-token").await.0, 200);
+    let served = Served {
+        running,
+        base,
+        stderr_path,
+        _dir: dir,
+    };
+    let stderr = stop(served);
+
+    assert_eq!(listening["level"], "INFO", "{listening}");
+    assert!(
+        listening["fields"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("eventbox listening on http://127.0.0.1:")),
+        "{listening}"
+    );
+    assert_eq!(bundle["fields"]["bundle"], "demo", "{bundle}");
+    assert_eq!(bundle["fields"]["token"], "demo…", "{bundle}");
+    assert!(stderr.lines().count() >= 2, "some log lines:\n{stderr}");
+    for line in stderr.lines() {
+        let v: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("a log line that is not JSON ({e}): {line}"));
+        assert!(v["level"].is_string(), "{line}");
+    }
+    assert!(stderr.contains("control headers are obeyed"), "{stderr}");
+}
+
+#[test]
+fn completions_and_the_man_page_are_printed() {
+    let dir = TempData::new();
+    for shell in ["bash", "zsh", "fish", "powershell", "elvish"] {
+        let out = eventbox(&["completions", shell], dir.path());
+        let script = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{shell}");
+        assert!(
+            script.contains("eventbox") && script.contains("idle-timeout"),
+            "{shell}: {script}"
+        );
+    }
+    let bad = eventbox(&["completions", "cmd.exe"], dir.path());
+    assert_eq!(bad.status.code(), Some(2));
+
+    let man = eventbox(&["man"], dir.path());
+    let page = String::from_utf8_lossy(&man.stdout);
+    assert_eq!(man.status.code(), Some(0));
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH eventbox 1"),
+        "{page}"
+    );
+    assert!(page.contains(".TH eventbox 1"), "{page}");
+    assert!(page.contains("idle\\-timeout"), "{page}");
+}
+
+#[test]
+fn check_format_json_is_one_document_with_every_problem() {
+    let data = TempData::new();
+    clean_bundle(&data, "good");
+    data.write("good/bundle.toml", "tokens = [\"tok-good\"]\n");
+    bundle_with(
+        &data,
+        "broken",
+        "payments.toml",
+        "count = 2\n[[data]]\nid_event = \n",
+    );
+
+    let (code, out, root) = check(&data, &["--format", "json"]);
+
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(out.lines().count(), 1, "one line: {out}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(doc["ok"], false, "{doc}");
+    assert_eq!(doc["strict"], false, "{doc}");
+    assert_eq!(doc["summary"]["bundles"], 2, "{doc}");
+    assert_eq!(doc["summary"]["served"], 1, "{doc}");
+    assert_eq!(doc["summary"]["errors"], 1, "{doc}");
+    let bundles = doc["bundles"].as_array().expect("bundles");
+    let broken = bundles
+        .iter()
+        .find(|b| b["name"] == "broken")
+        .unwrap_or_else(|| panic!("no broken bundle in {doc}"));
+    assert_eq!(broken["served"], false);
+    let problem = &broken["problems"][0];
+    assert_eq!(problem["severity"], "error", "{problem}");
+    assert_eq!(
+        problem["file"],
+        format!("{root}/broken/payments.toml"),
+        "{problem}"
+    );
+    assert_eq!(
+        (problem["line"].as_u64(), problem["column"].as_u64()),
+        (Some(3), Some(12))
+    );
+    assert!(problem["message"].is_string(), "{problem}");
+    let good = bundles.iter().find(|b| b["name"] == "good").expect("good");
+    assert_eq!(good["served"], true);
+    assert_eq!(good["problems"], serde_json::json!([]));
+
+    let clean = TempData::new();
+    clean_bundle(&clean, "good");
+    clean.write("good/bundle.toml", "tokens = [\"tok-good\"]\n");
+    let (code, out, _) = check(&clean, &["--format", "json"]);
+    assert_eq!(code, 0, "{out}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(doc["ok"], true, "{doc}");
 }

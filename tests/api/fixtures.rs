@@ -1,6 +1,6 @@
-//! A small bundle written by hand in JSON and, as its twin, in TOML (numbers written alike in
-//! both, since TOML keeps a float's value, not its text). Tests change parts of it to show one
-//! rule at a time.
+//! A small bundle written by hand in JSON and, as its twin, in TOML (decimals with trailing zeros
+//! in both, such as `286.50`: a TOML bundle serves them as written, as a JSON bundle does). Tests
+//! change parts of it to show one rule at a time.
 
 use crate::helpers::TempData;
 
@@ -83,7 +83,7 @@ registration_quantity_price = 2
 
 pub const PAYMENTS_JSON: &str = r#"[
   {"id_event": 7001, "id_payment": 1, "reference_payment": "R-001", "buyer": "Ana Souza", "email_buyer": "ana@ex.com.br", "country_buyer": "Brasil", "document_buyer": "111.222.333-44", "description_payment": "1x Geral", "date_payment": "02/06/2026", "hour_payment": "09:15", "type_payment": "Pix", "method_payment": "Pix", "amount_payment": 120.25, "amount_receive_payment": 119.5, "status_payment": "Pago", "cupom_payment": "", "note_payment": ""},
-  {"id_event": 7001, "id_payment": 2, "reference_payment": "R-002", "buyer": "João Lima", "email_buyer": "joao@ex.com.br", "country_buyer": "Brasil", "document_buyer": "555.666.777-88", "description_payment": "2x Geral", "date_payment": "03/08/2026", "hour_payment": "18:40", "type_payment": "Visa", "method_payment": "Cartão de crédito", "amount_payment": 301, "amount_receive_payment": 286.5, "status_payment": "Pago", "cupom_payment": "HIDRO", "note_payment": "nota"}
+  {"id_event": 7001, "id_payment": 2, "reference_payment": "R-002", "buyer": "João Lima", "email_buyer": "joao@ex.com.br", "country_buyer": "Brasil", "document_buyer": "555.666.777-88", "description_payment": "2x Geral", "date_payment": "03/08/2026", "hour_payment": "18:40", "type_payment": "Visa", "method_payment": "Cartão de crédito", "amount_payment": 301, "amount_receive_payment": 286.50, "status_payment": "Pago", "cupom_payment": "HIDRO", "note_payment": "nota"}
 ]"#;
 
 pub const PAYMENTS_TOML: &str = r#"
@@ -122,13 +122,13 @@ hour_payment = "18:40"
 type_payment = "Visa"
 method_payment = "Cartão de crédito"
 amount_payment = 301
-amount_receive_payment = 286.5
+amount_receive_payment = 286.50
 status_payment = "Pago"
 cupom_payment = "HIDRO"
 note_payment = "nota"
 "#;
 
-pub const DETAIL_JSON: &str = r#"{"data": [{"id_event": 7001, "id_payment": 2, "reference_payment": "R-002", "attendee": "João Lima", "email_attendee": "joao@ex.com.br", "document_attendee": "", "phone_attende": "31999990000", "description": "Ingresso", "item": "Geral", "amount": 150.5}], "count": 1}"#;
+pub const DETAIL_JSON: &str = r#"{"data": [{"id_event": 7001, "id_payment": 2, "reference_payment": "R-002", "attendee": "João Lima", "email_attendee": "joao@ex.com.br", "document_attendee": "", "phone_attende": "31999990000", "description": "Ingresso", "item": "Geral", "amount": 150.50}], "count": 1}"#;
 
 pub const DETAIL_TOML: &str = r#"
 [[data]]
@@ -141,7 +141,7 @@ document_attendee = ""
 phone_attende = "31999990000"
 description = "Ingresso"
 item = "Geral"
-amount = 150.5
+amount = 150.50
 "#;
 
 pub const SUBMISSION_JSON: &str = r#"{"submission_type": {"data": [{"id_event": 7001, "id_submissiontype": 5, "url_roles": "", "title": "Pôster {{name}}"}], "count": 1}, "topic_area": [{"id_event": 7001, "id_topicarea": 9, "title": "Águas subterrâneas"}], "count": 2}"#;

@@ -9,6 +9,9 @@ use eventbox::gen::{self, GenOptions};
 use serde_json::Value;
 
 use crate::helpers::{spawn_app, TempData};
+use crate::pull::{
+    assert_no_leftovers, assert_refused_folder_of_bundles, files as tree, three_bundles,
+};
 
 fn generate(into: &Path, payments: usize, seed: u64) -> gen::GenSummary {
     let mut o = GenOptions::new(into);
@@ -49,6 +52,7 @@ async fn gen_output_passes_check_strict_and_is_served() {
         &CheckArgs {
             dir: data.path().to_path_buf(),
             strict: true,
+            format: eventbox::cli::CheckFormat::Text,
         },
         &mut report,
     )
@@ -307,6 +311,7 @@ fn a_gen_token_is_shown_as_a_hint_in_debug_output() {
     o.token = Some(eventbox::pull::Token::new("secret-gen-token"));
     let args = eventbox::cli::GenArgs {
         into: "data/x".into(),
+        force: false,
         payments: 1,
         submissions: 1,
         seed: 1,
@@ -373,4 +378,78 @@ fn gen_writes_exactly_the_files_of_the_endpoint_table() {
         };
     }
     assert_eq!(found, expected);
+
+/// Runs `eventbox gen` (a small bundle) and returns its exit code and its stdout and stderr
+/// together.
+fn gen_binary(into: &Path, extra: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_eventbox"))
+        .args(["gen", "--payments", "20", "--submissions", "5", "--into"])
+        .arg(into)
+        .args(extra)
+        .output()
+        .expect("run eventbox gen");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn gen_into_a_folder_of_bundles_or_a_stray_file_is_refused_and_deletes_nothing() {
+    let root = TempData::new();
+    let data = three_bundles(&root);
+    root.write("notes/todo.txt", "keep me");
+    let notes = root.path().join("notes");
+    let before = tree(root.path());
+
+    let (code, output) = gen_binary(&data, &[]);
+    assert_refused_folder_of_bundles(code, &output, &data);
+    let (code, output) = gen_binary(&notes, &[]);
+    assert_eq!(code, 2, "{output}");
+    assert!(
+        output.contains("holds 1 other entry (todo.txt)"),
+        "{output}"
+    );
+
+    assert_eq!(tree(root.path()), before, "a file changed");
+    assert_no_leftovers(root.path());
+}
+
+#[test]
+fn gen_force_replaces_the_folder_and_absent_empty_or_bundle_targets_need_no_force() {
+    let root = TempData::new();
+    let data = three_bundles(&root);
+    std::fs::create_dir(root.path().join("empty")).expect("mkdir");
+    let names = |dir: &Path| {
+        let mut names: Vec<_> = std::fs::read_dir(dir)
+            .expect("a folder")
+            .map(|e| {
+                e.expect("an entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        names.sort();
+        names
+    };
+    let reference = TempData::new();
+    generate(&reference.path().join("x"), 20, 1);
+    let bundle = names(&reference.path().join("x"));
+
+    // Absent, empty, and a bundle with a stray file (what a refresh replaces): no --force.
+    for target in ["fresh", "empty", "data/alpha"] {
+        let into = root.path().join(target);
+        let (code, output) = gen_binary(&into, &[]);
+        assert_eq!(code, 0, "{target}: {output}");
+        assert_eq!(
+            names(&into),
+            bundle,
+            "{target}: the old copy stayed or a file is missing"
+        );
+    }
+    // The folder of bundles, forced: it becomes the generated bundle, its bundles gone.
+    let (code, output) = gen_binary(&data, &["--force"]);
+    assert_eq!(code, 0, "{output}");
+    assert_eq!(names(&data), bundle, "the bundles are still there");
+    assert_no_leftovers(root.path());
 }

@@ -52,7 +52,7 @@ pub async fn serve_app_with(
         .expect("bind 127.0.0.1:0");
     let addr = listener.local_addr().expect("a local address");
     let (stop, stopped) = oneshot::channel::<()>();
-    let mut service = app.service(false);
+    let mut service = app.service();
     configure(&mut service);
     let server = tokio::spawn(eventbox::http::serve(listener, service, async move {
         let _ = stopped.await;
@@ -282,7 +282,8 @@ pub async fn raw_http1(base: &str, request: &str) -> RawExchange {
     RawExchange { received, end }
 }
 
-fn copy_dir(from: &Path, to: &Path) {
+/// Copies a folder's files and folders, recursively.
+pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("create folder");
     for entry in std::fs::read_dir(from).expect("read folder") {
         let entry = entry.expect("entry");

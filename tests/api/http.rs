@@ -123,7 +123,10 @@ async fn small_bodies_stay_plain_unless_identity_is_refused_and_nothing_acceptab
 
 #[tokio::test]
 async fn compression_off_always_sends_identity() {
-    let app = App::with_compression(&demo_data(), false);
+    let app = App::with_options(&eventbox::config::ServeOptions {
+        compression: eventbox::config::Switch::Off,
+        ..eventbox::config::ServeOptions::for_folder(demo_data())
+    });
     app.load().expect("loads");
     let app = serve_app(app).await;
 

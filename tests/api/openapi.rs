@@ -1,6 +1,8 @@
 //! The OpenAPI document (`openapi.json`, served at `/openapi.json`): served as the router's own
-//! routes say, and the demo bundle's real answers conform to it. schemathesis in CI is the full
-//! check (generated requests, every status); these keep `cargo test` honest about drift.
+//! routes say, and the demo bundle's real answers conform to it, checked by the `jsonschema` crate
+//! (JSON Schema 2020-12, formats included, no `$ref` resolved over a network or from files).
+//! schemathesis in CI is the full check (generated requests, every status); these keep
+//! `cargo test` honest about drift.
 
 use eventbox::api::{API, OPERATIONS};
 use eventbox::http::router::{Route, OPENAPI};
@@ -68,89 +70,34 @@ fn the_document_lists_the_tables_endpoints_and_only_routes_that_exist() {
     }
 }
 
-/// The JSON type names a value has (an integer is also a number).
-fn types_of(v: &Value) -> &'static [&'static str] {
-    match v {
-        Value::Null => &["null"],
-        Value::Bool(_) => &["boolean"],
-        Value::Number(n) if n.is_i64() || n.is_u64() => &["integer", "number"],
-        Value::Number(_) => &["number"],
-        Value::String(_) => &["string"],
-        Value::Array(_) => &["array"],
-        Value::Object(_) => &["object"],
+/// Closes every object shape under `schema` (`unevaluatedProperties: false` beside each
+/// `properties` that says nothing about other members), so a member the document does not name is
+/// an error: the demo bundle has no fields beyond the API text's tables. The first part of an
+/// `allOf` is the whole shape; the later parts only narrow some of its members and stay open.
+fn close(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            if map.contains_key("properties") && !map.contains_key("additionalProperties") {
+                map.insert("unevaluatedProperties".into(), Value::Bool(false));
+            }
+            for (key, value) in map.iter_mut() {
+                match (key.as_str(), value) {
+                    ("allOf", Value::Array(parts)) => parts.iter_mut().take(1).for_each(close),
+                    // The values of `properties` are schemas, its keys member names.
+                    ("properties", Value::Object(members)) => members.values_mut().for_each(close),
+                    (_, value) => close(value),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(close),
+        _ => {}
     }
 }
 
-/// A small JSON Schema check (`$ref`, `type`, `const`, `enum`, `allOf`, `oneOf`, `required`,
-/// `properties`, `items`; not `pattern`, which schemathesis checks). With `strict`, an object member the schema
-/// does not name is reported too: the demo bundle has no fields beyond the API text's tables.
-fn conform(doc: &Value, schema: &Value, v: &Value, at: &str, strict: bool, out: &mut Vec<String>) {
-    if let Some(name) = schema["$ref"]
-        .as_str()
-        .and_then(|r| r.strip_prefix("#/components/schemas/"))
-    {
-        conform(doc, &doc["components"]["schemas"][name], v, at, strict, out);
-    }
-    if let Some(c) = schema.get("const") {
-        if c != v {
-            out.push(format!("{at}: {v} is not {c}"));
-        }
-    }
-    if let Some(choices) = schema["enum"].as_array() {
-        if !choices.contains(v) {
-            out.push(format!("{at}: {v} is none of {choices:?}"));
-        }
-    }
-    // The first part of an `allOf` is the whole shape; later parts narrow some of its members.
-    for (i, part) in schema["allOf"].as_array().into_iter().flatten().enumerate() {
-        conform(doc, part, v, at, strict && i == 0, out);
-    }
-    let allowed: Vec<&str> = match &schema["type"] {
-        Value::String(t) => vec![t.as_str()],
-        Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
-        _ => Vec::new(),
-    };
-    if !allowed.is_empty() && !types_of(v).iter().any(|t| allowed.contains(t)) {
-        out.push(format!("{at}: {v} is not {allowed:?}"));
-    }
-    if let Some(one_of) = schema["oneOf"].as_array() {
-        let fits = one_of
-            .iter()
-            .filter(|s| {
-                let mut errs = Vec::new();
-                conform(doc, s, v, at, strict, &mut errs);
-                errs.is_empty()
-            })
-            .count();
-        if fits != 1 {
-            out.push(format!("{at}: fits {fits} of oneOf"));
-        }
-    }
-    if let (Some(required), Some(obj)) = (schema["required"].as_array(), v.as_object()) {
-        for name in required.iter().filter_map(Value::as_str) {
-            if !obj.contains_key(name) {
-                out.push(format!("{at}: {name} missing"));
-            }
-        }
-    }
-    if let (Some(props), Some(obj)) = (schema["properties"].as_object(), v.as_object()) {
-        for (name, value) in obj {
-            match props.get(name) {
-                Some(s) => conform(doc, s, value, &format!("{at}.{name}"), strict, out),
-                None if strict => out.push(format!("{at}.{name}: not in the document")),
-                None => {}
-            }
-        }
-    }
-    if let (Some(items), Some(list)) = (schema.get("items"), v.as_array()) {
-        for (i, item) in list.iter().enumerate() {
-            conform(doc, items, item, &format!("{at}[{i}]"), strict, out);
-        }
-    }
-}
-
-/// The schema an operation documents for a status.
-fn response_schema<'a>(doc: &'a Value, path: &str, status: &str) -> &'a Value {
+/// The schema an operation documents for a status, as a standalone JSON Schema 2020-12 document
+/// whose `#/components/...` references resolve in a copy of the document's components (closed
+/// with `strict`, see [`close`]). Null when the status has no JSON body documented.
+fn response_schema(doc: &Value, path: &str, status: &str, strict: bool) -> Value {
     let mut response = &doc["paths"][path]["get"]["responses"][status];
     if let Some(name) = response["$ref"]
         .as_str()
@@ -158,18 +105,141 @@ fn response_schema<'a>(doc: &'a Value, path: &str, status: &str) -> &'a Value {
     {
         response = &doc["components"]["responses"][name];
     }
-    &response["content"]["application/json"]["schema"]
+    let schema = &response["content"]["application/json"]["schema"];
+    if schema.is_null() {
+        return Value::Null;
+    }
+    let mut root = serde_json::json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "allOf": [schema],
+        "components": { "schemas": doc["components"]["schemas"] },
+    });
+    if strict {
+        close(&mut root);
+    }
+    root
+}
+
+/// Every way `body` breaks `schema` (a [`response_schema`]), one line each: where, and why.
+fn problems(schema: &Value, body: &Value) -> Vec<String> {
+    let validator = jsonschema::options()
+        .should_validate_formats(true)
+        .build(schema)
+        .unwrap_or_else(|e| panic!("openapi.json's schema does not compile: {e}"));
+    validator
+        .iter_errors(body)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect()
 }
 
 async fn assert_conforms(app: &TestApp, doc: &Value, path: &str, request: &str, token: &str) {
     let strict = token == DEMO_TOKEN;
     let res = app.get(request, token).await;
     let status = res.status.as_u16().to_string();
-    let schema = response_schema(doc, path, &status);
+    let schema = response_schema(doc, path, &status, strict);
     assert!(!schema.is_null(), "{request}: {status} is not documented");
-    let mut problems = Vec::new();
-    conform(doc, schema, &res.json(), "", strict, &mut problems);
+    let problems = problems(&schema, &res.json());
     assert!(problems.is_empty(), "{request} {status}: {problems:#?}");
+}
+
+/// The checker itself: a body the document does not allow fails, for each kind of rule the
+/// document uses (type, required, const, enum, pattern, format, minimum, minItems, a closed
+/// object, the narrowing part of an `allOf`, `oneOf`), starting from real answers that pass.
+#[tokio::test]
+async fn the_checker_refuses_bodies_the_document_does_not_allow() {
+    let doc = document();
+    let app = spawn_app(&demo_data()).await;
+    let payments = app.get("/api/v1/payments", DEMO_TOKEN).await.json();
+    let event = app.get("/api/v1/event", DEMO_TOKEN).await.json();
+    let refused = app.get("/api/v1/event", "wrong-token").await.json();
+    let payments_schema = response_schema(&doc, "/api/v1/payments", "200", true);
+    let event_schema = response_schema(&doc, "/api/v1/event", "200", true);
+    let refused_schema = response_schema(&doc, "/api/v1/event", "401", false);
+    let health_schema = response_schema(&doc, "/healthz", "200", false);
+    assert!(problems(&payments_schema, &payments).is_empty());
+    assert!(problems(&event_schema, &event).is_empty());
+    assert!(problems(&refused_schema, &refused).is_empty());
+    assert!(problems(&health_schema, &serde_json::json!({"status": "ok"})).is_empty());
+
+    type Break = fn(&mut Value);
+    let payment_breaks: [(&str, Break); 7] = [
+        ("an integer as text", |b| {
+            b["data"][0]["id_payment"] = "7".into()
+        }),
+        ("a required member missing", |b| {
+            if let Some(payment) = b["data"][0].as_object_mut() {
+                payment.shift_remove("buyer");
+            }
+        }),
+        ("a date against its pattern", |b| {
+            b["data"][0]["date_payment"] = "2026-09-14".into()
+        }),
+        ("an amount as text", |b| {
+            b["data"][0]["amount_payment"] = "12.50".into()
+        }),
+        ("a negative count", |b| b["count"] = (-1).into()),
+        ("a member the document does not name", |b| {
+            b["data"][0]["surprise"] = true.into()
+        }),
+        ("a list that is an object", |b| {
+            b["data"] = serde_json::json!({})
+        }),
+    ];
+    for (what, break_it) in payment_breaks {
+        let mut body = payments.clone();
+        break_it(&mut body);
+        let found = problems(&payments_schema, &body);
+        assert!(!found.is_empty(), "payments with {what} passed the check");
+    }
+    // Open (not strict), an unknown member is allowed; nothing else is.
+    let mut extra = payments.clone();
+    extra["data"][0]["surprise"] = true.into();
+    let open = response_schema(&doc, "/api/v1/payments", "200", false);
+    assert!(problems(&open, &extra).is_empty());
+
+    let mut two = event.clone();
+    two["count"] = 2.into();
+    assert!(!problems(&event_schema, &two).is_empty(), "count 2 passed");
+
+    // The 401 body narrows the shared error shape in the second part of an `allOf`.
+    let mut other_code = refused.clone();
+    other_code["erros"][0]["description"] = "not_ready".into();
+    assert!(
+        !problems(&refused_schema, &other_code).is_empty(),
+        "a 401 described as not_ready passed"
+    );
+    let mut empty = refused.clone();
+    empty["erros"] = serde_json::json!([]);
+    assert!(
+        !problems(&refused_schema, &empty).is_empty(),
+        "no erros passed"
+    );
+
+    // `oneOf` in /status: a bundle's records are null or an object of counts, nothing else.
+    let status = app.get("/status", "").await.json();
+    let status_schema = response_schema(&doc, "/status", "200", false);
+    assert!(problems(&status_schema, &status).is_empty());
+    let mut records = status.clone();
+    records["bundles"][0]["records"] = "many".into();
+    assert!(
+        !problems(&status_schema, &records).is_empty(),
+        "records as text passed"
+    );
+    // `format: date-time` is checked too.
+    let mut when = status.clone();
+    when["bundles"][0]["loaded_at"] = "yesterday".into();
+    assert!(
+        !problems(&status_schema, &when).is_empty(),
+        "a loaded_at that is no date-time passed"
+    );
+
+    // `additionalProperties: false` and `const` of the health answer.
+    for body in [
+        serde_json::json!({"status": "ok", "more": 1}),
+        serde_json::json!({"status": "ready"}),
+    ] {
+        assert!(!problems(&health_schema, &body).is_empty(), "{body} passed");
+    }
 }
 
 #[tokio::test]

@@ -71,8 +71,8 @@ async fn assert_same_answers(source: &TestApp, copy: &TestApp, token: &str) -> u
     refs.len()
 }
 
-/// Every file under `dir`, by relative path.
-fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+/// Every file under `dir`, by relative path (gen's tests use it too).
+pub(crate) fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -90,7 +90,7 @@ fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 }
 
 /// No name in `dir` starts with `_` (a staging or aside folder left behind).
-fn assert_no_leftovers(dir: &Path) {
+pub(crate) fn assert_no_leftovers(dir: &Path) {
     let left: Vec<String> = std::fs::read_dir(dir)
         .map(|rd| {
             rd.filter_map(Result::ok)
@@ -964,4 +964,91 @@ async fn a_redirect_loop_is_not_retried() {
         proxy.count("/api/v1/event")
     );
     assert_no_leftovers(data.path());
+}
+
+/// A data folder `ROOT/data` holding three bundles (`alpha`, `beta`, `gamma`), each with a file
+/// the loader does not know; gen's tests use it too.
+pub(crate) fn three_bundles(root: &TempData) -> PathBuf {
+    for name in ["alpha", "beta", "gamma"] {
+        root.with_demo(&format!("data/{name}"));
+        root.write(&format!("data/{name}/notes.txt"), format!("{name}'s notes"));
+    }
+    root.path().join("data")
+}
+
+/// The refusal of a folder of bundles: named, with its bundles, and the `DIR/NAME` suggestion.
+pub(crate) fn assert_refused_folder_of_bundles(code: i32, output: &str, data: &Path) {
+    assert_eq!(code, 2, "{output}");
+    let named = format!("{} holds 3 bundles (alpha, beta, gamma)", data.display());
+    assert!(output.contains(&named), "{output}");
+    let suggested = format!("did you mean --into {}?", data.join("NAME").display());
+    assert!(output.contains(&suggested), "{output}");
+    assert!(output.contains("--force"), "{output}");
+}
+
+#[tokio::test]
+async fn pull_into_a_folder_of_bundles_or_a_stray_file_is_refused_before_any_request() {
+    let source = spawn_app(&demo_data()).await;
+    let proxy = Proxy::start(&source.base, |_, _, _| Act::Forward).await;
+    let root = TempData::new();
+    let data = three_bundles(&root);
+    root.write("notes/todo.txt", "keep me");
+    let notes = root.path().join("notes");
+    let before = files(root.path());
+
+    let (code, output) = pull_binary(&proxy.base, DEMO_TOKEN, &data, &[]).await;
+    assert_refused_folder_of_bundles(code, &output, &data);
+    let (code, output) = pull_binary(&proxy.base, DEMO_TOKEN, &notes, &[]).await;
+    assert_eq!(code, 2, "{output}");
+    assert!(
+        output.contains("holds 1 other entry (todo.txt)"),
+        "{output}"
+    );
+
+    assert_eq!(files(root.path()), before, "a file changed");
+    assert!(proxy.seen().is_empty(), "requests: {:?}", proxy.seen());
+    assert_no_leftovers(root.path());
+}
+
+#[tokio::test]
+async fn pull_force_replaces_the_folder_and_absent_empty_or_bundle_targets_need_no_force() {
+    let source = spawn_app(&demo_data()).await;
+    let root = TempData::new();
+    let data = three_bundles(&root);
+    std::fs::create_dir(root.path().join("empty")).expect("mkdir");
+    let pulled = |dir: &Path| {
+        let mut names: Vec<_> = std::fs::read_dir(dir)
+            .expect("a folder")
+            .map(|e| {
+                e.expect("an entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        names.sort();
+        names
+    };
+    let bundle = [
+        "bundle.toml",
+        "event.json",
+        "hotsite.json",
+        "payment_details",
+        "payments.json",
+        "submission.json",
+        "submission_list.json",
+    ];
+
+    // Absent, empty, and a bundle with a stray file (what a refresh replaces): no --force.
+    for target in ["fresh", "empty", "data/alpha"] {
+        let into = root.path().join(target);
+        let (code, output) = pull_binary(&source.base, DEMO_TOKEN, &into, &[]).await;
+        assert_eq!(code, 0, "{target}: {output}");
+        assert_eq!(pulled(&into), bundle, "{target}");
+    }
+    // The folder of bundles, forced: it becomes the pulled bundle, its bundles gone.
+    let (code, output) = pull_binary(&source.base, DEMO_TOKEN, &data, &["--force"]).await;
+    assert_eq!(code, 0, "{output}");
+    assert_eq!(pulled(&data), bundle);
+    assert_no_leftovers(root.path());
 }

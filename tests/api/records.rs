@@ -51,6 +51,17 @@ async fn a_toml_twin_answers_the_same_bytes() {
             "{path}: JSON and TOML bundles differ"
         );
     }
+    // Decimals as written in the TOML file, trailing zeros included (not the float's 286.5).
+    let payments = app.get("/api/v1/payments", "toml-token").await.text();
+    assert!(
+        payments.contains(r#""amount_receive_payment":286.50,"#),
+        "{payments}"
+    );
+    let detail = app
+        .get("/api/v1/payments/details?reference=R-002", "toml-token")
+        .await
+        .text();
+    assert!(detail.contains(r#""amount":150.50}"#), "{detail}");
 }
 
 #[tokio::test]
