@@ -43,6 +43,8 @@ pub enum Command {
     Pull(PullArgs),
     /// Invent a realistic event as a bundle; the same seed gives the same files.
     Gen(GenArgs),
+    /// GET a URL (plain HTTP): exit 0 on a 2xx answer, 1 otherwise (a container's health check).
+    Probe(crate::probe::ProbeArgs),
 }
 
 #[derive(Debug, Clone, Args)]

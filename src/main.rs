@@ -28,6 +28,7 @@ fn main() -> ExitCode {
             init_logging(LogFormat::Text);
             block_on(cli::gen(&args))
         }
+        Some(Command::Probe(args)) => eventbox::probe::run(&args),
         Some(Command::Serve(args)) => run_serve(&args),
         None => run_serve(&cli.serve),
     };

@@ -13,6 +13,7 @@ mod http;
 mod journal;
 mod openapi;
 mod operations;
+mod probe;
 mod pull;
 mod records;
 mod reload;
