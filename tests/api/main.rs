@@ -2,6 +2,7 @@
 //! an ephemeral port, or runs the real `eventbox` binary for the command line.
 
 mod cli;
+mod configmap;
 mod docs;
 mod endpoints;
 mod errors;
