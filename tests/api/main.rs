@@ -3,6 +3,7 @@
 
 mod cli;
 mod configmap;
+mod container;
 mod docs;
 mod endpoints;
 mod errors;
