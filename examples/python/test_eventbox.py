@@ -11,6 +11,8 @@ registry, so where no image can be pulled set TESTCONTAINERS_RYUK_DISABLED=true:
 removes its container itself.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import shutil
