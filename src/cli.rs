@@ -45,6 +45,8 @@ pub enum Command {
     Completions(CompletionsArgs),
     /// Print the man page (roff), e.g. `eventbox man | man -l -`.
     Man,
+    /// GET a URL (plain HTTP): exit 0 on a 2xx answer, 1 otherwise (a container's health check).
+    Probe(crate::probe::ProbeArgs),
 }
 
 impl Cli {

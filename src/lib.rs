@@ -16,6 +16,7 @@
 //! - [`gen`]: invents a realistic event as a bundle, the same for the same seed ([`rng`]);
 //! - [`config`], [`cli`]: the command line (`serve`, `check`, `pull`, `gen`) and the
 //!   configuration file;
+//! - [`probe`]: `eventbox probe URL`, the container image's health check;
 //! - [`problem`]: errors and warnings with the file and place they concern;
 //! - [`token`]: the secret that opens a bundle, never printed whole, compared in constant time;
 //! - [`testing`]: `TestServer`, a whole eventbox in a test process on `127.0.0.1:0`, from a data
@@ -35,6 +36,7 @@ pub mod load;
 pub mod metrics;
 pub mod model;
 pub mod prepare;
+pub mod probe;
 pub mod problem;
 pub mod pull;
 pub mod reload;

@@ -30,6 +30,7 @@ fn main() -> ExitCode {
             init_logging(LogFormat::Text, &default_filter);
             block_on(cli::gen(&args))
         }
+        Some(Command::Probe(args)) => eventbox::probe::run(&args),
         Some(Command::Completions(args)) => {
             written(cli::completions(&args, &mut std::io::stdout().lock()))
         }

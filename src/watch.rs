@@ -65,6 +65,9 @@ pub fn scope_of(data_dir: &Path, paths: &[PathBuf]) -> Scope {
             .and_then(|rel| rel.components().next());
         match first {
             Some(Component::Normal(name)) => match name.to_str() {
+                // A Kubernetes ConfigMap or Secret volume: the kubelet renames a new `..data`
+                // link over the old one, and the bundles are links through it.
+                Some("..data") => return Scope::All,
                 // Not bundles (staging folders, editor files): a rename out of them shows up
                 // under the new name.
                 Some(n) if crate::load::ignored(n) => {}
@@ -337,5 +340,13 @@ mod tests {
             Scope::Bundles(BTreeSet::new())
         );
         assert_eq!(scope_of(root, &[PathBuf::from("/elsewhere/x")]), Scope::All);
+        assert_eq!(scope_of(root, &[PathBuf::from("/d/..data")]), Scope::All);
+        assert_eq!(
+            scope_of(
+                root,
+                &[PathBuf::from("/d/..2026_01_01_00_00_00.000/demo/x")]
+            ),
+            Scope::Bundles(BTreeSet::new())
+        );
     }
 }

@@ -405,7 +405,7 @@ mod tests {
             assert_eq!(
                 config,
                 Some(BundleConfig {
-                    tokens: tokens.clone(),
+                    tokens: tokens.iter().map(|t| Token::new(t)).collect(),
                     simulate: None
                 }),
                 "{text}"

@@ -378,6 +378,7 @@ fn gen_writes_exactly_the_files_of_the_endpoint_table() {
         };
     }
     assert_eq!(found, expected);
+}
 
 /// Runs `eventbox gen` (a small bundle) and returns its exit code and its stdout and stderr
 /// together.

@@ -2,6 +2,8 @@
 //! an ephemeral port, or runs the real `eventbox` binary for the command line.
 
 mod cli;
+mod configmap;
+mod container;
 mod docs;
 mod endpoints;
 mod errors;
@@ -13,6 +15,7 @@ mod http;
 mod journal;
 mod openapi;
 mod operations;
+mod probe;
 mod pull;
 mod records;
 mod reload;

@@ -1,0 +1,100 @@
+//! `eventbox probe URL`, run as the real binary against a real server: exit 0 on 2xx, 1 on any
+//! other answer, on a refused connection and on a server that never answers (within --timeout).
+
+use std::time::{Duration, Instant};
+
+use eventbox::app::App;
+use tokio::net::TcpListener;
+
+use crate::helpers::{demo_data, serve_app, spawn_app};
+
+/// Runs `eventbox probe ARGS`; returns (exit code, stdout, stderr).
+async fn probe(args: &[&str]) -> (i32, String, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_eventbox"))
+        .arg("probe")
+        .args(args)
+        .output()
+        .await
+        .expect("run eventbox probe");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn a_2xx_answer_exits_0_and_any_other_exits_1() {
+    let app = spawn_app(&demo_data()).await;
+    let ready = format!("{}/readyz", app.base);
+    let (code, stdout, stderr) = probe(&[&ready]).await;
+    assert_eq!(code, 0, "stdout: {stdout} stderr: {stderr}");
+    assert_eq!(stdout.lines().count(), 1, "one line: {stdout}");
+    assert!(stdout.contains("200"), "the status line: {stdout}");
+
+    let missing = format!("{}/no/such/path", app.base);
+    let (code, stdout, stderr) = probe(&[&missing]).await;
+    assert_eq!(code, 1, "stdout: {stdout} stderr: {stderr}");
+    assert!(stderr.contains("404"), "the status line: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+}
+
+#[tokio::test]
+async fn readyz_before_the_first_load_exits_1() {
+    // Never loaded: /readyz answers 503.
+    let app = serve_app(App::new(&demo_data())).await;
+    let (code, _, stderr) = probe(&[&format!("{}/readyz", app.base)]).await;
+    assert_eq!(code, 1, "stderr: {stderr}");
+    assert!(stderr.contains("503"), "the status line: {stderr}");
+}
+
+#[tokio::test]
+async fn a_refused_connection_and_a_silent_server_exit_1_with_the_reason() {
+    let closed = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let closed_addr = closed.local_addr().expect("an address");
+    drop(closed);
+    let (code, _, stderr) = probe(&[&format!("http://{closed_addr}/readyz")]).await;
+    assert_eq!(code, 1, "stderr: {stderr}");
+    assert!(stderr.contains("cannot connect"), "the reason: {stderr}");
+
+    // Accepts the connection and reads the request, but never answers.
+    let silent = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let silent_addr = silent.local_addr().expect("an address");
+    let holder = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            held.push(stream);
+        }
+    });
+    let started = Instant::now();
+    let (code, _, stderr) = probe(&[
+        "--timeout",
+        "300ms",
+        &format!("http://{silent_addr}/readyz"),
+    ])
+    .await;
+    let took = started.elapsed();
+    assert_eq!(code, 1, "stderr: {stderr}");
+    assert!(
+        stderr.contains("no answer within 300ms"),
+        "the reason: {stderr}"
+    );
+    assert!(
+        took >= Duration::from_millis(300) && took < Duration::from_secs(5),
+        "the timeout is obeyed: took {took:?}"
+    );
+    holder.abort();
+}
+
+#[tokio::test]
+async fn https_and_malformed_urls_exit_1_not_2() {
+    // Docker reserves a health check's exit code 2.
+    for url in ["https://127.0.0.1:8443/readyz", "not a url"] {
+        let (code, _, stderr) = probe(&[url]).await;
+        assert_eq!(code, 1, "{url}: {stderr}");
+        assert!(
+            stderr.contains(url),
+            "{url}: the message names the URL: {stderr}"
+        );
+    }
+}
