@@ -1,6 +1,6 @@
 //! `eventbox pull`: copies a live event (the real service, or another eventbox) into a bundle.
 //!
-//! The five list endpoints are fetched one after the other, then the details endpoint once per
+//! The list endpoints of the endpoint table are fetched one after the other, then the details endpoint once per
 //! payment reference by a bounded pool of workers. Everything is written into a staging folder
 //! beside the target (`DIR/_NAME.pull-<pid>-<n>`, a name the server skips), checked with the same
 //! loader `check` and `serve` use, and only then swapped into place; any failure before the swap
