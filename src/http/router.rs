@@ -89,6 +89,16 @@ fn error(e: ApiError) -> Response<Bytes> {
     res
 }
 
+/// 405, with `Allow` naming the methods the route's table entry answers.
+fn not_allowed(route: Route) -> Response<Bytes> {
+    let mut res = error(ApiError::MethodNotAllowed);
+    let methods: Vec<&str> = route.endpoint().methods.iter().map(|(m, _)| *m).collect();
+    if let Ok(allow) = HeaderValue::from_str(&methods.join(", ")) {
+        res.headers_mut().insert(ALLOW, allow);
+    }
+    res
+}
+
 /// The full URL of a request, as the service's framework quotes it.
 fn full_url<B>(req: &Request<B>, ctx: &Context) -> String {
     let uri = req.uri();
@@ -153,7 +163,7 @@ fn checked<'s, B>(
     let index = match (route, route.operation()) {
         // Its own methods (DELETE too), and no preflight: answered before the checks below.
         (_, Some(Operation::Journal)) => {
-            return Checked::Answered(journal(req.method(), ctx.journal.as_deref()))
+            return Checked::Answered(journal(route, req.method(), ctx.journal.as_deref()))
         }
         // A CORS preflight: no token (browsers send none), the allow headers added by the server.
         _ if req.method() == Method::OPTIONS && ctx.cors.is_on() => {
@@ -163,7 +173,7 @@ fn checked<'s, B>(
             return Checked::Answered(res);
         }
         _ if req.method() != Method::GET && req.method() != Method::HEAD => {
-            return Checked::Answered(error(ApiError::MethodNotAllowed))
+            return Checked::Answered(not_allowed(route))
         }
         (_, Some(Operation::Healthz)) => {
             return Checked::Answered(json(StatusCode::OK, Bytes::from_static(HEALTHY)))
@@ -279,7 +289,7 @@ where
 }
 
 /// `/_journal`: GET lists the requests kept, DELETE forgets them; 404 when the journal is off.
-fn journal(method: &Method, journal: Option<&Journal>) -> Response<Bytes> {
+fn journal(route: Route, method: &Method, journal: Option<&Journal>) -> Response<Bytes> {
     let Some(journal) = journal else {
         return error(ApiError::JournalDisabled);
     };
@@ -291,12 +301,7 @@ fn journal(method: &Method, journal: Option<&Journal>) -> Response<Bytes> {
             *res.status_mut() = StatusCode::NO_CONTENT;
             res
         }
-        _ => {
-            let mut res = error(ApiError::MethodNotAllowed);
-            res.headers_mut()
-                .insert(ALLOW, HeaderValue::from_static("GET, HEAD, DELETE"));
-            res
-        }
+        _ => not_allowed(route),
     }
 }
 

@@ -1,10 +1,11 @@
 //! `eventbox pull`: copies a live event (the real service, or another eventbox) into a bundle.
 //!
-//! The five list endpoints are fetched one after the other, then the details endpoint once per
-//! payment reference by a bounded pool of workers. Everything is written into a staging folder
-//! beside the target (`DIR/_NAME.pull-<pid>-<n>`, a name the server skips), checked with the same
-//! loader `check` and `serve` use, and only then swapped into place; any failure before the swap
-//! removes the staging folder and leaves the earlier copy as it was (see [`stage`]).
+//! The endpoint table's list endpoints are fetched one after the other (`plan`), then the
+//! details endpoint once per payment reference by a bounded pool of workers. Everything is
+//! written into a staging folder beside the target (`DIR/_NAME.pull-<pid>-<n>`, a name the
+//! server skips), checked with the same loader `check` and `serve` use, and only then swapped
+//! into place; any failure before the swap removes the staging folder and leaves the earlier
+//! copy as it was (see [`stage`]).
 //!
 //! Split in four: this file (options, the run, the summary, what may become a file name),
 //! [`fetch`] (the HTTP client: timeouts, retries, backoff, `Retry-After`, 401), [`stage`] (the

@@ -213,6 +213,7 @@ async fn delete_empties_the_journal() {
     assert_eq!(after["entries"], Value::Array(Vec::new()));
     let put = app.request(Method::PUT, "/_journal", "", &[]).await;
     put.assert_error(405, "method_not_allowed");
+    assert_eq!(put.header("allow"), Some("GET, HEAD, DELETE"));
 }
 
 #[tokio::test]
