@@ -59,6 +59,13 @@ impl App {
         }
     }
 
+    /// Reads no bundle file over `max` bytes (`--max-file-bytes`; a larger one is an error of
+    /// its bundle).
+    pub fn with_max_file_bytes(self, max: u64) -> App {
+        self.reloader.configure(|c| c.set_max_file_bytes(max));
+        self
+    }
+
     /// Reads every bundle and publishes the result (the first load, and SIGHUP). Blocking.
     pub fn load(&self) -> Result<Refreshed, LoadError> {
         self.reloader.reload(&Scope::All)

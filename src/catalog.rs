@@ -180,6 +180,8 @@ pub struct Catalog {
     entries: BTreeMap<String, Entry>,
     /// Whether answers are prepared with compressed variants.
     compression: bool,
+    /// The largest bundle file read (`--max-file-bytes`).
+    max_file_bytes: u64,
 }
 
 impl Catalog {
@@ -189,7 +191,18 @@ impl Catalog {
             data_dir: data_dir.to_path_buf(),
             entries: BTreeMap::new(),
             compression: true,
+            max_file_bytes: load::DEFAULT_MAX_FILE_BYTES,
         }
+    }
+
+    /// Reads no bundle file over `max` bytes (a larger one is an error of its bundle).
+    pub fn with_max_file_bytes(mut self, max: u64) -> Catalog {
+        self.set_max_file_bytes(max);
+        self
+    }
+
+    pub(crate) fn set_max_file_bytes(&mut self, max: u64) {
+        self.max_file_bytes = max;
     }
 
     /// Prepares answers with (the default) or without compressed variants.
@@ -204,7 +217,12 @@ impl Catalog {
 
     /// Reads every bundle of `data_dir`, and decides the token clashes.
     pub fn load(data_dir: &Path) -> Result<Catalog, LoadError> {
-        let mut catalog = Catalog::new(data_dir);
+        Catalog::load_capped(data_dir, load::DEFAULT_MAX_FILE_BYTES)
+    }
+
+    /// As [`Catalog::load`], reading no file over `max_file_bytes`.
+    pub fn load_capped(data_dir: &Path, max_file_bytes: u64) -> Result<Catalog, LoadError> {
+        let mut catalog = Catalog::new(data_dir).with_max_file_bytes(max_file_bytes);
         catalog.refresh(&Scope::All)?;
         catalog.resolve_tokens();
         Ok(catalog)
@@ -241,7 +259,8 @@ impl Catalog {
             if self.entries.contains_key(&name) && !scope.includes(&name) {
                 continue;
             }
-            let report = load::load_bundle(&self.data_dir.join(&name), &name);
+            let report =
+                load::load_bundle_capped(&self.data_dir.join(&name), &name, self.max_file_bytes);
             match self.entries.get_mut(&name) {
                 Some(entry) => entry.update(report, self.compression),
                 None => {

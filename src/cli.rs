@@ -97,6 +97,16 @@ pub struct ServeArgs {
     /// Connections served at once; more wait to be accepted [default: 4096]
     #[arg(long, env = "EVENTBOX_MAX_CONNECTIONS")]
     pub max_connections: Option<usize>,
+    /// Connections one client address may hold at once; more are closed at once [default: 64]
+    #[arg(long, env = "EVENTBOX_MAX_CONNECTIONS_PER_IP")]
+    pub max_connections_per_ip: Option<usize>,
+    /// Time allowed for a request body to arrive whole, e.g. 10s [default: 10s]
+    #[arg(long, env = "EVENTBOX_BODY_TIMEOUT", value_parser = config::parse_duration)]
+    pub body_timeout: Option<Duration>,
+    /// The largest bundle file read, in bytes; a larger one is an error of its bundle
+    /// [default: 1073741824]
+    #[arg(long, env = "EVENTBOX_MAX_FILE_BYTES")]
+    pub max_file_bytes: Option<u64>,
     /// Obey the X-Eventbox-Delay, X-Eventbox-Status and X-Eventbox-Fault request headers (for
     /// testing clients; ignored without it); --allow-control-headers=false undoes a file's
     /// allow_control_headers = true
@@ -133,6 +143,9 @@ impl ServeArgs {
             idle_timeout: self.idle_timeout,
             max_header_bytes: self.max_header_bytes,
             max_connections: self.max_connections,
+            max_connections_per_ip: self.max_connections_per_ip,
+            body_timeout: self.body_timeout,
+            max_file_bytes: self.max_file_bytes,
             allow_control_headers: self.allow_control_headers,
             max_delay: self.max_delay,
             journal: self.journal,
@@ -149,6 +162,9 @@ pub struct CheckArgs {
     /// Count warnings as errors.
     #[arg(long)]
     pub strict: bool,
+    /// The largest bundle file read, in bytes; a larger one is an error [default: 1073741824]
+    #[arg(long, env = "EVENTBOX_MAX_FILE_BYTES")]
+    pub max_file_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -305,7 +321,10 @@ pub async fn gen(args: &GenArgs) -> u8 {
 /// `eventbox check`: 0 when clean (or only warnings without `--strict`), 1 on errors, 2 when the
 /// folder cannot be read.
 pub fn check(args: &CheckArgs, out: &mut impl std::io::Write) -> std::io::Result<u8> {
-    let catalog = match Catalog::load(&args.dir) {
+    let max_file_bytes = args
+        .max_file_bytes
+        .unwrap_or(crate::read::DEFAULT_MAX_FILE_BYTES);
+    let catalog = match Catalog::load_capped(&args.dir, max_file_bytes) {
         Ok(c) => c,
         Err(e) => {
             writeln!(out, "error: {e}")?;
@@ -360,7 +379,8 @@ pub async fn serve(config: &ServeConfig) -> u8 {
     }
     // The SIGHUP handler exists before the port opens: a SIGHUP never finds the default action
     // (which ends the process).
-    let app = App::with_compression(&config.data, config.compression);
+    let app = App::with_compression(&config.data, config.compression)
+        .with_max_file_bytes(config.max_file_bytes);
     spawn_sighup_reloads(&app);
     let listener = match TcpListener::bind(config.addr).await {
         Ok(l) => l,

@@ -56,6 +56,9 @@ pub struct Overrides {
     pub idle_timeout: Option<Duration>,
     pub max_header_bytes: Option<usize>,
     pub max_connections: Option<usize>,
+    pub max_connections_per_ip: Option<usize>,
+    pub body_timeout: Option<Duration>,
+    pub max_file_bytes: Option<u64>,
     pub allow_control_headers: Option<bool>,
     pub max_delay: Option<Duration>,
     pub journal: Option<usize>,
@@ -92,12 +95,15 @@ struct FileConfig {
     idle_timeout_ms: Option<u64>,
     max_header_bytes: Option<usize>,
     max_connections: Option<usize>,
+    max_connections_per_ip: Option<usize>,
+    body_timeout_ms: Option<u64>,
+    max_file_bytes: Option<u64>,
     allow_control_headers: Option<bool>,
     max_delay_ms: Option<u64>,
     journal: Option<usize>,
 }
 
-const FILE_KEYS: [&str; 16] = [
+const FILE_KEYS: [&str; 19] = [
     "data",
     "addr",
     "watch",
@@ -111,6 +117,9 @@ const FILE_KEYS: [&str; 16] = [
     "idle_timeout_ms",
     "max_header_bytes",
     "max_connections",
+    "max_connections_per_ip",
+    "body_timeout_ms",
+    "max_file_bytes",
     "allow_control_headers",
     "max_delay_ms",
     "journal",
@@ -150,6 +159,8 @@ pub struct ServeConfig {
     pub max_delay: Duration,
     /// How many requests the journal keeps (0: off).
     pub journal: usize,
+    /// The largest bundle file read; a larger one is an error of its bundle.
+    pub max_file_bytes: u64,
 }
 
 impl ServeConfig {
@@ -249,6 +260,14 @@ impl ServeConfig {
                     .max_connections
                     .or(file_config.max_connections)
                     .unwrap_or(defaults.max_connections),
+                max_connections_per_ip: overrides
+                    .max_connections_per_ip
+                    .or(file_config.max_connections_per_ip)
+                    .unwrap_or(defaults.max_connections_per_ip),
+                body_timeout: overrides
+                    .body_timeout
+                    .or(file_config.body_timeout_ms.map(Duration::from_millis))
+                    .unwrap_or(defaults.body_timeout),
             },
             allow_control_headers: overrides
                 .allow_control_headers
@@ -259,6 +278,10 @@ impl ServeConfig {
                 .or(file_config.max_delay_ms.map(Duration::from_millis))
                 .unwrap_or(crate::http::Service::DEFAULT_MAX_DELAY),
             journal: overrides.journal.or(file_config.journal).unwrap_or(0),
+            max_file_bytes: overrides
+                .max_file_bytes
+                .or(file_config.max_file_bytes)
+                .unwrap_or(crate::read::DEFAULT_MAX_FILE_BYTES),
         };
         if let WatchMode::Poll(interval) = config.watch {
             if interval < MIN_INTERVAL {
@@ -270,10 +293,19 @@ impl ServeConfig {
         let l = &config.limits;
         if l.header_timeout < MIN_INTERVAL
             || l.idle_timeout < MIN_INTERVAL
+            || l.body_timeout < MIN_INTERVAL
             || l.max_connections == 0
+            || l.max_connections_per_ip == 0
         {
             return Err(ConfigError::Value(
-                "timeouts must be at least 10ms and max_connections at least 1".to_string(),
+                "timeouts must be at least 10ms and max_connections and max_connections_per_ip \
+                 at least 1"
+                    .to_string(),
+            ));
+        }
+        if config.max_file_bytes == 0 {
+            return Err(ConfigError::Value(
+                "max_file_bytes must be at least 1".to_string(),
             ));
         }
         if config.journal > MAX_JOURNAL {

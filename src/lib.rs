@@ -4,7 +4,8 @@
 //! # Layout
 //! - [`api`]: the endpoint table every per-endpoint part derives from;
 //! - [`model`]: the records and bodies of the API, decoded and validated from JSON or TOML text;
-//! - [`load`]: reads a bundle folder into a bundle, collecting every problem;
+//! - [`load`]: reads a bundle folder into a bundle, collecting every problem (each file opened
+//!   by `read`: regular files only, without blocking, size-capped);
 //! - [`catalog`]: every bundle folder across reloads, and which version serves which token;
 //! - [`store`]: prepares each bundle's answers as bytes in an immutable snapshot, behind ArcSwap;
 //! - [`reload`], [`watch`]: reading what changed and swapping a new snapshot in;
@@ -37,6 +38,7 @@ pub mod model;
 pub mod prepare;
 pub mod problem;
 pub mod pull;
+pub(crate) mod read;
 pub mod reload;
 pub mod rng;
 pub mod simulate;

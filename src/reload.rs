@@ -131,6 +131,11 @@ impl Reloader {
         Ok(refreshed)
     }
 
+    /// Changes the catalog's settings before the first load.
+    pub(crate) fn configure(&self, f: impl FnOnce(&mut Catalog)) {
+        f(&mut self.catalog.lock().unwrap_or_else(PoisonError::into_inner));
+    }
+
     /// Runs `f` with the catalog (for the startup listing of bundles, and tests).
     pub fn with_catalog<T>(&self, f: impl FnOnce(&Catalog) -> T) -> T {
         f(&self.catalog.lock().unwrap_or_else(PoisonError::into_inner))

@@ -355,6 +355,7 @@ pub struct Builder {
     compression: bool,
     access_log: bool,
     allow_errors: bool,
+    max_file_bytes: u64,
     configure: Vec<Configure>,
 }
 
@@ -377,6 +378,7 @@ impl Builder {
             compression: true,
             access_log: false,
             allow_errors: false,
+            max_file_bytes: crate::read::DEFAULT_MAX_FILE_BYTES,
             configure: Vec::new(),
         }
     }
@@ -395,6 +397,12 @@ impl Builder {
     /// Timeouts and caps (default as the command line's).
     pub fn limits(self, limits: Limits) -> Builder {
         self.configure(move |s| s.limits = limits)
+    }
+
+    /// The largest bundle file read (default 1 GiB, as `--max-file-bytes`).
+    pub fn max_file_bytes(mut self, max: u64) -> Builder {
+        self.max_file_bytes = max;
+        self
     }
 
     /// One `eventbox::access` log line per request (default off). Lines go wherever the test's
@@ -447,7 +455,8 @@ impl Builder {
                 (temp.path().to_path_buf(), Some(temp))
             }
         };
-        let app = App::with_compression(&data_dir, self.compression);
+        let app = App::with_compression(&data_dir, self.compression)
+            .with_max_file_bytes(self.max_file_bytes);
         app.load()?;
         let (tokens, mut problems) = app.reloader.with_catalog(|catalog| {
             let tokens: BTreeMap<String, Vec<String>> = catalog

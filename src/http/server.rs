@@ -77,6 +77,12 @@ pub struct Limits {
     pub max_header_bytes: usize,
     /// Connections served at once; further ones wait in the listen queue.
     pub max_connections: usize,
+    /// Connections one client address may hold at once; a further one is closed as soon as it
+    /// is accepted, so one client cannot take every slot.
+    pub max_connections_per_ip: usize,
+    /// Time allowed for a request body to arrive whole, from when the handler starts reading
+    /// it; a body still incomplete then answers 408 and the connection closes.
+    pub body_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -86,6 +92,8 @@ impl Default for Limits {
             idle_timeout: Duration::from_secs(60),
             max_header_bytes: 16 * 1024,
             max_connections: 4096,
+            max_connections_per_ip: 64,
+            body_timeout: Duration::from_secs(10),
         }
     }
 }

@@ -49,6 +49,7 @@ async fn gen_output_passes_check_strict_and_is_served() {
         &CheckArgs {
             dir: data.path().to_path_buf(),
             strict: true,
+            max_file_bytes: None,
         },
         &mut report,
     )

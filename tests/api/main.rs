@@ -5,6 +5,7 @@ mod cli;
 mod endpoints;
 mod errors;
 mod examples;
+mod files;
 mod fixtures;
 mod gen;
 mod helpers;
