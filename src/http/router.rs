@@ -74,7 +74,7 @@ fn json(status: StatusCode, body: Bytes) -> Response<Bytes> {
     res
 }
 
-fn error(e: ApiError) -> Response<Bytes> {
+pub(crate) fn error(e: ApiError) -> Response<Bytes> {
     let mut res = json(e.status(), e.body());
     match e {
         ApiError::MethodNotAllowed => {
@@ -380,6 +380,8 @@ where
                 .map_err(|e| {
                     if e.is::<http_body_util::LengthLimitError>() {
                         ApiError::BodyTooLarge
+                    } else if e.is::<super::deadline::BodyTimedOut>() {
+                        ApiError::BodyTimeout
                     } else {
                         ApiError::InvalidBody
                     }

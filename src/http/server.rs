@@ -18,6 +18,7 @@ use super::cors::Cors;
 use super::fault::{ConnFault, FaultIo};
 use super::idle::IdleTimeout;
 use super::journal::Journal;
+use super::per_ip::PerIp;
 use super::pipeline;
 use super::router::Context;
 use crate::metrics::Metrics;
@@ -104,6 +105,8 @@ pub(crate) struct Shared {
     pub(crate) store: Arc<Store>,
     pub(crate) access_log: bool,
     pub(crate) ctx: Context,
+    /// `--body-timeout`.
+    pub(crate) body_timeout: Duration,
 }
 
 /// Serves until `shutdown` completes, then stops accepting and lets requests in flight finish
@@ -116,6 +119,7 @@ pub async fn serve(
     let shared = Arc::new(Shared {
         store: Arc::clone(&service.store),
         access_log: service.access_log,
+        body_timeout: service.limits.body_timeout,
         ctx: Context {
             local: listener.local_addr()?,
             metrics: Arc::clone(&service.metrics),
@@ -138,6 +142,7 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX));
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let per_ip = PerIp::new(limits.max_connections_per_ip);
     let graceful = GracefulShutdown::new();
     tokio::pin!(shutdown);
     loop {
@@ -149,9 +154,16 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let stream = tokio::select! {
+        let (stream, ip_slot) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok((stream, peer)) => match per_ip.claim(peer.ip()) {
+                    Some(slot) => (stream, slot),
+                    None => {
+                        // Closed at once, freeing the slot for other clients.
+                        tracing::debug!(client = %peer.ip(), "connection closed: over --max-connections-per-ip");
+                        continue;
+                    }
+                },
                 Err(e) => {
                     // Out of file descriptors and the like: back off instead of spinning.
                     tracing::warn!(error = %e, "accept failed");
@@ -181,6 +193,7 @@ pub async fn serve(
                 tracing::debug!(error = %e, "connection ended with an error");
             }
             drop(permit);
+            drop(ip_slot);
         });
     }
     drop(listener);

@@ -11,6 +11,7 @@ mod gen;
 mod helpers;
 mod http;
 mod journal;
+mod limits;
 mod openapi;
 mod operations;
 mod pull;
