@@ -182,6 +182,8 @@ pub struct Catalog {
     compression: bool,
     /// The largest bundle file read (`--max-file-bytes`).
     max_file_bytes: u64,
+    /// Set while the file watch is lost (shown in `/status` and `/readyz`).
+    watch_lost: Option<prepare::WatchLost>,
 }
 
 impl Catalog {
@@ -192,6 +194,7 @@ impl Catalog {
             entries: BTreeMap::new(),
             compression: true,
             max_file_bytes: load::DEFAULT_MAX_FILE_BYTES,
+            watch_lost: None,
         }
     }
 
@@ -199,6 +202,12 @@ impl Catalog {
     pub fn with_max_file_bytes(mut self, max: u64) -> Catalog {
         self.set_max_file_bytes(max);
         self
+    }
+
+    /// Records that the file watch is lost (`Some(reason)`) or restored (`None`); the next
+    /// snapshot shows it.
+    pub(crate) fn set_watch_lost(&mut self, reason: Option<String>) {
+        self.watch_lost = reason.map(prepare::WatchLost::now);
     }
 
     pub(crate) fn set_max_file_bytes(&mut self, max: u64) {
@@ -401,7 +410,7 @@ impl Catalog {
                 }
             }
         }
-        Snapshot::new(by_token, self.status_body())
+        Snapshot::new(by_token, self.status_body()).with_watch_lost(self.watch_lost.is_some())
     }
 
     /// How many problems of a severity the catalog has.
@@ -414,7 +423,7 @@ impl Catalog {
     }
 
     fn status_body(&self) -> Bytes {
-        prepare::status(self.entries.values())
+        prepare::status_with(self.entries.values(), self.watch_lost.as_ref())
     }
 }
 

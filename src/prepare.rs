@@ -503,7 +503,28 @@ fn timestamp(t: DateTime<Utc>) -> String {
 
 #[derive(Serialize)]
 struct StatusBody<'a> {
+    /// Present only while the file watch is lost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    watch: Option<&'a WatchLost>,
     bundles: Vec<BundleStatus<'a>>,
+}
+
+/// The file watch is lost: since when and why (`/status`'s `watch`, with `state: "lost"`).
+#[derive(Debug, Clone, Serialize)]
+pub struct WatchLost {
+    pub state: &'static str,
+    pub since: String,
+    pub reason: String,
+}
+
+impl WatchLost {
+    pub fn now(reason: String) -> WatchLost {
+        WatchLost {
+            state: "lost",
+            since: timestamp(Utc::now()),
+            reason,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -547,7 +568,16 @@ fn bundle_status(e: &Entry) -> BundleStatus<'_> {
 
 /// The `/status` body of every bundle folder, in name order.
 pub fn status<'a>(entries: impl Iterator<Item = &'a Entry>) -> Bytes {
+    status_with(entries, None)
+}
+
+/// As [`status`], with the file watch's loss when it is lost.
+pub fn status_with<'a>(
+    entries: impl Iterator<Item = &'a Entry>,
+    watch: Option<&WatchLost>,
+) -> Bytes {
     let body = StatusBody {
+        watch,
         bundles: entries.map(bundle_status).collect(),
     };
     // Only strings, integers and booleans: serialisation cannot fail.

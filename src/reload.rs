@@ -131,6 +131,23 @@ impl Reloader {
         Ok(refreshed)
     }
 
+    /// Records the file watch lost (`Some(reason)`) or restored (`None`), logs it, and publishes
+    /// a snapshot saying so (once the first load is published). Blocking: waits for a reload
+    /// in progress.
+    pub(crate) fn set_watch_lost(&self, reason: Option<String>) {
+        match &reason {
+            Some(r) => tracing::warn!(
+                "file watch lost: {r}; changes are not seen until it is restored (SIGHUP still reloads)"
+            ),
+            None => tracing::info!("file watch restored; reloading everything"),
+        }
+        let mut catalog = self.catalog.lock().unwrap_or_else(PoisonError::into_inner);
+        catalog.set_watch_lost(reason);
+        if self.store.snapshot().is_ready() {
+            self.store.replace(catalog.snapshot());
+        }
+    }
+
     /// Changes the catalog's settings before the first load.
     pub(crate) fn configure(&self, f: impl FnOnce(&mut Catalog)) {
         f(&mut self.catalog.lock().unwrap_or_else(PoisonError::into_inner));
