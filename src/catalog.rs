@@ -20,6 +20,7 @@ use crate::model::{Bundle, Slot};
 use crate::prepare::{self, Prepared};
 use crate::problem::{Location, Problem, Severity};
 use crate::store::Snapshot;
+use crate::timed;
 use crate::token::Token;
 
 /// What a bundle holds, for `/status`.
@@ -182,6 +183,8 @@ pub struct Catalog {
     compression: bool,
     /// The largest bundle file read (`--max-file-bytes`).
     max_file_bytes: u64,
+    /// How long one bundle's load may take.
+    load_time_limit: std::time::Duration,
     /// Set while the file watch is lost (shown in `/status` and `/readyz`).
     watch_lost: Option<prepare::WatchLost>,
 }
@@ -195,6 +198,7 @@ impl Catalog {
             compression: true,
             max_file_bytes: load::DEFAULT_MAX_FILE_BYTES,
             watch_lost: None,
+            load_time_limit: timed::LOAD_TIME_LIMIT,
         }
     }
 
@@ -268,8 +272,7 @@ impl Catalog {
             if self.entries.contains_key(&name) && !scope.includes(&name) {
                 continue;
             }
-            let report =
-                load::load_bundle_capped(&self.data_dir.join(&name), &name, self.max_file_bytes);
+            let report = self.load_timed(&name);
             match self.entries.get_mut(&name) {
                 Some(entry) => entry.update(report, self.compression),
                 None => {
@@ -280,6 +283,42 @@ impl Catalog {
             loaded.push(name);
         }
         Ok(Refreshed { loaded, removed })
+    }
+
+    /// Loads one bundle under [`timed::LOAD_TIME_LIMIT`]; past it, the load is abandoned and the
+    /// bundle gets an error naming the file it was on (it keeps its last good version and its
+    /// tokens, and is read again on its next change).
+    fn load_timed(&self, name: &str) -> BundleReport {
+        let dir = self.data_dir.join(name);
+        let max = self.max_file_bytes;
+        let (d, n) = (dir.clone(), name.to_string());
+        match timed::run(self.load_time_limit, move |progress| {
+            load::load_bundle_tracked(&d, &n, max, progress)
+        }) {
+            Ok(report) => report,
+            Err(abandoned) => {
+                let file = abandoned.file.unwrap_or_else(|| dir.clone());
+                BundleReport {
+                    name: name.to_string(),
+                    dir,
+                    bundle: None,
+                    problems: vec![Problem::error(
+                        &file,
+                        Location::File,
+                        format!(
+                            "reload abandoned after {:?} while reading this file (a file system that does not answer?); the last good version keeps serving, and the bundle is read again on its next change",
+                            abandoned.limit
+                        ),
+                    )],
+                    loaded_at: Utc::now(),
+                    tokens: self
+                        .entries
+                        .get(name)
+                        .map(|e| e.tokens.clone())
+                        .unwrap_or_default(),
+                }
+            }
+        }
     }
 
     /// Decides which version of each bundle serves which token.

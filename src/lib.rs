@@ -8,7 +8,8 @@
 //!   by `read`: regular files only, without blocking, size-capped);
 //! - [`catalog`]: every bundle folder across reloads, and which version serves which token;
 //! - [`store`]: prepares each bundle's answers as bytes in an immutable snapshot, behind ArcSwap;
-//! - [`reload`], [`watch`]: reading what changed and swapping a new snapshot in;
+//! - [`reload`], [`watch`]: reading what changed and swapping a new snapshot in (each bundle's
+//!   load under a time limit: `timed`);
 //! - [`http`]: the hyper server and the router that answers from the snapshot;
 //! - [`simulate`]: the latency and errors a bundle's `[simulate]` table asks for;
 //! - [`metrics`]: Prometheus metrics;
@@ -44,5 +45,6 @@ pub mod rng;
 pub mod simulate;
 pub mod store;
 pub mod testing;
+pub(crate) mod timed;
 pub mod token;
 pub mod watch;

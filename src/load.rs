@@ -20,6 +20,7 @@ use crate::prepare::{Payments, PaymentsWriter};
 use crate::problem::{Location, Problem};
 use crate::read;
 pub use crate::read::DEFAULT_MAX_FILE_BYTES;
+use crate::timed::Progress;
 use crate::token::Token;
 
 /// The data folder itself could not be read.
@@ -145,11 +146,24 @@ pub fn load_bundle(dir: &Path, name: &str) -> BundleReport {
 
 /// Loads one bundle folder; a file over `max_file_bytes` is an error, not read.
 pub fn load_bundle_capped(dir: &Path, name: &str, max_file_bytes: u64) -> BundleReport {
+    load_bundle_tracked(dir, name, max_file_bytes, &Progress::default())
+}
+
+/// As [`load_bundle_capped`], noting in `progress` each file as it is read (so a load abandoned
+/// for its time limit can name the file it was on).
+pub(crate) fn load_bundle_tracked(
+    dir: &Path,
+    name: &str,
+    max_file_bytes: u64,
+    progress: &Progress,
+) -> BundleReport {
+    progress.set(dir);
     let mut problems = Vec::new();
     let mut tokens = Vec::new();
     let bundle = BundleLoader {
         dir,
         max_file_bytes,
+        progress,
         problems: &mut problems,
         tokens: &mut tokens,
     }
@@ -169,6 +183,8 @@ struct BundleLoader<'a> {
     dir: &'a Path,
     /// The largest file read (`--max-file-bytes`).
     max_file_bytes: u64,
+    /// The file being read, for a load abandoned for its time limit.
+    progress: &'a Progress,
     problems: &'a mut Vec<Problem>,
     tokens: &'a mut Vec<Token>,
 }
@@ -396,6 +412,7 @@ impl BundleLoader<'_> {
                 })
                 .map(Some);
         }
+        self.progress.set(&path);
         let file = match read::open(&path, self.max_file_bytes) {
             Ok(f) => f,
             Err(e) => {
@@ -452,6 +469,7 @@ impl BundleLoader<'_> {
         format: Format,
         decode: impl FnOnce(&Value, &mut Diag) -> Option<T>,
     ) -> Option<T> {
+        self.progress.set(path);
         let bytes = match read::read(path, self.max_file_bytes) {
             Ok(b) => b,
             Err(e) => {
