@@ -15,12 +15,14 @@
 //! - [`idle`]: the idle-timeout wrapper around each connection;
 //! - `guard`: ambiguous or oversized requests refused before routing (two tokens, long URLs);
 //! - `deadline`: the request body deadline (`--body-timeout`);
-//! - `per_ip`: the connections each client address may hold (`--max-connections-per-ip`).
+//! - `per_ip`: the connections each client address may hold (`--max-connections-per-ip`);
+//! - `drain`: shutdown closes idle connections at once (HTTP/2 ones included).
 
 pub mod control;
 pub mod cors;
 pub(crate) mod deadline;
 pub mod details;
+pub(crate) mod drain;
 pub mod errors;
 pub mod fault;
 pub(crate) mod guard;

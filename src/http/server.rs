@@ -15,7 +15,8 @@ use tokio::sync::Semaphore;
 
 use super::control::DEFAULT_MAX_DELAY;
 use super::cors::Cors;
-use super::fault::{ConnFault, FaultIo};
+use super::drain::{self, InFlight, Tracked};
+use super::fault::{ConnFault, FaultError, FaultIo};
 use super::idle::IdleTimeout;
 use super::journal::Journal;
 use super::per_ip::PerIp;
@@ -144,6 +145,7 @@ pub async fn serve(
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let per_ip = PerIp::new(limits.max_connections_per_ip);
     let graceful = GracefulShutdown::new();
+    let (stopping, stop) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
     loop {
         // At the connection cap, wait for one to close before accepting (the kernel queues).
@@ -181,15 +183,23 @@ pub async fn serve(
             FaultIo::new(stream, fault.clone()),
             limits.idle_timeout,
         ));
+        let inflight = Arc::new(InFlight::default());
+        let counted = Arc::clone(&inflight);
         let svc = service_fn(move |req| {
             let shared = Arc::clone(&shared);
             let fault = fault.clone();
-            async move { pipeline::answer(req, &shared, fault.as_ref()).await }
+            let entered = counted.enter();
+            async move {
+                let res = pipeline::answer(req, &shared, fault.as_ref()).await?;
+                Ok::<_, FaultError>(res.map(|body| Tracked::new(body, entered)))
+            }
         });
         let connection = builder.serve_connection(io, svc).into_owned();
         let connection = graceful.watch(connection);
+        let stop = stop.clone();
         tokio::spawn(async move {
-            if let Err(e) = connection.await {
+            let ended = drain::until_idle_after_stop(connection, inflight, stop).await;
+            if let Some(Err(e)) = ended {
                 tracing::debug!(error = %e, "connection ended with an error");
             }
             drop(permit);
@@ -197,6 +207,7 @@ pub async fn serve(
         });
     }
     drop(listener);
+    let _ = stopping.send(true);
     tokio::select! {
         () = graceful.shutdown() => {}
         () = tokio::time::sleep(DRAIN_TIMEOUT) => {

@@ -249,3 +249,42 @@ async fn over_http2_a_refused_body_is_answered_413_on_the_stream() {
 
     assert_eq!(big.status(), 413);
 }
+
+#[tokio::test]
+async fn shutdown_does_not_wait_for_idle_connections_http1_or_http2() {
+    let app = spawn_app(&demo_data()).await;
+    let h2 = crate::helpers::client_builder()
+        .http2_prior_knowledge()
+        .build()
+        .expect("client");
+    let h1 = client();
+    for c in [&h1, &h2] {
+        let res = c
+            .get(format!("{}/api/v1/event", app.base))
+            .header("Authorization-Token", DEMO_TOKEN)
+            .send()
+            .await
+            .expect("an answer");
+        assert_eq!(res.status(), 200);
+    }
+    // A bare HTTP/2 connection too: the preface and an empty SETTINGS frame, then silence.
+    let mut bare = TcpStream::connect(addr(&app)).await.expect("connect");
+    bare.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .await
+        .expect("preface");
+    let mut first = [0u8; 9];
+    bare.read_exact(&mut first)
+        .await
+        .expect("the server's SETTINGS");
+    // Both clients keep their connection open, idle.
+    let start = Instant::now();
+
+    app.shutdown().await;
+
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "shutdown took {:?} with idle connections open",
+        start.elapsed()
+    );
+    drop((h1, h2, bare));
+}
