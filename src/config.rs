@@ -480,6 +480,45 @@ mod tests {
     }
 
     #[test]
+    fn hardening_limits_come_from_the_file_and_flags_and_zero_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("eventbox.toml");
+        std::fs::write(
+            &path,
+            "max_file_bytes = 5000\nmax_connections_per_ip = 3\nbody_timeout_ms = 500\n",
+        )
+        .expect("write");
+        let (defaults, _) = ServeConfig::resolve(&Overrides::default(), None).expect("ok");
+        assert_eq!(defaults.max_file_bytes, 1 << 30);
+        assert_eq!(defaults.limits.max_connections_per_ip, 64);
+        assert_eq!(defaults.limits.body_timeout, Duration::from_secs(10));
+        let (from_file, warnings) =
+            ServeConfig::resolve(&Overrides::default(), Some(&path)).expect("ok");
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(from_file.max_file_bytes, 5000);
+        assert_eq!(from_file.limits.max_connections_per_ip, 3);
+        assert_eq!(from_file.limits.body_timeout, Duration::from_millis(500));
+        let flags = Overrides {
+            max_file_bytes: Some(7),
+            ..Overrides::default()
+        };
+        let (overridden, _) = ServeConfig::resolve(&flags, Some(&path)).expect("ok");
+        assert_eq!(overridden.max_file_bytes, 7);
+        for bad in [
+            Overrides {
+                max_file_bytes: Some(0),
+                ..Overrides::default()
+            },
+            Overrides {
+                max_connections_per_ip: Some(0),
+                ..Overrides::default()
+            },
+        ] {
+            assert!(ServeConfig::resolve(&bad, None).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
     fn bad_files_name_the_problem() {
         assert!(parse_file("watch = \"sometimes\"\n").is_err());
         assert!(parse_file("addr = 80\n").is_err());

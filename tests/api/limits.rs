@@ -248,6 +248,14 @@ async fn over_http2_a_refused_body_is_answered_413_on_the_stream() {
         .expect("an answer, not a stream error");
 
     assert_eq!(big.status(), 413);
+    let post = h2
+        .post(format!("{}/api/v1/event", app.base))
+        .header("Authorization-Token", DEMO_TOKEN)
+        .body("x".repeat(70_000))
+        .send()
+        .await
+        .expect("an answer, not a stream error");
+    assert_eq!(post.status(), 405);
 }
 
 #[tokio::test]
