@@ -115,9 +115,10 @@ pub(crate) async fn answer(
         (false, _) => ReplyBody::full(body),
     });
     res.headers_mut().insert(SERVER, SERVER_NAME);
-    if http1 && has_body && res.status().as_u16() >= 400 {
-        // A refused body may still be arriving (slowly, or without end): close rather than
-        // read it for the next request.
+    let body_read = route.is_some_and(Route::by_reference) && res.status().as_u16() < 400;
+    if http1 && has_body && !body_read {
+        // A body not read (refused, or sent where none is used) may still be arriving, slowly
+        // or without end: close rather than read it for the next request.
         res.headers_mut().insert(CONNECTION, CLOSE);
     }
     if preflight && res.status() == StatusCode::NO_CONTENT {

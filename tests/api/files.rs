@@ -211,8 +211,12 @@ async fn a_fifo_at_start_fails_its_bundle_only() {
 }
 
 #[test]
-fn check_with_a_small_max_file_bytes_refuses_the_large_file() {
+fn check_refuses_a_file_over_max_file_bytes_and_a_fifo_without_hanging() {
     let data = two_bundles();
+    data.with_demo("piped");
+    let fifo = data.path().join("piped/event.json");
+    std::fs::remove_file(&fifo).expect("remove");
+    mkfifo(&fifo);
     let out = Command::new(env!("CARGO_BIN_EXE_eventbox"))
         .args(["check", data.path().to_str().expect("UTF-8")])
         .args(["--max-file-bytes", "1000"])
@@ -224,5 +228,9 @@ fn check_with_a_small_max_file_bytes_refuses_the_large_file() {
     assert!(
         stdout.contains("payments.json: ") && stdout.contains("over the limit of 1000 bytes"),
         "{stdout}"
+    );
+    assert!(
+        stdout.contains("piped/event.json: a named pipe (FIFO) where a file belongs"),
+        "check does not hang on a FIFO and names it: {stdout}"
     );
 }

@@ -101,6 +101,13 @@ async fn a_body_on_a_get_that_reads_none_is_413_and_the_connection_closes() {
         .await
         .expect("answer");
     assert_eq!(small.status(), 200);
+    // A small body that never ends does not hold the connection: answered, then closed.
+    let dripping = format!(
+        "GET /api/v1/event HTTP/1.1\r\nHost: x\r\nAuthorization-Token: {DEMO_TOKEN}\r\n\
+         Content-Length: 500\r\n\r\n0123456789"
+    );
+    let (status, _) = status_and_body(&raw_http1(&app.base, &dripping).await.received);
+    assert_eq!(status, "HTTP/1.1 200 OK");
 }
 
 #[tokio::test]
