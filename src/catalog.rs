@@ -183,6 +183,8 @@ pub struct Catalog {
     compression: bool,
     /// The largest bundle file read (`--max-file-bytes`).
     max_file_bytes: u64,
+    /// Why the last refresh could not list the data folder (shown in `/status`).
+    data_folder_error: Option<String>,
     /// How long one bundle's load may take.
     load_time_limit: std::time::Duration,
     /// Set while the file watch is lost (shown in `/status` and `/readyz`).
@@ -198,6 +200,7 @@ impl Catalog {
             compression: true,
             max_file_bytes: load::DEFAULT_MAX_FILE_BYTES,
             watch_lost: None,
+            data_folder_error: None,
             load_time_limit: timed::LOAD_TIME_LIMIT,
         }
     }
@@ -257,7 +260,16 @@ impl Catalog {
     /// Re-lists the data folder and reads the bundles in `scope`, every new folder, and forgets
     /// vanished ones. Only a data folder that cannot be listed is an error (nothing changes then).
     pub fn refresh(&mut self, scope: &Scope) -> Result<Refreshed, LoadError> {
-        let names: BTreeSet<String> = load::bundle_names(&self.data_dir)?.into_iter().collect();
+        let names: BTreeSet<String> = match load::bundle_names(&self.data_dir) {
+            Ok(names) => {
+                self.data_folder_error = None;
+                names.into_iter().collect()
+            }
+            Err(e) => {
+                self.data_folder_error = Some(e.to_string());
+                return Err(e);
+            }
+        };
         let removed: Vec<String> = self
             .entries
             .keys()
@@ -462,7 +474,11 @@ impl Catalog {
     }
 
     fn status_body(&self) -> Bytes {
-        prepare::status_with(self.entries.values(), self.watch_lost.as_ref())
+        prepare::status_with(
+            self.entries.values(),
+            self.watch_lost.as_ref(),
+            self.data_folder_error.as_deref(),
+        )
     }
 }
 

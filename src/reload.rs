@@ -81,6 +81,10 @@ impl Reloader {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!(error = %e, "reload failed; still serving the previous snapshot");
+                // /status says so too (once something has been published).
+                if self.store.snapshot().is_ready() {
+                    self.store.replace(catalog.snapshot());
+                }
                 return Err(e);
             }
         };

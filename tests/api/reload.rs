@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use eventbox::app::App;
+use eventbox::catalog::Scope;
 use eventbox::watch::{WatchMode, Watcher};
 use reqwest::Method;
 use serde_json::Value;
@@ -686,4 +687,39 @@ async fn a_data_folder_swapped_by_mv_is_watched_again() {
     w.until_title("Trocada por mv").await;
     write(&w.path("demo/event.json"), event_titled("Editada na nova"));
     w.until_title("Editada na nova").await;
+}
+
+#[tokio::test]
+async fn a_data_folder_that_cannot_be_listed_shows_in_status_until_it_can() {
+    let data = TempData::new();
+    data.with_demo("demo");
+    let app = App::new(data.path());
+    app.load().expect("loads");
+    let app = serve_app(app).await;
+    let moved = tempfile::tempdir().expect("tmp");
+    let aside = moved.path().join("data");
+    std::fs::rename(data.path(), &aside).expect("move the data folder away");
+
+    let reloader = std::sync::Arc::clone(&app.app.reloader);
+    let failed = tokio::task::spawn_blocking(move || reloader.reload(&Scope::All))
+        .await
+        .expect("task");
+
+    assert!(failed.is_err());
+    let status = app.get("/status", DEMO_TOKEN).await.json();
+    assert!(
+        status["data_folder_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("cannot read the data folder")),
+        "{status}"
+    );
+    assert_eq!(app.get("/api/v1/event", DEMO_TOKEN).await.status, 200);
+    std::fs::rename(&aside, data.path()).expect("move it back");
+    let reloader = std::sync::Arc::clone(&app.app.reloader);
+    tokio::task::spawn_blocking(move || reloader.reload(&Scope::All))
+        .await
+        .expect("task")
+        .expect("reloads");
+    let status = app.get("/status", DEMO_TOKEN).await.json();
+    assert!(status.get("data_folder_error").is_none(), "{status}");
 }
