@@ -51,7 +51,9 @@ impl App {
         let store = Arc::new(Store::new(Snapshot::default()));
         let metrics = Arc::new(Metrics::new());
         let reloader = Arc::new(Reloader::new(
-            Catalog::new(&options.data).with_compression(options.compression()),
+            Catalog::new(&options.data)
+                .with_compression(options.compression())
+                .with_max_file_bytes(options.max_file_bytes),
             Arc::clone(&store),
             Arc::clone(&metrics),
         ));

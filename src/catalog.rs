@@ -20,6 +20,7 @@ use crate::model::{Bundle, Slot};
 use crate::prepare::{self, Prepared};
 use crate::problem::{Location, Problem, Severity};
 use crate::store::Snapshot;
+use crate::timed;
 use crate::token::Token;
 
 /// What a bundle holds, for `/status`.
@@ -180,6 +181,14 @@ pub struct Catalog {
     entries: BTreeMap<String, Entry>,
     /// Whether answers are prepared with compressed variants.
     compression: bool,
+    /// The largest bundle file read (`--max-file-bytes`).
+    max_file_bytes: u64,
+    /// Why the last refresh could not list the data folder (shown in `/status`).
+    data_folder_error: Option<String>,
+    /// How long one bundle's load may take.
+    load_time_limit: std::time::Duration,
+    /// Set while the file watch is lost (shown in `/status` and `/readyz`).
+    watch_lost: Option<prepare::WatchLost>,
 }
 
 impl Catalog {
@@ -189,7 +198,27 @@ impl Catalog {
             data_dir: data_dir.to_path_buf(),
             entries: BTreeMap::new(),
             compression: true,
+            max_file_bytes: load::DEFAULT_MAX_FILE_BYTES,
+            watch_lost: None,
+            data_folder_error: None,
+            load_time_limit: timed::LOAD_TIME_LIMIT,
         }
+    }
+
+    /// Reads no bundle file over `max` bytes (a larger one is an error of its bundle).
+    pub fn with_max_file_bytes(mut self, max: u64) -> Catalog {
+        self.set_max_file_bytes(max);
+        self
+    }
+
+    /// Records that the file watch is lost (`Some(reason)`) or restored (`None`); the next
+    /// snapshot shows it.
+    pub(crate) fn set_watch_lost(&mut self, reason: Option<String>) {
+        self.watch_lost = reason.map(prepare::WatchLost::now);
+    }
+
+    pub(crate) fn set_max_file_bytes(&mut self, max: u64) {
+        self.max_file_bytes = max;
     }
 
     /// Prepares answers with (the default) or without compressed variants.
@@ -204,7 +233,12 @@ impl Catalog {
 
     /// Reads every bundle of `data_dir`, and decides the token clashes.
     pub fn load(data_dir: &Path) -> Result<Catalog, LoadError> {
-        let mut catalog = Catalog::new(data_dir);
+        Catalog::load_capped(data_dir, load::DEFAULT_MAX_FILE_BYTES)
+    }
+
+    /// As [`Catalog::load`], reading no file over `max_file_bytes`.
+    pub fn load_capped(data_dir: &Path, max_file_bytes: u64) -> Result<Catalog, LoadError> {
+        let mut catalog = Catalog::new(data_dir).with_max_file_bytes(max_file_bytes);
         catalog.refresh(&Scope::All)?;
         catalog.resolve_tokens();
         Ok(catalog)
@@ -226,7 +260,16 @@ impl Catalog {
     /// Re-lists the data folder and reads the bundles in `scope`, every new folder, and forgets
     /// vanished ones. Only a data folder that cannot be listed is an error (nothing changes then).
     pub fn refresh(&mut self, scope: &Scope) -> Result<Refreshed, LoadError> {
-        let names: BTreeSet<String> = load::bundle_names(&self.data_dir)?.into_iter().collect();
+        let names: BTreeSet<String> = match load::bundle_names(&self.data_dir) {
+            Ok(names) => {
+                self.data_folder_error = None;
+                names.into_iter().collect()
+            }
+            Err(e) => {
+                self.data_folder_error = Some(e.to_string());
+                return Err(e);
+            }
+        };
         let removed: Vec<String> = self
             .entries
             .keys()
@@ -241,7 +284,7 @@ impl Catalog {
             if self.entries.contains_key(&name) && !scope.includes(&name) {
                 continue;
             }
-            let report = load::load_bundle(&self.data_dir.join(&name), &name);
+            let report = self.load_timed(&name);
             match self.entries.get_mut(&name) {
                 Some(entry) => entry.update(report, self.compression),
                 None => {
@@ -252,6 +295,42 @@ impl Catalog {
             loaded.push(name);
         }
         Ok(Refreshed { loaded, removed })
+    }
+
+    /// Loads one bundle under [`timed::LOAD_TIME_LIMIT`]; past it, the load is abandoned and the
+    /// bundle gets an error naming the file it was on (it keeps its last good version and its
+    /// tokens, and is read again on its next change).
+    fn load_timed(&self, name: &str) -> BundleReport {
+        let dir = self.data_dir.join(name);
+        let max = self.max_file_bytes;
+        let (d, n) = (dir.clone(), name.to_string());
+        match timed::run(self.load_time_limit, move |progress| {
+            load::load_bundle_tracked(&d, &n, max, progress)
+        }) {
+            Ok(report) => report,
+            Err(abandoned) => {
+                let file = abandoned.file.unwrap_or_else(|| dir.clone());
+                BundleReport {
+                    name: name.to_string(),
+                    dir,
+                    bundle: None,
+                    problems: vec![Problem::error(
+                        &file,
+                        Location::File,
+                        format!(
+                            "reload abandoned after {:?} while reading this file (a file system that does not answer?); the last good version keeps serving, and the bundle is read again on its next change",
+                            abandoned.limit
+                        ),
+                    )],
+                    loaded_at: Utc::now(),
+                    tokens: self
+                        .entries
+                        .get(name)
+                        .map(|e| e.tokens.clone())
+                        .unwrap_or_default(),
+                }
+            }
+        }
     }
 
     /// Decides which version of each bundle serves which token.
@@ -382,7 +461,7 @@ impl Catalog {
                 }
             }
         }
-        Snapshot::new(by_token, self.status_body())
+        Snapshot::new(by_token, self.status_body()).with_watch_lost(self.watch_lost.is_some())
     }
 
     /// How many problems of a severity the catalog has.
@@ -395,7 +474,11 @@ impl Catalog {
     }
 
     fn status_body(&self) -> Bytes {
-        prepare::status(self.entries.values())
+        prepare::status_with(
+            self.entries.values(),
+            self.watch_lost.as_ref(),
+            self.data_folder_error.as_deref(),
+        )
     }
 }
 

@@ -98,6 +98,10 @@ pub struct CheckArgs {
     /// Count warnings as errors.
     #[arg(long)]
     pub strict: bool,
+    /// The largest bundle file read, in bytes; a larger one is an error
+    #[arg(long, env = "EVENTBOX_MAX_FILE_BYTES", value_name = "N",
+          default_value_t = crate::read::DEFAULT_MAX_FILE_BYTES)]
+    pub max_file_bytes: u64,
     /// Lines for people (text) or one JSON document for CI (json; see docs/operations.md)
     #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
     pub format: CheckFormat,
@@ -273,7 +277,7 @@ pub async fn gen(args: &GenArgs) -> u8 {
 /// folder cannot be read. `--format json` writes one JSON document (docs/operations.md).
 pub fn check(args: &CheckArgs, out: &mut impl std::io::Write) -> std::io::Result<u8> {
     let json = args.format == CheckFormat::Json;
-    let catalog = match Catalog::load(&args.dir) {
+    let catalog = match Catalog::load_capped(&args.dir, args.max_file_bytes) {
         Ok(c) => c,
         Err(e) => {
             if json {

@@ -257,6 +257,27 @@ pub struct ServeOptions {
         default_value_t = 4096
     )]
     pub max_connections: usize,
+    /// Connections served at once from one client address; more are closed when accepted
+    #[arg(
+        long,
+        env = "EVENTBOX_MAX_CONNECTIONS_PER_IP",
+        value_name = "N",
+        default_value_t = 64
+    )]
+    pub max_connections_per_ip: usize,
+    /// Time for a request body to arrive whole, from its first read (408 after it)
+    #[arg(long, env = "EVENTBOX_BODY_TIMEOUT", value_parser = parse_duration,
+          default_value = "10s")]
+    #[serde(with = "duration_text")]
+    pub body_timeout: Duration,
+    /// The largest bundle file read, in bytes; a larger one is an error of its bundle
+    #[arg(
+        long,
+        env = "EVENTBOX_MAX_FILE_BYTES",
+        value_name = "N",
+        default_value_t = crate::read::DEFAULT_MAX_FILE_BYTES
+    )]
+    pub max_file_bytes: u64,
     /// Obey the X-Eventbox-Delay, X-Eventbox-Status and X-Eventbox-Fault request headers (for
     /// testing clients; ignored without it); --allow-control-headers=false undoes a file's
     /// allow-control-headers = true
@@ -413,10 +434,15 @@ impl ServeOptions {
         }
         at_least("header-timeout", self.header_timeout)?;
         at_least("idle-timeout", self.idle_timeout)?;
-        if self.max_connections == 0 {
-            return Err(ConfigError::Value(
-                "--max-connections must be at least 1".to_string(),
-            ));
+        at_least("body-timeout", self.body_timeout)?;
+        for (name, value) in [
+            ("max-connections", self.max_connections as u64),
+            ("max-connections-per-ip", self.max_connections_per_ip as u64),
+            ("max-file-bytes", self.max_file_bytes),
+        ] {
+            if value == 0 {
+                return Err(ConfigError::Value(format!("--{name} must be at least 1")));
+            }
         }
         if self.journal > MAX_JOURNAL {
             return Err(ConfigError::Value(format!(
@@ -456,6 +482,8 @@ impl ServeOptions {
             idle_timeout: self.idle_timeout,
             max_header_bytes: self.max_header_bytes,
             max_connections: self.max_connections,
+            max_connections_per_ip: self.max_connections_per_ip,
+            body_timeout: self.body_timeout,
         }
     }
 

@@ -4,10 +4,12 @@
 //! # Layout
 //! - [`api`]: the endpoint table every per-endpoint part derives from;
 //! - [`model`]: the records and bodies of the API, decoded and validated from JSON or TOML text;
-//! - [`load`]: reads a bundle folder into a bundle, collecting every problem;
+//! - [`load`]: reads a bundle folder into a bundle, collecting every problem (each file opened
+//!   by `read`: regular files only, without blocking, size-capped);
 //! - [`catalog`]: every bundle folder across reloads, and which version serves which token;
 //! - [`store`]: prepares each bundle's answers as bytes in an immutable snapshot, behind ArcSwap;
-//! - [`reload`], [`watch`]: reading what changed and swapping a new snapshot in;
+//! - [`reload`], [`watch`]: reading what changed and swapping a new snapshot in (each bundle's
+//!   load under a time limit: `timed`);
 //! - [`http`]: the hyper server and the router that answers from the snapshot;
 //! - [`simulate`]: the latency and errors a bundle's `[simulate]` table asks for;
 //! - [`metrics`]: Prometheus metrics;
@@ -39,11 +41,13 @@ pub mod prepare;
 pub mod probe;
 pub mod problem;
 pub mod pull;
+pub(crate) mod read;
 pub mod reload;
 pub mod rng;
 pub mod simulate;
 pub mod store;
 pub mod testing;
+pub(crate) mod timed;
 pub mod token;
 pub mod watch;
 

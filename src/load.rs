@@ -18,6 +18,9 @@ use crate::model::payments;
 use crate::model::{self, Bundle, Format, Slot};
 use crate::prepare::{Payments, PaymentsWriter};
 use crate::problem::{Location, Problem};
+use crate::read;
+pub use crate::read::DEFAULT_MAX_FILE_BYTES;
+use crate::timed::Progress;
 use crate::token::Token;
 
 /// The data folder itself could not be read.
@@ -136,12 +139,31 @@ fn known_files() -> String {
     out
 }
 
-/// Loads one bundle folder.
+/// Loads one bundle folder, each file at most [`DEFAULT_MAX_FILE_BYTES`].
 pub fn load_bundle(dir: &Path, name: &str) -> BundleReport {
+    load_bundle_capped(dir, name, DEFAULT_MAX_FILE_BYTES)
+}
+
+/// Loads one bundle folder; a file over `max_file_bytes` is an error, not read.
+pub fn load_bundle_capped(dir: &Path, name: &str, max_file_bytes: u64) -> BundleReport {
+    load_bundle_tracked(dir, name, max_file_bytes, &Progress::default())
+}
+
+/// As [`load_bundle_capped`], noting in `progress` each file as it is read (so a load abandoned
+/// for its time limit can name the file it was on).
+pub(crate) fn load_bundle_tracked(
+    dir: &Path,
+    name: &str,
+    max_file_bytes: u64,
+    progress: &Progress,
+) -> BundleReport {
+    progress.set(dir);
     let mut problems = Vec::new();
     let mut tokens = Vec::new();
     let bundle = BundleLoader {
         dir,
+        max_file_bytes,
+        progress,
         problems: &mut problems,
         tokens: &mut tokens,
     }
@@ -159,6 +181,10 @@ pub fn load_bundle(dir: &Path, name: &str) -> BundleReport {
 
 struct BundleLoader<'a> {
     dir: &'a Path,
+    /// The largest file read (`--max-file-bytes`).
+    max_file_bytes: u64,
+    /// The file being read, for a load abandoned for its time limit.
+    progress: &'a Progress,
     problems: &'a mut Vec<Problem>,
     tokens: &'a mut Vec<Token>,
 }
@@ -239,9 +265,17 @@ impl BundleLoader<'_> {
             if is_dir {
                 if is_endpoint_folder(&name) {
                     folders.insert(name, path);
+                } else if split_known(&name).is_some_and(|(stem, format)| {
+                    is_endpoint_file(stem) || (stem == CONFIG && format == Format::Toml)
+                }) {
+                    self.wrong_kind(&path, "a folder where a file belongs");
                 } else {
                     self.unknown(&path, "folder");
                 }
+                continue;
+            }
+            if is_endpoint_folder(&name) {
+                self.wrong_kind(&path, "a file (or not a folder) where a folder belongs");
                 continue;
             }
             match split_known(&name) {
@@ -257,6 +291,16 @@ impl BundleLoader<'_> {
             }
         }
         Some((files, folders))
+    }
+
+    /// A folder where a record file belongs, or the reverse: an error, so the bundle keeps its
+    /// last good version rather than serving an endpoint empty.
+    fn wrong_kind(&mut self, path: &Path, what: &str) {
+        self.problems.push(Problem::error(
+            path,
+            Location::File,
+            format!("{what}; the bundle keeps serving its last good version"),
+        ));
     }
 
     fn unknown(&mut self, path: &Path, what: &str) {
@@ -368,14 +412,12 @@ impl BundleLoader<'_> {
                 })
                 .map(Some);
         }
-        let file = match fs::File::open(&path) {
+        self.progress.set(&path);
+        let file = match read::open(&path, self.max_file_bytes) {
             Ok(f) => f,
             Err(e) => {
-                self.problems.push(Problem::error(
-                    &path,
-                    Location::File,
-                    format!("cannot read: {e}"),
-                ));
+                self.problems
+                    .push(Problem::error(&path, Location::File, e.to_string()));
                 return None;
             }
         };
@@ -397,7 +439,7 @@ impl BundleLoader<'_> {
                 let suffix = format!(" at line {} column {}", e.line(), e.column());
                 let message = full.strip_suffix(&suffix).unwrap_or(&full).to_string();
                 let line = e.line().max(1);
-                let column = char_column_in_file(&path, line, e.column());
+                let column = char_column_in_file(&path, line, e.column(), self.max_file_bytes);
                 self.problems.push(Problem::error(
                     &path,
                     Location::Text { line, column },
@@ -427,14 +469,12 @@ impl BundleLoader<'_> {
         format: Format,
         decode: impl FnOnce(&Value, &mut Diag) -> Option<T>,
     ) -> Option<T> {
-        let bytes = match fs::read(path) {
+        self.progress.set(path);
+        let bytes = match read::read(path, self.max_file_bytes) {
             Ok(b) => b,
             Err(e) => {
-                self.problems.push(Problem::error(
-                    path,
-                    Location::File,
-                    format!("cannot read: {e}"),
-                ));
+                self.problems
+                    .push(Problem::error(path, Location::File, e.to_string()));
                 return None;
             }
         };
@@ -491,6 +531,7 @@ impl BundleLoader<'_> {
             }
         };
         let mut found = Found::new();
+        let mut ok = true;
         for (name, path, is_dir) in entries {
             if name.starts_with('.') {
                 continue;
@@ -498,6 +539,10 @@ impl BundleLoader<'_> {
             match split_known(&name) {
                 Some((reference, format)) if !is_dir && !reference.is_empty() => {
                     found.entry(reference.to_string()).or_default().push((format, path));
+                }
+                Some((reference, _)) if !reference.is_empty() => {
+                    self.wrong_kind(&path, "a folder where a file belongs");
+                    ok = false;
                 }
                 _ => self.problems.push(Problem::warning(
                     &path,
@@ -510,7 +555,6 @@ impl BundleLoader<'_> {
             }
         }
         let mut out = BTreeMap::new();
-        let mut ok = true;
         for (reference, files) in &found {
             let Ok(Some((format, path))) = self.pick(Some(files)) else {
                 ok = false;
@@ -535,10 +579,11 @@ impl BundleLoader<'_> {
     }
 }
 
-/// The character column of a byte column on one line of a file (reading only up to that line);
-/// the byte column when the line cannot be read as text.
-fn char_column_in_file(path: &Path, line: usize, byte_column: usize) -> usize {
-    let text = fs::File::open(path)
+/// The character column of a byte column on one line of a file (reading only up to that line,
+/// through [`read::open`], so at most `max` bytes of a regular file); the byte column when the
+/// line cannot be read as text.
+fn char_column_in_file(path: &Path, line: usize, byte_column: usize, max: u64) -> usize {
+    let text = read::open(path, max)
         .ok()
         .and_then(|f| BufReader::new(f).lines().nth(line - 1))
         .and_then(Result::ok);

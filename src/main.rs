@@ -81,13 +81,19 @@ fn run_serve(options: &ServeOptions, rust_log: Option<&str>) -> u8 {
     block_on(cli::serve(options))
 }
 
-/// Runs a command on a multi-threaded tokio runtime; 1 when the runtime cannot start.
+/// Runs a command on a multi-threaded tokio runtime; 1 when the runtime cannot start. Once the
+/// command is done the process does not wait for blocking work left behind (a reload waiting
+/// on a file system that does not answer) beyond a second.
 fn block_on(command: impl std::future::Future<Output = u8>) -> u8 {
     match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
     {
-        Ok(rt) => rt.block_on(command),
+        Ok(rt) => {
+            let code = rt.block_on(command);
+            rt.shutdown_timeout(std::time::Duration::from_secs(1));
+            code
+        }
         Err(e) => {
             eprintln!("eventbox: cannot start the runtime: {e}");
             1

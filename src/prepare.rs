@@ -503,7 +503,32 @@ fn timestamp(t: DateTime<Utc>) -> String {
 
 #[derive(Serialize)]
 struct StatusBody<'a> {
+    /// Present only while the file watch is lost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    watch: Option<&'a WatchLost>,
+    /// Present only while the last reload could not list the data folder (the bundles below
+    /// are then the previous reload's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data_folder_error: Option<&'a str>,
     bundles: Vec<BundleStatus<'a>>,
+}
+
+/// The file watch is lost: since when and why (`/status`'s `watch`, with `state: "lost"`).
+#[derive(Debug, Clone, Serialize)]
+pub struct WatchLost {
+    pub state: &'static str,
+    pub since: String,
+    pub reason: String,
+}
+
+impl WatchLost {
+    pub fn now(reason: String) -> WatchLost {
+        WatchLost {
+            state: "lost",
+            since: timestamp(Utc::now()),
+            reason,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -547,7 +572,19 @@ fn bundle_status(e: &Entry) -> BundleStatus<'_> {
 
 /// The `/status` body of every bundle folder, in name order.
 pub fn status<'a>(entries: impl Iterator<Item = &'a Entry>) -> Bytes {
+    status_with(entries, None, None)
+}
+
+/// As [`status`], with the file watch's loss when it is lost, and why the data folder could not
+/// be listed when it could not.
+pub fn status_with<'a>(
+    entries: impl Iterator<Item = &'a Entry>,
+    watch: Option<&WatchLost>,
+    data_folder_error: Option<&str>,
+) -> Bytes {
     let body = StatusBody {
+        watch,
+        data_folder_error,
         bundles: entries.map(bundle_status).collect(),
     };
     // Only strings, integers and booleans: serialisation cannot fail.

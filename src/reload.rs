@@ -81,6 +81,10 @@ impl Reloader {
             Ok(r) => r,
             Err(e) => {
                 tracing::error!(error = %e, "reload failed; still serving the previous snapshot");
+                // /status says so too (once something has been published).
+                if self.store.snapshot().is_ready() {
+                    self.store.replace(catalog.snapshot());
+                }
                 return Err(e);
             }
         };
@@ -129,6 +133,23 @@ impl Reloader {
             }
         }
         Ok(refreshed)
+    }
+
+    /// Records the file watch lost (`Some(reason)`) or restored (`None`), logs it, and publishes
+    /// a snapshot saying so (once the first load is published). Blocking: waits for a reload
+    /// in progress.
+    pub(crate) fn set_watch_lost(&self, reason: Option<String>) {
+        match &reason {
+            Some(r) => tracing::warn!(
+                "file watch lost: {r}; changes are not seen until it is restored (SIGHUP still reloads)"
+            ),
+            None => tracing::info!("file watch restored; reloading everything"),
+        }
+        let mut catalog = self.catalog.lock().unwrap_or_else(PoisonError::into_inner);
+        catalog.set_watch_lost(reason);
+        if self.store.snapshot().is_ready() {
+            self.store.replace(catalog.snapshot());
+        }
     }
 
     /// Runs `f` with the catalog (for the startup listing of bundles, and tests).

@@ -20,6 +20,8 @@ pub struct Snapshot {
     status: Bytes,
     /// False for the empty snapshot served until the first load is published.
     ready: bool,
+    /// The file watch is lost (the data folder was removed or replaced): `/readyz` says so.
+    watch_lost: bool,
 }
 
 impl Snapshot {
@@ -29,7 +31,19 @@ impl Snapshot {
             by_token,
             status,
             ready: true,
+            watch_lost: false,
         }
+    }
+
+    /// Marks the file watch as lost (or not).
+    pub fn with_watch_lost(mut self, lost: bool) -> Snapshot {
+        self.watch_lost = lost;
+        self
+    }
+
+    /// Whether the file watch is lost: changes on disk are not seen until it is restored.
+    pub fn watch_lost(&self) -> bool {
+        self.watch_lost
     }
 
     /// The bundle a token opens.

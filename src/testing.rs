@@ -420,6 +420,14 @@ impl Builder {
         o.idle_timeout = limits.idle_timeout;
         o.max_header_bytes = limits.max_header_bytes;
         o.max_connections = limits.max_connections;
+        o.max_connections_per_ip = limits.max_connections_per_ip;
+        o.body_timeout = limits.body_timeout;
+        self
+    }
+
+    /// The largest bundle file read (default 1 GiB, as `--max-file-bytes`).
+    pub fn max_file_bytes(mut self, max: u64) -> Builder {
+        self.options.max_file_bytes = max;
         self
     }
 

@@ -94,38 +94,19 @@ pub async fn spawn(
     let watcher = match mode {
         WatchMode::Off => return Ok(None),
         WatchMode::Native => {
-            let handler = move |result: DebounceEventResult| {
-                let batch = match result {
-                    // Reading a file is an event too (open, close without writing): eventbox's
-                    // own reads must not trigger reloads.
-                    Ok(events) => Some(
-                        events
-                            .into_iter()
-                            .filter(|e| !matches!(e.event.kind, EventKind::Access(_)))
-                            .flat_map(|e| e.event.paths)
-                            .collect(),
-                    ),
-                    Err(errors) => {
-                        for e in errors {
-                            tracing::warn!(error = %e, "file watcher error; reloading everything");
-                        }
-                        None
-                    }
-                };
-                let _ = tx.send(batch);
-            };
-            // Half the quiet time here; the reload loop waits for the rest (see `reload_loop`).
-            let mut d = new_debouncer_opt::<_, RecommendedWatcher, _>(
-                debounce / 2,
-                Some(debounce / 8),
-                handler,
-                RecommendedCache::new(),
-                notify::Config::default(),
-            )?;
-            d.watch(data_dir, RecursiveMode::Recursive)?;
+            let identity = folder_identity(data_dir);
+            let debouncer = native(data_dir, debounce, tx.clone())?;
+            // The debouncer lives in the guard, which re-arms it when the folder is replaced.
             Watcher {
-                _debouncer: Some(Box::new(d)),
-                poller: None,
+                _debouncer: None,
+                poller: Some(tokio::spawn(guard_folder(
+                    data_dir.to_path_buf(),
+                    debounce,
+                    tx,
+                    Arc::clone(&reloader),
+                    debouncer,
+                    identity,
+                ))),
             }
         }
         WatchMode::Poll(interval) => {
@@ -152,6 +133,111 @@ pub async fn spawn(
     };
     tokio::spawn(reload_loop(data_dir.to_path_buf(), rx, reloader, quiet));
     Ok(Some(watcher))
+}
+
+/// A native watch of `data_dir` (recursive), sending batches of changed paths to `tx`.
+fn native(
+    data_dir: &Path,
+    debounce: Duration,
+    tx: mpsc::UnboundedSender<Option<Vec<PathBuf>>>,
+) -> notify::Result<Box<dyn std::any::Any + Send>> {
+    let handler = move |result: DebounceEventResult| {
+        let batch = match result {
+            // Reading a file is an event too (open, close without writing): eventbox's
+            // own reads must not trigger reloads.
+            Ok(events) => Some(
+                events
+                    .into_iter()
+                    .filter(|e| !matches!(e.event.kind, EventKind::Access(_)))
+                    .flat_map(|e| e.event.paths)
+                    .collect(),
+            ),
+            Err(errors) => {
+                for e in errors {
+                    tracing::warn!(error = %e, "file watcher error; reloading everything");
+                }
+                None
+            }
+        };
+        let _ = tx.send(batch);
+    };
+    // Half the quiet time here; the reload loop waits for the rest (see `reload_loop`).
+    let mut d = new_debouncer_opt::<_, RecommendedWatcher, _>(
+        debounce / 2,
+        Some(debounce / 8),
+        handler,
+        RecommendedCache::new(),
+        notify::Config::default(),
+    )?;
+    d.watch(data_dir, RecursiveMode::Recursive)?;
+    Ok(Box::new(d))
+}
+
+/// How often the native watch checks that the data folder is still the one it watches.
+pub const FOLDER_CHECK: Duration = Duration::from_millis(250);
+
+/// The data folder's device and inode, or `None` when it is missing or not a folder.
+fn folder_identity(dir: &Path) -> Option<(u64, u64)> {
+    std::fs::metadata(dir)
+        .ok()
+        .filter(std::fs::Metadata::is_dir)
+        .map(|m| identity(&m))
+}
+
+/// Keeps the native watch on the data folder. A watch follows an inode: when the folder is
+/// removed, re-created or swapped by `mv`, the old watch sees nothing more. Every
+/// [`FOLDER_CHECK`] this compares the folder's identity (one `stat`); on a change the watch is
+/// marked lost (`/status`, `/readyz`, the log), and as soon as a folder is there again it is
+/// watched anew and everything is reloaded.
+async fn guard_folder(
+    dir: PathBuf,
+    debounce: Duration,
+    tx: mpsc::UnboundedSender<Option<Vec<PathBuf>>>,
+    reloader: Arc<Reloader>,
+    debouncer: Box<dyn std::any::Any + Send>,
+    mut watched: Option<(u64, u64)>,
+) {
+    let mut debouncer = Some(debouncer);
+    let mut lost = false;
+    loop {
+        tokio::time::sleep(FOLDER_CHECK).await;
+        let now = {
+            let dir = dir.clone();
+            tokio::task::spawn_blocking(move || folder_identity(&dir))
+                .await
+                .unwrap_or(None)
+        };
+        if now == watched && debouncer.is_some() {
+            continue;
+        }
+        // The watch follows the old folder (or nothing): drop it.
+        debouncer = None;
+        watched = None;
+        let reason = match now {
+            None => format!("the data folder {} is missing", dir.display()),
+            Some(_) => match native(&dir, debounce, tx.clone()) {
+                Ok(d) => {
+                    debouncer = Some(d);
+                    watched = now;
+                    let reloader = Arc::clone(&reloader);
+                    let _ = tokio::task::spawn_blocking(move || {
+                        reloader.set_watch_lost(None);
+                        reloader.reload(&Scope::All)
+                    })
+                    .await;
+                    lost = false;
+                    continue;
+                }
+                Err(e) => format!("cannot watch the data folder {}: {e}", dir.display()),
+            },
+        };
+        if !lost {
+            lost = true;
+            let reloader = Arc::clone(&reloader);
+            let _ =
+                tokio::task::spawn_blocking(move || reloader.set_watch_lost(Some(reason))).await;
+        }
+    }
 }
 
 /// What a poll compares for each file: size, modification time (to the nanosecond), identity.

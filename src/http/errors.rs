@@ -32,6 +32,14 @@ pub enum ApiError {
     InvalidControlHeader,
     /// `/_journal` while the request journal is off.
     JournalDisabled,
+    /// Two different `Authorization-Token` values in one request.
+    AmbiguousToken,
+    /// Two different `Authorization-App` values in one request.
+    AmbiguousApp,
+    /// A URL (path and query) over `guard::MAX_URL_BYTES`.
+    UriTooLong,
+    /// A request body that did not arrive whole within `--body-timeout`.
+    BodyTimeout,
 }
 
 /// The largest request body read, in bytes (64 KiB).
@@ -52,7 +60,7 @@ macro_rules! error_body {
 }
 
 impl ApiError {
-    pub const ALL: [ApiError; 11] = [
+    pub const ALL: [ApiError; 15] = [
         ApiError::MissingToken,
         ApiError::InvalidToken,
         ApiError::MissingReference,
@@ -64,14 +72,22 @@ impl ApiError {
         ApiError::NotAcceptable,
         ApiError::InvalidControlHeader,
         ApiError::JournalDisabled,
+        ApiError::AmbiguousToken,
+        ApiError::AmbiguousApp,
+        ApiError::UriTooLong,
+        ApiError::BodyTimeout,
     ];
 
     pub fn status(self) -> StatusCode {
         match self {
             ApiError::MissingToken | ApiError::InvalidToken => StatusCode::UNAUTHORIZED,
-            ApiError::MissingReference | ApiError::InvalidBody | ApiError::InvalidControlHeader => {
-                StatusCode::BAD_REQUEST
-            }
+            ApiError::MissingReference
+            | ApiError::InvalidBody
+            | ApiError::InvalidControlHeader
+            | ApiError::AmbiguousToken
+            | ApiError::AmbiguousApp => StatusCode::BAD_REQUEST,
+            ApiError::UriTooLong => StatusCode::URI_TOO_LONG,
+            ApiError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             ApiError::PaymentNotFound | ApiError::JournalDisabled => StatusCode::NOT_FOUND,
             ApiError::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
@@ -94,6 +110,10 @@ impl ApiError {
             ApiError::NotAcceptable => "not_acceptable",
             ApiError::InvalidControlHeader => "invalid_control_header",
             ApiError::JournalDisabled => "journal_disabled",
+            ApiError::AmbiguousToken => "ambiguous_token",
+            ApiError::AmbiguousApp => "ambiguous_app",
+            ApiError::UriTooLong => "uri_too_long",
+            ApiError::BodyTimeout => "body_timeout",
         }
     }
 
@@ -127,7 +147,7 @@ impl ApiError {
                     "payment_not_found"
                 ),
                 ApiError::BodyTooLarge => error_body!(
-                    "The request body is larger than 64 KiB.",
+                    "The request body is too large: payments/details reads at most 64 KiB, other requests take at most 1 KiB.",
                     413,
                     "body_too_large"
                 ),
@@ -155,6 +175,26 @@ impl ApiError {
                     "The request journal is off; start eventbox with --journal N to keep the last N requests.",
                     404,
                     "journal_disabled"
+                ),
+                ApiError::AmbiguousToken => error_body!(
+                    "The request has two different Authorization-Token headers; send one.",
+                    400,
+                    "ambiguous_token"
+                ),
+                ApiError::AmbiguousApp => error_body!(
+                    "The request has two different Authorization-App headers; send one.",
+                    400,
+                    "ambiguous_app"
+                ),
+                ApiError::UriTooLong => error_body!(
+                    "The URL is longer than 8 KiB.",
+                    414,
+                    "uri_too_long"
+                ),
+                ApiError::BodyTimeout => error_body!(
+                    "The request body did not arrive in time (--body-timeout); the connection is closed.",
+                    408,
+                    "body_timeout"
                 ),
             }
             .as_bytes(),

@@ -12,16 +12,24 @@
 //! - [`control`]: the `X-Eventbox-*` control headers (per-request simulation);
 //! - [`fault`]: making the faults they ask for happen below hyper (reset, empty, truncate);
 //! - [`journal`]: the request journal behind `/_journal`;
-//! - [`idle`]: the idle-timeout wrapper around each connection.
+//! - [`idle`]: the idle-timeout wrapper around each connection;
+//! - `guard`: ambiguous or oversized requests refused before routing (two tokens, long URLs);
+//! - `deadline`: the request body deadline (`--body-timeout`);
+//! - `per_ip`: the connections each client address may hold (`--max-connections-per-ip`);
+//! - `drain`: shutdown closes idle connections at once (HTTP/2 ones included).
 
 pub mod control;
 pub mod cors;
+pub(crate) mod deadline;
 pub mod details;
+pub(crate) mod drain;
 pub mod errors;
 pub mod fault;
+pub(crate) mod guard;
 pub mod idle;
 pub mod journal;
 pub mod negotiate;
+pub(crate) mod per_ip;
 mod pipeline;
 pub mod router;
 pub mod server;

@@ -13,14 +13,16 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ORIGIN, SERVER};
+use hyper::body::{Body, Incoming};
+use hyper::header::{HeaderValue, CONNECTION, ORIGIN, SERVER};
 use hyper::{Method, Request, Response, StatusCode};
 
 use super::control::Fault;
+use super::deadline::DeadlineBody;
 use super::details;
 use super::errors::ApiError;
 use super::fault::{ConnFault, FaultError, ReplyBody};
+use super::guard;
 use super::journal::{self, Journal};
 use super::router::{self, TOKEN_HEADER};
 use super::server::Shared;
@@ -32,6 +34,9 @@ use crate::token::{NotText, Token};
 /// The `Server` header of every answer.
 const SERVER_NAME: HeaderValue =
     HeaderValue::from_static(concat!("eventbox/", env!("CARGO_PKG_VERSION")));
+
+/// `Connection: close`.
+const CLOSE: HeaderValue = HeaderValue::from_static("close");
 
 /// What the router made of a request, for the steps after it.
 #[derive(Debug)]
@@ -82,10 +87,13 @@ pub(crate) async fn answer(
     let head = req.method() == Method::HEAD;
     let preflight = req.method() == Method::OPTIONS && route.is_some();
     let origin = req.headers().get(ORIGIN).cloned();
-    let raw_token = req.headers().get(TOKEN_HEADER).map(HeaderValue::as_bytes);
+    // Two different tokens are refused, not guessed between (`guard`).
+    let raw_token = guard::token_header(req.headers());
+    let refused = guard::refusal(&req, route);
+    let has_body = !req.body().is_end_stream();
     // Authorise: the request's one token lookup, in the snapshot it holds throughout.
     let snapshot = shared.store.snapshot();
-    let bundle = authorise(Token::from_header(raw_token), &snapshot);
+    let bundle = raw_token.and_then(|raw| authorise(Token::from_header(raw), &snapshot));
     // Recorded once: below, or when hyper drops this future first (the client went away).
     let mut outcome = Outcome::begin(&req, route, bundle.ok(), shared);
     // Route, simulate, represent.
@@ -93,7 +101,13 @@ pub(crate) async fn answer(
         response,
         reference,
         fault,
-    } = router::respond(req, route, bundle, &snapshot, ctx).await;
+    } = match refused {
+        Some(e) => Handled::plain(router::error(e)),
+        None => {
+            let req = req.map(|b| DeadlineBody::new(b, shared.body_timeout));
+            router::respond(req, route, bundle, &snapshot, ctx).await
+        }
+    };
     let unanswered = matches!(fault, Some(Fault::Reset | Fault::Empty));
     let mut res = response.map(|body| match (head, fault) {
         (true, _) => ReplyBody::full(Bytes::new()),
@@ -101,6 +115,12 @@ pub(crate) async fn answer(
         (false, _) => ReplyBody::full(body),
     });
     res.headers_mut().insert(SERVER, SERVER_NAME);
+    let body_read = route.is_some_and(Route::by_reference) && res.status().as_u16() < 400;
+    if http1 && has_body && !body_read {
+        // A body not read (refused, or sent where none is used) may still be arriving, slowly
+        // or without end: close rather than read it for the next request.
+        res.headers_mut().insert(CONNECTION, CLOSE);
+    }
     if preflight && res.status() == StatusCode::NO_CONTENT {
         ctx.cors.apply_preflight(origin.as_ref(), res.headers_mut());
     } else {

@@ -37,6 +37,8 @@ const GET_HEAD: HeaderValue = HeaderValue::from_static("GET, HEAD");
 const GET_HEAD_OPTIONS: HeaderValue = HeaderValue::from_static("GET, HEAD, OPTIONS");
 const HEALTHY: &[u8] = b"{\"status\":\"ok\"}";
 const READY: &[u8] = b"{\"status\":\"ready\"}";
+/// Ready, with stale data possible: answers keep coming, but changes on disk are not seen.
+const READY_WATCH_LOST: &[u8] = b"{\"status\":\"ready\",\"watch\":\"lost\"}";
 /// Clients may keep answers but must revalidate (cheap: ETag and 304), so a reload shows at once.
 const NO_CACHE: HeaderValue = HeaderValue::from_static("no-cache");
 const ACCEPT_ENCODING_VARY: HeaderValue = HeaderValue::from_static("accept-encoding");
@@ -74,7 +76,7 @@ fn json(status: StatusCode, body: Bytes) -> Response<Bytes> {
     res
 }
 
-fn error(e: ApiError) -> Response<Bytes> {
+pub(crate) fn error(e: ApiError) -> Response<Bytes> {
     let mut res = json(e.status(), e.body());
     match e {
         ApiError::MethodNotAllowed => {
@@ -191,7 +193,12 @@ fn checked<'s, B>(
         }
         _ if !snapshot.is_ready() => return Checked::Answered(error(ApiError::NotReady)),
         (_, Some(Operation::Readyz)) => {
-            return Checked::Answered(json(StatusCode::OK, Bytes::from_static(READY)))
+            let body = if snapshot.watch_lost() {
+                READY_WATCH_LOST
+            } else {
+                READY
+            };
+            return Checked::Answered(json(StatusCode::OK, Bytes::from_static(body)));
         }
         (_, Some(Operation::Status)) => {
             return Checked::Answered(json(StatusCode::OK, snapshot.status().clone()))
@@ -385,6 +392,8 @@ where
                 .map_err(|e| {
                     if e.is::<http_body_util::LengthLimitError>() {
                         ApiError::BodyTooLarge
+                    } else if e.is::<super::deadline::BodyTimedOut>() {
+                        ApiError::BodyTimeout
                     } else {
                         ApiError::InvalidBody
                     }

@@ -15,9 +15,11 @@ use tokio::sync::Semaphore;
 
 use super::control::DEFAULT_MAX_DELAY;
 use super::cors::Cors;
-use super::fault::{ConnFault, FaultIo};
+use super::drain::{self, InFlight, Tracked};
+use super::fault::{ConnFault, FaultError, FaultIo};
 use super::idle::IdleTimeout;
 use super::journal::Journal;
+use super::per_ip::PerIp;
 use super::pipeline;
 use super::router::Context;
 use crate::metrics::Metrics;
@@ -77,6 +79,12 @@ pub struct Limits {
     pub max_header_bytes: usize,
     /// Connections served at once; further ones wait in the listen queue.
     pub max_connections: usize,
+    /// Connections one client address may hold at once; a further one is closed as soon as it
+    /// is accepted, so one client cannot take every slot.
+    pub max_connections_per_ip: usize,
+    /// Time allowed for a request body to arrive whole, from when the handler starts reading
+    /// it; a body still incomplete then answers 408 and the connection closes.
+    pub body_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -86,6 +94,8 @@ impl Default for Limits {
             idle_timeout: Duration::from_secs(60),
             max_header_bytes: 16 * 1024,
             max_connections: 4096,
+            max_connections_per_ip: 64,
+            body_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -96,6 +106,8 @@ pub(crate) struct Shared {
     pub(crate) store: Arc<Store>,
     pub(crate) access_log: bool,
     pub(crate) ctx: Context,
+    /// `--body-timeout`.
+    pub(crate) body_timeout: Duration,
 }
 
 /// Serves until `shutdown` completes, then stops accepting and lets requests in flight finish
@@ -108,6 +120,7 @@ pub async fn serve(
     let shared = Arc::new(Shared {
         store: Arc::clone(&service.store),
         access_log: service.access_log,
+        body_timeout: service.limits.body_timeout,
         ctx: Context {
             local: listener.local_addr()?,
             metrics: Arc::clone(&service.metrics),
@@ -130,7 +143,9 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX));
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let per_ip = PerIp::new(limits.max_connections_per_ip);
     let graceful = GracefulShutdown::new();
+    let (stopping, stop) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
     loop {
         // At the connection cap, wait for one to close before accepting (the kernel queues).
@@ -141,9 +156,16 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let stream = tokio::select! {
+        let (stream, ip_slot) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok((stream, peer)) => match per_ip.claim(peer.ip()) {
+                    Some(slot) => (stream, slot),
+                    None => {
+                        // Closed at once, freeing the slot for other clients.
+                        tracing::debug!(client = %peer.ip(), "connection closed: over --max-connections-per-ip");
+                        continue;
+                    }
+                },
                 Err(e) => {
                     // Out of file descriptors and the like: back off instead of spinning.
                     tracing::warn!(error = %e, "accept failed");
@@ -161,21 +183,31 @@ pub async fn serve(
             FaultIo::new(stream, fault.clone()),
             limits.idle_timeout,
         ));
+        let inflight = Arc::new(InFlight::default());
+        let counted = Arc::clone(&inflight);
         let svc = service_fn(move |req| {
             let shared = Arc::clone(&shared);
             let fault = fault.clone();
-            async move { pipeline::answer(req, &shared, fault.as_ref()).await }
+            let entered = counted.enter();
+            async move {
+                let res = pipeline::answer(req, &shared, fault.as_ref()).await?;
+                Ok::<_, FaultError>(res.map(|body| Tracked::new(body, entered)))
+            }
         });
         let connection = builder.serve_connection(io, svc).into_owned();
         let connection = graceful.watch(connection);
+        let stop = stop.clone();
         tokio::spawn(async move {
-            if let Err(e) = connection.await {
+            let ended = drain::until_idle_after_stop(connection, inflight, stop).await;
+            if let Some(Err(e)) = ended {
                 tracing::debug!(error = %e, "connection ended with an error");
             }
             drop(permit);
+            drop(ip_slot);
         });
     }
     drop(listener);
+    let _ = stopping.send(true);
     tokio::select! {
         () = graceful.shutdown() => {}
         () = tokio::time::sleep(DRAIN_TIMEOUT) => {

@@ -1078,3 +1078,71 @@ fn check_format_json_is_one_document_with_every_problem() {
     let doc: serde_json::Value = serde_json::from_str(&out).expect("JSON");
     assert_eq!(doc["ok"], true, "{doc}");
 }
+
+#[tokio::test]
+async fn with_a_fifo_in_a_bundle_serve_answers_the_others_reloads_and_exits_on_sigterm() {
+    let data = TempData::new();
+    data.with_demo("demo");
+    data.with_demo("piped");
+    data.write("piped/bundle.toml", "tokens = [\"piped-token\"]\n");
+    let fifo = data.path().join("piped/payments.json");
+    std::fs::remove_file(&fifo).expect("remove");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo");
+    assert!(made.success());
+    let dir = data.path().to_str().expect("UTF-8").to_string();
+    let mut served = start_binary(&["--data", &dir, "--addr", "127.0.0.1:0"], &[]);
+
+    assert_eq!(get_event(&served.base, "demo-token").await.0, 200);
+    assert_eq!(get_event(&served.base, "piped-token").await.0, 401);
+    let status = crate::helpers::client()
+        .get(format!("{}/status", served.base))
+        .send()
+        .await
+        .expect("status")
+        .text()
+        .await
+        .expect("a body");
+    let status: serde_json::Value = serde_json::from_str(&status).expect("JSON");
+    let piped = status["bundles"]
+        .as_array()
+        .and_then(|b| b.iter().find(|b| b["name"] == "piped"))
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        piped["errors"]
+            .to_string()
+            .contains("payments.json: a named pipe (FIFO)"),
+        "{piped}"
+    );
+    // The watch keeps reloading the other bundle.
+    let text = std::fs::read_to_string(data.path().join("demo/event.json")).expect("event");
+    data.write(
+        "demo/event.json",
+        text.replace("33º Congresso", "Recarregado ao lado do pipe"),
+    );
+    let start = std::time::Instant::now();
+    loop {
+        let (_, now) = get_event(&served.base, "demo-token").await;
+        if now["data"][0]["title"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("Recarregado ao lado do pipe"))
+        {
+            break;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "the other bundle did not reload"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+
+    let stopping = std::time::Instant::now();
+    served.signal("TERM");
+    served.wait_exit();
+
+    assert!(
+        stopping.elapsed() < std::time::Duration::from_secs(10),
+        "exit took {:?}, more than the drain time",
+        stopping.elapsed()
+    );
+}

@@ -53,6 +53,7 @@ async fn gen_output_passes_check_strict_and_is_served() {
             dir: data.path().to_path_buf(),
             strict: true,
             format: eventbox::cli::CheckFormat::Text,
+            max_file_bytes: 1 << 30,
         },
         &mut report,
     )

@@ -282,6 +282,11 @@ pub async fn raw_http1(base: &str, request: &str) -> RawExchange {
     RawExchange { received, end }
 }
 
+/// Copies the demo bundle to `to` (any folder, not only a [`TempData`]).
+pub fn copy_demo(to: &Path) {
+    copy_dir(&demo_data().join("demo"), to);
+}
+
 /// Copies a folder's files and folders, recursively.
 pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("create folder");

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use eventbox::app::App;
+use eventbox::catalog::Scope;
 use eventbox::watch::{WatchMode, Watcher};
 use reqwest::Method;
 use serde_json::Value;
@@ -628,4 +629,97 @@ async fn a_bundle_written_file_by_file_is_never_served_half_written() {
     for body in served {
         assert_eq!(body, full, "a half-written bundle was served");
     }
+}
+
+#[tokio::test]
+async fn a_removed_and_recreated_data_folder_is_watched_again_and_status_said_so_meanwhile() {
+    let w = watched(WatchMode::Native).await;
+    let root = w.data.path().to_path_buf();
+
+    std::fs::remove_dir_all(&root).expect("remove the data folder");
+
+    let status = w
+        .until("/status", DEMO_TOKEN, "the watch lost in /status", |r| {
+            r.status == 200 && r.json()["watch"]["state"] == "lost"
+        })
+        .await
+        .json();
+    assert!(
+        status["watch"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("is missing")),
+        "{status}"
+    );
+    let ready = w.app.get("/readyz", DEMO_TOKEN).await;
+    assert_eq!(ready.status, 200, "the last data keeps being served");
+    assert_eq!(ready.json()["watch"], "lost");
+    assert_eq!(w.app.get("/api/v1/event", DEMO_TOKEN).await.status, 200);
+
+    std::fs::create_dir(&root).expect("re-create the data folder");
+    w.data.with_demo("demo");
+    write(&w.path("demo/event.json"), event_titled("Pasta recriada"));
+
+    w.until_title("Pasta recriada").await;
+    let status = w.app.get("/status", DEMO_TOKEN).await.json();
+    assert!(status.get("watch").is_none(), "restored: {status}");
+    assert_eq!(
+        w.app.get("/readyz", DEMO_TOKEN).await.json()["watch"],
+        Value::Null
+    );
+    // The watch itself is back: a later edit is seen without SIGHUP.
+    write(&w.path("demo/event.json"), event_titled("Editado depois"));
+    w.until_title("Editado depois").await;
+}
+
+#[tokio::test]
+async fn a_data_folder_swapped_by_mv_is_watched_again() {
+    let w = watched(WatchMode::Native).await;
+    let root = w.data.path().to_path_buf();
+    let parent = tempfile::tempdir().expect("tmp");
+    let new = parent.path().join("new");
+    std::fs::create_dir(&new).expect("folder");
+    crate::helpers::copy_demo(&new.join("demo"));
+    write(&new.join("demo/event.json"), event_titled("Trocada por mv"));
+
+    std::fs::rename(&root, parent.path().join("old")).expect("move the old folder away");
+    std::fs::rename(&new, &root).expect("move the new one in");
+
+    w.until_title("Trocada por mv").await;
+    write(&w.path("demo/event.json"), event_titled("Editada na nova"));
+    w.until_title("Editada na nova").await;
+}
+
+#[tokio::test]
+async fn a_data_folder_that_cannot_be_listed_shows_in_status_until_it_can() {
+    let data = TempData::new();
+    data.with_demo("demo");
+    let app = App::new(data.path());
+    app.load().expect("loads");
+    let app = serve_app(app).await;
+    let moved = tempfile::tempdir().expect("tmp");
+    let aside = moved.path().join("data");
+    std::fs::rename(data.path(), &aside).expect("move the data folder away");
+
+    let reloader = std::sync::Arc::clone(&app.app.reloader);
+    let failed = tokio::task::spawn_blocking(move || reloader.reload(&Scope::All))
+        .await
+        .expect("task");
+
+    assert!(failed.is_err());
+    let status = app.get("/status", DEMO_TOKEN).await.json();
+    assert!(
+        status["data_folder_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("cannot read the data folder")),
+        "{status}"
+    );
+    assert_eq!(app.get("/api/v1/event", DEMO_TOKEN).await.status, 200);
+    std::fs::rename(&aside, data.path()).expect("move it back");
+    let reloader = std::sync::Arc::clone(&app.app.reloader);
+    tokio::task::spawn_blocking(move || reloader.reload(&Scope::All))
+        .await
+        .expect("task")
+        .expect("reloads");
+    let status = app.get("/status", DEMO_TOKEN).await.json();
+    assert!(status.get("data_folder_error").is_none(), "{status}");
 }

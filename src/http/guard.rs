@@ -1,0 +1,83 @@
+//! Checks that refuse an ambiguous or oversized request before it is routed (issue 15, item 4):
+//! two different values of a header that picks what is answered, a URL over [`MAX_URL_BYTES`],
+//! and a body on a request that takes none over [`SMALL_BODY_LIMIT`]. hyper itself refuses
+//! header bytes that are not allowed (400) and a head over `--max-header-bytes` (431).
+
+use hyper::body::Body;
+use hyper::header::{HeaderMap, HeaderValue};
+use hyper::{Method, Request};
+
+use super::errors::ApiError;
+use super::router::TOKEN_HEADER;
+use crate::api::Route;
+
+/// The longest URL (path and query) answered; a longer one gets 414.
+pub const MAX_URL_BYTES: usize = 8 * 1024;
+
+/// The largest body accepted on a request that reads none (every route but the details
+/// endpoint, which reads up to `errors::BODY_LIMIT`); a larger one, or one of unknown length,
+/// gets 413 and the connection is closed.
+pub const SMALL_BODY_LIMIT: u64 = 1024;
+
+/// The header that names the calling app, when a client sends it.
+const APP_HEADER: &str = "authorization-app";
+
+/// The one value of `name`, or why not: two different values are ambiguous (the same value
+/// twice is not). `None` when absent.
+fn single<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h HeaderValue>, ()> {
+    let mut values = headers.get_all(name).iter();
+    let first = values.next();
+    match first {
+        Some(f) if values.any(|v| v != f) => Err(()),
+        _ => Ok(first),
+    }
+}
+
+/// The raw `Authorization-Token` value, or [`ApiError::AmbiguousToken`] when the request sends
+/// two different ones (which one wins would be a guess).
+pub(crate) fn token_header(headers: &HeaderMap) -> Result<Option<&[u8]>, ApiError> {
+    single(headers, TOKEN_HEADER)
+        .map(|v| v.map(HeaderValue::as_bytes))
+        .map_err(|()| ApiError::AmbiguousToken)
+}
+
+/// Why a request is refused before routing, if it is: a URL too long (414), two different
+/// `Authorization-App` values (400), a body where none is read (413).
+pub(crate) fn refusal<B: Body>(req: &Request<B>, route: Option<Route>) -> Option<ApiError> {
+    let url = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    if url > MAX_URL_BYTES {
+        return Some(ApiError::UriTooLong);
+    }
+    if single(req.headers(), APP_HEADER).is_err() {
+        return Some(ApiError::AmbiguousApp);
+    }
+    let reads_body = route.is_some_and(Route::by_reference);
+    let takes_no_body = matches!(*req.method(), Method::GET | Method::HEAD) && !reads_body;
+    if takes_no_body && !req.body().is_end_stream() {
+        let too_large = req
+            .body()
+            .size_hint()
+            .upper()
+            .is_none_or(|n| n > SMALL_BODY_LIMIT);
+        if too_large {
+            return Some(ApiError::BodyTooLarge);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_token_twice_is_not_ambiguous_two_different_ones_are() {
+        let mut h = HeaderMap::new();
+        assert_eq!(token_header(&h), Ok(None));
+        h.append(TOKEN_HEADER, HeaderValue::from_static("a"));
+        h.append(TOKEN_HEADER, HeaderValue::from_static("a"));
+        assert_eq!(token_header(&h), Ok(Some(&b"a"[..])));
+        h.append(TOKEN_HEADER, HeaderValue::from_static("b"));
+        assert_eq!(token_header(&h), Err(ApiError::AmbiguousToken));
+    }
+}

@@ -1,0 +1,305 @@
+//! The wire's limits (issue 15, items 3 and 4): ambiguous requests refused, long URLs and bodies
+//! where none is read refused, a request body deadline, per-client connection limits so a
+//! body-dripping client cannot take every connection slot, and refusals over HTTP/2 answered on
+//! the stream.
+
+use std::time::{Duration, Instant};
+
+use eventbox::http::Limits;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+
+use crate::helpers::{
+    client, demo_data, raw_http1, serve_app_with, spawn_app, TestApp, DEMO_TOKEN,
+};
+
+/// The demo, served with `limits`.
+async fn demo_with(limits: Limits) -> TestApp {
+    let app = eventbox::app::App::new(&demo_data());
+    app.load().expect("loads");
+    serve_app_with(app, move |s| s.limits = limits).await
+}
+
+fn addr(app: &TestApp) -> std::net::SocketAddr {
+    app.base
+        .trim_start_matches("http://")
+        .parse()
+        .expect("an address")
+}
+
+/// The status line and the body of a raw exchange.
+fn status_and_body(received: &[u8]) -> (String, String) {
+    let text = String::from_utf8_lossy(received);
+    let status = text.lines().next().unwrap_or_default().to_string();
+    let body = text
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
+    (status, body)
+}
+
+#[tokio::test]
+async fn two_different_tokens_are_refused_the_same_one_twice_is_not() {
+    let app = spawn_app(&demo_data()).await;
+    let two = format!(
+        "GET /api/v1/event HTTP/1.1\r\nHost: x\r\nAuthorization-Token: {DEMO_TOKEN}\r\n\
+         Authorization-Token: another\r\nConnection: close\r\n\r\n"
+    );
+    let same = format!(
+        "GET /api/v1/event HTTP/1.1\r\nHost: x\r\nAuthorization-Token: {DEMO_TOKEN}\r\n\
+         Authorization-Token: {DEMO_TOKEN}\r\nConnection: close\r\n\r\n"
+    );
+    let apps = format!(
+        "GET /api/v1/event HTTP/1.1\r\nHost: x\r\nAuthorization-Token: {DEMO_TOKEN}\r\n\
+         Authorization-App: a\r\nAuthorization-App: b\r\nConnection: close\r\n\r\n"
+    );
+
+    let (status, body) = status_and_body(&raw_http1(&app.base, &two).await.received);
+    assert_eq!(status, "HTTP/1.1 400 Bad Request", "{body}");
+    assert!(body.contains("\"ambiguous_token\""), "{body}");
+    let (status, _) = status_and_body(&raw_http1(&app.base, &same).await.received);
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    let (status, body) = status_and_body(&raw_http1(&app.base, &apps).await.received);
+    assert_eq!(status, "HTTP/1.1 400 Bad Request", "{body}");
+    assert!(body.contains("\"ambiguous_app\""), "{body}");
+}
+
+#[tokio::test]
+async fn a_url_over_8_kib_is_414_with_the_error_envelope() {
+    let app = spawn_app(&demo_data()).await;
+    let long = format!("/api/v1/event?x={}", "a".repeat(9000));
+    let short = format!("/api/v1/event?x={}", "a".repeat(8000));
+
+    let res = app.get(&long, DEMO_TOKEN).await;
+
+    res.assert_error(414, "uri_too_long");
+    assert_eq!(app.get(&short, DEMO_TOKEN).await.status, 200);
+}
+
+#[tokio::test]
+async fn a_body_on_a_get_that_reads_none_is_413_and_the_connection_closes() {
+    let app = spawn_app(&demo_data()).await;
+    // Announces 5000 bytes and sends 10: the answer does not wait for the rest.
+    let request = format!(
+        "GET /api/v1/event HTTP/1.1\r\nHost: x\r\nAuthorization-Token: {DEMO_TOKEN}\r\n\
+         Content-Length: 5000\r\n\r\n0123456789"
+    );
+
+    let exchange = raw_http1(&app.base, &request).await;
+
+    let (status, body) = status_and_body(&exchange.received);
+    assert_eq!(status, "HTTP/1.1 413 Payload Too Large", "{body}");
+    assert!(body.contains("\"body_too_large\""), "{body}");
+    // A small body is accepted (and ignored).
+    let small = app
+        .client
+        .get(format!("{}/api/v1/event", app.base))
+        .header("Authorization-Token", DEMO_TOKEN)
+        .body("x".repeat(100))
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(small.status(), 200);
+    // A small body that never ends does not hold the connection: answered, then closed.
+    let dripping = format!(
+        "GET /api/v1/event HTTP/1.1\r\nHost: x\r\nAuthorization-Token: {DEMO_TOKEN}\r\n\
+         Content-Length: 500\r\n\r\n0123456789"
+    );
+    let (status, _) = status_and_body(&raw_http1(&app.base, &dripping).await.received);
+    assert_eq!(status, "HTTP/1.1 200 OK");
+}
+
+#[tokio::test]
+async fn invalid_header_bytes_get_a_4xx_and_the_server_stays_up() {
+    let app = spawn_app(&demo_data()).await;
+    let request = "GET /api/v1/event HTTP/1.1\r\nHost: x\r\nX-Bad: a\u{1}b\r\n\r\n";
+
+    let (status, _) = status_and_body(&raw_http1(&app.base, request).await.received);
+
+    assert!(status.starts_with("HTTP/1.1 4"), "{status}");
+    assert_eq!(app.get("/api/v1/event", DEMO_TOKEN).await.status, 200);
+}
+
+#[tokio::test]
+async fn content_length_with_transfer_encoding_is_answered_once_and_closed() {
+    let app = spawn_app(&demo_data()).await;
+    // A smuggling attempt: the second request must never run.
+    let request = format!(
+        "GET /api/v1/payments/details HTTP/1.1\r\nHost: x\r\nAuthorization-Token: {DEMO_TOKEN}\r\n\
+         Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n\
+         GET /api/v1/event HTTP/1.1\r\nHost: x\r\nAuthorization-Token: {DEMO_TOKEN}\r\n\r\n"
+    );
+
+    let exchange = raw_http1(&app.base, &request).await;
+
+    let text = String::from_utf8_lossy(&exchange.received);
+    assert_eq!(
+        text.matches("HTTP/1.1 ").count(),
+        1,
+        "one answer only: {text}"
+    );
+}
+
+#[tokio::test]
+async fn a_body_not_arriving_in_time_is_408_and_the_connection_closes() {
+    let app = demo_with(Limits {
+        body_timeout: Duration::from_millis(300),
+        ..Limits::default()
+    })
+    .await;
+    let request = format!(
+        "GET /api/v1/payments/details HTTP/1.1\r\nHost: x\r\nAuthorization-Token: {DEMO_TOKEN}\r\n\
+         Content-Type: application/json\r\nContent-Length: 60000\r\n\r\n{{"
+    );
+    let start = Instant::now();
+
+    let exchange = raw_http1(&app.base, &request).await;
+
+    let (status, body) = status_and_body(&exchange.received);
+    assert_eq!(status, "HTTP/1.1 408 Request Timeout", "{body}");
+    assert!(body.contains("\"body_timeout\""), "{body}");
+    assert!(
+        start.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+/// A connection from `source` that sends a details request announcing a 60,000-byte body and
+/// then one byte of it (and, held open by the caller, nothing more for a while).
+async fn dripper(server: std::net::SocketAddr, source: [u8; 4]) -> Option<TcpStream> {
+    let socket = TcpSocket::new_v4().expect("socket");
+    socket
+        .bind((std::net::Ipv4Addr::from(source), 0).into())
+        .expect("bind the source address");
+    let mut conn = socket.connect(server).await.ok()?;
+    let head = format!(
+        "GET /api/v1/payments/details HTTP/1.1\r\nHost: x\r\nAuthorization-Token: {DEMO_TOKEN}\r\n\
+         Content-Type: application/json\r\nContent-Length: 60000\r\n\r\n{{"
+    );
+    conn.write_all(head.as_bytes()).await.ok()?;
+    Some(conn)
+}
+
+#[tokio::test]
+async fn body_drippers_beyond_max_connections_leave_a_normal_client_answered_within_a_second() {
+    let limits = Limits {
+        max_connections: 16,
+        max_connections_per_ip: 4,
+        ..Limits::default()
+    };
+    let app = demo_with(limits).await;
+    let server = addr(&app);
+    // 24 dripping connections from 127.0.0.2, more than --max-connections.
+    let mut drippers = Vec::new();
+    for _ in 0..24 {
+        if let Some(c) = dripper(server, [127, 0, 0, 2]).await {
+            drippers.push(c);
+        }
+    }
+    // Those over the per-address limit are closed at once: read their end.
+    let mut closed = 0;
+    for conn in &mut drippers {
+        let mut buf = [0u8; 64];
+        if let Ok(Ok(0) | Err(_)) =
+            tokio::time::timeout(Duration::from_millis(200), conn.read(&mut buf)).await
+        {
+            closed += 1;
+        }
+    }
+    assert_eq!(
+        closed, 20,
+        "all but 4 of 24 dripping connections are closed"
+    );
+
+    let start = Instant::now();
+    let res = tokio::time::timeout(
+        Duration::from_secs(1),
+        client()
+            .get(format!("{}/api/v1/event", app.base))
+            .header("Authorization-Token", DEMO_TOKEN)
+            .send(),
+    )
+    .await
+    .expect("a normal client is answered within a second")
+    .expect("an answer");
+
+    assert_eq!(res.status(), 200);
+    assert!(start.elapsed() < Duration::from_secs(1));
+    drop(drippers);
+}
+
+#[tokio::test]
+async fn over_http2_a_refused_body_is_answered_413_on_the_stream() {
+    let app = spawn_app(&demo_data()).await;
+    let h2 = crate::helpers::client_builder()
+        .http2_prior_knowledge()
+        .build()
+        .expect("client");
+
+    let res = h2
+        .get(format!("{}/api/v1/event", app.base))
+        .header("Authorization-Token", DEMO_TOKEN)
+        .body("x".repeat(5000))
+        .send()
+        .await
+        .expect("an answer, not a stream error");
+    assert_eq!(res.status(), 413);
+    let big = h2
+        .get(format!("{}/api/v1/payments/details", app.base))
+        .header("Authorization-Token", DEMO_TOKEN)
+        .body("x".repeat(70_000))
+        .send()
+        .await
+        .expect("an answer, not a stream error");
+
+    assert_eq!(big.status(), 413);
+    let post = h2
+        .post(format!("{}/api/v1/event", app.base))
+        .header("Authorization-Token", DEMO_TOKEN)
+        .body("x".repeat(70_000))
+        .send()
+        .await
+        .expect("an answer, not a stream error");
+    assert_eq!(post.status(), 405);
+}
+
+#[tokio::test]
+async fn shutdown_does_not_wait_for_idle_connections_http1_or_http2() {
+    let app = spawn_app(&demo_data()).await;
+    let h2 = crate::helpers::client_builder()
+        .http2_prior_knowledge()
+        .build()
+        .expect("client");
+    let h1 = client();
+    for c in [&h1, &h2] {
+        let res = c
+            .get(format!("{}/api/v1/event", app.base))
+            .header("Authorization-Token", DEMO_TOKEN)
+            .send()
+            .await
+            .expect("an answer");
+        assert_eq!(res.status(), 200);
+    }
+    // A bare HTTP/2 connection too: the preface and an empty SETTINGS frame, then silence.
+    let mut bare = TcpStream::connect(addr(&app)).await.expect("connect");
+    bare.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .await
+        .expect("preface");
+    let mut first = [0u8; 9];
+    bare.read_exact(&mut first)
+        .await
+        .expect("the server's SETTINGS");
+    // Both clients keep their connection open, idle.
+    let start = Instant::now();
+
+    app.shutdown().await;
+
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "shutdown took {:?} with idle connections open",
+        start.elapsed()
+    );
+    drop((h1, h2, bare));
+}
