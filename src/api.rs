@@ -141,7 +141,7 @@ fn len(v: &Value) -> Option<usize> {
 }
 
 /// The API's endpoints. Their order is the order of `/status` record counts and of `pull`.
-pub static API: [Endpoint; 6] = [
+pub static API: [Endpoint; 7] = [
     Endpoint {
         key: "event",
         path: "/api/v1/event",
@@ -213,6 +213,19 @@ pub static API: [Endpoint; 6] = [
         }),
         pull: Pull::List {
             count: |v| len(&v["areasSite"]),
+        },
+    },
+    Endpoint {
+        key: "attendees",
+        path: "/api/v1/attendees",
+        methods: &[("GET", "getAttendees"), ("HEAD", "headAttendees")],
+        auth: Auth::Token,
+        feed: Feed::File(&Typed {
+            decode: bodies::attendees_body,
+            absent: Some(Default::default),
+        }),
+        pull: Pull::List {
+            count: |v| len(&v["data"]),
         },
     },
 ];

@@ -324,6 +324,12 @@ impl Records for HotsiteBody {
     }
 }
 
+impl Records for List<Attendee> {
+    fn records(&self) -> Vec<(&'static str, usize)> {
+        vec![("attendees", self.data.len())]
+    }
+}
+
 // ---- Issue 12: the bodies of the rest of the documented API (more-api.md) ----
 
 /// A list envelope without a count, as the service writes the activities, the speakers and the

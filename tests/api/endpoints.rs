@@ -20,6 +20,8 @@ async fn every_endpoint_answers_its_file_compact() {
         ("/api/v1/submission/", "submission.json"),
         ("/api/v1/submission/list", "submission_list.json"),
         ("/api/v1/hotsite/", "hotsite.json"),
+        ("/api/v1/attendees", "attendees.json"),
+        ("/api/v1/attendees/", "attendees.json"),
         (
             "/api/v1/payments/details?reference=PG2026000122",
             "payment_details/PG2026000122.json",

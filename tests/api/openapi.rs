@@ -277,6 +277,7 @@ async fn the_demo_bundles_answers_conform_to_the_document() {
             DEMO_TOKEN,
         ),
         ("/api/v1/hotsite/", "/api/v1/hotsite/", DEMO_TOKEN),
+        ("/api/v1/attendees", "/api/v1/attendees", DEMO_TOKEN),
         ("/api/v1/event", "/api/v1/event", "wrong-token"),
         ("/healthz", "/healthz", ""),
         ("/readyz", "/readyz", ""),
