@@ -61,7 +61,6 @@ pub struct Compressed {
 
 /// One answer: its bytes and `ETag`, and its compressed variants with theirs, each made once
 /// (when prepared, in the background, or on first demand) and then kept.
-#[derive(Debug)]
 pub struct Body {
     identity: Bytes,
     hash: u64,
@@ -180,7 +179,6 @@ impl std::ops::Deref for Answer<'_> {
 }
 
 /// One endpoint's answers in a bundle (one per entry of [`crate::api::API`]).
-#[derive(Debug)]
 pub enum Answers {
     /// One body for every request.
     One(Body),
@@ -198,6 +196,27 @@ pub struct Prepared {
     stream: Option<usize>,
     /// What `[simulate]` in bundle.toml asks for; its sequence starts with this version.
     pub simulation: Option<Simulation>,
+}
+
+/// A body's length and tag, never its bytes: a bundle's bodies may be a hundred megabytes.
+impl std::fmt::Debug for Body {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Body")
+            .field("len", &self.identity.len())
+            .field("etag", &self.etag)
+            .field("compressed", &self.compressed.get().is_some())
+            .finish()
+    }
+}
+
+/// One body, or how many references answer: never every reference (a large event has 200,000).
+impl std::fmt::Debug for Answers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Answers::One(body) => f.debug_tuple("One").field(body).finish(),
+            Answers::ByReference(map) => write!(f, "ByReference({} references)", map.len()),
+        }
+    }
 }
 
 fn to_body(json: serde_json::Result<Vec<u8>>) -> serde_json::Result<Body> {
@@ -594,6 +613,23 @@ pub fn status_with<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_shows_sizes_never_bytes_or_every_reference() {
+        let body = Body::new(Bytes::from(vec![b'q'; 1 << 20]));
+        let refs: HashMap<Box<str>, Detail> = (0..10_000)
+            .map(|i| {
+                let body = Body::new(Bytes::from(format!("{{\"row\":{i}}}")));
+                (format!("PG{i:08}").into(), Detail::File(Box::new(body)))
+            })
+            .collect();
+
+        let one = format!("{:?}", Answers::One(body));
+        let many = format!("{:?}", Answers::ByReference(refs));
+
+        assert!(one.len() < 200 && !one.contains("qqqq"), "{one}");
+        assert_eq!(many, "ByReference(10000 references)");
+    }
 
     #[test]
     fn each_encoding_has_its_etag_made_with_its_bytes() {
