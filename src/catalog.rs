@@ -519,7 +519,11 @@ mod arbitration {
         let snapshot = catalog.snapshot();
         tokens
             .iter()
-            .map(|t| snapshot.bundle(&Token::new(t)).map(|p| p.name.to_string()))
+            .map(|t| {
+                snapshot
+                    .bundle(crate::token::TokenRef::new(t))
+                    .map(|p| p.name.to_string())
+            })
             .collect()
     }
 

@@ -6,17 +6,20 @@
 //! consistent view until it ends.
 
 use std::collections::HashMap;
+use std::hash::RandomState;
 use std::sync::Arc;
 
 use crate::prepare::Prepared;
-use crate::token::Token;
+use crate::token::{Token, TokenRef};
 use arc_swap::{ArcSwap, Guard};
 use bytes::Bytes;
 
 /// Everything served at one moment: token → bundle answers, and the `/status` body.
 #[derive(Debug, Default)]
 pub struct Snapshot {
-    by_token: HashMap<Token, Arc<Prepared>>,
+    /// hashbrown (std's hasher, randomly keyed) for its `Equivalent` lookups: a request looks
+    /// its borrowed token up, compared in constant time, without making a `Token`.
+    by_token: hashbrown::HashMap<Token, Arc<Prepared>, RandomState>,
     status: Bytes,
     /// False for the empty snapshot served until the first load is published.
     ready: bool,
@@ -28,7 +31,7 @@ impl Snapshot {
     /// A published snapshot (ready).
     pub fn new(by_token: HashMap<Token, Arc<Prepared>>, status: Bytes) -> Snapshot {
         Snapshot {
-            by_token,
+            by_token: by_token.into_iter().collect(),
             status,
             ready: true,
             watch_lost: false,
@@ -47,8 +50,8 @@ impl Snapshot {
     }
 
     /// The bundle a token opens.
-    pub fn bundle(&self, token: &Token) -> Option<&Prepared> {
-        self.by_token.get(token).map(Arc::as_ref)
+    pub(crate) fn bundle(&self, token: TokenRef<'_>) -> Option<&Prepared> {
+        self.by_token.get(&token).map(Arc::as_ref)
     }
 
     /// The `/status` body.

@@ -31,14 +31,15 @@ impl Token {
         Token(text.into())
     }
 
-    /// The token a request header carries: `Ok(None)` when the header is absent or blank.
-    pub fn from_header(value: Option<&[u8]>) -> Result<Option<Token>, NotText> {
+    /// The token a request header carries, borrowed (a request allocates nothing to look its
+    /// bundle up): `Ok(None)` when the header is absent or blank.
+    pub(crate) fn from_header(value: Option<&[u8]>) -> Result<Option<TokenRef<'_>>, NotText> {
         let bytes = value.unwrap_or_default().trim_ascii();
         if bytes.is_empty() {
             return Ok(None);
         }
         std::str::from_utf8(bytes)
-            .map(|t| Some(Token(t.into())))
+            .map(|t| Some(TokenRef(t)))
             .map_err(|_| NotText)
     }
 
@@ -74,6 +75,31 @@ impl Eq for Token {}
 impl Hash for Token {
     fn hash<H: Hasher>(&self, state: &mut H) {
         self.0.hash(state);
+    }
+}
+
+/// A token borrowed from a request, to look a bundle up with: it hashes as [`Token`] does and
+/// compares with one in constant time (hashbrown's `Equivalent`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TokenRef<'a>(&'a str);
+
+#[cfg(test)]
+impl<'a> TokenRef<'a> {
+    /// A borrowed token from text, as written.
+    pub(crate) fn new(text: &'a str) -> TokenRef<'a> {
+        TokenRef(text)
+    }
+}
+
+impl Hash for TokenRef<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
+
+impl hashbrown::Equivalent<Token> for TokenRef<'_> {
+    fn equivalent(&self, key: &Token) -> bool {
+        self.0.as_bytes().ct_eq(key.0.as_bytes()).into()
     }
 }
 
@@ -119,9 +145,19 @@ mod tests {
         assert_eq!(Token::from_header(Some(b"  ")), Ok(None));
         assert_eq!(
             Token::from_header(Some(b" demo-token ")),
-            Ok(Some(Token::new("demo-token")))
+            Ok(Some(TokenRef::new("demo-token")))
         );
         assert_eq!(Token::from_header(Some(b"\xff\xfe")), Err(NotText));
+    }
+
+    #[test]
+    fn a_borrowed_token_finds_its_token_in_the_snapshot_map_and_others_do_not() {
+        let mut map: hashbrown::HashMap<Token, u8, std::hash::RandomState> =
+            hashbrown::HashMap::default();
+        map.insert(Token::new("demo-token"), 1);
+        assert_eq!(map.get(&TokenRef::new("demo-token")), Some(&1));
+        assert_eq!(map.get(&TokenRef::new("demo-tokem")), None);
+        assert_eq!(map.get(&TokenRef::new("demo-toke")), None);
     }
 
     #[test]

@@ -29,7 +29,7 @@ use super::server::Shared;
 use crate::api::{Operation, Route};
 use crate::prepare::Prepared;
 use crate::problem::token_head;
-use crate::token::{NotText, Token};
+use crate::token::{NotText, Token, TokenRef};
 
 /// The `Server` header of every answer.
 const SERVER_NAME: HeaderValue =
@@ -60,13 +60,13 @@ impl Handled {
 }
 
 /// The bundle a request's token opens, or why none: the one lookup of a request.
-fn authorise(
-    token: Result<Option<Token>, NotText>,
-    snapshot: &crate::store::Snapshot,
-) -> Result<&Prepared, ApiError> {
+fn authorise<'s>(
+    token: Result<Option<TokenRef<'_>>, NotText>,
+    snapshot: &'s crate::store::Snapshot,
+) -> Result<&'s Prepared, ApiError> {
     match token {
         Ok(None) => Err(ApiError::MissingToken),
-        Ok(Some(token)) => snapshot.bundle(&token).ok_or(ApiError::InvalidToken),
+        Ok(Some(token)) => snapshot.bundle(token).ok_or(ApiError::InvalidToken),
         Err(NotText) => Err(ApiError::InvalidToken),
     }
 }
