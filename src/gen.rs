@@ -1,7 +1,7 @@
 //! `eventbox gen`: invents a realistic event as a bundle, for load tests and demos.
 //!
 //! Brazilian Portuguese throughout (names with accents, cities with their coordinates, payment
-//! methods and statuses as the platform writes them), dates in the API text's formats, price tiers
+//! methods and statuses as the platform writes them), dates in the documented formats, price tiers
 //! per ticket, decimal amounts written with two decimals (`amount_receive_payment` is the amount
 //! less the method's fee, so never above it), sponsors in the event page, submissions with their
 //! authors, and a detail file for a few group purchases. Every bundle passes `check --strict`.

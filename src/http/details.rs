@@ -1,4 +1,4 @@
-//! Where `payments/details` finds its `reference`: the API text puts it in the body of a GET, but
+//! Where `payments/details` finds its `reference`: the platform's docs put it in a GET's body, but
 //! names no content type, and clients differ. First found wins: the query string
 //! `?reference=...`, a JSON body `{"reference": "..."}`, a form body `reference=...`.
 //! An empty reference counts as absent.

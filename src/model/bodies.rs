@@ -1,5 +1,6 @@
-//! The bodies of the endpoints (the six of the API text, then those of more-api.md and the
-//! write bodies), built from records, and the checks that span records.
+//! The bodies of the endpoints (the six of the platform's API documentation that bundles serve,
+//! then the rest of its pages and the write bodies), built from records, and the checks that
+//! span records. Pages are named as in `records`.
 //!
 //! A file holds the body its endpoint returns, so each decoder accepts the service's envelope
 //! (`{"data": [...], "count": n}`) and, for convenience, the bare list (`[...]`; for the event,
@@ -10,6 +11,8 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
 
 use super::decode::{decode_array, describe, Diag, ItemDecoder, Obj};
+#[cfg(test)]
+use super::decode::{Describe, Ty};
 use super::records::{
     self, Activity, Attendee, AttendeeCreate, Certificate, CheckinAttendee, CheckinSession,
     CompanyEvent, DateRange, Event, Extra, PageArea, Speaker, Submission, SubmissionType,
@@ -131,6 +134,14 @@ impl Serialize for EventBody {
     }
 }
 
+/// The event file, for docs/bundles.md.
+#[cfg(test)]
+pub(crate) const EVENT_DOC: BodyDoc = BodyDoc {
+    holds: "`{\"data\": [event], \"count\": 1}`, the bare list `[event]`, or the bare event \
+        object (in TOML: its fields at the top, tickets as `[[tickets]]`). Exactly one event.",
+    records: &[("data", <Event as Describe>::ty)],
+};
+
 /// The event file: the envelope, a bare list, or the bare event object. A bundle is one event,
 /// so the list must hold exactly one.
 pub fn event_body(v: &Value, diag: &mut Diag) -> Option<EventBody> {
@@ -154,6 +165,16 @@ pub fn event_body(v: &Value, diag: &mut Diag) -> Option<EventBody> {
     })
 }
 
+/// A payment_details file, for docs/bundles.md.
+#[cfg(test)]
+pub(crate) const DETAILS_DOC: BodyDoc = BodyDoc {
+    holds: "One file per payment, named after its `reference_payment`: \
+        `{\"data\": [row, ...], \"count\": n}` or the bare list. A payment without a file \
+        answers one row made from the payment (buyer as attendee, `phone_attende` and `item` \
+        empty).",
+    records: &[("data", <records::PaymentDetail as Describe>::ty)],
+};
+
 /// A payment_details file: the rows of one payment's detail.
 pub fn details_body(v: &Value, diag: &mut Diag) -> Option<List<records::PaymentDetail>> {
     list(v, "", diag, records::payment_detail).map(|(l, _)| l)
@@ -176,6 +197,18 @@ impl Serialize for SubmissionBody {
         })
     }
 }
+
+/// The submission file, for docs/bundles.md.
+#[cfg(test)]
+pub(crate) const SUBMISSION_DOC: BodyDoc = BodyDoc {
+    holds: "`{\"submission_type\": {\"data\": [...], \"count\": n}, \"topic_area\": \
+        {\"data\": [...], \"count\": n}, \"count\": 2}`; each of the two lists may also be \
+        a bare list.",
+    records: &[
+        ("submission_type.data", <SubmissionType as Describe>::ty),
+        ("topic_area.data", <TopicArea as Describe>::ty),
+    ],
+};
 
 pub fn submission_body(v: &Value, diag: &mut Diag) -> Option<SubmissionBody> {
     let mut o = Obj::new(v, "", diag)?;
@@ -209,6 +242,14 @@ impl Serialize for SubmissionListBody {
         })
     }
 }
+
+/// The submission list file, for docs/bundles.md.
+#[cfg(test)]
+pub(crate) const SUBMISSION_LIST_DOC: BodyDoc = BodyDoc {
+    holds: "`{\"submission\": {\"data\": [...], \"count\": n}, \"count\": 1}`, or the bare \
+        list of submissions.",
+    records: &[("submission.data", <Submission as Describe>::ty)],
+};
 
 /// The submission list file: the service's body, or a bare list of submissions.
 pub fn submission_list_body(v: &Value, diag: &mut Diag) -> Option<SubmissionListBody> {
@@ -244,6 +285,24 @@ impl Serialize for HotsiteBody {
         })
     }
 }
+
+/// The attendees file, for docs/bundles.md.
+#[cfg(test)]
+pub(crate) const ATTENDEES_DOC: BodyDoc = BodyDoc {
+    holds: "`{\"data\": [...], \"count\": n}` as the service answers it, or the bare list. \
+        `count` may be left out; when present it must agree. `id_attendees` and `checkin_code` \
+        must each be unique.",
+    records: &[("data", <Attendee as Describe>::ty)],
+};
+
+/// The hotsite file, for docs/bundles.md.
+#[cfg(test)]
+pub(crate) const HOTSITE_DOC: BodyDoc = BodyDoc {
+    holds: "`{\"capa\": ..., \"areasSite\": [...]}`, or the bare list of areas. `capa` is any \
+        JSON value, served as written (`null` when left out); areas are served sorted by `ordem` \
+        (stable), and `ordem` values other than 1 to n are a warning.",
+    records: &[("areasSite", <PageArea as Describe>::ty)],
+};
 
 /// The hotsite file: the service's body, or a bare list of areas. `capa` may be left out (null).
 /// Areas are sorted by `ordem` (stable); `ordem` values other than 1..n are a warning.
@@ -281,6 +340,35 @@ pub fn hotsite_body(v: &Value, diag: &mut Diag) -> Option<HotsiteBody> {
         capa,
         areas: areas?,
         extra,
+    })
+}
+
+/// What a bundle file holds, for docs/bundles.md: a short text and where its records are.
+#[cfg(test)]
+pub(crate) struct BodyDoc {
+    /// The file's shape, in Markdown.
+    pub holds: &'static str,
+    /// Each list of records in the envelope: its path (`data`, `submission_type.data`; `""` for
+    /// a file that is one record) and the record's type.
+    pub records: &'static [(&'static str, TyOf)],
+}
+
+/// A record type's description, as [`Describe::ty`] gives it.
+#[cfg(test)]
+pub(crate) type TyOf = fn() -> Ty;
+
+/// The description of the body of the bundle file `key` (an [`crate::api::API`] key).
+#[cfg(test)]
+pub(crate) fn doc(key: &str) -> Option<BodyDoc> {
+    Some(match key {
+        "event" => EVENT_DOC,
+        "payments" => super::payments::PAYMENTS_DOC,
+        "payment_details" => DETAILS_DOC,
+        "submission" => SUBMISSION_DOC,
+        "submission_list" => SUBMISSION_LIST_DOC,
+        "hotsite" => HOTSITE_DOC,
+        "attendees" => ATTENDEES_DOC,
+        _ => return None,
     })
 }
 
@@ -330,7 +418,7 @@ impl Records for List<Attendee> {
     }
 }
 
-// ---- Issue 12: the bodies of the rest of the documented API (more-api.md) ----
+// ---- The bodies of the rest of the documented API ----
 
 /// A list envelope without a count, as the service writes the activities, the speakers and the
 /// company events: `{"data": [...]}`, then any members the file added. A file may still carry
@@ -461,8 +549,8 @@ pub fn company_events_body(v: &Value, diag: &mut Diag) -> Option<Data<CompanyEve
 
 /// Body of `GET /api/v1/certificates`, nested like the submission list:
 /// `{"certificates": {"data": [...], "count": n}, "count": 1}`. The documented example has one
-/// certificate, so its top-level `1` could be either; read as the submission list's (observed.md),
-/// it is always 1.
+/// certificate, so its top-level `1` could be either; read as the submission list's (whose
+/// top-level count the live service answers as 1), it is always 1.
 #[derive(Debug, Clone, Default)]
 pub struct CertificatesBody {
     pub certificates: List<Certificate>,

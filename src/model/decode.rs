@@ -2,7 +2,7 @@
 //! JSON path of where it is, and collects *every* problem instead of stopping at the first.
 //!
 //! Each record's decoder (declared with the record by `records`' `record!` macro) reads its fields
-//! through an [`Obj`] in the order of the API text's field table, each by the rule its type picks
+//! through an [`Obj`] in the order of the record's declared fields, each by the rule its type picks
 //! (`Field`); whatever the file has beyond them is returned by [`Obj::finish`] as the record's
 //! extras, in file order. A decoder returns `None` when the record had an error; the errors
 //! themselves are in the [`Diag`].
@@ -99,6 +99,111 @@ pub type ItemDecoder<T> = fn(&Value, &str, &mut Diag) -> Option<T>;
 pub(crate) trait Record: Sized {
     /// Decodes `v` (found at `path`), reporting every problem into `diag`.
     fn decode(v: &Value, path: &str, diag: &mut Diag) -> Option<Self>;
+    /// The record's name in the docs (its type's name).
+    #[cfg(test)]
+    const NAME: &'static str;
+    /// Its fields in served order, from the same list that declares the struct and its decoder:
+    /// docs/bundles.md is generated from them (`model::fielddoc`).
+    #[cfg(test)]
+    const FIELDS: &'static [FieldDoc];
+}
+
+/// One field of a record, as docs/bundles.md describes it.
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) struct FieldDoc {
+    /// The key in the file (and on the wire).
+    pub key: &'static str,
+    /// Its type, as a reader reads it.
+    pub ty: fn() -> Ty,
+    pub presence: Presence,
+}
+
+/// Whether a field must be in the file.
+#[cfg(test)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Presence {
+    /// Present, and never `null`.
+    Required,
+    /// May be `null` or left out; served as `null` then.
+    Nullable,
+    /// May be left out, and is then not served; `null` is an error.
+    Optional,
+}
+
+/// A field's type for the docs.
+#[cfg(test)]
+#[derive(Debug, Clone)]
+pub(crate) enum Ty {
+    /// A JSON value of one kind: its description and an example written as JSON.
+    Plain {
+        what: &'static str,
+        example: &'static str,
+    },
+    /// A nested record.
+    Record {
+        name: &'static str,
+        fields: &'static [FieldDoc],
+    },
+    /// A list of records.
+    List(Box<Ty>),
+    /// A text format, or `""`.
+    OrEmpty(Box<Ty>),
+}
+
+/// The docs' description of a field type; implemented next to each [`Field`] rule.
+#[cfg(test)]
+pub(crate) trait Describe {
+    fn ty() -> Ty;
+    /// `Option<T>`: the field may be `null` or left out.
+    const NULLABLE: bool = false;
+}
+
+#[cfg(test)]
+impl<R: Record> Describe for R {
+    fn ty() -> Ty {
+        Ty::Record {
+            name: R::NAME,
+            fields: R::FIELDS,
+        }
+    }
+}
+
+#[cfg(test)]
+impl<T: Describe> Describe for Option<T> {
+    fn ty() -> Ty {
+        T::ty()
+    }
+    const NULLABLE: bool = true;
+}
+
+#[cfg(test)]
+impl<R: Record> Describe for Vec<R> {
+    fn ty() -> Ty {
+        Ty::List(Box::new(R::ty()))
+    }
+}
+
+/// Implements [`Describe`] for a plain type.
+#[cfg(test)]
+macro_rules! describe_plain {
+    ($($t:ty => $what:literal, $example:literal;)*) => {$(
+        impl $crate::model::decode::Describe for $t {
+            fn ty() -> $crate::model::decode::Ty {
+                $crate::model::decode::Ty::Plain { what: $what, example: $example }
+            }
+        }
+    )*};
+}
+#[cfg(test)]
+pub(crate) use describe_plain;
+
+#[cfg(test)]
+describe_plain! {
+    String => "string", "\"text\"";
+    i64 => "integer", "1";
+    Number => "number, served as written", "10.00";
+    bool => "boolean", "true";
 }
 
 /// How a field is read from its object; the field's type picks the rule: a plain type is

@@ -1,6 +1,7 @@
-//! Text values whose format the API text fixes: date-times, Brazilian dates, hours and decimal
-//! coordinates. Each is a newtype built only by `parse`, so a record that holds one is known to
-//! be well-formed; it serialises as the text exactly as it was written.
+//! Text values whose format the platform's API documentation fixes: date-times, Brazilian
+//! dates, hours and decimal coordinates. Each is a newtype built only by `parse`, so a record
+//! that holds one is known to be well-formed; it serialises as the text exactly as it was
+//! written.
 
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
 use serde::Serialize;
@@ -8,7 +9,7 @@ use serde::Serialize;
 use super::decode::{Field, Obj, TextFormat};
 
 /// Whether `text` has exactly the shape of `pattern`, where `9` stands for any ASCII digit.
-/// chrono alone would accept single-digit fields; the API text's formats are fixed-width.
+/// chrono alone would accept single-digit fields; the documentation's formats are fixed-width.
 fn has_shape(text: &str, pattern: &str) -> bool {
     text.len() == pattern.len()
         && text.bytes().zip(pattern.bytes()).all(|(t, p)| match p {
@@ -80,6 +81,14 @@ text_newtype!(
     /// A decimal number carried as text, such as `-23.5505`.
     DecimalText
 );
+
+#[cfg(test)]
+super::decode::describe_plain! {
+    DateTime => "`YYYY-MM-DDTHH:MM:SS` date-time", "\"2026-09-15T08:00:00\"";
+    BrDate => "`DD/MM/YYYY` date", "\"15/09/2026\"";
+    HourMinute => "`HH:MM` hour", "\"09:30\"";
+    DecimalText => "decimal number in a string", "\"-22.8478\"";
+}
 
 impl TextFormat for DecimalText {
     fn parse(text: &str) -> Result<Self, String> {

@@ -9,6 +9,8 @@
 
 pub mod bodies;
 pub mod decode;
+#[cfg(test)]
+mod fielddoc;
 pub mod formats;
 pub mod payments;
 pub mod records;
@@ -146,6 +148,35 @@ pub struct BundleConfig {
     /// The `[simulate]` table: latency and errors (see [`simulate`]).
     pub simulate: Option<simulate::Simulate>,
 }
+
+/// `bundle.toml`, for docs/bundles.md: its keys, as [`bundle_config`] reads them.
+#[cfg(test)]
+pub(crate) const BUNDLE_TOML_DOC: bodies::BodyDoc = bodies::BodyDoc {
+    holds: "The tokens that open the bundle (a client sends one as `Authorization-Token`), and \
+        optionally what its answers simulate. Tokens must not be blank or have white space \
+        around them; a token listed twice and an unknown key are warnings.",
+    records: &[("", || decode::Ty::Record {
+        name: "bundle.toml",
+        fields: &[
+            decode::FieldDoc {
+                key: "tokens",
+                ty: || decode::Ty::Plain {
+                    what: "list of strings, at least one",
+                    example: "[\"token\"]",
+                },
+                presence: decode::Presence::Required,
+            },
+            decode::FieldDoc {
+                key: "simulate",
+                ty: || decode::Ty::Plain {
+                    what: "table: latency and errors (docs/client-testing.md)",
+                    example: "{\"latency_ms\": 120}",
+                },
+                presence: decode::Presence::Optional,
+            },
+        ],
+    })],
+};
 
 /// Decodes `bundle.toml`. At least one token; tokens are non-blank and have no surrounding white
 /// space (the header is trimmed before matching, so such a token could never match). Unknown

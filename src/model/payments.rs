@@ -129,6 +129,14 @@ impl<S: Sink> Builder<S> {
     }
 }
 
+/// The payments file, for docs/bundles.md.
+#[cfg(test)]
+pub(crate) const PAYMENTS_DOC: super::bodies::BodyDoc = super::bodies::BodyDoc {
+    holds: "`{\"data\": [payment, ...], \"count\": n}`, or the bare list. Read record by \
+        record, so it may be large; each `reference_payment` is unique.",
+    records: &[("data", <Payment as super::decode::Describe>::ty)],
+};
+
 /// Payments from a parsed value (TOML files; JSON in tests): the envelope or a bare list.
 pub fn from_value<S: Sink>(v: &Value, diag: &mut Diag, sink: S) -> Option<S::Output> {
     let mut b = Builder::new(sink);

@@ -1,20 +1,18 @@
-//! The records of the API text (event, ticket, price, payment, submission type, topic area, page
-//! area, sponsor item) and of observed.md (payment detail row, submission, author).
+//! The records of the platform's API documentation (event, ticket, price, payment, submission
+//! type, topic area, page area, sponsor item, then the pages named below) and those only the live
+//! service's answers show (payment detail row, submission, author).
 //!
-//! Field order in each struct is the order of its field table, and that is the order in which it
-//! is served (serde's derive keeps declaration order). `extra` holds whatever the file has beyond
-//! the table, in file order, and is served after. Numbers that the API text calls decimal are
-//! `serde_json::Number`, which keeps their text (`10.00` stays `10.00`).
-
-//! The records of the API text (event, ticket, price, payment, submission type, topic area, page
-//! area, sponsor item) and of observed.md (payment detail row, submission, author).
+//! A page named here (pessoas.md, programacao.md, certificados.md, empresas.md, models.md,
+//! api-fgv.md) is a page of that documentation, `even3dev/apidocs` at commit 5772319;
+//! tests/fixtures/apidocs/README.md lists the examples taken from each.
 //!
 //! Each record is declared once, with `record!`: its field list is the struct, the order in
 //! which it is served (serde's derive keeps declaration order) and the order in which its decoder
-//! reads the file, each field by the rule its type picks (`decode::Field`). `extra` holds
-//! whatever the file has beyond the table, in file order, and is served after. Numbers that the
-//! API text calls decimal are `serde_json::Number`, which keeps their text (`10.00` stays
-//! `10.00`).
+//! reads the file, each field by the rule its type picks (`decode::Field`); in test builds also
+//! its `FIELDS`, from which docs/bundles.md's field tables are generated. `extra` holds
+//! whatever the file has beyond the declared fields, in file order, and is served after. Numbers
+//! that the documentation calls decimal are `serde_json::Number`, which keeps their text
+//! (`10.00` stays `10.00`).
 //!
 //! A macro rather than `#[derive(Deserialize)]`: serde stops at a record's first error, and its
 //! messages name Rust types; a bundle's check reports every problem of every record with its JSON
@@ -26,7 +24,7 @@ use serde_json::{Map, Number, Value};
 use super::decode::{Diag, Field, Obj, Omittable, Record, TextFormat};
 use super::formats::{BrDate, DateTime, DecimalText, HourMinute};
 
-/// Fields a file has beyond the API text's table, in file order.
+/// Fields a file has beyond its record's declared fields, in file order.
 pub type Extra = Map<String, Value>;
 
 /// Declares a record from one field list: the struct (served in field order, then `extra`), its
@@ -72,8 +70,26 @@ macro_rules! record {
             fn decode(v: &Value, path: &str, diag: &mut Diag) -> Option<Self> {
                 $decoder(v, path, diag)
             }
+            #[cfg(test)]
+            const NAME: &'static str = stringify!($name);
+            #[cfg(test)]
+            const FIELDS: &'static [$crate::model::decode::FieldDoc] = &[$(
+                $crate::model::decode::FieldDoc {
+                    key: record!(@key $field $($key)?),
+                    ty: <$ty as $crate::model::decode::Describe>::ty,
+                    presence: record!(@presence $ty $(, $how)?),
+                },
+            )*];
         }
     };
+    (@presence $ty:ty) => {
+        if <$ty as $crate::model::decode::Describe>::NULLABLE {
+            $crate::model::decode::Presence::Nullable
+        } else {
+            $crate::model::decode::Presence::Required
+        }
+    };
+    (@presence $ty:ty, omittable) => { $crate::model::decode::Presence::Optional };
     // Every field is read (so every problem is reported) before the `?`s decide whether the
     // record is whole.
     (@body $v:ident, $path:ident, $diag:ident, $name:ident, $o:ident;
@@ -96,7 +112,7 @@ macro_rules! record {
 }
 
 record! {
-    /// Event record (API text 2.1).
+    /// Event record (documentation, `GET /event`).
     pub struct Event, decoded by event {
         id_event: i64,
         title: String,
@@ -121,15 +137,15 @@ record! {
 }
 
 record! {
-    /// Ticket type (API text 2.2).
+    /// Ticket type (documentation, `GET /event`).
     pub struct Ticket, decoded by ticket {
         title: String,
         registration_quantity: i64,
         prices: Vec<TicketPrice>,
     }
     check(o) {
-        // All tiers of one ticket carry the same id_ticket (API text 2.3); the service's data is
-        // taken as it is, so a mismatch is a warning.
+        // All tiers of one ticket carry the same id_ticket (documentation, `GET /event`); the
+        // service's data is taken as it is, so a mismatch is a warning.
         if let Some(first) = prices.as_ref().and_then(|p| p.first()) {
             for (i, p) in prices.iter().flatten().enumerate().skip(1) {
                 if p.id_ticket != first.id_ticket {
@@ -148,7 +164,7 @@ record! {
 }
 
 record! {
-    /// Price tier of a ticket (API text 2.3). Tiers keep their file order.
+    /// Price tier of a ticket (documentation, `GET /event`). Tiers keep their file order.
     pub struct TicketPrice, decoded by ticket_price {
         id_ticket: i64,
         id_ticket_price: i64,
@@ -160,7 +176,7 @@ record! {
 }
 
 record! {
-    /// Payment record (API text 2.4).
+    /// Payment record (documentation, `GET /payments`).
     pub struct Payment, decoded by payment {
         id_event: i64,
         id_payment: i64,
@@ -194,7 +210,7 @@ record! {
 }
 
 record! {
-    /// One row of a payment's detail (observed.md). `phone_attende` is the service's spelling.
+    /// One row of a payment's detail (undocumented: as the live service answers). `phone_attende` is the service's spelling.
     pub struct PaymentDetail, decoded by payment_detail {
         id_event: i64,
         id_payment: i64,
@@ -229,7 +245,8 @@ impl PaymentDetail {
 }
 
 record! {
-    /// Submission type (API text 2.5). `title` may hold a `{{name}}` placeholder, served as stored.
+    /// Submission type (documentation, `GET /submission/`). `title` may hold a `{{name}}`
+    /// placeholder, served as stored.
     pub struct SubmissionType, decoded by submission_type {
         id_event: i64,
         id_submissiontype: i64,
@@ -239,7 +256,7 @@ record! {
 }
 
 record! {
-    /// Topic area (API text 2.5).
+    /// Topic area (documentation, `GET /submission/`).
     pub struct TopicArea, decoded by topic_area {
         id_event: i64,
         id_topicarea: i64,
@@ -248,7 +265,7 @@ record! {
 }
 
 record! {
-    /// Submission of the submission list (observed.md).
+    /// Submission of the submission list (undocumented: as the live service answers).
     pub struct Submission, decoded by submission {
         id_event: i64,
         id_submission: i64,
@@ -270,7 +287,7 @@ record! {
 }
 
 record! {
-    /// Author of a submission (observed.md).
+    /// Author of a submission (undocumented: as the live service answers).
     pub struct Author, decoded by author {
         id_event: i64,
         id_submission: i64,
@@ -282,7 +299,8 @@ record! {
 }
 
 record! {
-    /// Area of the event's web page (API text 2.6). The service's camelCase and Portuguese names.
+    /// Area of the event's web page (documentation, `GET /hotsite/`). The service's camelCase
+    /// and Portuguese names.
     #[allow(non_snake_case)]
     pub struct PageArea, decoded by page_area {
         idAreaSite: Option<i64>,
@@ -307,7 +325,7 @@ record! {
     }
 }
 
-// ---- Issue 12: the rest of the documented API (more-api.md; the pages of apidocs 5772319) ----
+// ---- The rest of the documented API (the pages of even3dev/apidocs 5772319) ----
 
 /// A text field that is either empty (`""`) or in the format `T`: the attendee's
 /// `registration_date` and `registration_hour` are `""` for people who never registered through
@@ -352,6 +370,21 @@ impl<T: TextFormat> Field for OrEmpty<T> {
             }
         }
     }
+}
+
+#[cfg(test)]
+impl<T: super::decode::Describe> super::decode::Describe for OrEmpty<T> {
+    fn ty() -> super::decode::Ty {
+        super::decode::Ty::OrEmpty(Box::new(T::ty()))
+    }
+}
+
+#[cfg(test)]
+super::decode::describe_plain! {
+    IsoDate => "`YYYY-MM-DD` date", "\"2026-09-15\"";
+    CheckinDate => "`YYYY-MM-DDTHH:MM:SS` date-time, may add fractions and a zone",
+        "\"2026-09-15T08:00:00\"";
+    EventToken => "string (a secret token)", "\"event-token\"";
 }
 
 /// `YYYY-MM-DD`, a calendar date (the company events' `start_date`, api-fgv.md's range).
@@ -593,9 +626,9 @@ record! {
 }
 
 record! {
-    /// The body of `POST /attendees/create`: the `Attendee` object of pessoas.md. A client sends
-    /// only `name`, `email`, `registration_confirmed` and `registration` (more-api.md), so only
-    /// `name`, `email` and `registration` are required; the rest may be null or left out.
+    /// The body of `POST /attendees/create`: the `Attendee` object of pessoas.md. Clients send
+    /// only `name`, `email`, `registration_confirmed` and `registration`, so only `name`, `email`
+    /// and `registration` are required; the rest may be null or left out.
     pub struct AttendeeCreate, decoded by attendee_create {
         name: String,
         bagde_name: Option<String>,

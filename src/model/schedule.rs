@@ -1,7 +1,8 @@
 //! The programme by day, `GET /api/v1/session/getschedule`: a pure function of the activities
 //! (`GET /api/v1/session`), so a bundle holds the activities once and both bodies agree.
 //!
-//! Shaped after programacao.md's example (apidocs 5772319): `{"data": [days], "count": days}`;
+//! Shaped after the example of the documentation's page programacao.md (`even3dev/apidocs`
+//! commit 5772319, tests/fixtures/apidocs/README.md): `{"data": [days], "count": days}`;
 //! a day is `id_schedule` (`DDMMYYYY`), `date` (midnight, seven fractional digits), `day` (the
 //! Portuguese weekday, "quarta-feira") and its `sessions`; an entry is the activity's
 //! `id_session`, `title`, `title_schedule` (always "Atividades"), `venue`, `description` (`" "`

@@ -224,8 +224,8 @@ impl fmt::Display for PullSummary {
 }
 
 /// What `pull` fetches, from the endpoint table: the list endpoints in table order, each with
-/// its path under the API base (as the API text writes it, trailing slash included), then the
-/// endpoint fetched once per payment reference.
+/// its path under the API base (as the platform's docs write it, trailing slash included), then
+/// the endpoint fetched once per payment reference.
 pub(crate) struct Plan {
     pub lists: Vec<(&'static api::Endpoint, &'static str)>,
     pub per_payment: Option<(&'static api::Endpoint, &'static str)>,
