@@ -545,7 +545,7 @@ fn spawn_sighup_reloads(app: &App) {
 
 /// The signal that asked the process to stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stop {
+pub(crate) enum Stop {
     /// Ctrl-C (SIGINT).
     Interrupt,
     /// SIGTERM (`timeout`, systemd, Kubernetes).
@@ -554,14 +554,14 @@ pub enum Stop {
 
 impl Stop {
     /// The shell's convention: 128 + the signal's number.
-    pub fn exit_code(self) -> u8 {
+    pub(crate) fn exit_code(self) -> u8 {
         match self {
             Stop::Interrupt => 130,
             Stop::Terminate => 143,
         }
     }
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Stop::Interrupt => "Ctrl-C",
             Stop::Terminate => "SIGTERM",
@@ -572,7 +572,7 @@ impl Stop {
 /// Completes on Ctrl-C or SIGTERM, saying which. On unix the handlers are installed when this is
 /// called (inside a runtime), not when the future is first polled, so work started after the call
 /// is covered from its first instant.
-pub fn stop_signal() -> impl std::future::Future<Output = Stop> + Send {
+pub(crate) fn stop_signal() -> impl std::future::Future<Output = Stop> + Send {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
@@ -603,7 +603,7 @@ pub fn stop_signal() -> impl std::future::Future<Output = Stop> + Send {
 }
 
 /// Completes on Ctrl-C or SIGTERM.
-pub async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     stop_signal().await;
     tracing::info!("shutting down: no new connections; requests in flight may finish");
 }

@@ -1168,6 +1168,41 @@ mod tests {
     use super::*;
 
     #[test]
+    fn gen_writes_exactly_the_files_of_the_endpoint_table() {
+        use std::collections::BTreeSet;
+
+        use crate::api::{Feed, API};
+
+        let data = tempfile::tempdir().expect("tmp");
+        let dir = data.path().join("tabled");
+        let mut o = GenOptions::new(&dir);
+        o.payments = 30;
+        o.submissions = 40;
+        o.seed = 5;
+        run(&o).expect("gen succeeds");
+
+        let found: BTreeSet<String> = std::fs::read_dir(&dir)
+            .expect("the bundle folder")
+            .map(|e| {
+                e.expect("an entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+
+        let mut expected = BTreeSet::from(["bundle.toml".to_string()]);
+        for e in &API {
+            match e.feed {
+                Feed::File(_) | Feed::Stream => expected.insert(format!("{}.json", e.key)),
+                Feed::PerReference(_) => expected.insert(e.key.to_string()),
+                Feed::Server(_) => false,
+            };
+        }
+        assert_eq!(found, expected);
+    }
+
+    #[test]
     fn cpf_check_digits_are_valid() {
         // 529.982.247-25 is the textbook valid CPF; check our rule on its first nine digits.
         let mut rng = Rng::new(3);

@@ -25,24 +25,24 @@
 //! See ARCHITECTURE.md for the invariants.
 #![forbid(unsafe_code)]
 
-pub mod api;
+mod api;
 pub mod app;
-pub mod catalog;
+mod catalog;
 pub mod cli;
 pub mod config;
 pub mod gen;
 pub mod http;
-pub mod load;
-pub mod metrics;
-pub mod model;
-pub mod prepare;
+mod load;
+mod metrics;
+mod model;
+mod prepare;
 pub mod probe;
 pub mod problem;
 pub mod pull;
-pub mod reload;
-pub mod rng;
-pub mod simulate;
-pub mod store;
+mod reload;
+mod rng;
+mod simulate;
+mod store;
 pub mod testing;
 pub mod token;
 pub mod watch;

@@ -15,7 +15,7 @@ use bytes::Bytes;
 
 /// Everything served at one moment: token → bundle answers, and the `/status` body.
 #[derive(Debug, Default)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     by_token: HashMap<Token, Arc<Prepared>>,
     status: Bytes,
     /// False for the empty snapshot served until the first load is published.
@@ -24,7 +24,7 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// A published snapshot (ready).
-    pub fn new(by_token: HashMap<Token, Arc<Prepared>>, status: Bytes) -> Snapshot {
+    pub(crate) fn new(by_token: HashMap<Token, Arc<Prepared>>, status: Bytes) -> Snapshot {
         Snapshot {
             by_token,
             status,
@@ -33,41 +33,41 @@ impl Snapshot {
     }
 
     /// The bundle a token opens.
-    pub fn bundle(&self, token: &Token) -> Option<&Prepared> {
+    pub(crate) fn bundle(&self, token: &Token) -> Option<&Prepared> {
         self.by_token.get(token).map(Arc::as_ref)
     }
 
     /// The `/status` body.
-    pub fn status(&self) -> &Bytes {
+    pub(crate) fn status(&self) -> &Bytes {
         &self.status
     }
 
     /// Whether the first load has been published.
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         self.ready
     }
 }
 
 /// The current snapshot, swapped atomically.
 #[derive(Debug)]
-pub struct Store {
+pub(crate) struct Store {
     current: ArcSwap<Snapshot>,
 }
 
 impl Store {
-    pub fn new(snapshot: Snapshot) -> Self {
+    pub(crate) fn new(snapshot: Snapshot) -> Self {
         Store {
             current: ArcSwap::from_pointee(snapshot),
         }
     }
 
     /// The snapshot to answer one request from. Cheap; hold it for the request's life.
-    pub fn snapshot(&self) -> Guard<Arc<Snapshot>> {
+    pub(crate) fn snapshot(&self) -> Guard<Arc<Snapshot>> {
         self.current.load()
     }
 
     /// Publishes a new snapshot; requests already holding the old one finish on it.
-    pub fn replace(&self, snapshot: Snapshot) {
+    pub(crate) fn replace(&self, snapshot: Snapshot) {
         self.current.store(Arc::new(snapshot));
     }
 }

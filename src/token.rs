@@ -14,7 +14,7 @@ use std::hash::{Hash, Hasher};
 
 use subtle::ConstantTimeEq;
 
-use crate::problem::{token_head, token_hint};
+use crate::problem::token_hint;
 
 /// A token. See the module's documentation.
 #[derive(Clone, Default)]
@@ -22,7 +22,7 @@ pub struct Token(Box<str>);
 
 /// The header's value is not UTF-8, so it names no bundle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NotText;
+pub(crate) struct NotText;
 
 impl Token {
     /// A token from text, as written (`bundle.toml` refuses white space around a token; `pull`
@@ -32,7 +32,7 @@ impl Token {
     }
 
     /// The token a request header carries: `Ok(None)` when the header is absent or blank.
-    pub fn from_header(value: Option<&[u8]>) -> Result<Option<Token>, NotText> {
+    pub(crate) fn from_header(value: Option<&[u8]>) -> Result<Option<Token>, NotText> {
         let bytes = value.unwrap_or_default().trim_ascii();
         if bytes.is_empty() {
             return Ok(None);
@@ -54,11 +54,6 @@ impl Token {
     /// Its first characters and an ellipsis, for messages and logs.
     pub fn hint(&self) -> String {
         token_hint(&self.0)
-    }
-
-    /// Its first characters, without the ellipsis (the journal's `token` field).
-    pub fn head(&self) -> String {
-        token_head(&self.0)
     }
 }
 
@@ -102,6 +97,7 @@ mod tests {
     use std::collections::HashMap;
 
     use super::*;
+    use crate::problem::token_head;
 
     #[test]
     fn debug_and_display_show_only_the_hint() {
@@ -110,7 +106,7 @@ mod tests {
         assert_eq!(t.to_string(), "secr…");
         assert_eq!(format!("{:?}", vec![t.clone()]), "[Token(secr…)]");
         assert_eq!(t.expose(), "secret-token-value");
-        assert_eq!(t.head(), "secr");
+        assert_eq!(token_head(t.expose()), "secr");
     }
 
     #[test]

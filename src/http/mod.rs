@@ -14,17 +14,18 @@
 //! - [`journal`]: the request journal behind `/_journal`;
 //! - [`idle`]: the idle-timeout wrapper around each connection.
 
-pub mod control;
-pub mod cors;
-pub mod details;
-pub mod errors;
-pub mod fault;
-pub mod idle;
-pub mod journal;
-pub mod negotiate;
+pub(crate) mod control;
+pub(crate) mod cors;
+pub(crate) mod details;
+pub(crate) mod errors;
+pub(crate) mod fault;
+pub(crate) mod idle;
+pub(crate) mod journal;
+pub(crate) mod negotiate;
 mod pipeline;
-pub mod router;
-pub mod server;
+pub(crate) mod router;
+pub(crate) mod server;
 
-pub use journal::Journal;
-pub use server::{serve, Limits, Service};
+pub use cors::Cors;
+pub(crate) use journal::Journal;
+pub use server::{serve, Limits, Service, DRAIN_TIMEOUT};

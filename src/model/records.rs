@@ -27,7 +27,7 @@ use super::decode::{Diag, Field, Obj, Omittable, Record, TextFormat};
 use super::formats::{BrDate, DateTime, DecimalText, HourMinute};
 
 /// Fields a file has beyond the API text's table, in file order.
-pub type Extra = Map<String, Value>;
+pub(crate) type Extra = Map<String, Value>;
 
 /// Declares a record from one field list: the struct (served in field order, then `extra`), its
 /// decoder function and its [`Record`] impl.
@@ -40,7 +40,7 @@ pub type Extra = Map<String, Value>;
 macro_rules! record {
     (
         $(#[$meta:meta])*
-        pub struct $name:ident, decoded by $decoder:ident {
+        pub(crate) struct $name:ident, decoded by $decoder:ident {
             $(
                 $(#[$field_meta:meta])*
                 $field:ident $(as $key:literal)? : $ty:ty $([$how:ident])?
@@ -50,21 +50,21 @@ macro_rules! record {
     ) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Serialize)]
-        pub struct $name {
+        pub(crate) struct $name {
             $(
                 $(#[$field_meta])*
                 $(#[serde(rename = $key)])?
                 // `[omittable]`: not served when absent (the cfg_attr only consumes the marker).
                 $(#[serde(skip_serializing_if = "Option::is_none")] #[cfg_attr(any(), $how)])?
-                pub $field: $ty,
+                pub(crate) $field: $ty,
             )*
             #[serde(flatten)]
-            pub extra: Extra,
+            pub(crate) extra: Extra,
         }
 
         #[doc = concat!("Decodes a [`", stringify!($name), "`] at `path`, reporting every problem.")]
         #[allow(non_snake_case)]
-        pub fn $decoder(v: &Value, path: &str, diag: &mut Diag) -> Option<$name> {
+        pub(crate) fn $decoder(v: &Value, path: &str, diag: &mut Diag) -> Option<$name> {
             record!(@body v, path, diag, $name, $($o)?; $($field $(as $key)? : $ty $([$how])?),* ; $($check)?)
         }
 
@@ -97,7 +97,7 @@ macro_rules! record {
 
 record! {
     /// Event record (API text 2.1).
-    pub struct Event, decoded by event {
+    pub(crate) struct Event, decoded by event {
         id_event: i64,
         title: String,
         url: String,
@@ -122,7 +122,7 @@ record! {
 
 record! {
     /// Ticket type (API text 2.2).
-    pub struct Ticket, decoded by ticket {
+    pub(crate) struct Ticket, decoded by ticket {
         title: String,
         registration_quantity: i64,
         prices: Vec<TicketPrice>,
@@ -149,7 +149,7 @@ record! {
 
 record! {
     /// Price tier of a ticket (API text 2.3). Tiers keep their file order.
-    pub struct TicketPrice, decoded by ticket_price {
+    pub(crate) struct TicketPrice, decoded by ticket_price {
         id_ticket: i64,
         id_ticket_price: i64,
         price: Number,
@@ -161,7 +161,7 @@ record! {
 
 record! {
     /// Payment record (API text 2.4).
-    pub struct Payment, decoded by payment {
+    pub(crate) struct Payment, decoded by payment {
         id_event: i64,
         id_payment: i64,
         reference_payment: String,
@@ -195,7 +195,7 @@ record! {
 
 record! {
     /// One row of a payment's detail (observed.md). `phone_attende` is the service's spelling.
-    pub struct PaymentDetail, decoded by payment_detail {
+    pub(crate) struct PaymentDetail, decoded by payment_detail {
         id_event: i64,
         id_payment: i64,
         reference_payment: String,
@@ -211,7 +211,8 @@ record! {
 
 impl PaymentDetail {
     /// The row served for a payment that has no detail file of its own.
-    pub fn derived_from(p: &Payment) -> Self {
+    #[cfg(test)]
+    pub(crate) fn derived_from(p: &Payment) -> Self {
         PaymentDetail {
             id_event: p.id_event,
             id_payment: p.id_payment,
@@ -230,7 +231,7 @@ impl PaymentDetail {
 
 record! {
     /// Submission type (API text 2.5). `title` may hold a `{{name}}` placeholder, served as stored.
-    pub struct SubmissionType, decoded by submission_type {
+    pub(crate) struct SubmissionType, decoded by submission_type {
         id_event: i64,
         id_submissiontype: i64,
         url_roles: String,
@@ -240,7 +241,7 @@ record! {
 
 record! {
     /// Topic area (API text 2.5).
-    pub struct TopicArea, decoded by topic_area {
+    pub(crate) struct TopicArea, decoded by topic_area {
         id_event: i64,
         id_topicarea: i64,
         title: String,
@@ -249,7 +250,7 @@ record! {
 
 record! {
     /// Submission of the submission list (observed.md).
-    pub struct Submission, decoded by submission {
+    pub(crate) struct Submission, decoded by submission {
         id_event: i64,
         id_submission: i64,
         title: String,
@@ -271,7 +272,7 @@ record! {
 
 record! {
     /// Author of a submission (observed.md).
-    pub struct Author, decoded by author {
+    pub(crate) struct Author, decoded by author {
         id_event: i64,
         id_submission: i64,
         name: String,
@@ -284,7 +285,7 @@ record! {
 record! {
     /// Area of the event's web page (API text 2.6). The service's camelCase and Portuguese names.
     #[allow(non_snake_case)]
-    pub struct PageArea, decoded by page_area {
+    pub(crate) struct PageArea, decoded by page_area {
         idAreaSite: Option<i64>,
         titulo: String,
         subtitulo: Option<String>,
@@ -299,7 +300,7 @@ record! {
     /// id); items of other areas may carry other fields. So each sponsor field is checked for its
     /// type when present and served first, in the table's order, and none is required.
     #[allow(non_snake_case)]
-    pub struct PageItem, decoded by page_item {
+    pub(crate) struct PageItem, decoded by page_item {
         titulo: Option<String> [omittable],
         urlImagem: Option<String> [omittable],
         link: Option<String> [omittable],
@@ -313,14 +314,14 @@ record! {
 /// `registration_date` and `registration_hour` are `""` for people who never registered through
 /// a form (pessoas.md). Served as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OrEmpty<T> {
+pub(crate) enum OrEmpty<T> {
     Empty,
     Value(T),
 }
 
 impl<T> OrEmpty<T> {
     /// The value, unless empty.
-    pub fn value(&self) -> Option<&T> {
+    pub(crate) fn value(&self) -> Option<&T> {
         match self {
             OrEmpty::Empty => None,
             OrEmpty::Value(t) => Some(t),
@@ -357,10 +358,10 @@ impl<T: TextFormat> Field for OrEmpty<T> {
 /// `YYYY-MM-DD`, a calendar date (the company events' `start_date`, api-fgv.md's range).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(transparent)]
-pub struct IsoDate(String);
+pub(crate) struct IsoDate(String);
 
 impl IsoDate {
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 }
@@ -390,13 +391,7 @@ impl Field for IsoDate {
 /// `YYYY-MM-DDTHH:MM:SS`, with or without fractional seconds and a zone (`Z`, `-03:00`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(transparent)]
-pub struct CheckinDate(String);
-
-impl CheckinDate {
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
+pub(crate) struct CheckinDate(String);
 
 impl TextFormat for CheckinDate {
     fn parse(text: &str) -> Result<Self, String> {
@@ -421,10 +416,10 @@ impl Field for CheckinDate {
 /// message show at most its first characters (`problem::token_hint`); served whole.
 #[derive(Clone, PartialEq, Eq, Serialize)]
 #[serde(transparent)]
-pub struct EventToken(String);
+pub(crate) struct EventToken(String);
 
 impl EventToken {
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 }
@@ -465,7 +460,7 @@ record! {
     /// Participant (pessoas.md, `GET /attendees`). `bagde_name` is the service's spelling.
     /// `checkin_code` may be left out (the documentation's third record has none) and is then
     /// not served either; `registration_date` and `registration_hour` may be `""`.
-    pub struct Attendee, decoded by attendee {
+    pub(crate) struct Attendee, decoded by attendee {
         id_attendees: i64,
         id_event: i64,
         checkin_code: Option<i64> [omittable],
@@ -486,7 +481,7 @@ record! {
     /// Activity (programacao.md, `GET /session`). `ticket_price` keeps its text (`10.0000`).
     /// `venue` and `tags` may be null: the table and the session example show strings, but the
     /// documented schedule, derived from the activities, shows both as `null`.
-    pub struct Activity, decoded by activity {
+    pub(crate) struct Activity, decoded by activity {
         id_session: i64,
         id_event: i64,
         title: String,
@@ -504,7 +499,7 @@ record! {
 
 record! {
     /// Speaker of an activity: a [`Speaker`] that also carries the activity's `id_session`.
-    pub struct SessionSpeaker, decoded by session_speaker {
+    pub(crate) struct SessionSpeaker, decoded by session_speaker {
         id_event: i64,
         id_speaker: i64,
         id_session: i64,
@@ -522,7 +517,7 @@ record! {
 
 record! {
     /// When an activity is held: one per day it is held on (programacao.md).
-    pub struct SessionTime, decoded by session_time {
+    pub(crate) struct SessionTime, decoded by session_time {
         id_event: i64,
         id_session: i64,
         id_time: i64,
@@ -534,7 +529,7 @@ record! {
 
 record! {
     /// Speaker (programacao.md, `GET /speaker`). `resume` may be null (the schedule example).
-    pub struct Speaker, decoded by speaker {
+    pub(crate) struct Speaker, decoded by speaker {
         id_event: i64,
         id_speaker: i64,
         name: String,
@@ -552,7 +547,7 @@ record! {
 record! {
     /// A participant's certificate (certificados.md, `GET /certificates`). `id_pessoa` is the
     /// service's Portuguese name.
-    pub struct Certificate, decoded by certificate {
+    pub(crate) struct Certificate, decoded by certificate {
         id_pessoa: i64,
         id_event: i64,
         name: String,
@@ -565,7 +560,7 @@ record! {
 record! {
     /// An event of a company account (empresas.md, `GET /customclient/events`), in the service's
     /// Portuguese and English names. `token` is the event's own token, a secret.
-    pub struct CompanyEvent, decoded by company_event {
+    pub(crate) struct CompanyEvent, decoded by company_event {
         id: i64,
         titulo: String,
         url: String,
@@ -586,7 +581,7 @@ record! {
 
 record! {
     /// Who may see a company event (`"Privado - com link de acessso"`, the service's spelling).
-    pub struct Privacy, decoded by privacy {
+    pub(crate) struct Privacy, decoded by privacy {
         id: i64,
         type_ as "type": String,
     }
@@ -596,7 +591,7 @@ record! {
     /// The body of `POST /attendees/create`: the `Attendee` object of pessoas.md. A client sends
     /// only `name`, `email`, `registration_confirmed` and `registration` (more-api.md), so only
     /// `name`, `email` and `registration` are required; the rest may be null or left out.
-    pub struct AttendeeCreate, decoded by attendee_create {
+    pub(crate) struct AttendeeCreate, decoded by attendee_create {
         name: String,
         bagde_name: Option<String>,
         email: String,
@@ -617,7 +612,7 @@ record! {
 
 record! {
     /// The ticket price a registration takes (`id_ticket_price` of `GET /event`), and its price.
-    pub struct Registration, decoded by registration {
+    pub(crate) struct Registration, decoded by registration {
         id_ticket_price: i64,
         price: Number,
     }
@@ -626,7 +621,7 @@ record! {
 record! {
     /// One check-in at the event (models.md, `CheckinAttendee`): `checkin` 1 checks the person
     /// with that `checkin_code` in, 0 undoes it. The table types `checkin_code` as a string.
-    pub struct CheckinAttendee, decoded by checkin_attendee {
+    pub(crate) struct CheckinAttendee, decoded by checkin_attendee {
         checkin_code: String,
         checkin: i64,
         checkin_date: CheckinDate,
@@ -638,7 +633,7 @@ record! {
 
 record! {
     /// One check-in at an activity (models.md, `CheckinSession`).
-    pub struct CheckinSession, decoded by checkin_session {
+    pub(crate) struct CheckinSession, decoded by checkin_session {
         id_attendees: i64,
         id_session: i64,
         checkin: i64,
@@ -665,7 +660,7 @@ record! {
     /// the caller's to apply, as they depend on the day). A start after the end is an error (the
     /// page's `InvalidParameter`).
     #[allow(non_snake_case)]
-    pub struct DateRange, decoded by date_range {
+    pub(crate) struct DateRange, decoded by date_range {
         dataInicio: Option<IsoDate>,
         dataFim: Option<IsoDate>,
     }
@@ -741,7 +736,7 @@ mod tests {
     record! {
         /// A record holding one record ([`Privacy`] of the company events), required, and one
         /// that may be null.
-        pub struct Company, decoded by company {
+        pub(crate) struct Company, decoded by company {
             id: i64,
             privacy: Privacy,
             previous: Option<Privacy>,
