@@ -2,11 +2,11 @@
 //! variables and serde fills from the TOML file given by `--config`, whose keys are the flags'
 //! long names (`idle-timeout = "60s"`, `cors-origin = ["..."]`).
 //!
-//! Precedence is flag > variable > file > default. [`ServeOptions::resolve`] applies it from
+//! Precedence is flag > variable > file > default. `ServeOptions::resolve` applies it from
 //! clap's own record of where each value came from (`ArgMatches::value_source`), so an option
 //! is declared once, on its field, and never merged by hand. The file is checked first, with
 //! every error naming the file, the line and the key ([`ConfigError::File`]). Every duration,
-//! here and in `pull`, goes through [`parse_duration`].
+//! here and in `pull`, goes through `parse_duration`.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -155,7 +155,7 @@ impl From<ListenAddr> for String {
 }
 
 /// Everything `eventbox serve` runs with. Flags, `EVENTBOX_*` variables and the configuration
-/// file fill this one struct ([`ServeOptions::resolve`]); [`ServeOptions::default`] holds the
+/// file fill this one struct (`ServeOptions::resolve`); [`ServeOptions::default`] holds the
 /// defaults; [`crate::app::App::with_options`] starts from it.
 #[derive(Debug, Clone, PartialEq, Eq, Args, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields, default)]

@@ -7,13 +7,13 @@
 //! authors, and a detail file for a few group purchases. Every bundle passes `check --strict`.
 //!
 //! Shaped for two promises:
-//! - **the same seed gives the same files, for good**: one hand-written generator ([`Rng`]) is
+//! - **the same seed gives the same files, for good**: one hand-written generator (`Rng`) is
 //!   drawn from in a fixed order, nothing reads the clock, and the word lists live here;
 //! - **fast**: payments (the file that grows) are streamed one record per line into a
 //!   `BufWriter`, with amounts in integer cents; 200,000 payments take about a second in a
 //!   release build. The small files go through `serde_json` (pretty, numbers as written).
 //!
-//! The bundle is written into a staging folder and swapped in whole (see [`crate::pull::stage`]),
+//! The bundle is written into a staging folder and swapped in whole (see `crate::pull::stage`),
 //! so a running server never reads it half-written.
 
 use std::fmt;
@@ -39,7 +39,7 @@ pub struct GenOptions {
     /// `DIR/NAME`: the bundle folder to create or replace.
     pub into: PathBuf,
     /// Replace `into` even when it holds things other than one bundle (see
-    /// [`crate::pull::stage::check_target`]); never a file or a symbolic link.
+    /// `crate::pull::stage::check_target`); never a file or a symbolic link.
     pub force: bool,
     pub payments: usize,
     pub submissions: usize,

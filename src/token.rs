@@ -3,7 +3,7 @@
 //!
 //! Built once (from a header: trimmed, as the service trims it; from `bundle.toml` or the
 //! command line: as written, for their own checks of white space), it never shows itself: `Debug` and
-//! `Display` print its hint (`demo…`, see [`crate::problem::token_hint`]), so any struct holding
+//! `Display` print its hint (`demo…`, see `crate::problem::token_hint`), so any struct holding
 //! tokens can derive `Debug`. Equality runs in constant time (`subtle`), so comparing a guess
 //! with a bundle's token tells nothing about how much of it was right; hashing (for the
 //! token → bundle map) is ordinary. [`Token::expose`] is the one way to the text, for the few

@@ -1,6 +1,6 @@
 //! Watching the data folder: file events (inotify and the like), or polling where events do not
 //! arrive (network shares, some container volumes); either way turned into the set of bundles
-//! they touch and handed to the [`Reloader`].
+//! they touch and handed to the `Reloader`.
 //!
 //! notify-debouncer-full coalesces the bursts that saving makes (truncate and write, write a
 //! temporary file and rename it over, delete and re-create, copy a folder in) and follows renames.

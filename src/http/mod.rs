@@ -1,18 +1,18 @@
 //! The HTTP side: a hyper 1 server that answers from the current snapshot.
 //!
-//! - [`server`]: the accept loop and graceful shutdown; takes a bound listener, so tests bind
+//! - `server`: the accept loop and graceful shutdown; takes a bound listener, so tests bind
 //!   `127.0.0.1:0` and run it in-process;
 //! - `pipeline`: one request, start to end: parse, route, authorise (one token lookup),
 //!   simulate and fault, represent, record (metrics, access log, journal);
-//! - [`router`]: the checks, simulation and representation of the pipeline's middle;
-//! - [`cors`]: CORS headers and preflights;
-//! - [`details`]: where the details endpoint finds its `reference`;
-//! - [`negotiate`]: `Accept-Encoding` and `If-None-Match`;
-//! - [`errors`]: the error contract, as constant bodies;
-//! - [`control`]: the `X-Eventbox-*` control headers (per-request simulation);
-//! - [`fault`]: making the faults they ask for happen below hyper (reset, empty, truncate);
-//! - [`journal`]: the request journal behind `/_journal`;
-//! - [`idle`]: the idle-timeout wrapper around each connection.
+//! - `router`: the checks, simulation and representation of the pipeline's middle;
+//! - `cors`: CORS headers and preflights;
+//! - `details`: where the details endpoint finds its `reference`;
+//! - `negotiate`: `Accept-Encoding` and `If-None-Match`;
+//! - `errors`: the error contract, as constant bodies;
+//! - `control`: the `X-Eventbox-*` control headers (per-request simulation);
+//! - `fault`: making the faults they ask for happen below hyper (reset, empty, truncate);
+//! - `journal`: the request journal behind `/_journal`;
+//! - `idle`: the idle-timeout wrapper around each connection.
 
 pub(crate) mod control;
 pub(crate) mod cors;

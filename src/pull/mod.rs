@@ -5,11 +5,11 @@
 //! written into a staging folder beside the target (`DIR/_NAME.pull-<pid>-<n>`, a name the
 //! server skips), checked with the same loader `check` and `serve` use, and only then swapped
 //! into place; any failure before the swap removes the staging folder and leaves the earlier
-//! copy as it was (see [`stage`]).
+//! copy as it was (see `stage`).
 //!
 //! Split in four: this file (options, the run, the summary, what may become a file name),
-//! [`fetch`] (the HTTP client: timeouts, retries, backoff, `Retry-After`, 401), [`stage`] (the
-//! staging folder and the swap) and [`progress`] (a bar on a terminal, plain lines otherwise).
+//! `fetch` (the HTTP client: timeouts, retries, backoff, `Retry-After`, 401), `stage` (the
+//! staging folder and the swap) and `progress` (a bar on a terminal, plain lines otherwise).
 //! Library functions, so tests run a pull in-process against an in-process server.
 
 pub(crate) mod fetch;
@@ -48,7 +48,7 @@ pub struct PullOptions {
     /// `DIR/NAME`: the bundle folder to create or replace.
     pub into: PathBuf,
     /// Replace `into` even when it holds things other than one bundle (see
-    /// [`stage::check_target`]); never a file or a symbolic link.
+    /// `stage::check_target`); never a file or a symbolic link.
     pub force: bool,
     /// Detail requests in flight at once.
     pub concurrency: usize,

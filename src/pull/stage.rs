@@ -43,7 +43,7 @@ pub(crate) const BUNDLE_FILE: &str = "bundle.toml";
 /// How many names a refusal lists of each kind before it says "…".
 const NAMES_SHOWN: usize = 5;
 
-/// Why a new bundle may not be put at a target; see [`check_target`].
+/// Why a new bundle may not be put at a target; see `check_target`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     /// A symbolic link: the swap would replace the link, not its target.
