@@ -28,7 +28,7 @@ pub struct Cli {
     pub command: Option<Command>,
     /// `eventbox` alone means `eventbox serve`, with these options.
     #[command(flatten)]
-    pub serve: ServeOptions,
+    pub(crate) serve: ServeOptions,
 }
 
 #[derive(Debug, Subcommand)]
@@ -73,7 +73,7 @@ impl Cli {
 pub struct CompletionsArgs {
     /// The shell to complete in
     #[arg(value_enum)]
-    pub shell: clap_complete::Shell,
+    pub(crate) shell: clap_complete::Shell,
 }
 
 /// `eventbox completions <shell>`: the completion script on `out`.
@@ -114,41 +114,41 @@ pub enum CheckFormat {
 pub struct PullArgs {
     /// The service: its origin or its API base, e.g. https://host/api/v1
     #[arg(long, value_name = "BASE_URL")]
-    pub from: String,
+    pub(crate) from: String,
     /// The token that opens the event (EVENTBOX_TOKEN keeps it out of the process list)
     #[arg(long, env = "EVENTBOX_TOKEN", hide_env_values = true)]
-    pub token: crate::pull::Token,
+    pub(crate) token: crate::pull::Token,
     /// The bundle folder to create or replace: absent, empty, or a bundle (it has bundle.toml)
     #[arg(long, value_name = "DIR/NAME")]
-    pub into: PathBuf,
+    pub(crate) into: PathBuf,
     /// Replace --into even when it holds other bundles or files (all of them are deleted)
     #[arg(long)]
-    pub force: bool,
+    pub(crate) force: bool,
     /// Detail requests in flight at once
     #[arg(long, default_value_t = 8, value_name = "N")]
-    pub concurrency: usize,
+    pub(crate) concurrency: usize,
     /// Re-indent the JSON instead of keeping the bodies byte for byte
     #[arg(long)]
-    pub pretty: bool,
+    pub(crate) pretty: bool,
     /// Retries of one request (timeouts, connection errors, 429, 5xx)
     #[arg(long, default_value_t = 4, value_name = "N")]
-    pub retries: u32,
+    pub(crate) retries: u32,
     /// Time allowed to connect
     #[arg(long, default_value = "10s", value_parser = config::parse_duration)]
-    pub connect_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
     /// Time allowed for one request, its body included
     #[arg(long, default_value = "60s", value_parser = config::parse_duration)]
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// The longest wait before a retry, Retry-After included
     #[arg(long, default_value = "30s", value_parser = config::parse_duration)]
-    pub max_retry_wait: Duration,
+    pub(crate) max_retry_wait: Duration,
     /// A bar on a terminal and plain lines otherwise (auto), plain lines, or nothing
     #[arg(long, value_enum, default_value_t = crate::pull::ProgressMode::Auto)]
-    pub progress: crate::pull::ProgressMode,
+    pub(crate) progress: crate::pull::ProgressMode,
 }
 
 impl PullArgs {
-    pub fn options(&self) -> crate::pull::PullOptions {
+    pub(crate) fn options(&self) -> crate::pull::PullOptions {
         let mut o =
             crate::pull::PullOptions::new(self.from.clone(), self.token.expose(), &self.into);
         o.force = self.force;
