@@ -8,27 +8,19 @@
 //! `model::Bundle`, `prepare::Prepared` and `catalog::Summary` sits in slots indexed by [`API`].
 //!
 //! Adding an endpoint is an entry here, a record type (and its decoder) in `model`, gen code and
-//! tests. Authorisation kinds the next endpoints need (an admin header, a token plus an app
-//! header) become [`Auth`] variants; paths with an `:id` become a [`Feed`] that answers one
-//! record of a list.
+//! tests. Today an entry's feed says how it is authorised: [`Feed::Server`] routes are open, the
+//! rest need `Authorization-Token`; the next kinds (an admin header, a token plus an app header)
+//! become an `auth` field of the entry when they come. Paths with an `:id` become a [`Feed`] that
+//! answers one record of a list.
 
 use serde_json::Value;
 
 use crate::model::bodies::{self, Records};
 use crate::model::decode::Diag;
 
-/// How a request to an endpoint is authorised.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Auth {
-    /// No header needed (operations routes).
-    Open,
-    /// `Authorization-Token` names the bundle.
-    Token,
-}
-
 /// The operations routes, answered by the server rather than from a bundle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Operation {
+pub(crate) enum Operation {
     Healthz,
     Readyz,
     Status,
@@ -40,7 +32,7 @@ pub enum Operation {
 
 /// A body decoded from a whole file, type-erased so that a bundle keeps one per endpoint in a
 /// slot: it serialises to the wire body and names its records for `/status`.
-pub trait FileBody: Records + std::fmt::Debug + Send + Sync + 'static {
+pub(crate) trait FileBody: Records + std::fmt::Debug + Send + Sync + 'static {
     /// The wire body: compact JSON.
     fn to_json(&self) -> serde_json::Result<Vec<u8>>;
     /// For the few places that need a body's own fields (the event's id and title).
@@ -58,7 +50,7 @@ impl<T: Records + serde::Serialize + std::fmt::Debug + Send + Sync + 'static> Fi
 }
 
 /// Decodes one file's value into its body, collecting problems in `diag`.
-pub trait Decode: Sync {
+pub(crate) trait Decode: Sync {
     fn decode(&self, v: &Value, diag: &mut Diag) -> Option<Box<dyn FileBody>>;
     /// The body served when the file is absent; `None`: the file is required.
     fn absent(&self) -> Option<Box<dyn FileBody>>;
@@ -66,9 +58,9 @@ pub trait Decode: Sync {
 
 /// A [`Decode`] from a typed decoder (`bodies::*_body`) and, for an optional file, the body an
 /// absent file stands for.
-pub struct Typed<T: 'static> {
-    pub decode: fn(&Value, &mut Diag) -> Option<T>,
-    pub absent: Option<fn() -> T>,
+pub(crate) struct Typed<T: 'static> {
+    pub(crate) decode: fn(&Value, &mut Diag) -> Option<T>,
+    pub(crate) absent: Option<fn() -> T>,
 }
 
 impl<T: FileBody> Decode for Typed<T> {
@@ -83,7 +75,7 @@ impl<T: FileBody> Decode for Typed<T> {
 
 /// What feeds an endpoint's answers.
 #[derive(Clone, Copy)]
-pub enum Feed {
+pub(crate) enum Feed {
     /// The file `KEY.json` or `KEY.toml`, decoded whole.
     File(&'static dyn Decode),
     /// `KEY.json` streamed record by record (`model::payments`) into the served body
@@ -110,7 +102,7 @@ impl std::fmt::Debug for Feed {
 
 /// Whether and how `pull` fetches an endpoint.
 #[derive(Debug, Clone, Copy)]
-pub enum Pull {
+pub(crate) enum Pull {
     No,
     /// One request to the path; `count` gives the records of its answer for the summary.
     List {
@@ -122,17 +114,16 @@ pub enum Pull {
 
 /// One route.
 #[derive(Debug)]
-pub struct Endpoint {
+pub(crate) struct Endpoint {
     /// The metrics and log label, the `[simulate.endpoints.KEY]` name and the bundle file stem.
-    pub key: &'static str,
+    pub(crate) key: &'static str,
     /// The path as documented (in `openapi.json`); matched with or without a trailing slash and
     /// ignoring ASCII case.
-    pub path: &'static str,
+    pub(crate) path: &'static str,
     /// Each method answered, with its OpenAPI `operationId`.
-    pub methods: &'static [(&'static str, &'static str)],
-    pub auth: Auth,
-    pub feed: Feed,
-    pub pull: Pull,
+    pub(crate) methods: &'static [(&'static str, &'static str)],
+    pub(crate) feed: Feed,
+    pub(crate) pull: Pull,
 }
 
 /// The length of an array member, if it is one.
@@ -141,12 +132,11 @@ fn len(v: &Value) -> Option<usize> {
 }
 
 /// The API's endpoints. Their order is the order of `/status` record counts and of `pull`.
-pub static API: [Endpoint; 7] = [
+pub(crate) static API: [Endpoint; 7] = [
     Endpoint {
         key: "event",
         path: "/api/v1/event",
         methods: &[("GET", "getEvent"), ("HEAD", "headEvent")],
-        auth: Auth::Token,
         feed: Feed::File(&Typed {
             decode: bodies::event_body,
             absent: None,
@@ -159,7 +149,6 @@ pub static API: [Endpoint; 7] = [
         key: "payments",
         path: "/api/v1/payments",
         methods: &[("GET", "getPayments"), ("HEAD", "headPayments")],
-        auth: Auth::Token,
         feed: Feed::Stream,
         pull: Pull::List {
             count: |v| len(&v["data"]),
@@ -169,7 +158,6 @@ pub static API: [Endpoint; 7] = [
         key: "payment_details",
         path: "/api/v1/payments/details",
         methods: &[("GET", "getPaymentDetails"), ("HEAD", "headPaymentDetails")],
-        auth: Auth::Token,
         feed: Feed::PerReference(&Typed {
             decode: bodies::details_body,
             absent: None,
@@ -180,7 +168,6 @@ pub static API: [Endpoint; 7] = [
         key: "submission",
         path: "/api/v1/submission/",
         methods: &[("GET", "getSubmission"), ("HEAD", "headSubmission")],
-        auth: Auth::Token,
         feed: Feed::File(&Typed {
             decode: bodies::submission_body,
             absent: Some(Default::default),
@@ -193,7 +180,6 @@ pub static API: [Endpoint; 7] = [
         key: "submission_list",
         path: "/api/v1/submission/list",
         methods: &[("GET", "getSubmissionList"), ("HEAD", "headSubmissionList")],
-        auth: Auth::Token,
         feed: Feed::File(&Typed {
             decode: bodies::submission_list_body,
             absent: Some(Default::default),
@@ -206,7 +192,6 @@ pub static API: [Endpoint; 7] = [
         key: "hotsite",
         path: "/api/v1/hotsite/",
         methods: &[("GET", "getHotsite"), ("HEAD", "headHotsite")],
-        auth: Auth::Token,
         feed: Feed::File(&Typed {
             decode: bodies::hotsite_body,
             absent: Some(Default::default),
@@ -219,7 +204,6 @@ pub static API: [Endpoint; 7] = [
         key: "attendees",
         path: "/api/v1/attendees",
         methods: &[("GET", "getAttendees"), ("HEAD", "headAttendees")],
-        auth: Auth::Token,
         feed: Feed::File(&Typed {
             decode: bodies::attendees_body,
             absent: Some(Default::default),
@@ -231,7 +215,7 @@ pub static API: [Endpoint; 7] = [
 ];
 
 /// The operations routes.
-pub static OPERATIONS: [Endpoint; 6] = [
+pub(crate) static OPERATIONS: [Endpoint; 6] = [
     operation(
         "healthz",
         "/healthz",
@@ -284,18 +268,17 @@ const fn operation(
         key,
         path,
         methods,
-        auth: Auth::Open,
         feed: Feed::Server(op),
         pull: Pull::No,
     }
 }
 
 /// The label of a request that matched no route.
-pub const UNKNOWN: &str = "unknown";
+pub(crate) const UNKNOWN: &str = "unknown";
 
 /// Where a request goes: an API endpoint (its index in [`API`]) or an operations route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
+pub(crate) enum Route {
     Api(usize),
     Operation(usize),
 }
@@ -303,7 +286,7 @@ pub enum Route {
 impl Route {
     /// The route of a path, with or without one trailing slash. Like the service's web framework,
     /// matching ignores ASCII case.
-    pub fn of(path: &str) -> Option<Route> {
+    pub(crate) fn of(path: &str) -> Option<Route> {
         let path = path.strip_suffix('/').unwrap_or(path);
         let matches = |e: &Endpoint| {
             let own = e.path.strip_suffix('/').unwrap_or(e.path);
@@ -316,7 +299,7 @@ impl Route {
     }
 
     /// Its table entry.
-    pub fn endpoint(self) -> &'static Endpoint {
+    pub(crate) fn endpoint(self) -> &'static Endpoint {
         match self {
             Route::Api(i) => &API[i],
             Route::Operation(i) => &OPERATIONS[i],
@@ -324,7 +307,7 @@ impl Route {
     }
 
     /// The operations route it is, if it is one.
-    pub fn operation(self) -> Option<Operation> {
+    pub(crate) fn operation(self) -> Option<Operation> {
         match self.endpoint().feed {
             Feed::Server(op) => Some(op),
             _ => None,
@@ -332,23 +315,23 @@ impl Route {
     }
 
     /// Whether it answers by a payment reference.
-    pub fn by_reference(self) -> bool {
+    pub(crate) fn by_reference(self) -> bool {
         matches!(self.endpoint().feed, Feed::PerReference(_))
     }
 
     /// The `endpoint` label of metrics and logs.
-    pub fn label(route: Option<Route>) -> &'static str {
+    pub(crate) fn label(route: Option<Route>) -> &'static str {
         route.map_or(UNKNOWN, |r| r.endpoint().key)
     }
 }
 
 /// The index in [`API`] of a key.
-pub fn index_of(key: &str) -> Option<usize> {
+pub(crate) fn index_of(key: &str) -> Option<usize> {
     API.iter().position(|e| e.key == key)
 }
 
 /// The keys of [`API`], in order (the `[simulate.endpoints]` names).
-pub fn keys() -> impl Iterator<Item = &'static str> {
+pub(crate) fn keys() -> impl Iterator<Item = &'static str> {
     API.iter().map(|e| e.key)
 }
 
@@ -386,7 +369,7 @@ mod tests {
     #[test]
     fn openapi_documents_exactly_the_table() {
         let doc: Value =
-            serde_json::from_slice(crate::http::router::OPENAPI).expect("openapi.json is JSON");
+            serde_json::from_slice(crate::prepare::OPENAPI).expect("openapi.json is JSON");
         let paths = doc["paths"].as_object().expect("paths");
         let documented: BTreeSet<(String, String, String)> = paths
             .iter()
@@ -419,6 +402,31 @@ mod tests {
                 "{} is documented as needing the token",
                 e.path
             );
+        }
+    }
+
+    #[test]
+    fn the_document_lists_the_tables_endpoints_and_only_routes_that_exist() {
+        let doc: Value =
+            serde_json::from_slice(crate::prepare::OPENAPI).expect("openapi.json is JSON");
+
+        assert_eq!(doc["openapi"], "3.1.0");
+        assert_eq!(doc["info"]["version"], env!("CARGO_PKG_VERSION"));
+        let paths = doc["paths"].as_object().expect("paths");
+        for path in API.iter().map(|e| e.path) {
+            let item = paths.get(path).unwrap_or_else(|| panic!("{path} missing"));
+            assert!(item.get("head").is_some(), "{path}: HEAD is not described");
+            let get = &item["get"];
+            assert_eq!(get["security"][0]["token"], serde_json::json!([]), "{path}");
+            for status in ["200", "304", "401", "406", "503"] {
+                assert!(get["responses"].get(status).is_some(), "{path} {status}");
+            }
+        }
+        for path in paths.keys() {
+            assert!(Route::of(path).is_some(), "{path} is not a route");
+        }
+        for path in OPERATIONS.iter().map(|e| e.path) {
+            assert!(paths.contains_key(path), "{path} missing");
         }
     }
 

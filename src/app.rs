@@ -7,14 +7,16 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::catalog::{Catalog, Refreshed, Scope};
+use crate::catalog::{Catalog, Scope};
 use crate::config::ServeOptions;
 use crate::http::{Journal, Service};
-use crate::load::LoadError;
 use crate::metrics::Metrics;
 use crate::reload::Reloader;
 use crate::store::{Snapshot, Store};
 use crate::watch::{self, WatchMode, Watcher};
+
+pub use crate::catalog::Refreshed;
+pub use crate::load::LoadError;
 
 /// The watcher could not be started.
 #[derive(Debug, thiserror::Error)]
@@ -31,9 +33,9 @@ pub enum WatchError {
 /// A running eventbox's state.
 #[derive(Debug, Clone)]
 pub struct App {
-    pub store: Arc<Store>,
-    pub metrics: Arc<Metrics>,
-    pub reloader: Arc<Reloader>,
+    pub(crate) store: Arc<Store>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) reloader: Arc<Reloader>,
     options: Arc<ServeOptions>,
 }
 

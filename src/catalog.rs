@@ -25,16 +25,16 @@ use crate::token::Token;
 
 /// What a bundle holds, for `/status`.
 #[derive(Debug, Clone, Serialize)]
-pub struct Summary {
-    pub id_event: i64,
-    pub title: String,
-    pub records: Records,
+pub(crate) struct Summary {
+    pub(crate) id_event: i64,
+    pub(crate) title: String,
+    pub(crate) records: Records,
 }
 
 /// How many records of each kind, in the endpoint table's order (each body names its kinds;
 /// a streamed file and a folder of files by reference count under their endpoint's key).
 #[derive(Debug, Clone, Default)]
-pub struct Records(pub Vec<(&'static str, usize)>);
+pub(crate) struct Records(pub Vec<(&'static str, usize)>);
 
 impl Serialize for Records {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -63,33 +63,33 @@ impl Summary {
 
 /// One loaded version of a bundle: its answers, the tokens that open it, what it holds.
 #[derive(Debug)]
-pub struct Version {
-    pub prepared: Arc<Prepared>,
-    pub tokens: Vec<Token>,
-    pub summary: Summary,
-    pub loaded_at: DateTime<Utc>,
+pub(crate) struct Version {
+    pub(crate) prepared: Arc<Prepared>,
+    pub(crate) tokens: Vec<Token>,
+    pub(crate) summary: Summary,
+    pub(crate) loaded_at: DateTime<Utc>,
 }
 
 /// A bundle folder's state.
 #[derive(Debug)]
-pub struct Entry {
-    pub name: String,
-    pub dir: PathBuf,
+pub(crate) struct Entry {
+    pub(crate) name: String,
+    pub(crate) dir: PathBuf,
     /// The problems of the latest load attempt.
-    pub problems: Vec<Problem>,
+    pub(crate) problems: Vec<Problem>,
     /// Token clashes found when the last snapshot was built.
-    pub conflicts: Vec<Problem>,
+    pub(crate) conflicts: Vec<Problem>,
     /// The tokens the latest bundle.toml names (also when another file has errors).
-    pub tokens: Vec<Token>,
+    pub(crate) tokens: Vec<Token>,
     /// The latest attempt's version, when it had no error.
-    pub candidate: Option<Arc<Version>>,
+    pub(crate) candidate: Option<Arc<Version>>,
     /// The newest version that was served; kept when a clash keeps it from being served, so it
     /// can come back when the token is free.
-    pub last_good: Option<Arc<Version>>,
+    pub(crate) last_good: Option<Arc<Version>>,
     /// The version served now.
-    pub serving: Option<Arc<Version>>,
+    pub(crate) serving: Option<Arc<Version>>,
     /// When the folder was last read.
-    pub checked_at: DateTime<Utc>,
+    pub(crate) checked_at: DateTime<Utc>,
 }
 
 impl Entry {
@@ -137,19 +137,19 @@ impl Entry {
     }
 
     /// Every problem: the latest attempt's, then token clashes.
-    pub fn all_problems(&self) -> impl Iterator<Item = &Problem> {
+    pub(crate) fn all_problems(&self) -> impl Iterator<Item = &Problem> {
         self.problems.iter().chain(&self.conflicts)
     }
 
     /// Whether the latest attempt (or a token clash) left errors.
-    pub fn has_errors(&self) -> bool {
+    pub(crate) fn has_errors(&self) -> bool {
         self.all_problems().any(Problem::is_error)
     }
 }
 
 /// Which bundles a reload reads again.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Scope {
+pub(crate) enum Scope {
     /// Every bundle folder.
     All,
     /// These bundle folders (plus any folder that appeared or vanished).
@@ -176,7 +176,7 @@ pub struct Refreshed {
 
 /// Every bundle folder of a data folder, across reloads.
 #[derive(Debug)]
-pub struct Catalog {
+pub(crate) struct Catalog {
     data_dir: PathBuf,
     entries: BTreeMap<String, Entry>,
     /// Whether answers are prepared with compressed variants.
@@ -193,7 +193,7 @@ pub struct Catalog {
 
 impl Catalog {
     /// An empty catalog for `data_dir`; nothing is read until [`Catalog::refresh`].
-    pub fn new(data_dir: &Path) -> Catalog {
+    pub(crate) fn new(data_dir: &Path) -> Catalog {
         Catalog {
             data_dir: data_dir.to_path_buf(),
             entries: BTreeMap::new(),
@@ -222,44 +222,37 @@ impl Catalog {
     }
 
     /// Prepares answers with (the default) or without compressed variants.
-    pub fn with_compression(mut self, on: bool) -> Catalog {
+    pub(crate) fn with_compression(mut self, on: bool) -> Catalog {
         self.compression = on;
         self
     }
 
-    pub fn compression(&self) -> bool {
+    pub(crate) fn compression(&self) -> bool {
         self.compression
     }
 
-    /// Reads every bundle of `data_dir`, and decides the token clashes.
-    pub fn load(data_dir: &Path) -> Result<Catalog, LoadError> {
-        Catalog::load_capped(data_dir, load::DEFAULT_MAX_FILE_BYTES)
-    }
-
-    /// As [`Catalog::load`], reading no file over `max_file_bytes`.
-    pub fn load_capped(data_dir: &Path, max_file_bytes: u64) -> Result<Catalog, LoadError> {
+    /// Reads every bundle of `data_dir`, reading no file over `max_file_bytes`, and decides the
+    /// token clashes.
+    pub(crate) fn load_capped(data_dir: &Path, max_file_bytes: u64) -> Result<Catalog, LoadError> {
         let mut catalog = Catalog::new(data_dir).with_max_file_bytes(max_file_bytes);
         catalog.refresh(&Scope::All)?;
         catalog.resolve_tokens();
         Ok(catalog)
     }
 
-    pub fn data_dir(&self) -> &Path {
-        &self.data_dir
-    }
-
     /// The bundle folders, in name order.
-    pub fn entries(&self) -> impl Iterator<Item = &Entry> {
+    pub(crate) fn entries(&self) -> impl Iterator<Item = &Entry> {
         self.entries.values()
     }
 
-    pub fn entry(&self, name: &str) -> Option<&Entry> {
+    #[cfg(test)]
+    pub(crate) fn entry(&self, name: &str) -> Option<&Entry> {
         self.entries.get(name)
     }
 
     /// Re-lists the data folder and reads the bundles in `scope`, every new folder, and forgets
     /// vanished ones. Only a data folder that cannot be listed is an error (nothing changes then).
-    pub fn refresh(&mut self, scope: &Scope) -> Result<Refreshed, LoadError> {
+    pub(crate) fn refresh(&mut self, scope: &Scope) -> Result<Refreshed, LoadError> {
         let names: BTreeSet<String> = match load::bundle_names(&self.data_dir) {
             Ok(names) => {
                 self.data_folder_error = None;
@@ -341,7 +334,7 @@ impl Catalog {
     /// version if that one's are free, else nothing. Every clash is reported on the bundle that
     /// did not get the token. A round can free tokens (a bundle's new version drops one), so
     /// rounds repeat until nothing changes.
-    pub fn resolve_tokens(&mut self) {
+    pub(crate) fn resolve_tokens(&mut self) {
         for _ in 0..4 {
             if !self.resolve_round() {
                 break;
@@ -451,7 +444,7 @@ impl Catalog {
     }
 
     /// Resolves the tokens and builds the snapshot to publish.
-    pub fn snapshot(&mut self) -> Snapshot {
+    pub(crate) fn snapshot(&mut self) -> Snapshot {
         self.resolve_tokens();
         let mut by_token = HashMap::new();
         for entry in self.entries.values() {
@@ -465,7 +458,7 @@ impl Catalog {
     }
 
     /// How many problems of a severity the catalog has.
-    pub fn count(&self, severity: Severity) -> usize {
+    pub(crate) fn count(&self, severity: Severity) -> usize {
         self.entries
             .values()
             .flat_map(Entry::all_problems)

@@ -28,7 +28,7 @@ pub struct Cli {
     pub command: Option<Command>,
     /// `eventbox` alone means `eventbox serve`, with these options.
     #[command(flatten)]
-    pub serve: ServeOptions,
+    pub(crate) serve: ServeOptions,
 }
 
 #[derive(Debug, Subcommand)]
@@ -73,7 +73,7 @@ impl Cli {
 pub struct CompletionsArgs {
     /// The shell to complete in
     #[arg(value_enum)]
-    pub shell: clap_complete::Shell,
+    pub(crate) shell: clap_complete::Shell,
 }
 
 /// `eventbox completions <shell>`: the completion script on `out`.
@@ -118,41 +118,41 @@ pub enum CheckFormat {
 pub struct PullArgs {
     /// The service: its origin or its API base, e.g. https://host/api/v1
     #[arg(long, value_name = "BASE_URL")]
-    pub from: String,
+    pub(crate) from: String,
     /// The token that opens the event (EVENTBOX_TOKEN keeps it out of the process list)
     #[arg(long, env = "EVENTBOX_TOKEN", hide_env_values = true)]
-    pub token: crate::pull::Token,
+    pub(crate) token: crate::pull::Token,
     /// The bundle folder to create or replace: absent, empty, or a bundle (it has bundle.toml)
     #[arg(long, value_name = "DIR/NAME")]
-    pub into: PathBuf,
+    pub(crate) into: PathBuf,
     /// Replace --into even when it holds other bundles or files (all of them are deleted)
     #[arg(long)]
-    pub force: bool,
+    pub(crate) force: bool,
     /// Detail requests in flight at once
     #[arg(long, default_value_t = 8, value_name = "N")]
-    pub concurrency: usize,
+    pub(crate) concurrency: usize,
     /// Re-indent the JSON instead of keeping the bodies byte for byte
     #[arg(long)]
-    pub pretty: bool,
+    pub(crate) pretty: bool,
     /// Retries of one request (timeouts, connection errors, 429, 5xx)
     #[arg(long, default_value_t = 4, value_name = "N")]
-    pub retries: u32,
+    pub(crate) retries: u32,
     /// Time allowed to connect
     #[arg(long, default_value = "10s", value_parser = config::parse_duration)]
-    pub connect_timeout: Duration,
+    pub(crate) connect_timeout: Duration,
     /// Time allowed for one request, its body included
     #[arg(long, default_value = "60s", value_parser = config::parse_duration)]
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
     /// The longest wait before a retry, Retry-After included
     #[arg(long, default_value = "30s", value_parser = config::parse_duration)]
-    pub max_retry_wait: Duration,
+    pub(crate) max_retry_wait: Duration,
     /// A bar on a terminal and plain lines otherwise (auto), plain lines, or nothing
     #[arg(long, value_enum, default_value_t = crate::pull::ProgressMode::Auto)]
-    pub progress: crate::pull::ProgressMode,
+    pub(crate) progress: crate::pull::ProgressMode,
 }
 
 impl PullArgs {
-    pub fn options(&self) -> crate::pull::PullOptions {
+    pub(crate) fn options(&self) -> crate::pull::PullOptions {
         let mut o =
             crate::pull::PullOptions::new(self.from.clone(), self.token.expose(), &self.into);
         o.force = self.force;
@@ -549,7 +549,7 @@ fn spawn_sighup_reloads(app: &App) {
 
 /// The signal that asked the process to stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stop {
+pub(crate) enum Stop {
     /// Ctrl-C (SIGINT).
     Interrupt,
     /// SIGTERM (`timeout`, systemd, Kubernetes).
@@ -558,14 +558,14 @@ pub enum Stop {
 
 impl Stop {
     /// The shell's convention: 128 + the signal's number.
-    pub fn exit_code(self) -> u8 {
+    pub(crate) fn exit_code(self) -> u8 {
         match self {
             Stop::Interrupt => 130,
             Stop::Terminate => 143,
         }
     }
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Stop::Interrupt => "Ctrl-C",
             Stop::Terminate => "SIGTERM",
@@ -576,7 +576,7 @@ impl Stop {
 /// Completes on Ctrl-C or SIGTERM, saying which. On unix the handlers are installed when this is
 /// called (inside a runtime), not when the future is first polled, so work started after the call
 /// is covered from its first instant.
-pub fn stop_signal() -> impl std::future::Future<Output = Stop> + Send {
+pub(crate) fn stop_signal() -> impl std::future::Future<Output = Stop> + Send {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
@@ -607,7 +607,7 @@ pub fn stop_signal() -> impl std::future::Future<Output = Stop> + Send {
 }
 
 /// Completes on Ctrl-C or SIGTERM.
-pub async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     stop_signal().await;
     tracing::info!("shutting down: no new connections; requests in flight may finish");
 }

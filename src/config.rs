@@ -2,11 +2,11 @@
 //! variables and serde fills from the TOML file given by `--config`, whose keys are the flags'
 //! long names (`idle-timeout = "60s"`, `cors-origin = ["..."]`).
 //!
-//! Precedence is flag > variable > file > default. [`ServeOptions::resolve`] applies it from
+//! Precedence is flag > variable > file > default. `ServeOptions::resolve` applies it from
 //! clap's own record of where each value came from (`ArgMatches::value_source`), so an option
 //! is declared once, on its field, and never merged by hand. The file is checked first, with
 //! every error naming the file, the line and the key ([`ConfigError::File`]). Every duration,
-//! here and in `pull`, goes through [`parse_duration`].
+//! here and in `pull`, goes through `parse_duration`.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -27,10 +27,10 @@ use crate::watch::WatchMode;
 pub(crate) const DEFAULT_PORT: u16 = 8080;
 
 /// The shortest debounce, poll interval and timeout accepted: below it the watcher would spin.
-pub const MIN_INTERVAL: Duration = Duration::from_millis(10);
+pub(crate) const MIN_INTERVAL: Duration = Duration::from_millis(10);
 
 /// The most requests `--journal` may keep.
-pub const MAX_JOURNAL: usize = crate::http::journal::MAX_CAPACITY;
+pub(crate) const MAX_JOURNAL: usize = crate::http::journal::MAX_CAPACITY;
 
 /// How logs are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -155,7 +155,7 @@ impl From<ListenAddr> for String {
 }
 
 /// Everything `eventbox serve` runs with. Flags, `EVENTBOX_*` variables and the configuration
-/// file fill this one struct ([`ServeOptions::resolve`]); [`ServeOptions::default`] holds the
+/// file fill this one struct (`ServeOptions::resolve`); [`ServeOptions::default`] holds the
 /// defaults; [`crate::app::App::with_options`] starts from it.
 #[derive(Debug, Clone, PartialEq, Eq, Args, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
@@ -346,7 +346,7 @@ impl ServeOptions {
     /// The options `serve` runs with: what clap parsed (`self`, from flags, variables and
     /// defaults, with `matches` saying which was which) over the `--config` file, the `PORT`
     /// variable applied (see [`ServeOptions::listen_addr`]), every value checked.
-    pub fn resolve(self, matches: &ArgMatches) -> Result<ServeOptions, ConfigError> {
+    pub(crate) fn resolve(self, matches: &ArgMatches) -> Result<ServeOptions, ConfigError> {
         self.resolve_with(matches, std::env::var("PORT").ok().as_deref())
     }
 
@@ -455,7 +455,7 @@ impl ServeOptions {
 
     /// The address to bind: `--addr`'s host (default 127.0.0.1) and the first port of `--port`,
     /// `--addr`'s own, the `PORT` variable (applied by [`ServeOptions::resolve`]) and 8080.
-    pub fn listen_addr(&self) -> SocketAddr {
+    pub(crate) fn listen_addr(&self) -> SocketAddr {
         let host = self
             .addr
             .map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |a| a.host);
@@ -622,7 +622,7 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
 
 /// Parses a duration as people write them: `250ms`, `60s`, `1m30s`, `2h`. A bare number is
 /// refused with the units to add, since `60` could mean seconds or milliseconds.
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     let t = text.trim();
     if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
         return Err(format!("{t}: add a unit, e.g. {t}s or {t}ms"));
@@ -640,11 +640,11 @@ mod duration_text {
     use serde::de::{self, Visitor};
     use serde::{Deserializer, Serializer};
 
-    pub fn serialize<S: Serializer>(value: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    pub(crate) fn serialize<S: Serializer>(value: &Duration, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(&humantime::format_duration(*value))
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
         struct Text;
         impl Visitor<'_> for Text {
             type Value = Duration;

@@ -7,13 +7,13 @@
 //! authors, and a detail file for a few group purchases. Every bundle passes `check --strict`.
 //!
 //! Shaped for two promises:
-//! - **the same seed gives the same files, for good**: one hand-written generator ([`Rng`]) is
+//! - **the same seed gives the same files, for good**: one hand-written generator (`Rng`) is
 //!   drawn from in a fixed order, nothing reads the clock, and the word lists live here;
 //! - **fast**: payments (the file that grows) are streamed one record per line into a
 //!   `BufWriter`, with amounts in integer cents; 200,000 payments take about a second in a
 //!   release build. The small files go through `serde_json` (pretty, numbers as written).
 //!
-//! The bundle is written into a staging folder and swapped in whole (see [`crate::pull::stage`]),
+//! The bundle is written into a staging folder and swapped in whole (see `crate::pull::stage`),
 //! so a running server never reads it half-written.
 
 use std::fmt;
@@ -39,7 +39,7 @@ pub struct GenOptions {
     /// `DIR/NAME`: the bundle folder to create or replace.
     pub into: PathBuf,
     /// Replace `into` even when it holds things other than one bundle (see
-    /// [`crate::pull::stage::check_target`]); never a file or a symbolic link.
+    /// `crate::pull::stage::check_target`); never a file or a symbolic link.
     pub force: bool,
     pub payments: usize,
     pub submissions: usize,
@@ -1250,6 +1250,41 @@ fn write_payments(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gen_writes_exactly_the_files_of_the_endpoint_table() {
+        use std::collections::BTreeSet;
+
+        use crate::api::{Feed, API};
+
+        let data = tempfile::tempdir().expect("tmp");
+        let dir = data.path().join("tabled");
+        let mut o = GenOptions::new(&dir);
+        o.payments = 30;
+        o.submissions = 40;
+        o.seed = 5;
+        run(&o).expect("gen succeeds");
+
+        let found: BTreeSet<String> = std::fs::read_dir(&dir)
+            .expect("the bundle folder")
+            .map(|e| {
+                e.expect("an entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+
+        let mut expected = BTreeSet::from(["bundle.toml".to_string()]);
+        for e in &API {
+            match e.feed {
+                Feed::File(_) | Feed::Stream => expected.insert(format!("{}.json", e.key)),
+                Feed::PerReference(_) => expected.insert(e.key.to_string()),
+                Feed::Server(_) => false,
+            };
+        }
+        assert_eq!(found, expected);
+    }
 
     #[test]
     fn cpf_check_digits_are_valid() {

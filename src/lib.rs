@@ -1,53 +1,58 @@
 //! eventbox: a stand-in server for an event platform's read-only API, answering from snapshots
 //! on disk.
 //!
-//! # Layout
-//! - [`api`]: the endpoint table every per-endpoint part derives from;
-//! - [`model`]: the records and bodies of the API, decoded and validated from JSON or TOML text;
-//! - [`load`]: reads a bundle folder into a bundle, collecting every problem (each file opened
-//!   by `read`: regular files only, without blocking, size-capped);
-//! - [`catalog`]: every bundle folder across reloads, and which version serves which token;
-//! - [`store`]: prepares each bundle's answers as bytes in an immutable snapshot, behind ArcSwap;
-//! - [`reload`], [`watch`]: reading what changed and swapping a new snapshot in (each bundle's
-//!   load under a time limit: `timed`);
-//! - [`http`]: the hyper server and the router that answers from the snapshot;
-//! - [`simulate`]: the latency and errors a bundle's `[simulate]` table asks for;
-//! - [`metrics`]: Prometheus metrics;
-//! - [`app`]: those pieces wired together, as `serve` and the tests run them;
-//! - [`pull`]: copies a live event into a bundle (staged, checked, swapped in whole);
-//! - [`gen`]: invents a realistic event as a bundle, the same for the same seed ([`rng`]);
-//! - [`config`], [`cli`]: the command line (`serve`, `check`, `pull`, `gen`) and the
-//!   configuration file;
-//! - [`probe`]: `eventbox probe URL`, the container image's health check;
-//! - [`problem`]: errors and warnings with the file and place they concern;
-//! - [`token`]: the secret that opens a bundle, never printed whole, compared in constant time;
+//! # Public API
+//! What the `eventbox` binary (another crate), client test suites and embedders use; the rest
+//! is crate-private, so it can change without breaking anyone:
 //! - [`testing`]: `TestServer`, a whole eventbox in a test process on `127.0.0.1:0`, from a data
-//!   folder or from bundles built in code.
+//!   folder or from [`testing::Bundle`]s built in code (docs/client-testing.md);
+//! - [`app`]: [`app::App`], built from [`config::ServeOptions`]: load, watch, and the
+//!   [`http::Service`] that [`http::serve`] answers from on a listener you bound (embedding);
+//! - [`http`]: [`http::serve`] and what it takes ([`http::Service`], [`http::Limits`],
+//!   [`http::Cors`], [`http::DRAIN_TIMEOUT`]);
+//! - [`config`]: [`config::ServeOptions`], the one options struct of `serve`;
+//! - [`cli`]: the commands as `main.rs` runs them (`serve`, `check`, `pull`, `gen`,
+//!   `completions`, `man`) and their exit codes; [`probe`]: `eventbox probe URL`;
+//! - [`pull`], [`gen`]: snapshot a live event, or invent one, into a bundle, from code;
+//! - [`watch`]: how the data folder is watched ([`watch::WatchMode`], [`watch::Watcher`]);
+//! - [`problem`]: the errors and warnings, with file and place, that loading reports;
+//! - [`token`]: the secret that opens a bundle, never printed whole, compared in constant time.
+//!
+//! # Layout (crate-private parts)
+//! - `api`: the endpoint table every per-endpoint part derives from;
+//! - `model`: the records and bodies of the API, decoded and validated from JSON or TOML text;
+//! - `load`: reads a bundle folder into a bundle, collecting every problem (each file through
+//!   `read`: regular files only, without blocking, size-capped; each load under `timed`'s limit);
+//! - `prepare`: a bundle's answers as the bytes that are served (identity, gzip, brotli, ETag);
+//! - `catalog`: every bundle folder across reloads, and which version serves which token;
+//! - `store`: the immutable snapshot behind ArcSwap; `reload`: builds and swaps a new one;
+//! - `simulate`: the latency and errors a bundle's `[simulate]` table asks for;
+//! - `metrics`: Prometheus metrics; `rng`: the seeded generator behind `gen`.
 //!
 //! See ARCHITECTURE.md for the invariants.
 #![forbid(unsafe_code)]
 
-pub mod api;
+mod api;
 pub mod app;
-pub mod catalog;
+mod catalog;
 pub mod cli;
 pub mod config;
 pub mod gen;
 pub mod http;
-pub mod load;
-pub mod metrics;
-pub mod model;
-pub mod prepare;
+mod load;
+mod metrics;
+mod model;
+mod prepare;
 pub mod probe;
 pub mod problem;
 pub mod pull;
-pub(crate) mod read;
-pub mod reload;
-pub mod rng;
-pub mod simulate;
-pub mod store;
+mod read;
+mod reload;
+mod rng;
+mod simulate;
+mod store;
 pub mod testing;
-pub(crate) mod timed;
+mod timed;
 pub mod token;
 pub mod watch;
 

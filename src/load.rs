@@ -34,27 +34,27 @@ pub enum LoadError {
 
 /// The outcome for one bundle folder.
 #[derive(Debug)]
-pub struct BundleReport {
+pub(crate) struct BundleReport {
     /// The folder's name, which is the bundle's name.
-    pub name: String,
-    pub dir: PathBuf,
+    pub(crate) name: String,
+    pub(crate) dir: PathBuf,
     /// The bundle, when it had no error.
-    pub bundle: Option<Bundle>,
+    pub(crate) bundle: Option<Bundle>,
     /// Every error and warning, in the order found.
-    pub problems: Vec<Problem>,
+    pub(crate) problems: Vec<Problem>,
     /// When the folder was read.
-    pub loaded_at: chrono::DateTime<chrono::Utc>,
+    pub(crate) loaded_at: chrono::DateTime<chrono::Utc>,
     /// The tokens its bundle.toml names, even when another file has errors (empty when
     /// bundle.toml itself has one), so token clashes are found across every bundle.
-    pub tokens: Vec<Token>,
+    pub(crate) tokens: Vec<Token>,
 }
 
 impl BundleReport {
-    pub fn errors(&self) -> impl Iterator<Item = &Problem> {
+    pub(crate) fn errors(&self) -> impl Iterator<Item = &Problem> {
         self.problems.iter().filter(|p| p.is_error())
     }
 
-    pub fn warnings(&self) -> impl Iterator<Item = &Problem> {
+    pub(crate) fn warnings(&self) -> impl Iterator<Item = &Problem> {
         self.problems.iter().filter(|p| !p.is_error())
     }
 }
@@ -62,13 +62,13 @@ impl BundleReport {
 /// Whether a name in the data folder is never a bundle: it starts with `_` (the staging folders
 /// of `pull` and `gen`, or a bundle put aside) or `.` (hidden: editor and system files). The one
 /// rule, used by loading, watching, `pull`, `gen` and the test server.
-pub fn ignored(name: &str) -> bool {
+pub(crate) fn ignored(name: &str) -> bool {
     name.starts_with(['_', '.'])
 }
 
 /// The bundle folders of a data folder, in name order. Folders [`ignored`] are skipped, and so
 /// are plain files at the top of the data folder.
-pub fn bundle_names(dir: &Path) -> Result<Vec<String>, LoadError> {
+pub(crate) fn bundle_names(dir: &Path) -> Result<Vec<String>, LoadError> {
     let unreadable = |source| LoadError::Unreadable {
         path: dir.to_path_buf(),
         source,
@@ -140,12 +140,12 @@ fn known_files() -> String {
 }
 
 /// Loads one bundle folder, each file at most [`DEFAULT_MAX_FILE_BYTES`].
-pub fn load_bundle(dir: &Path, name: &str) -> BundleReport {
+pub(crate) fn load_bundle(dir: &Path, name: &str) -> BundleReport {
     load_bundle_capped(dir, name, DEFAULT_MAX_FILE_BYTES)
 }
 
 /// Loads one bundle folder; a file over `max_file_bytes` is an error, not read.
-pub fn load_bundle_capped(dir: &Path, name: &str, max_file_bytes: u64) -> BundleReport {
+pub(crate) fn load_bundle_capped(dir: &Path, name: &str, max_file_bytes: u64) -> BundleReport {
     load_bundle_tracked(dir, name, max_file_bytes, &Progress::default())
 }
 
@@ -624,6 +624,20 @@ fn sorted_entries(dir: &Path) -> io::Result<Vec<(String, PathBuf, bool)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reports_debug_never_shows_a_token() {
+        let demo = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("data")
+            .join("demo");
+
+        let report = load_bundle(&demo, "demo");
+        let shown = format!("{report:?}");
+
+        assert!(report.bundle.is_some(), "{shown}");
+        assert!(shown.contains("demo"), "{shown}");
+        assert!(!shown.contains("demo-token"), "{shown}");
+    }
 
     #[test]
     fn names_starting_with_an_underscore_or_a_dot_are_ignored() {

@@ -46,7 +46,7 @@ fn duration_histogram() -> Histogram {
 
 /// The metrics of one server.
 #[derive(Debug)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
     durations: HistogramFamily,
@@ -63,10 +63,10 @@ impl Default for Metrics {
 }
 
 /// The content type of the text format this module writes.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 impl Metrics {
-    pub fn new() -> Metrics {
+    pub(crate) fn new() -> Metrics {
         let mut registry = Registry::with_prefix("eventbox");
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
@@ -116,7 +116,7 @@ impl Metrics {
     }
 
     /// Counts one answered request.
-    pub fn observe_request(&self, endpoint: &'static str, status: u16, took: Duration) {
+    pub(crate) fn observe_request(&self, endpoint: &'static str, status: u16, took: Duration) {
         self.requests
             .get_or_create(&RequestLabels { endpoint, status })
             .inc();
@@ -126,20 +126,24 @@ impl Metrics {
     }
 
     /// Counts one bundle folder read.
-    pub fn observe_load(&self, ok: bool) {
+    pub(crate) fn observe_load(&self, ok: bool) {
         let result = if ok { "ok" } else { "error" };
         self.reloads.get_or_create(&ResultLabels { result }).inc();
     }
 
     /// Records a published snapshot: how many bundles it serves, and when.
-    pub fn observe_snapshot(&self, bundles_served: usize, at: chrono::DateTime<chrono::Utc>) {
+    pub(crate) fn observe_snapshot(
+        &self,
+        bundles_served: usize,
+        at: chrono::DateTime<chrono::Utc>,
+    ) {
         self.bundles_served
             .set(i64::try_from(bundles_served).unwrap_or(i64::MAX));
         self.last_reload.set(at.timestamp_millis() as f64 / 1000.0);
     }
 
     /// Sets the error count of each bundle folder, forgetting folders that are gone.
-    pub fn set_load_errors<'a>(
+    pub(crate) fn set_load_errors<'a>(
         &self,
         counts: impl Iterator<Item = (&'a str, usize)>,
         removed: &[String],
@@ -160,7 +164,7 @@ impl Metrics {
     }
 
     /// The text exposition of every metric.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = encode(&mut out, &self.registry);

@@ -27,7 +27,7 @@ use serde_json::{Map, Value};
 
 /// A content coding eventbox can send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Encoding {
+pub(crate) enum Encoding {
     Identity,
     Gzip,
     Brotli,
@@ -35,7 +35,7 @@ pub enum Encoding {
 
 impl Encoding {
     /// The `Content-Encoding` value; none for identity.
-    pub fn header(self) -> Option<&'static str> {
+    pub(crate) fn header(self) -> Option<&'static str> {
         match self {
             Encoding::Identity => None,
             Encoding::Gzip => Some("gzip"),
@@ -45,23 +45,23 @@ impl Encoding {
 }
 
 /// Bodies smaller than this are sent plain unless the client refuses identity.
-pub const MIN_COMPRESS: usize = 1024;
+pub(crate) const MIN_COMPRESS: usize = 1024;
 /// Bodies up to this size are compressed (at the highest useful levels) when prepared; larger ones
 /// (at faster levels) on a background thread once published, identity being served meanwhile.
-pub const EAGER_COMPRESS_MAX: usize = 1 << 20;
+pub(crate) const EAGER_COMPRESS_MAX: usize = 1 << 20;
 
 /// The compressed variants of a body, and their `ETag`s.
 #[derive(Debug)]
-pub struct Compressed {
-    pub gzip: Bytes,
-    pub br: Bytes,
+pub(crate) struct Compressed {
+    pub(crate) gzip: Bytes,
+    pub(crate) br: Bytes,
     gzip_etag: HeaderValue,
     br_etag: HeaderValue,
 }
 
 /// One answer: its bytes and `ETag`, and its compressed variants with theirs, each made once
 /// (when prepared, in the background, or on first demand) and then kept.
-pub struct Body {
+pub(crate) struct Body {
     identity: Bytes,
     hash: u64,
     etag: HeaderValue,
@@ -76,7 +76,7 @@ fn etag(hash: u64, suffix: &str) -> HeaderValue {
 }
 
 impl Body {
-    pub fn new(identity: Bytes) -> Body {
+    pub(crate) fn new(identity: Bytes) -> Body {
         let hash = xxhash_rust::xxh3::xxh3_64(&identity);
         Body {
             hash,
@@ -86,17 +86,17 @@ impl Body {
         }
     }
 
-    pub fn identity(&self) -> &Bytes {
+    pub(crate) fn identity(&self) -> &Bytes {
         &self.identity
     }
 
     /// Too small to be worth compressing (when the client accepts identity).
-    pub fn is_small(&self) -> bool {
+    pub(crate) fn is_small(&self) -> bool {
         self.identity.len() < MIN_COMPRESS
     }
 
     /// The bytes of an encoding and their `ETag`, if they are ready (identity always is).
-    pub fn ready(&self, encoding: Encoding) -> Option<(&Bytes, &HeaderValue)> {
+    pub(crate) fn ready(&self, encoding: Encoding) -> Option<(&Bytes, &HeaderValue)> {
         match encoding {
             Encoding::Identity => Some((&self.identity, &self.etag)),
             Encoding::Gzip => self.compressed.get().map(|c| (&c.gzip, &c.gzip_etag)),
@@ -106,7 +106,7 @@ impl Body {
 
     /// The bytes of an encoding and their `ETag`, compressing now if needed (CPU work: for a
     /// large body, call it off the async threads).
-    pub fn encoded(&self, encoding: Encoding) -> (&Bytes, &HeaderValue) {
+    pub(crate) fn encoded(&self, encoding: Encoding) -> (&Bytes, &HeaderValue) {
         if encoding != Encoding::Identity {
             self.compress();
         }
@@ -114,7 +114,7 @@ impl Body {
     }
 
     /// Makes the compressed variants if they are not there yet.
-    pub fn compress(&self) {
+    pub(crate) fn compress(&self) {
         self.compressed.get_or_init(|| {
             let large = self.identity.len() > EAGER_COMPRESS_MAX;
             let (gzip_level, br_quality) = if large { (6, 5) } else { (9, 9) };
@@ -151,7 +151,7 @@ fn brotli(data: &[u8], quality: u32) -> Bytes {
 
 /// A payment's detail answer.
 #[derive(Debug)]
-pub enum Detail {
+pub(crate) enum Detail {
     /// The bundle's detail file for that reference, prepared.
     File(Box<Body>),
     /// The row derived from the payment: its values are in the payments body already, so the
@@ -162,7 +162,7 @@ pub enum Detail {
 
 /// A body to answer with: prepared and borrowed from the snapshot, or made for this request.
 #[derive(Debug)]
-pub enum Answer<'a> {
+pub(crate) enum Answer<'a> {
     Prepared(&'a Body),
     Made(Body),
 }
@@ -179,7 +179,7 @@ impl std::ops::Deref for Answer<'_> {
 }
 
 /// One endpoint's answers in a bundle (one per entry of [`crate::api::API`]).
-pub enum Answers {
+pub(crate) enum Answers {
     /// One body for every request.
     One(Body),
     /// The answer for every payment reference (and every detail file).
@@ -188,14 +188,14 @@ pub enum Answers {
 
 /// One bundle's answers.
 #[derive(Debug)]
-pub struct Prepared {
-    pub name: Arc<str>,
+pub(crate) struct Prepared {
+    pub(crate) name: Arc<str>,
     /// Indexed like [`crate::api::API`].
     answers: Vec<Answers>,
     /// The index of the streamed payments body, which derived detail rows are copied from.
     stream: Option<usize>,
     /// What `[simulate]` in bundle.toml asks for; its sequence starts with this version.
-    pub simulation: Option<Simulation>,
+    pub(crate) simulation: Option<Simulation>,
 }
 
 /// A body's length and tag, never its bytes: a bundle's bodies may be a hundred megabytes.
@@ -228,7 +228,7 @@ impl Prepared {
     /// body; any other payment answers one row derived from the payment itself. With
     /// `compression`, bodies from [`MIN_COMPRESS`] up to [`EAGER_COMPRESS_MAX`] are compressed
     /// now.
-    pub fn new(bundle: &Bundle, compression: bool) -> serde_json::Result<Prepared> {
+    pub(crate) fn new(bundle: &Bundle, compression: bool) -> serde_json::Result<Prepared> {
         let derived: &[(String, DerivedRow)] =
             bundle.payments().map_or(&[], |p| p.derived.as_slice());
         let mut answers = Vec::with_capacity(bundle.slots.len());
@@ -275,7 +275,7 @@ impl Prepared {
     }
 
     /// Every body of the bundle.
-    pub fn bodies(&self) -> impl Iterator<Item = &Body> {
+    pub(crate) fn bodies(&self) -> impl Iterator<Item = &Body> {
         self.answers
             .iter()
             .flat_map(|a| -> Box<dyn Iterator<Item = &Body> + '_> {
@@ -290,12 +290,12 @@ impl Prepared {
     }
 
     /// The answers of the endpoint at `index` in [`crate::api::API`].
-    pub fn answers(&self, index: usize) -> Option<&Answers> {
+    pub(crate) fn answers(&self, index: usize) -> Option<&Answers> {
         self.answers.get(index)
     }
 
     /// The answer for a payment reference of the endpoint at `index`.
-    pub fn detail(&self, index: usize, reference: &str) -> Option<Answer<'_>> {
+    pub(crate) fn detail(&self, index: usize, reference: &str) -> Option<Answer<'_>> {
         let Some(Answers::ByReference(by)) = self.answers.get(index) else {
             return None;
         };
@@ -312,7 +312,7 @@ impl Prepared {
     }
 
     /// Compresses the bodies too large to compress when prepared (run it on a background thread).
-    pub fn compress_large(&self) {
+    pub(crate) fn compress_large(&self) {
         for body in self.bodies() {
             if body.identity.len() > EAGER_COMPRESS_MAX {
                 body.compress();
@@ -323,13 +323,13 @@ impl Prepared {
 
 /// The payments of a bundle, ready to serve.
 #[derive(Debug, Clone)]
-pub struct Payments {
+pub(crate) struct Payments {
     /// The body of `GET /api/v1/payments`: `{"data": [...], "count": n}` and any members the
     /// file added.
-    pub body: Bytes,
+    pub(crate) body: Bytes,
     /// For every payment, in file order: its reference and the detail row derived from it (served
     /// when the bundle has no detail file for that reference), as places in `body`.
-    pub derived: Vec<(String, DerivedRow)>,
+    pub(crate) derived: Vec<(String, DerivedRow)>,
 }
 
 /// The JSON text of a derived detail row around the payment's values: see
@@ -353,13 +353,13 @@ const DERIVED_VALUES: usize = 8;
 /// it repeats: `id_event`, `id_payment`, `reference_payment`, `buyer`, `email_buyer`,
 /// `document_buyer`, `description_payment`, `amount_payment`, each as serialised JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DerivedRow {
+pub(crate) struct DerivedRow {
     spans: [(u32, u32); DERIVED_VALUES],
 }
 
 impl DerivedRow {
     /// The row's bytes, from the payments body it was made with.
-    pub fn bytes(&self, body: &[u8]) -> Bytes {
+    pub(crate) fn bytes(&self, body: &[u8]) -> Bytes {
         let values: usize = self.spans.iter().map(|&(s, e)| (e - s) as usize).sum();
         let fixed: usize = ROW_PIECES.iter().map(|p| p.len()).sum();
         let mut out = Vec::with_capacity(fixed + values);
@@ -382,7 +382,7 @@ impl Default for Payments {
 }
 
 impl Payments {
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.derived.len()
     }
 }
@@ -390,7 +390,7 @@ impl Payments {
 /// Writes decoded payments into the payments body, one at a time (the [`Sink`] of
 /// `model::payments`), noting for each where the values its derived detail row repeats lie.
 #[derive(Debug)]
-pub struct PaymentsWriter {
+pub(crate) struct PaymentsWriter {
     body: Vec<u8>,
     derived: Vec<(String, DerivedRow)>,
 }
@@ -503,11 +503,11 @@ fn write_payment(p: &Payment, out: &mut Vec<u8>) -> Result<DerivedRow, String> {
 }
 
 /// The OpenAPI 3.1 document of the API as served (kept at the repository's root).
-pub const OPENAPI: &[u8] = include_bytes!("../openapi.json");
+pub(crate) const OPENAPI: &[u8] = include_bytes!("../openapi.json");
 
 /// The document as a prepared body, made on first use. The same bytes for every server, so
 /// sharing it shares no state.
-pub fn openapi() -> &'static Body {
+pub(crate) fn openapi() -> &'static Body {
     static BODY: LazyLock<Body> = LazyLock::new(|| {
         let body = Body::new(Bytes::from_static(OPENAPI));
         body.compress();
@@ -589,14 +589,9 @@ fn bundle_status(e: &Entry) -> BundleStatus<'_> {
     }
 }
 
-/// The `/status` body of every bundle folder, in name order.
-pub fn status<'a>(entries: impl Iterator<Item = &'a Entry>) -> Bytes {
-    status_with(entries, None, None)
-}
-
-/// As [`status`], with the file watch's loss when it is lost, and why the data folder could not
+/// The `/status` body of every bundle folder, in name order, with the file watch's loss when it is lost, and why the data folder could not
 /// be listed when it could not.
-pub fn status_with<'a>(
+pub(crate) fn status_with<'a>(
     entries: impl Iterator<Item = &'a Entry>,
     watch: Option<&WatchLost>,
     data_folder_error: Option<&str>,

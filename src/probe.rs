@@ -16,10 +16,10 @@ use tokio::net::TcpStream;
 #[derive(Debug, Clone, Args)]
 pub struct ProbeArgs {
     /// The URL to GET, plain HTTP, e.g. http://127.0.0.1:8080/readyz
-    pub url: String,
+    pub(crate) url: String,
     /// Time allowed for the whole request, e.g. 500ms or 2s
     #[arg(long, default_value = "2s", value_parser = crate::config::parse_duration)]
-    pub timeout: Duration,
+    pub(crate) timeout: Duration,
 }
 
 /// Why a probe failed.

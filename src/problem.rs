@@ -47,7 +47,11 @@ pub struct Problem {
 }
 
 impl Problem {
-    pub fn error(file: impl AsRef<Path>, location: Location, message: impl Into<String>) -> Self {
+    pub(crate) fn error(
+        file: impl AsRef<Path>,
+        location: Location,
+        message: impl Into<String>,
+    ) -> Self {
         Problem {
             severity: Severity::Error,
             file: file.as_ref().to_path_buf(),
@@ -56,7 +60,11 @@ impl Problem {
         }
     }
 
-    pub fn warning(file: impl AsRef<Path>, location: Location, message: impl Into<String>) -> Self {
+    pub(crate) fn warning(
+        file: impl AsRef<Path>,
+        location: Location,
+        message: impl Into<String>,
+    ) -> Self {
         Problem {
             severity: Severity::Warning,
             ..Problem::error(file, location, message)
@@ -86,13 +94,13 @@ impl fmt::Display for Problem {
 
 /// A token cut to its first four characters, for logs and messages: a token is a secret. A
 /// short token shows at most half of its characters, so no token is ever printed whole.
-pub fn token_hint(token: &str) -> String {
+pub(crate) fn token_hint(token: &str) -> String {
     format!("{}…", token_head(token))
 }
 
 /// The part of a token [`token_hint`] shows, without the ellipsis (the request journal's
 /// `token` field): the first four characters, at most half of a short token.
-pub fn token_head(token: &str) -> String {
+pub(crate) fn token_head(token: &str) -> String {
     let shown = (token.chars().count() / 2).min(4);
     token.chars().take(shown).collect()
 }

@@ -53,7 +53,7 @@ fn log_entry(entry: &Entry) {
 
 /// Reloads the catalog and publishes snapshots to the store.
 #[derive(Debug)]
-pub struct Reloader {
+pub(crate) struct Reloader {
     catalog: Mutex<Catalog>,
     store: Arc<Store>,
     metrics: Arc<Metrics>,
@@ -61,7 +61,7 @@ pub struct Reloader {
 
 impl Reloader {
     /// A reloader for `catalog` (usually empty until the first [`Reloader::reload`]).
-    pub fn new(catalog: Catalog, store: Arc<Store>, metrics: Arc<Metrics>) -> Reloader {
+    pub(crate) fn new(catalog: Catalog, store: Arc<Store>, metrics: Arc<Metrics>) -> Reloader {
         Reloader {
             catalog: Mutex::new(catalog),
             store,
@@ -71,7 +71,7 @@ impl Reloader {
 
     /// Reads the bundles in `scope` (and any folder that appeared or vanished), logs what changed,
     /// and publishes a new snapshot. Blocking: file I/O.
-    pub fn reload(&self, scope: &Scope) -> Result<Refreshed, LoadError> {
+    pub(crate) fn reload(&self, scope: &Scope) -> Result<Refreshed, LoadError> {
         let mut catalog = self.catalog.lock().unwrap_or_else(PoisonError::into_inner);
         let before: HashMap<String, Signature> = catalog
             .entries()
@@ -153,7 +153,7 @@ impl Reloader {
     }
 
     /// Runs `f` with the catalog (for the startup listing of bundles, and tests).
-    pub fn with_catalog<T>(&self, f: impl FnOnce(&Catalog) -> T) -> T {
+    pub(crate) fn with_catalog<T>(&self, f: impl FnOnce(&Catalog) -> T) -> T {
         f(&self.catalog.lock().unwrap_or_else(PoisonError::into_inner))
     }
 }

@@ -6,11 +6,11 @@
 //! secrets.
 
 /// SplitMix64's increment: 2⁶⁴ divided by the golden ratio.
-pub const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+pub(crate) const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// SplitMix64's output function: a well-mixed 64-bit value from any input. Also the whole of a
 /// counter-based generator (`mix(seed + n * GOLDEN)`), as the simulation draws its sequence.
-pub fn mix(x: u64) -> u64 {
+pub(crate) fn mix(x: u64) -> u64 {
     let mut z = x;
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
@@ -19,49 +19,41 @@ pub fn mix(x: u64) -> u64 {
 
 /// SplitMix64 (Steele, Lea and Flood): one 64-bit state, a good spread, a few instructions.
 #[derive(Debug, Clone)]
-pub struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    pub fn new(seed: u64) -> Rng {
+    pub(crate) fn new(seed: u64) -> Rng {
         Rng(seed)
     }
 
-    /// A generator seeded from the clock, for jitter.
-    pub fn from_clock() -> Rng {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-        Rng(nanos ^ u64::from(std::process::id()).rotate_left(32))
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(GOLDEN);
         mix(self.0)
     }
 
     /// A number in `0..n` (0 when `n` is 0), by multiply-and-shift (the bias is below 2⁻³²
     /// for the small ranges used here).
-    pub fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         ((u128::from(self.next_u64()) * u128::from(n)) >> 64) as u64
     }
 
     /// A number in `lo..=hi`.
-    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
+    pub(crate) fn range(&mut self, lo: u64, hi: u64) -> u64 {
         lo + self.below(hi.saturating_sub(lo) + 1)
     }
 
     /// True `percent` times in a hundred.
-    pub fn chance(&mut self, percent: u64) -> bool {
+    pub(crate) fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent
     }
 
     /// One item of a non-empty slice.
-    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+    pub(crate) fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
         &items[self.below(items.len() as u64) as usize]
     }
 
     /// One item of `(item, weight)` pairs, by weight.
-    pub fn weighted<'a, T>(&mut self, items: &'a [(T, u64)]) -> &'a T {
+    pub(crate) fn weighted<'a, T>(&mut self, items: &'a [(T, u64)]) -> &'a T {
         let total: u64 = items.iter().map(|(_, w)| w).sum();
         let mut at = self.below(total);
         for (item, w) in items {

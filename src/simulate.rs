@@ -16,16 +16,16 @@ use crate::rng::{mix, GOLDEN};
 
 /// What one request is given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Draw {
+pub(crate) struct Draw {
     /// How long to wait before answering.
-    pub delay: Duration,
+    pub(crate) delay: Duration,
     /// The status of a simulated error, or `None` for the real answer.
-    pub error: Option<u16>,
+    pub(crate) error: Option<u16>,
 }
 
 /// One bundle version's simulation: its settings per endpoint and its request counter.
 #[derive(Debug)]
-pub struct Simulation {
+pub(crate) struct Simulation {
     seed: u64,
     endpoints: Vec<Settings>,
     next: AtomicU64,
@@ -33,7 +33,7 @@ pub struct Simulation {
 
 impl Simulation {
     /// A fresh sequence for `config` (seeded from the clock when it names no seed).
-    pub fn new(config: &Simulate) -> Simulation {
+    pub(crate) fn new(config: &Simulate) -> Simulation {
         let seed = config.seed.unwrap_or_else(|| {
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -48,7 +48,7 @@ impl Simulation {
 
     /// The draw of the next request to `endpoint` (an index into
     /// [`crate::api::API`]). Every endpoint shares the bundle's sequence.
-    pub fn draw(&self, endpoint: usize) -> Draw {
+    pub(crate) fn draw(&self, endpoint: usize) -> Draw {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let settings = self.endpoints.get(endpoint).copied().unwrap_or_default();
         draw_at(self.seed, n, &settings)
@@ -56,7 +56,7 @@ impl Simulation {
 }
 
 /// The draw of request `n` of a sequence: a pure function, so a sequence can be replayed.
-pub fn draw_at(seed: u64, n: u64, settings: &Settings) -> Draw {
+pub(crate) fn draw_at(seed: u64, n: u64, settings: &Settings) -> Draw {
     // Two independent values per request: one for the delay, one for the error.
     let base = seed.wrapping_add(n.wrapping_mul(2).wrapping_mul(GOLDEN));
     let for_delay = mix(base.wrapping_add(GOLDEN));

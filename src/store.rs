@@ -16,7 +16,7 @@ use bytes::Bytes;
 
 /// Everything served at one moment: token → bundle answers, and the `/status` body.
 #[derive(Debug, Default)]
-pub struct Snapshot {
+pub(crate) struct Snapshot {
     /// hashbrown (std's hasher, randomly keyed) for its `Equivalent` lookups: a request looks
     /// its borrowed token up, compared in constant time, without making a `Token`.
     by_token: hashbrown::HashMap<Token, Arc<Prepared>, RandomState>,
@@ -29,7 +29,7 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// A published snapshot (ready).
-    pub fn new(by_token: HashMap<Token, Arc<Prepared>>, status: Bytes) -> Snapshot {
+    pub(crate) fn new(by_token: HashMap<Token, Arc<Prepared>>, status: Bytes) -> Snapshot {
         Snapshot {
             by_token: by_token.into_iter().collect(),
             status,
@@ -55,36 +55,36 @@ impl Snapshot {
     }
 
     /// The `/status` body.
-    pub fn status(&self) -> &Bytes {
+    pub(crate) fn status(&self) -> &Bytes {
         &self.status
     }
 
     /// Whether the first load has been published.
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         self.ready
     }
 }
 
 /// The current snapshot, swapped atomically.
 #[derive(Debug)]
-pub struct Store {
+pub(crate) struct Store {
     current: ArcSwap<Snapshot>,
 }
 
 impl Store {
-    pub fn new(snapshot: Snapshot) -> Self {
+    pub(crate) fn new(snapshot: Snapshot) -> Self {
         Store {
             current: ArcSwap::from_pointee(snapshot),
         }
     }
 
     /// The snapshot to answer one request from. Cheap; hold it for the request's life.
-    pub fn snapshot(&self) -> Guard<Arc<Snapshot>> {
+    pub(crate) fn snapshot(&self) -> Guard<Arc<Snapshot>> {
         self.current.load()
     }
 
     /// Publishes a new snapshot; requests already holding the old one finish on it.
-    pub fn replace(&self, snapshot: Snapshot) {
+    pub(crate) fn replace(&self, snapshot: Snapshot) {
         self.current.store(Arc::new(snapshot));
     }
 }

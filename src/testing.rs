@@ -334,7 +334,7 @@ type Configure = Box<dyn FnOnce(&mut Service) + Send>;
 /// watching (off: the folder is read once) are the test server's own.
 ///
 /// ```
-/// use eventbox::http::cors::Cors;
+/// use eventbox::http::Cors;
 /// use eventbox::testing::TestServer;
 ///
 /// # fn main() -> Result<(), eventbox::testing::StartError> {

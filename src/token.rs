@@ -3,7 +3,7 @@
 //!
 //! Built once (from a header: trimmed, as the service trims it; from `bundle.toml` or the
 //! command line: as written, for their own checks of white space), it never shows itself: `Debug` and
-//! `Display` print its hint (`demo…`, see [`crate::problem::token_hint`]), so any struct holding
+//! `Display` print its hint (`demo…`, see `crate::problem::token_hint`), so any struct holding
 //! tokens can derive `Debug`. Equality runs in constant time (`subtle`), so comparing a guess
 //! with a bundle's token tells nothing about how much of it was right; hashing (for the
 //! token → bundle map) is ordinary. [`Token::expose`] is the one way to the text, for the few
@@ -14,7 +14,7 @@ use std::hash::{Hash, Hasher};
 
 use subtle::ConstantTimeEq;
 
-use crate::problem::{token_head, token_hint};
+use crate::problem::token_hint;
 
 /// A token. See the module's documentation.
 #[derive(Clone, Default)]
@@ -22,7 +22,7 @@ pub struct Token(Box<str>);
 
 /// The header's value is not UTF-8, so it names no bundle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NotText;
+pub(crate) struct NotText;
 
 impl Token {
     /// A token from text, as written (`bundle.toml` refuses white space around a token; `pull`
@@ -55,11 +55,6 @@ impl Token {
     /// Its first characters and an ellipsis, for messages and logs.
     pub fn hint(&self) -> String {
         token_hint(&self.0)
-    }
-
-    /// Its first characters, without the ellipsis (the journal's `token` field).
-    pub fn head(&self) -> String {
-        token_head(&self.0)
     }
 }
 
@@ -128,6 +123,7 @@ mod tests {
     use std::collections::HashMap;
 
     use super::*;
+    use crate::problem::token_head;
 
     #[test]
     fn debug_and_display_show_only_the_hint() {
@@ -136,7 +132,7 @@ mod tests {
         assert_eq!(t.to_string(), "secr…");
         assert_eq!(format!("{:?}", vec![t.clone()]), "[Token(secr…)]");
         assert_eq!(t.expose(), "secret-token-value");
-        assert_eq!(t.head(), "secr");
+        assert_eq!(token_head(t.expose()), "secr");
     }
 
     #[test]

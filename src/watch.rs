@@ -1,6 +1,6 @@
 //! Watching the data folder: file events (inotify and the like), or polling where events do not
 //! arrive (network shares, some container volumes); either way turned into the set of bundles
-//! they touch and handed to the [`Reloader`].
+//! they touch and handed to the `Reloader`.
 //!
 //! notify-debouncer-full coalesces the bursts that saving makes (truncate and write, write a
 //! temporary file and rename it over, delete and re-create, copy a folder in) and follows renames.
@@ -56,7 +56,7 @@ impl std::fmt::Debug for Watcher {
 }
 
 /// The bundles a set of changed paths touches. `data_dir` must be the path the watcher was given.
-pub fn scope_of(data_dir: &Path, paths: &[PathBuf]) -> Scope {
+pub(crate) fn scope_of(data_dir: &Path, paths: &[PathBuf]) -> Scope {
     let mut names = BTreeSet::new();
     for path in paths {
         let first = path
@@ -84,7 +84,7 @@ pub fn scope_of(data_dir: &Path, paths: &[PathBuf]) -> Scope {
 
 /// Starts watching `data_dir` (recursively) and reloading what changes. Must be called inside a
 /// tokio runtime. Returns `None` for [`WatchMode::Off`].
-pub async fn spawn(
+pub(crate) async fn spawn(
     data_dir: &Path,
     mode: WatchMode,
     debounce: Duration,

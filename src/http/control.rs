@@ -14,16 +14,16 @@ use hyper::header::HeaderMap;
 
 use super::errors::{ApiError, SIMULATED_STATUSES};
 
-pub const DELAY_HEADER: &str = "x-eventbox-delay";
-pub const STATUS_HEADER: &str = "x-eventbox-status";
-pub const FAULT_HEADER: &str = "x-eventbox-fault";
+pub(crate) const DELAY_HEADER: &str = "x-eventbox-delay";
+pub(crate) const STATUS_HEADER: &str = "x-eventbox-status";
+pub(crate) const FAULT_HEADER: &str = "x-eventbox-fault";
 
 /// The largest delay a request may ask for when `--max-delay` is not given.
-pub const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(30);
 
 /// How an answer is broken, as a real client sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Fault {
+pub(crate) enum Fault {
     /// No answer: the connection is reset (TCP RST). HTTP/2: the stream is reset.
     Reset,
     /// No answer: the connection is closed (FIN) without a byte. HTTP/2: the stream is reset.
@@ -35,7 +35,7 @@ pub enum Fault {
 
 impl Fault {
     /// The header's value for this fault.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Fault::Reset => "reset",
             Fault::Empty => "empty",
@@ -52,16 +52,19 @@ impl Fault {
 
 /// What a request's control headers ask for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Control {
+pub(crate) struct Control {
     /// Already capped by `--max-delay`.
-    pub delay: Option<Duration>,
-    pub status: Option<u16>,
-    pub fault: Option<Fault>,
+    pub(crate) delay: Option<Duration>,
+    pub(crate) status: Option<u16>,
+    pub(crate) fault: Option<Fault>,
 }
 
 impl Control {
     /// Reads the control headers; `max_delay` caps the delay.
-    pub fn from_headers(headers: &HeaderMap, max_delay: Duration) -> Result<Control, ApiError> {
+    pub(crate) fn from_headers(
+        headers: &HeaderMap,
+        max_delay: Duration,
+    ) -> Result<Control, ApiError> {
         let text = |name: &str| -> Result<Option<&str>, ApiError> {
             headers
                 .get(name)

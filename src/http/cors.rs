@@ -45,7 +45,7 @@ impl Cors {
         }
     }
 
-    pub fn is_on(&self) -> bool {
+    pub(crate) fn is_on(&self) -> bool {
         *self != Cors::Off
     }
 
@@ -65,7 +65,7 @@ impl Cors {
     }
 
     /// Adds the CORS headers of an ordinary answer (success or error).
-    pub fn apply(&self, origin: Option<&HeaderValue>, headers: &mut HeaderMap) {
+    pub(crate) fn apply(&self, origin: Option<&HeaderValue>, headers: &mut HeaderMap) {
         if let Cors::Origins(_) = self {
             headers.append(VARY, ORIGIN_VARY);
         }
@@ -76,7 +76,7 @@ impl Cors {
     }
 
     /// Adds the headers of a preflight answer: nothing beyond `Vary` for an origin not allowed.
-    pub fn apply_preflight(&self, origin: Option<&HeaderValue>, headers: &mut HeaderMap) {
+    pub(crate) fn apply_preflight(&self, origin: Option<&HeaderValue>, headers: &mut HeaderMap) {
         if let Cors::Origins(_) = self {
             headers.append(VARY, ORIGIN_VARY);
         }

@@ -5,10 +5,10 @@
 
 /// The body is neither valid JSON nor a valid form.
 #[derive(Debug, PartialEq, Eq)]
-pub struct InvalidBody;
+pub(crate) struct InvalidBody;
 
 /// The `reference` of a query string, if any.
-pub fn from_query(query: Option<&str>) -> Option<String> {
+pub(crate) fn from_query(query: Option<&str>) -> Option<String> {
     form_value(query?.as_bytes())
 }
 
@@ -22,7 +22,10 @@ fn form_value(bytes: &[u8]) -> Option<String> {
 /// The `reference` of a request body. A body is JSON when its content type says so, or, with no
 /// content type or another one, when it starts with `{` or `[`. Otherwise it is a form, which
 /// needs the form content type or none at all: `text/plain` or multipart are `InvalidBody`.
-pub fn from_body(content_type: Option<&str>, body: &[u8]) -> Result<Option<String>, InvalidBody> {
+pub(crate) fn from_body(
+    content_type: Option<&str>,
+    body: &[u8],
+) -> Result<Option<String>, InvalidBody> {
     let trimmed = body.trim_ascii();
     if trimmed.is_empty() {
         return Ok(None);

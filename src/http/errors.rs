@@ -8,7 +8,7 @@ use hyper::StatusCode;
 
 /// An error answer of the API, by its stable code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ApiError {
+pub(crate) enum ApiError {
     /// No `Authorization-Token` header, or a blank one.
     MissingToken,
     /// A token that no bundle names.
@@ -43,7 +43,7 @@ pub enum ApiError {
 }
 
 /// The largest request body read, in bytes (64 KiB).
-pub const BODY_LIMIT: usize = 64 * 1024;
+pub(crate) const BODY_LIMIT: usize = 64 * 1024;
 
 macro_rules! error_body {
     ($message:literal, $status:literal, $code:literal) => {
@@ -60,7 +60,8 @@ macro_rules! error_body {
 }
 
 impl ApiError {
-    pub const ALL: [ApiError; 15] = [
+    #[cfg(test)]
+    pub(crate) const ALL: [ApiError; 15] = [
         ApiError::MissingToken,
         ApiError::InvalidToken,
         ApiError::MissingReference,
@@ -78,7 +79,7 @@ impl ApiError {
         ApiError::BodyTimeout,
     ];
 
-    pub fn status(self) -> StatusCode {
+    pub(crate) fn status(self) -> StatusCode {
         match self {
             ApiError::MissingToken | ApiError::InvalidToken => StatusCode::UNAUTHORIZED,
             ApiError::MissingReference
@@ -97,7 +98,8 @@ impl ApiError {
     }
 
     /// The stable code, served in `erros[0].description`.
-    pub fn code(self) -> &'static str {
+    #[cfg(test)]
+    pub(crate) fn code(self) -> &'static str {
         match self {
             ApiError::MissingToken => "missing_token",
             ApiError::InvalidToken => "invalid_token",
@@ -118,7 +120,7 @@ impl ApiError {
     }
 
     /// The whole body.
-    pub fn body(self) -> Bytes {
+    pub(crate) fn body(self) -> Bytes {
         Bytes::from_static(
             match self {
                 ApiError::MissingToken => error_body!(
@@ -203,12 +205,12 @@ impl ApiError {
 }
 
 /// The statuses a simulated error may have.
-pub const SIMULATED_STATUSES: std::ops::RangeInclusive<u16> = 400..=599;
+pub(crate) const SIMULATED_STATUSES: std::ops::RangeInclusive<u16> = 400..=599;
 
 /// The body of a simulated error (`[simulate]` or `X-Eventbox-Status`): the error shape with the
 /// status in `code` and `simulated_error` in `description`. One body per status, formatted once
 /// for the whole process; answering clones it. `None` outside [`SIMULATED_STATUSES`].
-pub fn simulated_error_body(status: u16) -> Option<Bytes> {
+pub(crate) fn simulated_error_body(status: u16) -> Option<Bytes> {
     static BODIES: std::sync::OnceLock<Vec<Bytes>> = std::sync::OnceLock::new();
     let bodies = BODIES.get_or_init(|| {
         SIMULATED_STATUSES
@@ -225,7 +227,7 @@ pub fn simulated_error_body(status: u16) -> Option<Bytes> {
 
 /// The body the service's web framework answers for an unknown path (capital `M`), quoting the
 /// full request URL. Formatted, not serialised: only the URL needs escaping.
-pub fn not_found_body(url: &str) -> Bytes {
+pub(crate) fn not_found_body(url: &str) -> Bytes {
     let mut out = String::with_capacity(url.len() + 80);
     out.push_str("{\"Message\":\"No HTTP resource was found that matches the request URI '");
     for c in url.chars() {

@@ -24,16 +24,16 @@ use hyper::body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-pub use super::control::Fault;
+pub(crate) use super::control::Fault;
 
 /// A request failed on purpose; hyper sends no answer for it.
 #[derive(Debug, thiserror::Error)]
 #[error("fault {} asked for by X-Eventbox-Fault", .0.as_str())]
-pub struct FaultError(pub Fault);
+pub(crate) struct FaultError(pub Fault);
 
 /// The body of every answer: whole, or cut in half by `X-Eventbox-Fault: truncate`.
 #[derive(Debug)]
-pub struct ReplyBody {
+pub(crate) struct ReplyBody {
     data: Option<Bytes>,
     /// For a truncated body: the length announced; the body fails once `data` is sent.
     truncated: Option<u64>,
@@ -43,7 +43,7 @@ pub struct ReplyBody {
 
 impl ReplyBody {
     /// The whole body.
-    pub fn full(data: Bytes) -> ReplyBody {
+    pub(crate) fn full(data: Bytes) -> ReplyBody {
         ReplyBody {
             data: (!data.is_empty()).then_some(data),
             truncated: None,
@@ -52,7 +52,7 @@ impl ReplyBody {
     }
 
     /// Half of `data`, announced at its full length, then an error.
-    pub fn truncated(data: Bytes) -> ReplyBody {
+    pub(crate) fn truncated(data: Bytes) -> ReplyBody {
         let full = data.len() as u64;
         ReplyBody {
             data: Some(data.slice(..data.len() / 2)).filter(|d| !d.is_empty()),
@@ -63,7 +63,7 @@ impl ReplyBody {
 
     /// Over HTTP/1: instead of failing after half the body (which would lose it in hyper's
     /// buffer), cut `connection` once it has been written. No effect on a whole body.
-    pub fn cut_after_half(&mut self, connection: &ConnFault) {
+    pub(crate) fn cut_after_half(&mut self, connection: &ConnFault) {
         if self.truncated.is_some() {
             self.cut = Some(connection.clone());
         }
@@ -112,11 +112,11 @@ const CUT: u8 = 2;
 /// (`reset`), or failing the next flush (`truncate`). Shared by the service and [`FaultIo`];
 /// only made when control headers are allowed (otherwise no request can ask for a fault).
 #[derive(Debug, Clone, Default)]
-pub struct ConnFault(Arc<AtomicU8>);
+pub(crate) struct ConnFault(Arc<AtomicU8>);
 
 impl ConnFault {
     /// Close this connection with an RST (`X-Eventbox-Fault: reset`).
-    pub fn reset_on_close(&self) {
+    pub(crate) fn reset_on_close(&self) {
         self.mark(RESET);
     }
 
@@ -133,13 +133,13 @@ impl ConnFault {
 /// after `reset`, and failing the flush that follows a truncated body. Without a `ConnFault`
 /// (control headers not allowed) it is the plain socket.
 #[derive(Debug)]
-pub struct FaultIo {
+pub(crate) struct FaultIo {
     inner: TcpStream,
     fault: Option<ConnFault>,
 }
 
 impl FaultIo {
-    pub fn new(inner: TcpStream, fault: Option<ConnFault>) -> Self {
+    pub(crate) fn new(inner: TcpStream, fault: Option<ConnFault>) -> Self {
         FaultIo { inner, fault }
     }
 

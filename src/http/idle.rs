@@ -16,7 +16,7 @@ use tokio::time::{Instant, Sleep};
 
 /// A stream closed after `idle` without traffic.
 #[derive(Debug)]
-pub struct IdleTimeout<S> {
+pub(crate) struct IdleTimeout<S> {
     inner: S,
     idle: Duration,
     last_activity: Instant,
@@ -24,7 +24,7 @@ pub struct IdleTimeout<S> {
 }
 
 impl<S> IdleTimeout<S> {
-    pub fn new(inner: S, idle: Duration) -> Self {
+    pub(crate) fn new(inner: S, idle: Duration) -> Self {
         let now = Instant::now();
         IdleTimeout {
             inner,

@@ -18,11 +18,11 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
 /// The most requests a journal keeps (`--journal N`).
-pub const MAX_CAPACITY: usize = 100_000;
+pub(crate) const MAX_CAPACITY: usize = 100_000;
 
 /// The most bytes of a request's path, query or reference kept; longer ones are cut (on a
 /// character boundary) and end with `…`.
-pub const MAX_TEXT: usize = 1024;
+pub(crate) const MAX_TEXT: usize = 1024;
 
 /// Cuts `text` to at most [`MAX_TEXT`] bytes on a character boundary, appending `…` when cut.
 fn clip(text: &mut String) {
@@ -38,30 +38,30 @@ fn clip(text: &mut String) {
 
 /// One request, as the journal keeps it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Entry {
+pub(crate) struct Entry {
     /// When the request arrived.
-    pub time: DateTime<Utc>,
-    pub method: String,
-    pub path: String,
+    pub(crate) time: DateTime<Utc>,
+    pub(crate) method: String,
+    pub(crate) path: String,
     /// The query string, without `?`.
-    pub query: Option<String>,
+    pub(crate) query: Option<String>,
     /// The bundle the request's token opens.
-    pub bundle: Option<Arc<str>>,
+    pub(crate) bundle: Option<Arc<str>>,
     /// The token's first four characters (fewer for a short token: never more than half).
-    pub token: Option<String>,
+    pub(crate) token: Option<String>,
     /// The status answered; 0 when no answer was sent (`X-Eventbox-Fault: reset` or `empty`),
     /// 499 when the client went away before the answer was ready.
-    pub status: u16,
+    pub(crate) status: u16,
     /// From arrival to the answer's head being ready (simulated delays included), or to the
     /// client going away.
-    pub duration: Duration,
+    pub(crate) duration: Duration,
     /// The payment reference a details request asked for.
-    pub reference: Option<Box<str>>,
+    pub(crate) reference: Option<Box<str>>,
 }
 
 /// The last `capacity` requests to arrive.
 #[derive(Debug)]
-pub struct Journal {
+pub(crate) struct Journal {
     capacity: usize,
     /// In arrival order (`Entry::time`); shared, so listing copies pointers under the lock.
     entries: Mutex<VecDeque<Arc<Entry>>>,
@@ -70,17 +70,13 @@ pub struct Journal {
 impl Journal {
     /// A journal of the last `capacity` requests, at most [`MAX_CAPACITY`] (the configuration
     /// refuses more; library callers get the cap); `None` (off) for 0.
-    pub fn with_capacity(capacity: usize) -> Option<Arc<Journal>> {
+    pub(crate) fn with_capacity(capacity: usize) -> Option<Arc<Journal>> {
         (capacity > 0).then(|| {
             Arc::new(Journal {
                 capacity: capacity.min(MAX_CAPACITY),
                 entries: Mutex::new(VecDeque::new()),
             })
         })
-    }
-
-    pub fn capacity(&self) -> usize {
-        self.capacity
     }
 
     fn lock(&self) -> MutexGuard<'_, VecDeque<Arc<Entry>>> {
@@ -92,7 +88,7 @@ impl Journal {
     /// order, dropping the one that arrived first when full. Requests are recorded when they
     /// end, so one that waited longer goes before those that arrived after it and ended first:
     /// its place is found from the back (usually the back itself).
-    pub fn record(&self, mut entry: Entry) {
+    pub(crate) fn record(&self, mut entry: Entry) {
         clip(&mut entry.path);
         if let Some(query) = &mut entry.query {
             clip(query);
@@ -115,18 +111,18 @@ impl Journal {
     }
 
     /// The requests kept, in the order they arrived.
-    pub fn entries(&self) -> Vec<Arc<Entry>> {
+    pub(crate) fn entries(&self) -> Vec<Arc<Entry>> {
         self.lock().iter().cloned().collect()
     }
 
     /// Forgets every request.
-    pub fn clear(&self) {
+    pub(crate) fn clear(&self) {
         self.lock().clear();
     }
 
     /// The `GET /_journal` body: `{"capacity": N, "count": n, "entries": [...]}`. Serialised
     /// after the lock is released: recording requests never waits for it.
-    pub fn body(&self) -> Bytes {
+    pub(crate) fn body(&self) -> Bytes {
         let entries = self.entries();
         let body = Listing {
             capacity: self.capacity,

@@ -1,38 +1,39 @@
 //! The HTTP side: a hyper 1 server that answers from the current snapshot.
 //!
-//! - [`server`]: the accept loop and graceful shutdown; takes a bound listener, so tests bind
+//! - `server`: the accept loop and graceful shutdown; takes a bound listener, so tests bind
 //!   `127.0.0.1:0` and run it in-process;
 //! - `pipeline`: one request, start to end: parse, route, authorise (one token lookup),
 //!   simulate and fault, represent, record (metrics, access log, journal);
-//! - [`router`]: the checks, simulation and representation of the pipeline's middle;
-//! - [`cors`]: CORS headers and preflights;
-//! - [`details`]: where the details endpoint finds its `reference`;
-//! - [`negotiate`]: `Accept-Encoding` and `If-None-Match`;
-//! - [`errors`]: the error contract, as constant bodies;
-//! - [`control`]: the `X-Eventbox-*` control headers (per-request simulation);
-//! - [`fault`]: making the faults they ask for happen below hyper (reset, empty, truncate);
-//! - [`journal`]: the request journal behind `/_journal`;
-//! - [`idle`]: the idle-timeout wrapper around each connection;
+//! - `router`: the checks, simulation and representation of the pipeline's middle;
+//! - `cors`: CORS headers and preflights;
+//! - `details`: where the details endpoint finds its `reference`;
+//! - `negotiate`: `Accept-Encoding` and `If-None-Match`;
+//! - `errors`: the error contract, as constant bodies;
+//! - `control`: the `X-Eventbox-*` control headers (per-request simulation);
+//! - `fault`: making the faults they ask for happen below hyper (reset, empty, truncate);
+//! - `journal`: the request journal behind `/_journal`;
+//! - `idle`: the idle-timeout wrapper around each connection;
 //! - `guard`: ambiguous or oversized requests refused before routing (two tokens, long URLs);
 //! - `deadline`: the request body deadline (`--body-timeout`);
 //! - `per_ip`: the connections each client address may hold (`--max-connections-per-ip`);
 //! - `drain`: shutdown closes idle connections at once (HTTP/2 ones included).
 
-pub mod control;
-pub mod cors;
+pub(crate) mod control;
+pub(crate) mod cors;
 pub(crate) mod deadline;
-pub mod details;
+pub(crate) mod details;
 pub(crate) mod drain;
-pub mod errors;
-pub mod fault;
+pub(crate) mod errors;
+pub(crate) mod fault;
 pub(crate) mod guard;
-pub mod idle;
-pub mod journal;
-pub mod negotiate;
+pub(crate) mod idle;
+pub(crate) mod journal;
+pub(crate) mod negotiate;
 pub(crate) mod per_ip;
 mod pipeline;
-pub mod router;
-pub mod server;
+pub(crate) mod router;
+pub(crate) mod server;
 
-pub use journal::Journal;
-pub use server::{serve, Limits, Service};
+pub use cors::Cors;
+pub(crate) use journal::Journal;
+pub use server::{serve, Limits, Service, DRAIN_TIMEOUT};

@@ -61,7 +61,7 @@ fn weights(header: &str) -> Weights {
 /// The encoding to send, given the request's `Accept-Encoding` (None: header absent), whether
 /// compression is on, and whether the body is small enough that compressing is not worth it.
 /// `None` means nothing acceptable can be produced (406).
-pub fn choose(accept: Option<&str>, compression: bool, small: bool) -> Option<Encoding> {
+pub(crate) fn choose(accept: Option<&str>, compression: bool, small: bool) -> Option<Encoding> {
     let Some(header) = accept else {
         return Some(Encoding::Identity);
     };
@@ -89,13 +89,13 @@ pub fn choose(accept: Option<&str>, compression: bool, small: bool) -> Option<En
 }
 
 /// Whether identity is acceptable to the request (no header: yes).
-pub fn accepts_identity(accept: Option<&str>) -> bool {
+pub(crate) fn accepts_identity(accept: Option<&str>) -> bool {
     accept.is_none_or(|h| weights(h).identity > 0.0)
 }
 
 /// Whether an `If-None-Match` value matches `etag` (a quoted strong tag). Weak comparison, as
 /// RFC 9110 §13.1.2 asks for this header: `W/"x"` matches `"x"`.
-pub fn none_match(header: &str, etag: &str) -> bool {
+pub(crate) fn none_match(header: &str, etag: &str) -> bool {
     header
         .split(',')
         .map(str::trim)

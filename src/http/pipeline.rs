@@ -149,7 +149,7 @@ pub(crate) async fn answer(
 
 /// The status recorded for a request whose client went away before its answer was ready (a
 /// timeout during a simulated delay, say): nginx's "client closed request".
-pub const CLIENT_CLOSED: u16 = 499;
+pub(crate) const CLIENT_CLOSED: u16 = 499;
 
 /// What the access log and the journal show of a request (made only when one of them is on).
 #[derive(Debug)]

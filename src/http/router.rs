@@ -30,7 +30,7 @@ use crate::prepare::{self, Answer, Answers, Encoding, Prepared};
 use crate::store::Snapshot;
 
 /// The header that carries the token.
-pub const TOKEN_HEADER: &str = "authorization-token";
+pub(crate) const TOKEN_HEADER: &str = "authorization-token";
 
 const JSON: HeaderValue = HeaderValue::from_static("application/json; charset=utf-8");
 const GET_HEAD: HeaderValue = HeaderValue::from_static("GET, HEAD");
@@ -43,27 +43,24 @@ const READY_WATCH_LOST: &[u8] = b"{\"status\":\"ready\",\"watch\":\"lost\"}";
 const NO_CACHE: HeaderValue = HeaderValue::from_static("no-cache");
 const ACCEPT_ENCODING_VARY: HeaderValue = HeaderValue::from_static("accept-encoding");
 
-pub use crate::api::Route;
-
-/// The OpenAPI document (see [`crate::prepare::openapi`]).
-pub use crate::prepare::OPENAPI;
+pub(crate) use crate::api::Route;
 
 /// What the router needs beyond the request and the snapshot; one per server.
 #[derive(Debug, Clone)]
-pub struct Context {
+pub(crate) struct Context {
     /// The server's own address, for the unknown-path answer when a request has no Host.
-    pub local: SocketAddr,
-    pub metrics: Arc<Metrics>,
+    pub(crate) local: SocketAddr,
+    pub(crate) metrics: Arc<Metrics>,
     /// Whether to send compressed bodies.
-    pub compression: bool,
+    pub(crate) compression: bool,
     /// Which origins may read answers.
-    pub cors: Cors,
+    pub(crate) cors: Cors,
     /// Whether `X-Eventbox-*` control headers are obeyed.
-    pub allow_control_headers: bool,
+    pub(crate) allow_control_headers: bool,
     /// The longest delay simulated (control headers and `[simulate]` alike).
-    pub max_delay: std::time::Duration,
+    pub(crate) max_delay: std::time::Duration,
     /// The request journal, when on.
-    pub journal: Option<Arc<Journal>>,
+    pub(crate) journal: Option<Arc<Journal>>,
 }
 
 fn json(status: StatusCode, body: Bytes) -> Response<Bytes> {

@@ -31,8 +31,8 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 /// What a server answers from.
 #[derive(Debug, Clone)]
 pub struct Service {
-    pub store: Arc<Store>,
-    pub metrics: Arc<Metrics>,
+    pub(crate) store: Arc<Store>,
+    pub(crate) metrics: Arc<Metrics>,
     /// Write one `eventbox::access` log line per request.
     pub access_log: bool,
     /// Send compressed bodies when clients accept them.
@@ -46,7 +46,7 @@ pub struct Service {
     /// The longest simulated delay, from a control header or `[simulate]` (`--max-delay`).
     pub max_delay: Duration,
     /// The request journal served at `/_journal` (`--journal N`); `None`: off.
-    pub journal: Option<Arc<Journal>>,
+    pub(crate) journal: Option<Arc<Journal>>,
 }
 
 impl Service {

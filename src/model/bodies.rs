@@ -21,9 +21,9 @@ use super::records::{
 
 /// A list envelope: `{"data": [...], "count": n}`, then any members the file added.
 #[derive(Debug, Clone)]
-pub struct List<T> {
-    pub data: Vec<T>,
-    pub extra: Extra,
+pub(crate) struct List<T> {
+    pub(crate) data: Vec<T>,
+    pub(crate) extra: Extra,
 }
 
 impl<T> Default for List<T> {
@@ -78,7 +78,7 @@ fn check_count(o: &mut Obj<'_, '_>, expected: usize, what: &str) {
 
 /// Decodes a list envelope or a bare list. Also returns the path of the records (`data` or the
 /// root), for checks that name a record.
-pub fn list<T>(
+pub(crate) fn list<T>(
     v: &Value,
     path: &str,
     diag: &mut Diag,
@@ -120,9 +120,9 @@ fn member_list<T>(
 
 /// Body of `GET /api/v1/event`: one event in a list envelope.
 #[derive(Debug, Clone)]
-pub struct EventBody {
-    pub event: Event,
-    pub extra: Extra,
+pub(crate) struct EventBody {
+    pub(crate) event: Event,
+    pub(crate) extra: Extra,
 }
 
 impl Serialize for EventBody {
@@ -144,7 +144,7 @@ pub(crate) const EVENT_DOC: BodyDoc = BodyDoc {
 
 /// The event file: the envelope, a bare list, or the bare event object. A bundle is one event,
 /// so the list must hold exactly one.
-pub fn event_body(v: &Value, diag: &mut Diag) -> Option<EventBody> {
+pub(crate) fn event_body(v: &Value, diag: &mut Diag) -> Option<EventBody> {
     let is_bare_event = v.as_object().is_some_and(|m| !m.contains_key("data"));
     if is_bare_event {
         let event = records::event(v, "", diag)?;
@@ -176,16 +176,16 @@ pub(crate) const DETAILS_DOC: BodyDoc = BodyDoc {
 };
 
 /// A payment_details file: the rows of one payment's detail.
-pub fn details_body(v: &Value, diag: &mut Diag) -> Option<List<records::PaymentDetail>> {
+pub(crate) fn details_body(v: &Value, diag: &mut Diag) -> Option<List<records::PaymentDetail>> {
     list(v, "", diag, records::payment_detail).map(|(l, _)| l)
 }
 
 /// Body of `GET /api/v1/submission/`: two lists and a top-level count of 2.
 #[derive(Debug, Clone, Default)]
-pub struct SubmissionBody {
-    pub submission_type: List<SubmissionType>,
-    pub topic_area: List<TopicArea>,
-    pub extra: Extra,
+pub(crate) struct SubmissionBody {
+    pub(crate) submission_type: List<SubmissionType>,
+    pub(crate) topic_area: List<TopicArea>,
+    pub(crate) extra: Extra,
 }
 
 impl Serialize for SubmissionBody {
@@ -210,7 +210,7 @@ pub(crate) const SUBMISSION_DOC: BodyDoc = BodyDoc {
     ],
 };
 
-pub fn submission_body(v: &Value, diag: &mut Diag) -> Option<SubmissionBody> {
+pub(crate) fn submission_body(v: &Value, diag: &mut Diag) -> Option<SubmissionBody> {
     let mut o = Obj::new(v, "", diag)?;
     let types = o
         .raw("submission_type")
@@ -229,9 +229,9 @@ pub fn submission_body(v: &Value, diag: &mut Diag) -> Option<SubmissionBody> {
 
 /// Body of `GET /api/v1/submission/list`: `{"submission": {"data": [...], "count": n}, "count": 1}`.
 #[derive(Debug, Clone, Default)]
-pub struct SubmissionListBody {
-    pub submission: List<Submission>,
-    pub extra: Extra,
+pub(crate) struct SubmissionListBody {
+    pub(crate) submission: List<Submission>,
+    pub(crate) extra: Extra,
 }
 
 impl Serialize for SubmissionListBody {
@@ -252,7 +252,7 @@ pub(crate) const SUBMISSION_LIST_DOC: BodyDoc = BodyDoc {
 };
 
 /// The submission list file: the service's body, or a bare list of submissions.
-pub fn submission_list_body(v: &Value, diag: &mut Diag) -> Option<SubmissionListBody> {
+pub(crate) fn submission_list_body(v: &Value, diag: &mut Diag) -> Option<SubmissionListBody> {
     if v.is_array() {
         let (submission, _) = list(v, "", diag, records::submission)?;
         return Some(SubmissionListBody {
@@ -271,10 +271,10 @@ pub fn submission_list_body(v: &Value, diag: &mut Diag) -> Option<SubmissionList
 
 /// Body of `GET /api/v1/hotsite/`: the cover and the page areas, sorted by `ordem`.
 #[derive(Debug, Clone, Default)]
-pub struct HotsiteBody {
-    pub capa: Value,
-    pub areas: Vec<PageArea>,
-    pub extra: Extra,
+pub(crate) struct HotsiteBody {
+    pub(crate) capa: Value,
+    pub(crate) areas: Vec<PageArea>,
+    pub(crate) extra: Extra,
 }
 
 impl Serialize for HotsiteBody {
@@ -306,7 +306,7 @@ pub(crate) const HOTSITE_DOC: BodyDoc = BodyDoc {
 
 /// The hotsite file: the service's body, or a bare list of areas. `capa` may be left out (null).
 /// Areas are sorted by `ordem` (stable); `ordem` values other than 1..n are a warning.
-pub fn hotsite_body(v: &Value, diag: &mut Diag) -> Option<HotsiteBody> {
+pub(crate) fn hotsite_body(v: &Value, diag: &mut Diag) -> Option<HotsiteBody> {
     let (capa, mut areas, extra, areas_path) = if v.is_array() {
         let areas = decode_array(v, "", diag, records::page_area);
         (Value::Null, areas, Extra::new(), String::new())
@@ -374,7 +374,7 @@ pub(crate) fn doc(key: &str) -> Option<BodyDoc> {
 
 /// What a body holds, for `/status`: each kind of record it has and how many, under the names
 /// `/status` shows.
-pub trait Records {
+pub(crate) trait Records {
     fn records(&self) -> Vec<(&'static str, usize)>;
 }
 
@@ -424,9 +424,9 @@ impl Records for List<Attendee> {
 /// company events: `{"data": [...]}`, then any members the file added. A file may still carry
 /// `count` (it is checked, and not served).
 #[derive(Debug, Clone)]
-pub struct Data<T> {
-    pub data: Vec<T>,
-    pub extra: Extra,
+pub(crate) struct Data<T> {
+    pub(crate) data: Vec<T>,
+    pub(crate) extra: Extra,
 }
 
 impl<T> Default for Data<T> {
@@ -471,7 +471,7 @@ fn unique_keys<T, K: Eq + std::hash::Hash + std::fmt::Display>(
 /// Body of `GET /api/v1/attendees`: the service's envelope (`{"data": [...], "count": n}`) or a
 /// bare list. `id_attendees` (the `:id` of `GET /attendees/:id`) and `checkin_code` (what a
 /// check-in names) must each be unique.
-pub fn attendees_body(v: &Value, diag: &mut Diag) -> Option<List<Attendee>> {
+pub(crate) fn attendees_body(v: &Value, diag: &mut Diag) -> Option<List<Attendee>> {
     let (list, path) = list(v, "", diag, records::attendee)?;
     unique_keys(
         &list.data,
@@ -498,7 +498,7 @@ fn data<T>(v: &Value, diag: &mut Diag, item: ItemDecoder<T>) -> Option<(Data<T>,
 
 /// Body of `GET /api/v1/session`: the activities. `id_session` must be unique; a speaker or a
 /// time naming another activity's `id_session` is a warning (served as written).
-pub fn sessions_body(v: &Value, diag: &mut Diag) -> Option<Data<Activity>> {
+pub(crate) fn sessions_body(v: &Value, diag: &mut Diag) -> Option<Data<Activity>> {
     let (body, path) = data(v, diag, records::activity)?;
     unique_keys(
         &body.data,
@@ -528,7 +528,7 @@ pub fn sessions_body(v: &Value, diag: &mut Diag) -> Option<Data<Activity>> {
 }
 
 /// Body of `GET /api/v1/speaker`: the speakers; `id_speaker` must be unique.
-pub fn speakers_body(v: &Value, diag: &mut Diag) -> Option<Data<Speaker>> {
+pub(crate) fn speakers_body(v: &Value, diag: &mut Diag) -> Option<Data<Speaker>> {
     let (body, path) = data(v, diag, records::speaker)?;
     unique_keys(
         &body.data,
@@ -541,7 +541,7 @@ pub fn speakers_body(v: &Value, diag: &mut Diag) -> Option<Data<Speaker>> {
 }
 
 /// Body of `GET /api/v1/customclient/events`: a company's events; `id` must be unique.
-pub fn company_events_body(v: &Value, diag: &mut Diag) -> Option<Data<CompanyEvent>> {
+pub(crate) fn company_events_body(v: &Value, diag: &mut Diag) -> Option<Data<CompanyEvent>> {
     let (body, path) = data(v, diag, records::company_event)?;
     unique_keys(&body.data, &path, "id", |e| Some(e.id), diag);
     Some(body)
@@ -552,9 +552,9 @@ pub fn company_events_body(v: &Value, diag: &mut Diag) -> Option<Data<CompanyEve
 /// certificate, so its top-level `1` could be either; read as the submission list's (whose
 /// top-level count the live service answers as 1), it is always 1.
 #[derive(Debug, Clone, Default)]
-pub struct CertificatesBody {
-    pub certificates: List<Certificate>,
-    pub extra: Extra,
+pub(crate) struct CertificatesBody {
+    pub(crate) certificates: List<Certificate>,
+    pub(crate) extra: Extra,
 }
 
 impl Serialize for CertificatesBody {
@@ -567,7 +567,7 @@ impl Serialize for CertificatesBody {
 }
 
 /// The certificates file: the service's body, or a bare list of certificates.
-pub fn certificates_body(v: &Value, diag: &mut Diag) -> Option<CertificatesBody> {
+pub(crate) fn certificates_body(v: &Value, diag: &mut Diag) -> Option<CertificatesBody> {
     if v.is_array() {
         let (certificates, _) = list(v, "", diag, records::certificate)?;
         return Some(CertificatesBody {
@@ -589,7 +589,7 @@ pub fn certificates_body(v: &Value, diag: &mut Diag) -> Option<CertificatesBody>
 
 /// The body of `POST /api/v1/attendees/create`: the `Attendee` object, sent flat or wrapped as
 /// `{"attendee": {...}}` (clients do both; the page names the body parameter `attendee`).
-pub fn attendee_create_body(v: &Value, diag: &mut Diag) -> Option<AttendeeCreate> {
+pub(crate) fn attendee_create_body(v: &Value, diag: &mut Diag) -> Option<AttendeeCreate> {
     match v
         .as_object()
         .filter(|m| m.len() == 1)
@@ -602,13 +602,13 @@ pub fn attendee_create_body(v: &Value, diag: &mut Diag) -> Option<AttendeeCreate
 
 /// The body of `POST /api/v1/checkin/attendees`: an array of check-ins, bare or wrapped as
 /// `{"attendees": [...]}` (the page's name of the body parameter).
-pub fn checkin_attendees_body(v: &Value, diag: &mut Diag) -> Option<Vec<CheckinAttendee>> {
+pub(crate) fn checkin_attendees_body(v: &Value, diag: &mut Diag) -> Option<Vec<CheckinAttendee>> {
     array_body(v, "attendees", diag, records::checkin_attendee)
 }
 
 /// The body of `POST /api/v1/checkin/sessions`: an array of check-ins at activities, bare or
 /// wrapped as `{"sessions": [...]}` (the page's name of the body parameter).
-pub fn checkin_sessions_body(v: &Value, diag: &mut Diag) -> Option<Vec<CheckinSession>> {
+pub(crate) fn checkin_sessions_body(v: &Value, diag: &mut Diag) -> Option<Vec<CheckinSession>> {
     array_body(v, "sessions", diag, records::checkin_session)
 }
 
@@ -625,7 +625,7 @@ fn array_body<T>(v: &Value, key: &str, diag: &mut Diag, item: ItemDecoder<T>) ->
 }
 
 /// The body of `POST /api/v1/custom/getdata` and `/custom/getdatasubscribed`: the date range.
-pub fn date_range_body(v: &Value, diag: &mut Diag) -> Option<DateRange> {
+pub(crate) fn date_range_body(v: &Value, diag: &mut Diag) -> Option<DateRange> {
     records::date_range(v, "", diag)
 }
 

@@ -13,24 +13,24 @@ use crate::problem::Severity;
 
 /// A content problem at a JSON path, before it is tied to a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finding {
-    pub severity: Severity,
-    pub path: String,
-    pub message: String,
+pub(crate) struct Finding {
+    pub(crate) severity: Severity,
+    pub(crate) path: String,
+    pub(crate) message: String,
 }
 
 /// The problems found while decoding one file.
 #[derive(Debug, Default)]
-pub struct Diag {
-    pub findings: Vec<Finding>,
+pub(crate) struct Diag {
+    pub(crate) findings: Vec<Finding>,
 }
 
 impl Diag {
-    pub fn error(&mut self, path: &str, message: impl Into<String>) {
+    pub(crate) fn error(&mut self, path: &str, message: impl Into<String>) {
         self.push(Severity::Error, path, message.into());
     }
 
-    pub fn warning(&mut self, path: &str, message: impl Into<String>) {
+    pub(crate) fn warning(&mut self, path: &str, message: impl Into<String>) {
         self.push(Severity::Warning, path, message.into());
     }
 
@@ -53,7 +53,7 @@ impl Diag {
 }
 
 /// `parent.key`, or `key` at the root.
-pub fn join_key(parent: &str, key: &str) -> String {
+pub(crate) fn join_key(parent: &str, key: &str) -> String {
     if parent.is_empty() {
         key.to_string()
     } else {
@@ -62,12 +62,12 @@ pub fn join_key(parent: &str, key: &str) -> String {
 }
 
 /// `parent[index]`.
-pub fn join_index(parent: &str, index: usize) -> String {
+pub(crate) fn join_index(parent: &str, index: usize) -> String {
     format!("{parent}[{index}]")
 }
 
 /// A short description of a value for "expected X, found Y" messages.
-pub fn describe(v: &Value) -> String {
+pub(crate) fn describe(v: &Value) -> String {
     match v {
         Value::Null => "null".into(),
         Value::Bool(b) => format!("{b}"),
@@ -86,13 +86,13 @@ pub fn describe(v: &Value) -> String {
 }
 
 /// A text value with a validated format (a date, an hour, a decimal in text...).
-pub trait TextFormat: Sized {
+pub(crate) trait TextFormat: Sized {
     /// Checks `text`; the error says what was wrong, quoting the text.
     fn parse(text: &str) -> Result<Self, String>;
 }
 
 /// Decodes one item of a list; `path` is the item's own path.
-pub type ItemDecoder<T> = fn(&Value, &str, &mut Diag) -> Option<T>;
+pub(crate) type ItemDecoder<T> = fn(&Value, &str, &mut Diag) -> Option<T>;
 
 /// A record type: an object decoded field by field. The `record!` macro of `records` implements
 /// it from the same field list that declares the struct.
@@ -306,7 +306,7 @@ impl<R: Record> Field for Option<R> {
 }
 
 /// A JSON object being decoded field by field.
-pub struct Obj<'v, 'd> {
+pub(crate) struct Obj<'v, 'd> {
     map: &'v Map<String, Value>,
     path: String,
     diag: &'d mut Diag,
@@ -315,7 +315,7 @@ pub struct Obj<'v, 'd> {
 
 impl<'v, 'd> Obj<'v, 'd> {
     /// Starts decoding `v` as an object; an error (and `None`) if it is something else.
-    pub fn new(v: &'v Value, path: &str, diag: &'d mut Diag) -> Option<Self> {
+    pub(crate) fn new(v: &'v Value, path: &str, diag: &'d mut Diag) -> Option<Self> {
         match v {
             Value::Object(map) => Some(Obj {
                 map,
@@ -335,17 +335,17 @@ impl<'v, 'd> Obj<'v, 'd> {
     }
 
     /// The diagnostics this object reports into, for cross-field checks.
-    pub fn diag(&mut self) -> &mut Diag {
+    pub(crate) fn diag(&mut self) -> &mut Diag {
         self.diag
     }
 
     /// The path of a field of this object.
-    pub fn path_of(&self, key: &str) -> String {
+    pub(crate) fn path_of(&self, key: &str) -> String {
         join_key(&self.path, key)
     }
 
     /// The raw value of a field, if present (marks it as known).
-    pub fn raw(&mut self, key: &'static str) -> Option<&'v Value> {
+    pub(crate) fn raw(&mut self, key: &'static str) -> Option<&'v Value> {
         self.read.push(key);
         self.map.get(key)
     }
@@ -397,7 +397,7 @@ impl<'v, 'd> Obj<'v, 'd> {
     }
 
     /// A required string in a validated format.
-    pub fn text<T: TextFormat>(&mut self, key: &'static str) -> Option<T> {
+    pub(crate) fn text<T: TextFormat>(&mut self, key: &'static str) -> Option<T> {
         let s: String = self.required(key)?;
         match T::parse(&s) {
             Ok(t) => Some(t),
@@ -410,14 +410,14 @@ impl<'v, 'd> Obj<'v, 'd> {
     }
 
     /// A required array whose items are decoded by `item`. `None` if any item had an error.
-    pub fn list<T>(&mut self, key: &'static str, item: ItemDecoder<T>) -> Option<Vec<T>> {
+    pub(crate) fn list<T>(&mut self, key: &'static str, item: ItemDecoder<T>) -> Option<Vec<T>> {
         let v = self.present(key)?;
         let path = self.path_of(key);
         decode_array(v, &path, self.diag, item)
     }
 
     /// Ends the object: the fields not read by the decoder, in file order.
-    pub fn finish(self) -> Map<String, Value> {
+    pub(crate) fn finish(self) -> Map<String, Value> {
         self.map
             .iter()
             .filter(|(k, _)| !self.read.contains(&k.as_str()))
@@ -427,7 +427,7 @@ impl<'v, 'd> Obj<'v, 'd> {
 }
 
 /// Decodes every item of an array (reporting the problems of all of them).
-pub fn decode_array<T>(
+pub(crate) fn decode_array<T>(
     v: &Value,
     path: &str,
     diag: &mut Diag,

@@ -23,10 +23,10 @@ macro_rules! text_newtype {
         $(#[$doc])*
         #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
         #[serde(transparent)]
-        pub struct $name(String);
+        pub(crate) struct $name(String);
 
         impl $name {
-            pub fn as_str(&self) -> &str {
+            pub(crate) fn as_str(&self) -> &str {
                 &self.0
             }
         }

@@ -7,15 +7,44 @@
 //! - [`schedule`] derives the programme by day from the activities;
 //! - [`decode`] is the toolkit they use to collect every problem with its JSON path.
 
-pub mod bodies;
-pub mod decode;
+// The records, bodies and schedule of the rest of the documented API (programme, speakers,
+// certificates, company events, the writes) are written and unit-tested but not served yet, so
+// the crate-private model shows them as dead code until their table entries exist. `expect`, not
+// `allow`: once they are all used, the build asks for these lines to go.
+#[cfg_attr(
+    not(test),
+    expect(
+        dead_code,
+        reason = "records of the rest of the documented API, tested, not served yet"
+    )
+)]
+pub(crate) mod bodies;
+pub(crate) mod decode;
 #[cfg(test)]
 mod fielddoc;
-pub mod formats;
-pub mod payments;
-pub mod records;
-pub mod schedule;
-pub mod simulate;
+#[expect(
+    dead_code,
+    reason = "records of the rest of the documented API, tested, not served yet"
+)]
+pub(crate) mod formats;
+pub(crate) mod payments;
+#[cfg_attr(
+    not(test),
+    expect(
+        dead_code,
+        reason = "records of the rest of the documented API, tested, not served yet"
+    )
+)]
+pub(crate) mod records;
+#[cfg_attr(
+    not(test),
+    expect(
+        dead_code,
+        reason = "records of the rest of the documented API, tested, not served yet"
+    )
+)]
+pub(crate) mod schedule;
+pub(crate) mod simulate;
 
 use std::collections::BTreeMap;
 
@@ -29,14 +58,14 @@ use decode::Diag;
 
 /// The two file formats a bundle may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     Json,
     Toml,
 }
 
 impl Format {
     /// The format a file extension names, if any.
-    pub fn from_extension(ext: &str) -> Option<Format> {
+    pub(crate) fn from_extension(ext: &str) -> Option<Format> {
         match ext {
             "json" => Some(Format::Json),
             "toml" => Some(Format::Toml),
@@ -47,15 +76,15 @@ impl Format {
 
 /// A syntax error at a 1-based line and column.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SyntaxError {
-    pub line: usize,
-    pub column: usize,
-    pub message: String,
+pub(crate) struct SyntaxError {
+    pub(crate) line: usize,
+    pub(crate) column: usize,
+    pub(crate) message: String,
 }
 
 /// Parses JSON or TOML text into one value tree. Numbers keep their text; object members keep
 /// their order. TOML date-times become strings in the same notation.
-pub fn parse_text(text: &str, format: Format) -> Result<Value, SyntaxError> {
+pub(crate) fn parse_text(text: &str, format: Format) -> Result<Value, SyntaxError> {
     match format {
         Format::Json => serde_json::from_str(text).map_err(|e| {
             let full = e.to_string();
@@ -90,7 +119,7 @@ fn syntax_error(text: &str, offset: usize, message: &str) -> SyntaxError {
 
 /// serde_json counts columns in bytes; people (and TOML's errors here) count characters. Turns a
 /// 1-based line and byte column into a 1-based character column, never less than 1.
-pub fn char_column(text: &str, line: usize, byte_column: usize) -> usize {
+pub(crate) fn char_column(text: &str, line: usize, byte_column: usize) -> usize {
     let line_text = text.split('\n').nth(line.saturating_sub(1)).unwrap_or("");
     let mut end = byte_column.min(line_text.len());
     // A column inside a multi-byte character counts that whole character.
@@ -143,10 +172,10 @@ fn toml_to_json(text: &str, v: Spanned<DeValue<'_>>) -> Result<Value, SyntaxErro
 
 /// `bundle.toml`: the tokens that open the bundle, and what its answers simulate.
 #[derive(Debug, Clone, PartialEq)]
-pub struct BundleConfig {
-    pub tokens: Vec<Token>,
+pub(crate) struct BundleConfig {
+    pub(crate) tokens: Vec<Token>,
     /// The `[simulate]` table: latency and errors (see [`simulate`]).
-    pub simulate: Option<simulate::Simulate>,
+    pub(crate) simulate: Option<simulate::Simulate>,
 }
 
 /// `bundle.toml`, for docs/bundles.md: its keys, as [`bundle_config`] reads them.
@@ -181,7 +210,7 @@ pub(crate) const BUNDLE_TOML_DOC: bodies::BodyDoc = bodies::BodyDoc {
 /// Decodes `bundle.toml`. At least one token; tokens are non-blank and have no surrounding white
 /// space (the header is trimmed before matching, so such a token could never match). Unknown
 /// keys and repeated tokens are warnings. Messages never quote a token whole.
-pub fn bundle_config(v: &Value, diag: &mut Diag) -> Option<BundleConfig> {
+pub(crate) fn bundle_config(v: &Value, diag: &mut Diag) -> Option<BundleConfig> {
     let mut o = decode::Obj::new(v, "", diag)?;
     let tokens = o.raw("tokens");
     let simulate_table = o.raw("simulate");
@@ -287,17 +316,17 @@ fn kind_of(v: &Value) -> &'static str {
 
 /// One event's data, whole and validated: what a bundle folder holds.
 #[derive(Debug)]
-pub struct Bundle {
+pub(crate) struct Bundle {
     /// The folder's name.
-    pub name: String,
-    pub config: BundleConfig,
+    pub(crate) name: String,
+    pub(crate) config: BundleConfig,
     /// One per entry of [`crate::api::API`], in its order.
-    pub slots: Vec<Slot>,
+    pub(crate) slots: Vec<Slot>,
 }
 
 /// What feeds one endpoint of a bundle (see [`crate::api::Feed`]).
 #[derive(Debug)]
-pub enum Slot {
+pub(crate) enum Slot {
     /// A file's body, decoded whole (the default body when the file is absent).
     Body(Box<dyn FileBody>),
     /// The payments, streamed.
@@ -308,7 +337,7 @@ pub enum Slot {
 
 impl Bundle {
     /// The first whole-file body of type `T` (the event, say).
-    pub fn body<T: 'static>(&self) -> Option<&T> {
+    pub(crate) fn body<T: 'static>(&self) -> Option<&T> {
         self.slots.iter().find_map(|s| match s {
             Slot::Body(b) => b.as_any().downcast_ref::<T>(),
             _ => None,
@@ -316,7 +345,7 @@ impl Bundle {
     }
 
     /// The streamed payments.
-    pub fn payments(&self) -> Option<&crate::prepare::Payments> {
+    pub(crate) fn payments(&self) -> Option<&crate::prepare::Payments> {
         self.slots.iter().find_map(|s| match s {
             Slot::Stream(p) => Some(p),
             _ => None,

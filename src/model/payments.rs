@@ -19,7 +19,7 @@ use super::records::{self, Payment};
 
 /// Where decoded payments go, one at a time, in file order: `prepare` writes them into the
 /// served body (the model only decodes and checks).
-pub trait Sink {
+pub(crate) trait Sink {
     type Output;
     /// One valid payment; an `Err` is a message for the record's path.
     fn payment(&mut self, payment: Payment) -> Result<(), String>;
@@ -138,7 +138,7 @@ pub(crate) const PAYMENTS_DOC: super::bodies::BodyDoc = super::bodies::BodyDoc {
 };
 
 /// Payments from a parsed value (TOML files; JSON in tests): the envelope or a bare list.
-pub fn from_value<S: Sink>(v: &Value, diag: &mut Diag, sink: S) -> Option<S::Output> {
+pub(crate) fn from_value<S: Sink>(v: &Value, diag: &mut Diag, sink: S) -> Option<S::Output> {
     let mut b = Builder::new(sink);
     match v {
         Value::Array(items) => items.iter().for_each(|item| b.record(item, diag)),
@@ -186,7 +186,7 @@ pub fn from_value<S: Sink>(v: &Value, diag: &mut Diag, sink: S) -> Option<S::Out
 /// Payments streamed from JSON text: only one record is held as a value at a time. A syntax
 /// error is the `Err`, with serde's line and byte column; a wrong shape is a finding, worded as
 /// the other lists word it.
-pub fn from_json_reader<R: Read, S: Sink>(
+pub(crate) fn from_json_reader<R: Read, S: Sink>(
     reader: R,
     diag: &mut Diag,
     sink: S,

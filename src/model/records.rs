@@ -25,7 +25,7 @@ use super::decode::{Diag, Field, Obj, Omittable, Record, TextFormat};
 use super::formats::{BrDate, DateTime, DecimalText, HourMinute};
 
 /// Fields a file has beyond its record's declared fields, in file order.
-pub type Extra = Map<String, Value>;
+pub(crate) type Extra = Map<String, Value>;
 
 /// Declares a record from one field list: the struct (served in field order, then `extra`), its
 /// decoder function and its [`Record`] impl.
@@ -38,7 +38,7 @@ pub type Extra = Map<String, Value>;
 macro_rules! record {
     (
         $(#[$meta:meta])*
-        pub struct $name:ident, decoded by $decoder:ident {
+        pub(crate) struct $name:ident, decoded by $decoder:ident {
             $(
                 $(#[$field_meta:meta])*
                 $field:ident $(as $key:literal)? : $ty:ty $([$how:ident])?
@@ -48,21 +48,21 @@ macro_rules! record {
     ) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Serialize)]
-        pub struct $name {
+        pub(crate) struct $name {
             $(
                 $(#[$field_meta])*
                 $(#[serde(rename = $key)])?
                 // `[omittable]`: not served when absent (the cfg_attr only consumes the marker).
                 $(#[serde(skip_serializing_if = "Option::is_none")] #[cfg_attr(any(), $how)])?
-                pub $field: $ty,
+                pub(crate) $field: $ty,
             )*
             #[serde(flatten)]
-            pub extra: Extra,
+            pub(crate) extra: Extra,
         }
 
         #[doc = concat!("Decodes a [`", stringify!($name), "`] at `path`, reporting every problem.")]
         #[allow(non_snake_case)]
-        pub fn $decoder(v: &Value, path: &str, diag: &mut Diag) -> Option<$name> {
+        pub(crate) fn $decoder(v: &Value, path: &str, diag: &mut Diag) -> Option<$name> {
             record!(@body v, path, diag, $name, $($o)?; $($field $(as $key)? : $ty $([$how])?),* ; $($check)?)
         }
 
@@ -113,7 +113,7 @@ macro_rules! record {
 
 record! {
     /// Event record (documentation, `GET /event`).
-    pub struct Event, decoded by event {
+    pub(crate) struct Event, decoded by event {
         id_event: i64,
         title: String,
         url: String,
@@ -138,7 +138,7 @@ record! {
 
 record! {
     /// Ticket type (documentation, `GET /event`).
-    pub struct Ticket, decoded by ticket {
+    pub(crate) struct Ticket, decoded by ticket {
         title: String,
         registration_quantity: i64,
         prices: Vec<TicketPrice>,
@@ -165,7 +165,7 @@ record! {
 
 record! {
     /// Price tier of a ticket (documentation, `GET /event`). Tiers keep their file order.
-    pub struct TicketPrice, decoded by ticket_price {
+    pub(crate) struct TicketPrice, decoded by ticket_price {
         id_ticket: i64,
         id_ticket_price: i64,
         price: Number,
@@ -177,7 +177,7 @@ record! {
 
 record! {
     /// Payment record (documentation, `GET /payments`).
-    pub struct Payment, decoded by payment {
+    pub(crate) struct Payment, decoded by payment {
         id_event: i64,
         id_payment: i64,
         reference_payment: String,
@@ -211,7 +211,7 @@ record! {
 
 record! {
     /// One row of a payment's detail (undocumented: as the live service answers). `phone_attende` is the service's spelling.
-    pub struct PaymentDetail, decoded by payment_detail {
+    pub(crate) struct PaymentDetail, decoded by payment_detail {
         id_event: i64,
         id_payment: i64,
         reference_payment: String,
@@ -227,7 +227,8 @@ record! {
 
 impl PaymentDetail {
     /// The row served for a payment that has no detail file of its own.
-    pub fn derived_from(p: &Payment) -> Self {
+    #[cfg(test)]
+    pub(crate) fn derived_from(p: &Payment) -> Self {
         PaymentDetail {
             id_event: p.id_event,
             id_payment: p.id_payment,
@@ -247,7 +248,7 @@ impl PaymentDetail {
 record! {
     /// Submission type (documentation, `GET /submission/`). `title` may hold a `{{name}}`
     /// placeholder, served as stored.
-    pub struct SubmissionType, decoded by submission_type {
+    pub(crate) struct SubmissionType, decoded by submission_type {
         id_event: i64,
         id_submissiontype: i64,
         url_roles: String,
@@ -257,7 +258,7 @@ record! {
 
 record! {
     /// Topic area (documentation, `GET /submission/`).
-    pub struct TopicArea, decoded by topic_area {
+    pub(crate) struct TopicArea, decoded by topic_area {
         id_event: i64,
         id_topicarea: i64,
         title: String,
@@ -266,7 +267,7 @@ record! {
 
 record! {
     /// Submission of the submission list (undocumented: as the live service answers).
-    pub struct Submission, decoded by submission {
+    pub(crate) struct Submission, decoded by submission {
         id_event: i64,
         id_submission: i64,
         title: String,
@@ -288,7 +289,7 @@ record! {
 
 record! {
     /// Author of a submission (undocumented: as the live service answers).
-    pub struct Author, decoded by author {
+    pub(crate) struct Author, decoded by author {
         id_event: i64,
         id_submission: i64,
         name: String,
@@ -302,7 +303,7 @@ record! {
     /// Area of the event's web page (documentation, `GET /hotsite/`). The service's camelCase
     /// and Portuguese names.
     #[allow(non_snake_case)]
-    pub struct PageArea, decoded by page_area {
+    pub(crate) struct PageArea, decoded by page_area {
         idAreaSite: Option<i64>,
         titulo: String,
         subtitulo: Option<String>,
@@ -317,7 +318,7 @@ record! {
     /// id); items of other areas may carry other fields. So each sponsor field is checked for its
     /// type when present and served first, in the table's order, and none is required.
     #[allow(non_snake_case)]
-    pub struct PageItem, decoded by page_item {
+    pub(crate) struct PageItem, decoded by page_item {
         titulo: Option<String> [omittable],
         urlImagem: Option<String> [omittable],
         link: Option<String> [omittable],
@@ -331,14 +332,14 @@ record! {
 /// `registration_date` and `registration_hour` are `""` for people who never registered through
 /// a form (pessoas.md). Served as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum OrEmpty<T> {
+pub(crate) enum OrEmpty<T> {
     Empty,
     Value(T),
 }
 
 impl<T> OrEmpty<T> {
     /// The value, unless empty.
-    pub fn value(&self) -> Option<&T> {
+    pub(crate) fn value(&self) -> Option<&T> {
         match self {
             OrEmpty::Empty => None,
             OrEmpty::Value(t) => Some(t),
@@ -390,10 +391,10 @@ super::decode::describe_plain! {
 /// `YYYY-MM-DD`, a calendar date (the company events' `start_date`, api-fgv.md's range).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(transparent)]
-pub struct IsoDate(String);
+pub(crate) struct IsoDate(String);
 
 impl IsoDate {
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 }
@@ -423,13 +424,7 @@ impl Field for IsoDate {
 /// `YYYY-MM-DDTHH:MM:SS`, with or without fractional seconds and a zone (`Z`, `-03:00`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(transparent)]
-pub struct CheckinDate(String);
-
-impl CheckinDate {
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
+pub(crate) struct CheckinDate(String);
 
 impl TextFormat for CheckinDate {
     fn parse(text: &str) -> Result<Self, String> {
@@ -454,10 +449,10 @@ impl Field for CheckinDate {
 /// message show at most its first characters (`problem::token_hint`); served whole.
 #[derive(Clone, PartialEq, Eq, Serialize)]
 #[serde(transparent)]
-pub struct EventToken(String);
+pub(crate) struct EventToken(String);
 
 impl EventToken {
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 }
@@ -498,7 +493,7 @@ record! {
     /// Participant (pessoas.md, `GET /attendees`). `bagde_name` is the service's spelling.
     /// `checkin_code` may be left out (the documentation's third record has none) and is then
     /// not served either; `registration_date` and `registration_hour` may be `""`.
-    pub struct Attendee, decoded by attendee {
+    pub(crate) struct Attendee, decoded by attendee {
         id_attendees: i64,
         id_event: i64,
         checkin_code: Option<i64> [omittable],
@@ -519,7 +514,7 @@ record! {
     /// Activity (programacao.md, `GET /session`). `ticket_price` keeps its text (`10.0000`).
     /// `venue` and `tags` may be null: the table and the session example show strings, but the
     /// documented schedule, derived from the activities, shows both as `null`.
-    pub struct Activity, decoded by activity {
+    pub(crate) struct Activity, decoded by activity {
         id_session: i64,
         id_event: i64,
         title: String,
@@ -537,7 +532,7 @@ record! {
 
 record! {
     /// Speaker of an activity: a [`Speaker`] that also carries the activity's `id_session`.
-    pub struct SessionSpeaker, decoded by session_speaker {
+    pub(crate) struct SessionSpeaker, decoded by session_speaker {
         id_event: i64,
         id_speaker: i64,
         id_session: i64,
@@ -555,7 +550,7 @@ record! {
 
 record! {
     /// When an activity is held: one per day it is held on (programacao.md).
-    pub struct SessionTime, decoded by session_time {
+    pub(crate) struct SessionTime, decoded by session_time {
         id_event: i64,
         id_session: i64,
         id_time: i64,
@@ -567,7 +562,7 @@ record! {
 
 record! {
     /// Speaker (programacao.md, `GET /speaker`). `resume` may be null (the schedule example).
-    pub struct Speaker, decoded by speaker {
+    pub(crate) struct Speaker, decoded by speaker {
         id_event: i64,
         id_speaker: i64,
         name: String,
@@ -585,7 +580,7 @@ record! {
 record! {
     /// A participant's certificate (certificados.md, `GET /certificates`). `id_pessoa` is the
     /// service's Portuguese name.
-    pub struct Certificate, decoded by certificate {
+    pub(crate) struct Certificate, decoded by certificate {
         id_pessoa: i64,
         id_event: i64,
         name: String,
@@ -598,7 +593,7 @@ record! {
 record! {
     /// An event of a company account (empresas.md, `GET /customclient/events`), in the service's
     /// Portuguese and English names. `token` is the event's own token, a secret.
-    pub struct CompanyEvent, decoded by company_event {
+    pub(crate) struct CompanyEvent, decoded by company_event {
         id: i64,
         titulo: String,
         url: String,
@@ -619,7 +614,7 @@ record! {
 
 record! {
     /// Who may see a company event (`"Privado - com link de acessso"`, the service's spelling).
-    pub struct Privacy, decoded by privacy {
+    pub(crate) struct Privacy, decoded by privacy {
         id: i64,
         type_ as "type": String,
     }
@@ -629,7 +624,7 @@ record! {
     /// The body of `POST /attendees/create`: the `Attendee` object of pessoas.md. Clients send
     /// only `name`, `email`, `registration_confirmed` and `registration`, so only `name`, `email`
     /// and `registration` are required; the rest may be null or left out.
-    pub struct AttendeeCreate, decoded by attendee_create {
+    pub(crate) struct AttendeeCreate, decoded by attendee_create {
         name: String,
         bagde_name: Option<String>,
         email: String,
@@ -650,7 +645,7 @@ record! {
 
 record! {
     /// The ticket price a registration takes (`id_ticket_price` of `GET /event`), and its price.
-    pub struct Registration, decoded by registration {
+    pub(crate) struct Registration, decoded by registration {
         id_ticket_price: i64,
         price: Number,
     }
@@ -659,7 +654,7 @@ record! {
 record! {
     /// One check-in at the event (models.md, `CheckinAttendee`): `checkin` 1 checks the person
     /// with that `checkin_code` in, 0 undoes it. The table types `checkin_code` as a string.
-    pub struct CheckinAttendee, decoded by checkin_attendee {
+    pub(crate) struct CheckinAttendee, decoded by checkin_attendee {
         checkin_code: String,
         checkin: i64,
         checkin_date: CheckinDate,
@@ -671,7 +666,7 @@ record! {
 
 record! {
     /// One check-in at an activity (models.md, `CheckinSession`).
-    pub struct CheckinSession, decoded by checkin_session {
+    pub(crate) struct CheckinSession, decoded by checkin_session {
         id_attendees: i64,
         id_session: i64,
         checkin: i64,
@@ -698,7 +693,7 @@ record! {
     /// the caller's to apply, as they depend on the day). A start after the end is an error (the
     /// page's `InvalidParameter`).
     #[allow(non_snake_case)]
-    pub struct DateRange, decoded by date_range {
+    pub(crate) struct DateRange, decoded by date_range {
         dataInicio: Option<IsoDate>,
         dataFim: Option<IsoDate>,
     }
@@ -774,7 +769,7 @@ mod tests {
     record! {
         /// A record holding one record ([`Privacy`] of the company events), required, and one
         /// that may be null.
-        pub struct Company, decoded by company {
+        pub(crate) struct Company, decoded by company {
             id: i64,
             privacy: Privacy,
             previous: Option<Privacy>,

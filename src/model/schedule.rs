@@ -26,8 +26,8 @@ use super::records::{Activity, SessionSpeaker, SessionTime};
 
 /// The body of `GET /api/v1/session/getschedule`, borrowing from the activities.
 #[derive(Debug, Clone)]
-pub struct ScheduleBody<'a> {
-    pub days: Vec<Day<'a>>,
+pub(crate) struct ScheduleBody<'a> {
+    pub(crate) days: Vec<Day<'a>>,
 }
 
 impl Serialize for ScheduleBody<'_> {
@@ -41,64 +41,64 @@ impl Serialize for ScheduleBody<'_> {
 
 /// One day of the programme.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Day<'a> {
+pub(crate) struct Day<'a> {
     /// `DDMMYYYY`.
-    pub id_schedule: String,
+    pub(crate) id_schedule: String,
     /// `YYYY-MM-DDT00:00:00.0000000`.
-    pub date: String,
+    pub(crate) date: String,
     /// The weekday in Portuguese.
-    pub day: &'static str,
-    pub sessions: Vec<Entry<'a>>,
+    pub(crate) day: &'static str,
+    pub(crate) sessions: Vec<Entry<'a>>,
 }
 
 /// One activity at one of its times, within a day.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Entry<'a> {
-    pub id_session: i64,
-    pub title: &'a str,
-    pub title_schedule: &'static str,
-    pub venue: Option<&'a str>,
-    pub description: &'a str,
-    pub tags: Option<&'a str>,
+pub(crate) struct Entry<'a> {
+    pub(crate) id_session: i64,
+    pub(crate) title: &'a str,
+    pub(crate) title_schedule: &'static str,
+    pub(crate) venue: Option<&'a str>,
+    pub(crate) description: &'a str,
+    pub(crate) tags: Option<&'a str>,
     /// `DD/MM/YYYY`.
-    pub date: String,
+    pub(crate) date: String,
     /// The time's date with seven fractional digits.
     #[serde(rename = "date_UTC")]
-    pub date_utc: String,
-    pub start_time: &'a HourMinute,
-    pub end_time: &'a HourMinute,
-    pub speakers: Vec<EntrySpeaker<'a>>,
-    pub all_dates: Vec<AllDate<'a>>,
+    pub(crate) date_utc: String,
+    pub(crate) start_time: &'a HourMinute,
+    pub(crate) end_time: &'a HourMinute,
+    pub(crate) speakers: Vec<EntrySpeaker<'a>>,
+    pub(crate) all_dates: Vec<AllDate<'a>>,
 }
 
 /// A speaker as the schedule shows one: the activity's speaker without `id_event` and
 /// `id_session`.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct EntrySpeaker<'a> {
-    pub id_speaker: i64,
-    pub name: &'a str,
-    pub photo: &'a str,
-    pub resume: Option<&'a str>,
-    pub facebook: &'a str,
-    pub linkedin: &'a str,
-    pub email: &'a str,
-    pub lattes: &'a str,
-    pub twitter: &'a str,
-    pub site: &'a str,
+pub(crate) struct EntrySpeaker<'a> {
+    pub(crate) id_speaker: i64,
+    pub(crate) name: &'a str,
+    pub(crate) photo: &'a str,
+    pub(crate) resume: Option<&'a str>,
+    pub(crate) facebook: &'a str,
+    pub(crate) linkedin: &'a str,
+    pub(crate) email: &'a str,
+    pub(crate) lattes: &'a str,
+    pub(crate) twitter: &'a str,
+    pub(crate) site: &'a str,
 }
 
 /// One of the times of an activity, in `all_dates`.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct AllDate<'a> {
+pub(crate) struct AllDate<'a> {
     /// The time's date as written (`2020-01-01T00:00:00`).
-    pub date: &'a DateTime,
-    pub day: &'static str,
-    pub start_time: &'a HourMinute,
-    pub end_time: &'a HourMinute,
+    pub(crate) date: &'a DateTime,
+    pub(crate) day: &'static str,
+    pub(crate) start_time: &'a HourMinute,
+    pub(crate) end_time: &'a HourMinute,
 }
 
 /// The Portuguese name of a weekday, as the service writes it ("quarta-feira").
-pub fn weekday_pt(day: Weekday) -> &'static str {
+pub(crate) fn weekday_pt(day: Weekday) -> &'static str {
     match day {
         Weekday::Mon => "segunda-feira",
         Weekday::Tue => "terça-feira",
@@ -118,7 +118,7 @@ fn date_of(t: &SessionTime) -> Option<NaiveDate> {
 }
 
 /// The schedule of `activities`: see the module's documentation for its shape and order.
-pub fn schedule(activities: &[Activity]) -> ScheduleBody<'_> {
+pub(crate) fn schedule(activities: &[Activity]) -> ScheduleBody<'_> {
     // Every (day, activity, time), in file order, then sorted (stably) by day and hours.
     let mut slots: Vec<(NaiveDate, &Activity, &SessionTime)> = activities
         .iter()

@@ -12,17 +12,17 @@ use serde_json::{Map, Value};
 use super::decode::{describe, join_key, Diag};
 
 /// The status of a simulated error when `error_status` is not given.
-pub const DEFAULT_ERROR_STATUS: u16 = 503;
+pub(crate) const DEFAULT_ERROR_STATUS: u16 = 503;
 
 /// What one endpoint's answers are given.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// The delay before answering, uniform in `[min, max]` milliseconds (both included).
-    pub latency_ms: (u64, u64),
+    pub(crate) latency_ms: (u64, u64),
     /// The share of requests answered with `error_status`, in `[0, 1]`.
-    pub error_rate: f64,
+    pub(crate) error_rate: f64,
     /// The status of a simulated error, in 400..=599.
-    pub error_status: u16,
+    pub(crate) error_status: u16,
 }
 
 impl Default for Settings {
@@ -37,12 +37,12 @@ impl Default for Settings {
 
 /// A bundle's `[simulate]` table, resolved per endpoint.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Simulate {
+pub(crate) struct Simulate {
     /// The seed of the sequence of delays and errors; `None`: seeded from the clock.
-    pub seed: Option<u64>,
+    pub(crate) seed: Option<u64>,
     /// One per endpoint, in the order of [`crate::api::API`] (whose keys name the
     /// `[simulate.endpoints.KEY]` tables).
-    pub endpoints: Vec<Settings>,
+    pub(crate) endpoints: Vec<Settings>,
 }
 
 /// The fields of the bundle-wide table and of each endpoint table, as written (`None`: absent
@@ -65,7 +65,7 @@ impl Partial {
 }
 
 /// Decodes the value of `simulate` in bundle.toml. `None` when it had an error (in `diag`).
-pub fn simulate(v: &Value, diag: &mut Diag) -> Option<Simulate> {
+pub(crate) fn simulate(v: &Value, diag: &mut Diag) -> Option<Simulate> {
     let path = "simulate";
     let map = table(v, path, diag)?;
     let before = errors(diag);

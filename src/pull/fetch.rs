@@ -22,7 +22,7 @@ use super::{quoted, PullError, PullOptions};
 use crate::problem::token_hint;
 
 /// Sends the pull's requests, retrying what may succeed on a second try.
-pub struct Fetcher {
+pub(crate) struct Fetcher {
     client: reqwest::Client,
     token: HeaderValue,
     /// The token, trimmed, to find in server text ([`Fetcher::redact`]).
@@ -47,7 +47,7 @@ enum Failure {
 }
 
 impl Fetcher {
-    pub fn new(opts: &PullOptions) -> Result<Fetcher, PullError> {
+    pub(crate) fn new(opts: &PullOptions) -> Result<Fetcher, PullError> {
         let token = opts.token.expose().trim();
         if token.is_empty() {
             return Err(PullError::BadToken("the token is blank".into()));
@@ -89,12 +89,12 @@ impl Fetcher {
     }
 
     /// Requests sent, retries included.
-    pub fn requests(&self) -> u64 {
+    pub(crate) fn requests(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
     }
 
     /// Retries made.
-    pub fn retries(&self) -> u64 {
+    pub(crate) fn retries(&self) -> u64 {
         self.retried.load(Ordering::Relaxed)
     }
 
@@ -102,7 +102,7 @@ impl Fetcher {
     /// returns the body, decoded from gzip when it came so. backon runs the retries: only what
     /// another try may mend is tried again, at most `retries` times, after the backoff's wait
     /// or the server's `Retry-After` (capped by `max_retry_wait`).
-    pub async fn get(
+    pub(crate) async fn get(
         &self,
         url: &str,
         reference: Option<&str>,

@@ -5,16 +5,16 @@
 //! written into a staging folder beside the target (`DIR/_NAME.pull-<pid>-<n>`, a name the
 //! server skips), checked with the same loader `check` and `serve` use, and only then swapped
 //! into place; any failure before the swap removes the staging folder and leaves the earlier
-//! copy as it was (see [`stage`]).
+//! copy as it was (see `stage`).
 //!
 //! Split in four: this file (options, the run, the summary, what may become a file name),
-//! [`fetch`] (the HTTP client: timeouts, retries, backoff, `Retry-After`, 401), [`stage`] (the
-//! staging folder and the swap) and [`progress`] (a bar on a terminal, plain lines otherwise).
+//! `fetch` (the HTTP client: timeouts, retries, backoff, `Retry-After`, 401), `stage` (the
+//! staging folder and the swap) and `progress` (a bar on a terminal, plain lines otherwise).
 //! Library functions, so tests run a pull in-process against an in-process server.
 
-pub mod fetch;
-pub mod progress;
-pub mod stage;
+pub(crate) mod fetch;
+pub(crate) mod progress;
+pub(crate) mod stage;
 
 use std::collections::HashSet;
 use std::fmt;
@@ -34,6 +34,7 @@ use fetch::Fetcher;
 use progress::Progress;
 pub use progress::ProgressMode;
 use stage::Staging;
+pub use stage::{Refusal, StageError};
 
 /// The token given with `--token` (see [`crate::token`]).
 pub use crate::token::Token;
@@ -47,7 +48,7 @@ pub struct PullOptions {
     /// `DIR/NAME`: the bundle folder to create or replace.
     pub into: PathBuf,
     /// Replace `into` even when it holds things other than one bundle (see
-    /// [`stage::check_target`]); never a file or a symbolic link.
+    /// `stage::check_target`); never a file or a symbolic link.
     pub force: bool,
     /// Detail requests in flight at once.
     pub concurrency: usize,
@@ -338,7 +339,7 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
 /// `/api/v1` (any case, with or without a trailing slash) is kept. Query and fragment are
 /// dropped; credentials in the URL are refused (they would be sent to the server in the clear of
 /// our logs).
-pub fn api_base(from: &str) -> Result<String, PullError> {
+pub(crate) fn api_base(from: &str) -> Result<String, PullError> {
     let bad = |reason: &str| PullError::BadBase {
         url: from.to_string(),
         reason: reason.to_string(),
@@ -393,7 +394,7 @@ fn bundle_name(into: &Path, force: bool) -> Result<String, PullError> {
 /// Why a payment reference cannot be a file name, if it cannot. It comes from a remote server,
 /// so it must never steer a path: no separators, no `..`, no NUL or control characters, no
 /// leading `.` (the loader skips such files), not empty, not longer than a file name may be.
-pub fn unsafe_reference(reference: &str) -> Option<&'static str> {
+pub(crate) fn unsafe_reference(reference: &str) -> Option<&'static str> {
     if reference.is_empty() {
         Some("it is empty")
     } else if reference.contains(['/', '\\']) {

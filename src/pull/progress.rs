@@ -20,7 +20,7 @@ pub enum ProgressMode {
 }
 
 /// The progress display of one pull.
-pub struct Progress {
+pub(crate) struct Progress {
     kind: Kind,
     total: AtomicUsize,
     done: AtomicUsize,
@@ -33,7 +33,7 @@ enum Kind {
 }
 
 impl Progress {
-    pub fn new(mode: ProgressMode) -> Progress {
+    pub(crate) fn new(mode: ProgressMode) -> Progress {
         let kind = match mode {
             ProgressMode::Auto if std::io::stderr().is_terminal() => {
                 Kind::Bar(ProgressBar::hidden())
@@ -59,7 +59,7 @@ impl Progress {
     }
 
     /// One list endpoint fetched.
-    pub fn endpoint(&self, name: &str, records: Option<usize>, bytes: u64) {
+    pub(crate) fn endpoint(&self, name: &str, records: Option<usize>, bytes: u64) {
         let records = match records {
             Some(1) => "1 record".to_string(),
             Some(n) => format!("{n} records"),
@@ -69,7 +69,7 @@ impl Progress {
     }
 
     /// The details phase starts, with `total` requests to make.
-    pub fn details_start(&self, total: usize) {
+    pub(crate) fn details_start(&self, total: usize) {
         self.total.store(total, Ordering::Relaxed);
         match &self.kind {
             Kind::Bar(bar) => {
@@ -93,7 +93,7 @@ impl Progress {
     }
 
     /// One detail fetched and written.
-    pub fn detail_done(&self) {
+    pub(crate) fn detail_done(&self) {
         let done = self.done.fetch_add(1, Ordering::Relaxed) + 1;
         match &self.kind {
             Kind::Bar(bar) => bar.inc(1),
@@ -109,7 +109,7 @@ impl Progress {
     }
 
     /// The details phase is complete.
-    pub fn details_end(&self) {
+    pub(crate) fn details_end(&self) {
         let done = self.done.load(Ordering::Relaxed);
         if let Kind::Bar(bar) = &self.kind {
             bar.finish_and_clear();
@@ -118,7 +118,7 @@ impl Progress {
     }
 
     /// A request will be tried again after `wait`.
-    pub fn retry(&self, what: &str, reason: &str, wait: Duration) {
+    pub(crate) fn retry(&self, what: &str, reason: &str, wait: Duration) {
         self.line(&format!(
             "pull: {what}: {reason}; retrying in {:.1} s",
             wait.as_secs_f64()
@@ -126,7 +126,7 @@ impl Progress {
     }
 
     /// Clears the bar (the pull ended, well or not).
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         if let Kind::Bar(bar) = &self.kind {
             bar.finish_and_clear();
         }
@@ -134,7 +134,7 @@ impl Progress {
 }
 
 /// `526.3 KB`, `101.2 MB`: decimal units, one decimal.
-pub fn human_bytes(n: u64) -> String {
+pub(crate) fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["KB", "MB", "GB", "TB"];
     if n < 1000 {
         return format!("{n} B");

@@ -38,12 +38,12 @@ pub enum StageError {
 }
 
 /// The file whose presence at a folder's top makes it a bundle folder.
-pub const BUNDLE_FILE: &str = "bundle.toml";
+pub(crate) const BUNDLE_FILE: &str = "bundle.toml";
 
 /// How many names a refusal lists of each kind before it says "…".
 const NAMES_SHOWN: usize = 5;
 
-/// Why a new bundle may not be put at a target; see [`check_target`].
+/// Why a new bundle may not be put at a target; see `check_target`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     /// A symbolic link: the swap would replace the link, not its target.
@@ -100,7 +100,7 @@ fn not_a_bundle(dir: &Path, bundles: &[String], others: &[String]) -> String {
 /// [`BUNDLE_FILE`] at its top, whatever else it holds: that is what a refresh replaces). A folder
 /// holding anything else (other bundles, stray files) is refused unless `force` is set. A target
 /// that is not a folder, or is a symbolic link, is refused even with `force`.
-pub fn check_target(target: &Path, force: bool) -> Result<(), Refusal> {
+pub(crate) fn check_target(target: &Path, force: bool) -> Result<(), Refusal> {
     let meta = match std::fs::symlink_metadata(target) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -146,7 +146,7 @@ fn is_bundle_folder(dir: &Path) -> bool {
 
 /// A staging folder; removed on drop unless committed.
 #[derive(Debug)]
-pub struct Staging {
+pub(crate) struct Staging {
     dir: PathBuf,
     target: PathBuf,
     /// Replace a target that [`check_target`] would refuse for what it holds.
@@ -162,7 +162,7 @@ impl Staging {
     /// with the same id) is skipped for the next `n`, and left alone.
     /// A target that [`check_target`] refuses (with this `force`) is refused here, before the
     /// folder is made, and again at [`Staging::commit`].
-    pub fn create(target: &Path, what: &str, force: bool) -> Result<Staging, StageError> {
+    pub(crate) fn create(target: &Path, what: &str, force: bool) -> Result<Staging, StageError> {
         refuse(target, force)?;
         let name =
             target
@@ -199,14 +199,14 @@ impl Staging {
     }
 
     /// The staging folder to write into.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.dir
     }
 
     /// Puts the staged folder in place of the target and deletes the old copy. On an error the
     /// target is as it was and the staging folder is removed. A target that [`check_target`]
     /// refuses now (it became a file, or a folder of other things, meanwhile) is not replaced.
-    pub fn commit(mut self) -> Result<(), StageError> {
+    pub(crate) fn commit(mut self) -> Result<(), StageError> {
         refuse(&self.target, self.force)?;
         let swap_err = |source| StageError::Swap {
             target: self.target.clone(),
@@ -235,7 +235,7 @@ impl Staging {
 
 /// Writes a new file only its owner may read (0600 on unix): `bundle.toml`, which names the
 /// token. The file must not exist yet (a fresh staging folder).
-pub fn write_private(path: &Path, contents: &[u8]) -> io::Result<()> {
+pub(crate) fn write_private(path: &Path, contents: &[u8]) -> io::Result<()> {
     use std::io::Write;
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);

@@ -700,7 +700,7 @@ fn check_reports_simulate_problems_with_the_bundle_toml_key() {
     for line in [
         format!("error: {root}/sim/bundle.toml: simulate.endpoints.payments.latency_ms: the range [800, 200] has its minimum above its maximum"),
         format!("error: {root}/sim/bundle.toml: simulate.error_rate: expected a number from 0 to 1, found the number 2"),
-        format!("warning: {root}/sim/bundle.toml: simulate.endpoints.tickets: unknown endpoint, ignored (known: event, payments, payment_details, submission, submission_list, hotsite)"),
+        format!("warning: {root}/sim/bundle.toml: simulate.endpoints.tickets: unknown endpoint, ignored (known: event, payments, payment_details, submission, submission_list, hotsite, attendees)"),
     ] {
         assert!(out.lines().any(|l| l == line), "missing {line:?} in:\n{out}");
     }

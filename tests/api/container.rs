@@ -519,7 +519,7 @@ async fn sigterm_answers_the_request_in_flight_and_exits_within_the_drain_timeou
         .expect("the slow request is answered, not cut");
     assert_eq!(status, 200, "{body:.200}");
     assert_eq!(body, event_titled_from_file());
-    let drain = eventbox::http::server::DRAIN_TIMEOUT;
+    let drain = eventbox::http::DRAIN_TIMEOUT;
     assert!(
         took < drain + Duration::from_secs(3),
         "docker stop took {took:?} (drain timeout {drain:?})"

@@ -8,7 +8,6 @@ use std::process::Command;
 use std::time::Duration;
 
 use eventbox::app::App;
-use eventbox::catalog::Scope;
 use reqwest::Method;
 use serde_json::Value;
 
@@ -36,12 +35,9 @@ fn two_bundles() -> TempData {
 
 /// Reloads everything on a blocking thread, failing the test if it does not end in time.
 async fn reload(app: &TestApp) {
-    let reloader = std::sync::Arc::clone(&app.app.reloader);
-    let done = tokio::time::timeout(
-        PATIENCE,
-        tokio::task::spawn_blocking(move || reloader.reload(&Scope::All)),
-    )
-    .await;
+    let served = app.app.clone();
+    let done =
+        tokio::time::timeout(PATIENCE, tokio::task::spawn_blocking(move || served.load())).await;
     let reloaded = done
         .expect("the reload ends (nothing blocks)")
         .expect("task");

@@ -353,34 +353,6 @@ fn seed_1_gives_these_payments_for_good() {
     );
 }
 
-#[test]
-fn gen_writes_exactly_the_files_of_the_endpoint_table() {
-    use eventbox::api::{Feed, API};
-    let data = TempData::new();
-    let dir = data.path().join("tabled");
-    generate(&dir, 30, 5);
-
-    let found: BTreeSet<String> = std::fs::read_dir(&dir)
-        .expect("the bundle folder")
-        .map(|e| {
-            e.expect("an entry")
-                .file_name()
-                .to_string_lossy()
-                .into_owned()
-        })
-        .collect();
-
-    let mut expected = BTreeSet::from(["bundle.toml".to_string()]);
-    for e in &API {
-        match e.feed {
-            Feed::File(_) | Feed::Stream => expected.insert(format!("{}.json", e.key)),
-            Feed::PerReference(_) => expected.insert(e.key.to_string()),
-            Feed::Server(_) => false,
-        };
-    }
-    assert_eq!(found, expected);
-}
-
 /// Runs `eventbox gen` (a small bundle) and returns its exit code and its stdout and stderr
 /// together.
 fn gen_binary(into: &Path, extra: &[&str]) -> (i32, String) {

@@ -276,7 +276,7 @@ async fn etags_survive_restarts_and_change_with_the_data() {
 
 // ---- CORS ---------------------------------------------------------------------------------
 
-use eventbox::http::cors::Cors;
+use eventbox::http::Cors;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -284,7 +284,8 @@ async fn a_pulled_bundle_serves_byte_identical_answers_from_an_origin_or_the_api
     assert_eq!(by_name["payment_details"], Some(details), "{summary}");
     assert_eq!(by_name["payments"], Some(details), "{summary}");
     assert_eq!(by_name["event"], Some(1), "{summary}");
-    assert_eq!(summary.requests, 5 + details as u64, "{summary}");
+    // The six list endpoints, then one request per reference.
+    assert_eq!(summary.requests, 6 + details as u64, "{summary}");
     assert_eq!(summary.retries, 0);
     assert!(summary.warnings.is_empty(), "{:?}", summary.warnings);
     let toml = std::fs::read_to_string(into.join("bundle.toml")).expect("bundle.toml");
@@ -373,7 +374,7 @@ async fn retries_a_503_a_429_after_its_retry_after_and_a_timeout_then_completes(
     let summary = pull::run(&o).await.expect("the pull completes");
 
     assert_eq!(summary.retries, 3, "{summary}");
-    assert_eq!(summary.requests, 5 + refs.len() as u64 + 3, "{summary}");
+    assert_eq!(summary.requests, 6 + refs.len() as u64 + 3, "{summary}");
     let seen = proxy.seen();
     let payments: Vec<&Seen> = seen
         .iter()
@@ -1030,6 +1031,7 @@ async fn pull_force_replaces_the_folder_and_absent_empty_or_bundle_targets_need_
         names
     };
     let bundle = [
+        "attendees.json",
         "bundle.toml",
         "event.json",
         "hotsite.json",

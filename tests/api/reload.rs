@@ -7,7 +7,6 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use eventbox::app::App;
-use eventbox::catalog::Scope;
 use eventbox::watch::{WatchMode, Watcher};
 use reqwest::Method;
 use serde_json::Value;
@@ -700,8 +699,8 @@ async fn a_data_folder_that_cannot_be_listed_shows_in_status_until_it_can() {
     let aside = moved.path().join("data");
     std::fs::rename(data.path(), &aside).expect("move the data folder away");
 
-    let reloader = std::sync::Arc::clone(&app.app.reloader);
-    let failed = tokio::task::spawn_blocking(move || reloader.reload(&Scope::All))
+    let served = app.app.clone();
+    let failed = tokio::task::spawn_blocking(move || served.load())
         .await
         .expect("task");
 
@@ -715,8 +714,8 @@ async fn a_data_folder_that_cannot_be_listed_shows_in_status_until_it_can() {
     );
     assert_eq!(app.get("/api/v1/event", DEMO_TOKEN).await.status, 200);
     std::fs::rename(&aside, data.path()).expect("move it back");
-    let reloader = std::sync::Arc::clone(&app.app.reloader);
-    tokio::task::spawn_blocking(move || reloader.reload(&Scope::All))
+    let served = app.app.clone();
+    tokio::task::spawn_blocking(move || served.load())
         .await
         .expect("task")
         .expect("reloads");
