@@ -9,12 +9,13 @@
 //! asked for; this module acts on the fault (no answer, or half of one) below hyper through
 //! `fault`. Nothing travels in response extensions.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
 use hyper::body::{Body, Incoming};
-use hyper::header::{HeaderValue, CONNECTION, ORIGIN, SERVER};
+use hyper::header::{HeaderValue, CONNECTION, ORIGIN, SERVER, USER_AGENT};
 use hyper::{Method, Request, Response, StatusCode};
 
 use super::control::Fault;
@@ -79,6 +80,7 @@ pub(crate) async fn answer(
     req: Request<Incoming>,
     shared: &Shared,
     connection: Option<&ConnFault>,
+    peer: SocketAddr,
 ) -> Result<Response<ReplyBody>, FaultError> {
     let ctx = &shared.ctx;
     // Parse.
@@ -95,7 +97,7 @@ pub(crate) async fn answer(
     let snapshot = shared.store.snapshot();
     let bundle = raw_token.and_then(|raw| authorise(Token::from_header(raw), &snapshot));
     // Recorded once: below, or when hyper drops this future first (the client went away).
-    let mut outcome = Outcome::begin(&req, route, bundle.ok(), shared);
+    let mut outcome = Outcome::begin(&req, route, bundle.ok(), shared, peer);
     // Route, simulate, represent.
     let Handled {
         response,
@@ -127,9 +129,15 @@ pub(crate) async fn answer(
         ctx.cors.apply(origin.as_ref(), res.headers_mut());
     }
     // Record. No status line is sent for an unanswered request: it counts as status 0.
+    let sent = if unanswered || head {
+        0
+    } else {
+        res.body().size_hint().exact().unwrap_or(0)
+    };
     outcome.record(
         if unanswered { 0 } else { res.status().as_u16() },
         reference,
+        sent,
     );
     match fault {
         Some(fault @ (Fault::Reset | Fault::Empty)) => {
@@ -151,6 +159,22 @@ pub(crate) async fn answer(
 /// timeout during a simulated delay, say): nginx's "client closed request".
 pub(crate) const CLIENT_CLOSED: u16 = 499;
 
+/// A query string for the access log, with the value of any parameter whose name suggests a
+/// secret (`token`, `key`, `secret`, `password`, `auth`, `signature`) replaced by `REDACTED`.
+fn redacted(query: &str) -> String {
+    const SECRET: [&str; 6] = ["token", "key", "secret", "password", "auth", "signature"];
+    query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((name, _)) if SECRET.iter().any(|s| name.to_ascii_lowercase().contains(s)) => {
+                format!("{name}=REDACTED")
+            }
+            _ => pair.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
 /// What the access log and the journal show of a request (made only when one of them is on).
 #[derive(Debug)]
 struct Seen {
@@ -163,6 +187,9 @@ struct Seen {
     /// only looked at, never kept.
     token: Option<String>,
     bundle: Option<Arc<str>>,
+    /// For the access log: the client's address and `User-Agent`.
+    client: SocketAddr,
+    user_agent: Option<String>,
 }
 
 /// One request being answered: recorded (metrics, access log, journal) exactly once, by
@@ -185,6 +212,7 @@ impl<'a> Outcome<'a> {
         route: Option<Route>,
         bundle: Option<&Prepared>,
         shared: &'a Shared,
+        client: SocketAddr,
     ) -> Outcome<'a> {
         let start = Instant::now();
         let journal = shared
@@ -202,6 +230,11 @@ impl<'a> Outcome<'a> {
                 query: req.uri().query().map(str::to_string),
                 bundle: bundle.map(|b| Arc::clone(&b.name)),
                 token: (!token.is_empty()).then(|| token_head(&token)),
+                client,
+                user_agent: req
+                    .headers()
+                    .get(USER_AGENT)
+                    .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned()),
             }
         });
         Outcome {
@@ -216,7 +249,7 @@ impl<'a> Outcome<'a> {
 
     /// Records the request as answered with `status` (0: no answer sent); `reference` is the
     /// payment reference the router found, for the journal.
-    fn record(&mut self, status: u16, reference: Option<Box<str>>) {
+    fn record(&mut self, status: u16, reference: Option<Box<str>>, sent: u64) {
         self.recorded = true;
         let took = self.start.elapsed();
         let endpoint = Route::label(self.route);
@@ -230,10 +263,14 @@ impl<'a> Outcome<'a> {
         if self.shared.access_log {
             tracing::info!(
                 target: "eventbox::access",
+                client = %seen.client,
                 method = %seen.method,
                 path = %seen.path,
+                query = %seen.query.as_deref().map_or("-".into(), redacted),
                 status,
+                bytes = sent,
                 duration_us = took.as_micros() as u64,
+                user_agent = seen.user_agent.as_deref().unwrap_or("-"),
                 bundle = seen.bundle.as_deref().unwrap_or("-"),
                 token = %seen.token.as_deref().map_or("-".to_string(), |head| format!("{head}…")),
                 "request"
@@ -268,6 +305,23 @@ impl Drop for Outcome<'_> {
             }
             _ => None,
         };
-        self.record(CLIENT_CLOSED, reference);
+        self.record(CLIENT_CLOSED, reference, 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_in_the_query_are_redacted_in_the_access_log() {
+        assert_eq!(
+            redacted("reference=PG1&token=abc&api_key=k&x"),
+            "reference=PG1&token=REDACTED&api_key=REDACTED&x"
+        );
+        assert_eq!(
+            redacted("Authorization-Token=s"),
+            "Authorization-Token=REDACTED"
+        );
     }
 }

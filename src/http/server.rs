@@ -156,10 +156,10 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let (stream, ip_slot) = tokio::select! {
+        let (stream, ip_slot, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => match per_ip.claim(peer.ip()) {
-                    Some(slot) => (stream, slot),
+                    Some(slot) => (stream, slot, peer),
                     None => {
                         // Closed at once, freeing the slot for other clients.
                         tracing::debug!(client = %peer.ip(), "connection closed: over --max-connections-per-ip");
@@ -190,7 +190,7 @@ pub async fn serve(
             let fault = fault.clone();
             let entered = counted.enter();
             async move {
-                let res = pipeline::answer(req, &shared, fault.as_ref()).await?;
+                let res = pipeline::answer(req, &shared, fault.as_ref(), peer).await?;
                 Ok::<_, FaultError>(res.map(|body| Tracked::new(body, entered)))
             }
         });

@@ -300,7 +300,7 @@ record! {
 }
 
 record! {
-    /// Area of the event's web page (documentation, `GET /hotsite/`). The service's camelCase
+    /// Area of the event's web page (documentation: the web page areas endpoint). The service's camelCase
     /// and Portuguese names.
     #[allow(non_snake_case)]
     pub(crate) struct PageArea, decoded by page_area {

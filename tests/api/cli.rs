@@ -929,6 +929,19 @@ async fn logs_written_to_a_file_have_no_colour_codes() {
         stderr.contains("/api/v1/event"),
         "the access lines:\n{stderr}"
     );
+    for field in [
+        "client=127.0.0.1:",
+        "status=200",
+        "bytes=",
+        "user_agent=",
+        "bundle=demo",
+        "token=demo…",
+    ] {
+        assert!(
+            stderr.contains(field),
+            "{field} not in the access lines:\n{stderr}"
+        );
+    }
     assert!(stderr.contains(" WARN "), "a warning:\n{stderr}");
     assert!(
         !stderr.as_bytes().contains(&0x1b),
