@@ -444,6 +444,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "pull")]
     fn pull_plans_exactly_the_pulled_entries() {
         let plan = crate::pull::plan();
         let planned: Vec<&str> = plan

@@ -11,9 +11,9 @@
 //! - [`http`]: [`http::serve`] and what it takes ([`http::Service`], [`http::Limits`],
 //!   [`http::Cors`], [`http::DRAIN_TIMEOUT`]);
 //! - [`config`]: [`config::ServeOptions`], the one options struct of `serve`;
-//! - [`cli`]: the commands as `main.rs` runs them (`serve`, `check`, `pull`, `gen`,
-//!   `completions`, `man`) and their exit codes; [`probe`]: `eventbox probe URL`;
-//! - [`pull`], [`gen`]: snapshot a live event, or invent one, into a bundle, from code;
+//! - `cli`: the commands as `main.rs` runs them (`serve`, `check`, `pull`, `gen`,
+//!   `completions`, `man`) and their exit codes; `probe`: `eventbox probe URL`;
+//! - `pull`, `gen`: snapshot a live event, or invent one, into a bundle, from code;
 //! - [`watch`]: how the data folder is watched ([`watch::WatchMode`], [`watch::Watcher`]);
 //! - [`problem`]: the errors and warnings, with file and place, that loading reports;
 //! - [`token`]: the secret that opens a bundle, never printed whole, compared in constant time.
@@ -30,26 +30,46 @@
 //! - `metrics`: Prometheus metrics; `rng`: the seeded generator behind `gen`.
 //!
 //! See ARCHITECTURE.md for the invariants.
+//!
+//! # Cargo features
+//! - `cli` (default): the `eventbox` binary and the modules only it uses (`cli`, `probe`, the
+//!   logging subscriber, shell completions, the man page); implies `pull` and `gen`;
+//! - `pull`: the `pull` module, with its HTTP client (reqwest on rustls), retries and progress
+//!   bar;
+//! - `gen`: the `gen` module.
+//!
+//! With `default-features = false` the library keeps the server, `config` and
+//! [`testing::TestServer`], which is what a project testing an API client needs.
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+// Without the CLI (`default-features = false`, the test server alone), the crate-private helpers
+// only the commands use (check's catalog loading, pull's plan, the option checks) are unused.
+#![cfg_attr(not(feature = "cli"), allow(dead_code))]
 
 mod api;
 pub mod app;
 mod catalog;
+#[cfg(feature = "cli")]
 pub mod cli;
 pub mod config;
+#[cfg(feature = "gen")]
 pub mod gen;
 pub mod http;
 mod load;
 mod metrics;
 mod model;
 mod prepare;
+#[cfg(feature = "cli")]
 pub mod probe;
 pub mod problem;
+#[cfg(feature = "pull")]
 pub mod pull;
 mod read;
 mod reload;
 mod rng;
 mod simulate;
+#[cfg(any(feature = "pull", feature = "gen"))]
+mod stage;
 mod store;
 pub mod testing;
 mod timed;

@@ -5,16 +5,16 @@
 //! written into a staging folder beside the target (`DIR/_NAME.pull-<pid>-<n>`, a name the
 //! server skips), checked with the same loader `check` and `serve` use, and only then swapped
 //! into place; any failure before the swap removes the staging folder and leaves the earlier
-//! copy as it was (see `stage`).
+//! copy as it was (see `crate::stage`).
 //!
-//! Split in four: this file (options, the run, the summary, what may become a file name),
-//! `fetch` (the HTTP client: timeouts, retries, backoff, `Retry-After`, 401), `stage` (the
-//! staging folder and the swap) and `progress` (a bar on a terminal, plain lines otherwise).
+//! Split in three, with the staging folder and the swap in `crate::stage` (shared with `gen`):
+//! this file (options, the run, the summary, what may become a file name), `fetch` (the HTTP
+//! client: timeouts, retries, backoff, `Retry-After`, 401) and `progress` (a bar on a terminal,
+//! plain lines otherwise).
 //! Library functions, so tests run a pull in-process against an in-process server.
 
 pub(crate) mod fetch;
 pub(crate) mod progress;
-pub(crate) mod stage;
 
 use std::collections::HashSet;
 use std::fmt;
@@ -30,11 +30,11 @@ use serde::Deserialize;
 use crate::api;
 use crate::load;
 use crate::problem::token_hint;
+use crate::stage::{self, Staging};
+pub use crate::stage::{Refusal, StageError};
 use fetch::Fetcher;
 use progress::Progress;
 pub use progress::ProgressMode;
-use stage::Staging;
-pub use stage::{Refusal, StageError};
 
 /// The token given with `--token` (see [`crate::token`]).
 pub use crate::token::Token;
@@ -206,13 +206,13 @@ impl fmt::Display for PullSummary {
                     (false, Some(1)) => "record",
                     (false, _) => "records",
                 },
-                progress::human_bytes(e.bytes)
+                stage::human_bytes(e.bytes)
             )?;
         }
         write!(
             f,
             "  total {}, {} requests, {} retr{}",
-            progress::human_bytes(self.bytes()),
+            stage::human_bytes(self.bytes()),
             self.requests,
             self.retries,
             if self.retries == 1 { "y" } else { "ies" }

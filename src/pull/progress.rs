@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::stage::human_bytes;
+
 /// How progress is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ProgressMode {
@@ -133,21 +135,6 @@ impl Progress {
     }
 }
 
-/// `526.3 KB`, `101.2 MB`: decimal units, one decimal.
-pub(crate) fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 4] = ["KB", "MB", "GB", "TB"];
-    if n < 1000 {
-        return format!("{n} B");
-    }
-    let mut value = n as f64 / 1000.0;
-    let mut unit = 0;
-    while value >= 1000.0 && unit < UNITS.len() - 1 {
-        value /= 1000.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,12 +158,5 @@ mod tests {
             bar.elapsed()
         );
         p.finish();
-    }
-
-    #[test]
-    fn bytes_read_like_people_write_them() {
-        assert_eq!(human_bytes(512), "512 B");
-        assert_eq!(human_bytes(5_500), "5.5 KB");
-        assert_eq!(human_bytes(101_200_000), "101.2 MB");
     }
 }

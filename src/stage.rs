@@ -1,6 +1,7 @@
 //! A bundle built beside its target and swapped in whole: `pull` and `gen` write into
 //! `DIR/_NAME.<what>-<pid>-<n>` (the server skips names starting with `_`), and
-//! [`Staging::commit`] puts it in place of `DIR/NAME`.
+//! [`Staging::commit`] puts it in place of `DIR/NAME`. Shared by both (with [`human_bytes`], the
+//! sizes their summaries print), so `gen` builds without `pull`'s HTTP client (Cargo features).
 //!
 //! The swap is an atomic exchange on Linux (`renameat2` with `RENAME_EXCHANGE`, through rustix's
 //! safe wrapper): at every instant `DIR/NAME` is either the whole old copy or the whole new one.
@@ -313,9 +314,31 @@ pub(crate) fn swap_aside(staged: &Path, target: &Path, aside: &Path) -> io::Resu
     Ok(())
 }
 
+/// `526.3 KB`, `101.2 MB`: decimal units, one decimal (the sizes `pull` and `gen` report).
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KB", "MB", "GB", "TB"];
+    if n < 1000 {
+        return format!("{n} B");
+    }
+    let mut value = n as f64 / 1000.0;
+    let mut unit = 0;
+    while value >= 1000.0 && unit < UNITS.len() - 1 {
+        value /= 1000.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bytes_read_like_people_write_them() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(5_500), "5.5 KB");
+        assert_eq!(human_bytes(101_200_000), "101.2 MB");
+    }
 
     fn read(p: &Path) -> String {
         std::fs::read_to_string(p).unwrap_or_default()
