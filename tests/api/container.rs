@@ -101,6 +101,9 @@ fn build_if_stale() {
         "Cargo.lock",
         "Dockerfile",
         ".dockerignore",
+        // Compiled into the binary (`include_bytes!`).
+        "openapi.json",
+        "scripts/image.sh",
     ];
     let newest = sources
         .iter()
