@@ -4,7 +4,7 @@
     cargo build --release && python3 bench/gen_check.py [--payments 200000] [--runs 3]
 
 Reports, per command, the median wall time of the runs and the peak RSS (GNU time's %M), with
-the release build (EVENTBOX_BIN picks another binary). The figures in docs/pull-and-gen.md come
+the release build (EVENTBOX_BIN picks another binary). The figures in docs/performance.md come
 from this script.
 """
 import argparse
