@@ -393,19 +393,7 @@ fn gen_force_replaces_the_folder_and_absent_empty_or_bundle_targets_need_no_forc
     let root = TempData::new();
     let data = three_bundles(&root);
     std::fs::create_dir(root.path().join("empty")).expect("mkdir");
-    let names = |dir: &Path| {
-        let mut names: Vec<_> = std::fs::read_dir(dir)
-            .expect("a folder")
-            .map(|e| {
-                e.expect("an entry")
-                    .file_name()
-                    .to_string_lossy()
-                    .into_owned()
-            })
-            .collect();
-        names.sort();
-        names
-    };
+    let names = crate::helpers::entry_names;
     let reference = TempData::new();
     generate(&reference.path().join("x"), 20, 1);
     let bundle = names(&reference.path().join("x"));

@@ -282,6 +282,21 @@ pub async fn raw_http1(base: &str, request: &str) -> RawExchange {
     RawExchange { received, end }
 }
 
+/// The names of a folder's entries, sorted.
+pub fn entry_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("a folder")
+        .map(|e| {
+            e.expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
 /// Copies the demo bundle to `to` (any folder, not only a [`TempData`]).
 pub fn copy_demo(to: &Path) {
     copy_dir(&demo_data().join("demo"), to);

@@ -1017,19 +1017,7 @@ async fn pull_force_replaces_the_folder_and_absent_empty_or_bundle_targets_need_
     let root = TempData::new();
     let data = three_bundles(&root);
     std::fs::create_dir(root.path().join("empty")).expect("mkdir");
-    let pulled = |dir: &Path| {
-        let mut names: Vec<_> = std::fs::read_dir(dir)
-            .expect("a folder")
-            .map(|e| {
-                e.expect("an entry")
-                    .file_name()
-                    .to_string_lossy()
-                    .into_owned()
-            })
-            .collect();
-        names.sort();
-        names
-    };
+    let pulled = crate::helpers::entry_names;
     let bundle = [
         "attendees.json",
         "bundle.toml",
