@@ -15,6 +15,7 @@
 
 use serde_json::Value;
 
+use crate::http::errors::ApiError;
 use crate::model::bodies::{self, Records};
 use crate::model::decode::Diag;
 
@@ -85,6 +86,18 @@ pub(crate) enum Feed {
     /// The folder `KEY/`, one `<reference>.json|.toml` per payment; a payment without a file
     /// answers a row derived from the streamed payments. Its `/status` records are named `KEY`.
     PerReference(&'static dyn Decode),
+    /// One record of another entry's list (`list`, its key), by the last segment of the path
+    /// (`{id}`); `missing` answers an id no record has. No file of its own.
+    Item {
+        list: &'static str,
+        missing: ApiError,
+    },
+    /// A body derived from another entry's whole-file body (`from`, its key), made when the
+    /// bundle is prepared: the schedule by day from the activities. No file of its own.
+    Derived {
+        from: &'static str,
+        derive: fn(&dyn FileBody) -> serde_json::Result<Vec<u8>>,
+    },
     /// An operations route.
     Server(Operation),
 }
@@ -95,6 +108,8 @@ impl std::fmt::Debug for Feed {
             Feed::File(_) => f.write_str("File"),
             Feed::Stream => f.write_str("Stream"),
             Feed::PerReference(_) => f.write_str("PerReference"),
+            Feed::Item { list, .. } => write!(f, "Item({list})"),
+            Feed::Derived { from, .. } => write!(f, "Derived({from})"),
             Feed::Server(op) => write!(f, "Server({op:?})"),
         }
     }
@@ -132,7 +147,7 @@ fn len(v: &Value) -> Option<usize> {
 }
 
 /// The API's endpoints. Their order is the order of `/status` record counts and of `pull`.
-pub(crate) static API: [Endpoint; 7] = [
+pub(crate) static API: [Endpoint; 14] = [
     Endpoint {
         key: "event",
         path: "/api/v1/event",
@@ -212,6 +227,82 @@ pub(crate) static API: [Endpoint; 7] = [
             count: |v| len(&v["data"]),
         },
     },
+    Endpoint {
+        key: "attendee_by_id",
+        path: "/api/v1/attendees/{id}",
+        methods: &[("GET", "getAttendee"), ("HEAD", "headAttendee")],
+        feed: Feed::Item {
+            list: "attendees",
+            missing: ApiError::AttendeeNotFound,
+        },
+        pull: Pull::No,
+    },
+    Endpoint {
+        key: "session",
+        path: "/api/v1/session",
+        methods: &[("GET", "getSessions"), ("HEAD", "headSessions")],
+        feed: Feed::File(&Typed {
+            decode: bodies::sessions_body,
+            absent: Some(Default::default),
+        }),
+        pull: Pull::List {
+            count: |v| len(&v["data"]),
+        },
+    },
+    Endpoint {
+        key: "schedule",
+        path: "/api/v1/session/getschedule",
+        methods: &[("GET", "getSchedule"), ("HEAD", "headSchedule")],
+        feed: Feed::Derived {
+            from: "session",
+            derive: bodies::schedule_json,
+        },
+        pull: Pull::No,
+    },
+    Endpoint {
+        key: "session_by_id",
+        path: "/api/v1/session/{id}",
+        methods: &[("GET", "getSession"), ("HEAD", "headSession")],
+        feed: Feed::Item {
+            list: "session",
+            missing: ApiError::RecordNotFound,
+        },
+        pull: Pull::No,
+    },
+    Endpoint {
+        key: "speaker",
+        path: "/api/v1/speaker",
+        methods: &[("GET", "getSpeakers"), ("HEAD", "headSpeakers")],
+        feed: Feed::File(&Typed {
+            decode: bodies::speakers_body,
+            absent: Some(Default::default),
+        }),
+        pull: Pull::List {
+            count: |v| len(&v["data"]),
+        },
+    },
+    Endpoint {
+        key: "speaker_by_id",
+        path: "/api/v1/speaker/{id}",
+        methods: &[("GET", "getSpeaker"), ("HEAD", "headSpeaker")],
+        feed: Feed::Item {
+            list: "speaker",
+            missing: ApiError::RecordNotFound,
+        },
+        pull: Pull::No,
+    },
+    Endpoint {
+        key: "certificates",
+        path: "/api/v1/certificates",
+        methods: &[("GET", "getCertificates"), ("HEAD", "headCertificates")],
+        feed: Feed::File(&Typed {
+            decode: bodies::certificates_body,
+            absent: Some(Default::default),
+        }),
+        pull: Pull::List {
+            count: |v| len(&v["certificates"]["data"]),
+        },
+    },
 ];
 
 /// The operations routes.
@@ -273,6 +364,9 @@ const fn operation(
     }
 }
 
+/// The segment of a path that names one record.
+const ID: &str = "{id}";
+
 /// The label of a request that matched no route.
 pub(crate) const UNKNOWN: &str = "unknown";
 
@@ -285,17 +379,35 @@ pub(crate) enum Route {
 
 impl Route {
     /// The route of a path, with or without one trailing slash. Like the service's web framework,
-    /// matching ignores ASCII case.
+    /// matching ignores ASCII case. A fixed path wins over a `{id}` one (`/session/getschedule`
+    /// is not the activity `getschedule`); `{id}` stands for one non-empty segment.
     pub(crate) fn of(path: &str) -> Option<Route> {
         let path = path.strip_suffix('/').unwrap_or(path);
-        let matches = |e: &Endpoint| {
+        let fixed = |e: &Endpoint| {
             let own = e.path.strip_suffix('/').unwrap_or(e.path);
-            own.eq_ignore_ascii_case(path)
+            !own.ends_with(ID) && own.eq_ignore_ascii_case(path)
         };
-        if let Some(i) = API.iter().position(matches) {
-            return Some(Route::Api(i));
-        }
-        OPERATIONS.iter().position(matches).map(Route::Operation)
+        let with_id = |e: &Endpoint| {
+            e.path.strip_suffix(ID).is_some_and(|prefix| {
+                path.len() > prefix.len()
+                    && path.is_char_boundary(prefix.len())
+                    && path[..prefix.len()].eq_ignore_ascii_case(prefix)
+                    && !path[prefix.len()..].contains('/')
+            })
+        };
+        let find = |matches: &dyn Fn(&Endpoint) -> bool| {
+            API.iter()
+                .position(matches)
+                .map(Route::Api)
+                .or_else(|| OPERATIONS.iter().position(matches).map(Route::Operation))
+        };
+        find(&fixed).or_else(|| find(&with_id))
+    }
+
+    /// The `{id}` of a path that matched a route with one: its last segment.
+    pub(crate) fn id(path: &str) -> &str {
+        let path = path.strip_suffix('/').unwrap_or(path);
+        path.rsplit('/').next().unwrap_or(path)
     }
 
     /// Its table entry.

@@ -51,6 +51,7 @@ impl Summary {
                 Slot::Body(body) => records.extend(body.records()),
                 Slot::Stream(p) => records.push((e.key, p.count())),
                 Slot::PerReference(files) => records.push((e.key, files.len())),
+                Slot::Elsewhere => {}
             }
         }
         Summary {

@@ -209,7 +209,10 @@ impl BundleLoader<'_> {
                 Feed::Stream => self
                     .payments(&files, e.key)
                     .map(|p| Some(Slot::Stream(p.unwrap_or_default()))),
-                Feed::PerReference(_) | Feed::Server(_) => Some(None),
+                Feed::PerReference(_) => Some(None),
+                Feed::Item { .. } | Feed::Derived { .. } | Feed::Server(_) => {
+                    Some(Some(Slot::Elsewhere))
+                }
             });
         }
         // Which references a detail file may belong to; unknown when payments had an error.

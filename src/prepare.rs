@@ -9,6 +9,8 @@
 //! body (see [`DerivedRow`]), formatted then. The payments body itself is written here too, one
 //! record at a time as `load` streams them ([`PaymentsWriter`]).
 
+mod listed;
+
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, OnceLock};
 
@@ -17,6 +19,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use hyper::header::HeaderValue;
 use serde::Serialize;
 
+use crate::api::{self, Feed};
 use crate::catalog::{Entry, Records};
 use crate::model::payments::Sink;
 use crate::model::records::Payment;
@@ -24,6 +27,8 @@ use crate::model::{Bundle, Slot};
 use crate::problem::Severity;
 use crate::simulate::Simulation;
 use serde_json::{Map, Value};
+
+pub(crate) use listed::Listed;
 
 /// A content coding eventbox can send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,6 +187,10 @@ impl std::ops::Deref for Answer<'_> {
 pub(crate) enum Answers {
     /// One body for every request.
     One(Body),
+    /// A list, also answered by page and one record by id.
+    List(Listed),
+    /// One record of the list at this index of [`crate::api::API`].
+    ItemOf(usize),
     /// The answer for every payment reference (and every detail file).
     ByReference(HashMap<Box<str>, Detail>),
 }
@@ -214,6 +223,8 @@ impl std::fmt::Debug for Answers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Answers::One(body) => f.debug_tuple("One").field(body).finish(),
+            Answers::List(l) => write!(f, "List({} records, {:?})", l.len(), l.body),
+            Answers::ItemOf(i) => write!(f, "ItemOf({i})"),
             Answers::ByReference(map) => write!(f, "ByReference({} references)", map.len()),
         }
     }
@@ -233,9 +244,29 @@ impl Prepared {
             bundle.payments().map_or(&[], |p| p.derived.as_slice());
         let mut answers = Vec::with_capacity(bundle.slots.len());
         let mut stream = None;
-        for (i, slot) in bundle.slots.iter().enumerate() {
+        for (i, (slot, e)) in bundle.slots.iter().zip(&api::API).enumerate() {
             answers.push(match slot {
-                Slot::Body(body) => Answers::One(to_body(body.to_json())?),
+                Slot::Body(body) => {
+                    let prepared = to_body(body.to_json())?;
+                    match body.ids() {
+                        Some(ids) => Answers::List(Listed::new(prepared, ids)?),
+                        None => Answers::One(prepared),
+                    }
+                }
+                Slot::Elsewhere => match e.feed {
+                    Feed::Item { list, .. } => Answers::ItemOf(api::index_of(list).unwrap_or(i)),
+                    Feed::Derived { from, derive } => {
+                        let source = api::index_of(from).and_then(|j| match bundle.slots.get(j) {
+                            Some(Slot::Body(b)) => Some(b.as_ref()),
+                            _ => None,
+                        });
+                        match source {
+                            Some(b) => Answers::One(to_body(derive(b))?),
+                            None => Answers::ItemOf(i),
+                        }
+                    }
+                    _ => Answers::ItemOf(i),
+                },
                 Slot::Stream(payments) => {
                     stream = Some(i);
                     Answers::One(Body::new(payments.body.clone()))
@@ -281,6 +312,8 @@ impl Prepared {
             .flat_map(|a| -> Box<dyn Iterator<Item = &Body> + '_> {
                 match a {
                     Answers::One(body) => Box::new(std::iter::once(body)),
+                    Answers::List(l) => Box::new(std::iter::once(&l.body)),
+                    Answers::ItemOf(_) => Box::new(std::iter::empty()),
                     Answers::ByReference(by) => Box::new(by.values().filter_map(|d| match d {
                         Detail::File(body) => Some(body.as_ref()),
                         Detail::Derived(_) => None,

@@ -6,50 +6,65 @@
 use bytes::Bytes;
 use hyper::StatusCode;
 
-/// An error answer of the API, by its stable code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ApiError {
-    /// No `Authorization-Token` header, or a blank one.
-    MissingToken,
-    /// A token that no bundle names.
-    InvalidToken,
-    /// `payments/details` without a reference.
-    MissingReference,
-    /// A request body that is neither valid JSON nor a valid form.
-    InvalidBody,
-    /// A reference that no payment of the event has.
-    PaymentNotFound,
-    /// A request body over the cap.
-    BodyTooLarge,
-    /// A method other than GET or HEAD on a known path.
-    MethodNotAllowed,
-    /// The first load has not finished yet.
-    NotReady,
-    /// `Accept-Encoding` refuses every encoding eventbox can send.
-    NotAcceptable,
-    /// An `X-Eventbox-Delay`, `-Status` or `-Fault` value that cannot be used (with
-    /// `--allow-control-headers`).
-    InvalidControlHeader,
-    /// `/_journal` while the request journal is off.
-    JournalDisabled,
-    /// Two different `Authorization-Token` values in one request.
-    AmbiguousToken,
-    /// Two different `Authorization-App` values in one request.
-    AmbiguousApp,
-    /// A URL (path and query) over `guard::MAX_URL_BYTES`.
-    UriTooLong,
-    /// A request body that did not arrive whole within `--body-timeout`.
-    BodyTimeout,
-}
-
 /// The largest request body read, in bytes (64 KiB).
 pub(crate) const BODY_LIMIT: usize = 64 * 1024;
 
-macro_rules! error_body {
-    ($message:literal, $status:literal, $code:literal) => {
+/// Declares the errors once: each variant's status, stable code and message. The body is the
+/// error shape with the status in `code` and the stable code in `description`, made at compile
+/// time; a `documented` body is served as the platform's documentation writes it instead.
+macro_rules! errors {
+    ($(
+        $(#[$doc:meta])*
+        $name:ident = ($status:literal, $code:literal, $($documented:ident)? $text:literal),
+    )*) => {
+        /// An error answer of the API, by its stable code.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub(crate) enum ApiError {
+            $($(#[$doc])* $name,)*
+        }
+
+        impl ApiError {
+            #[cfg(test)]
+            pub(crate) const ALL: &[ApiError] = &[$(ApiError::$name,)*];
+
+            pub(crate) fn status(self) -> StatusCode {
+                let status: u16 = match self {
+                    $(ApiError::$name => $status,)*
+                };
+                StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+            }
+
+            /// The stable code, served in `erros[0].description` (but for documented bodies).
+            #[cfg(test)]
+            pub(crate) fn code(self) -> &'static str {
+                match self {
+                    $(ApiError::$name => $code,)*
+                }
+            }
+
+            /// Whether the body is the documentation's own rather than the error shape.
+            #[cfg(test)]
+            pub(crate) fn is_documented(self) -> bool {
+                match self {
+                    $(ApiError::$name => errors!(@documented $($documented)?),)*
+                }
+            }
+
+            /// The whole body.
+            pub(crate) fn body(self) -> Bytes {
+                Bytes::from_static(match self {
+                    $(ApiError::$name => errors!(@body $status, $code, $($documented)? $text),)*
+                }.as_bytes())
+            }
+        }
+    };
+    (@documented documented) => { true };
+    (@documented) => { false };
+    (@body $status:literal, $code:literal, documented $text:literal) => { $text };
+    (@body $status:literal, $code:literal, $text:literal) => {
         concat!(
             "{\"message\":\"",
-            $message,
+            $text,
             "\",\"erros\":[{\"code\":",
             $status,
             ",\"description\":\"",
@@ -59,149 +74,46 @@ macro_rules! error_body {
     };
 }
 
-impl ApiError {
-    #[cfg(test)]
-    pub(crate) const ALL: [ApiError; 15] = [
-        ApiError::MissingToken,
-        ApiError::InvalidToken,
-        ApiError::MissingReference,
-        ApiError::InvalidBody,
-        ApiError::PaymentNotFound,
-        ApiError::BodyTooLarge,
-        ApiError::MethodNotAllowed,
-        ApiError::NotReady,
-        ApiError::NotAcceptable,
-        ApiError::InvalidControlHeader,
-        ApiError::JournalDisabled,
-        ApiError::AmbiguousToken,
-        ApiError::AmbiguousApp,
-        ApiError::UriTooLong,
-        ApiError::BodyTimeout,
-    ];
-
-    pub(crate) fn status(self) -> StatusCode {
-        match self {
-            ApiError::MissingToken | ApiError::InvalidToken => StatusCode::UNAUTHORIZED,
-            ApiError::MissingReference
-            | ApiError::InvalidBody
-            | ApiError::InvalidControlHeader
-            | ApiError::AmbiguousToken
-            | ApiError::AmbiguousApp => StatusCode::BAD_REQUEST,
-            ApiError::UriTooLong => StatusCode::URI_TOO_LONG,
-            ApiError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
-            ApiError::PaymentNotFound | ApiError::JournalDisabled => StatusCode::NOT_FOUND,
-            ApiError::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ApiError::NotReady => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
-        }
-    }
-
-    /// The stable code, served in `erros[0].description`.
-    #[cfg(test)]
-    pub(crate) fn code(self) -> &'static str {
-        match self {
-            ApiError::MissingToken => "missing_token",
-            ApiError::InvalidToken => "invalid_token",
-            ApiError::MissingReference => "missing_reference",
-            ApiError::InvalidBody => "invalid_body",
-            ApiError::PaymentNotFound => "payment_not_found",
-            ApiError::BodyTooLarge => "body_too_large",
-            ApiError::MethodNotAllowed => "method_not_allowed",
-            ApiError::NotReady => "not_ready",
-            ApiError::NotAcceptable => "not_acceptable",
-            ApiError::InvalidControlHeader => "invalid_control_header",
-            ApiError::JournalDisabled => "journal_disabled",
-            ApiError::AmbiguousToken => "ambiguous_token",
-            ApiError::AmbiguousApp => "ambiguous_app",
-            ApiError::UriTooLong => "uri_too_long",
-            ApiError::BodyTimeout => "body_timeout",
-        }
-    }
-
-    /// The whole body.
-    pub(crate) fn body(self) -> Bytes {
-        Bytes::from_static(
-            match self {
-                ApiError::MissingToken => error_body!(
-                    "The Authorization-Token header is missing or blank.",
-                    401,
-                    "missing_token"
-                ),
-                ApiError::InvalidToken => error_body!(
-                    "The Authorization-Token does not open any event.",
-                    401,
-                    "invalid_token"
-                ),
-                ApiError::MissingReference => error_body!(
-                    "The payment reference is missing: send reference in the query string, a JSON body or a form body.",
-                    400,
-                    "missing_reference"
-                ),
-                ApiError::InvalidBody => error_body!(
-                    "The request body is neither valid JSON nor a valid form.",
-                    400,
-                    "invalid_body"
-                ),
-                ApiError::PaymentNotFound => error_body!(
-                    "No payment of this event has that reference.",
-                    404,
-                    "payment_not_found"
-                ),
-                ApiError::BodyTooLarge => error_body!(
-                    "The request body is too large: payments/details reads at most 64 KiB, other requests take at most 1 KiB.",
-                    413,
-                    "body_too_large"
-                ),
-                ApiError::MethodNotAllowed => error_body!(
-                    "The method is not allowed on this resource; the Allow header lists those that are.",
-                    405,
-                    "method_not_allowed"
-                ),
-                ApiError::NotReady => error_body!(
-                    "eventbox is still loading its data; retry shortly.",
-                    503,
-                    "not_ready"
-                ),
-                ApiError::NotAcceptable => error_body!(
-                    "Accept-Encoding refuses every encoding available: identity, gzip and br.",
-                    406,
-                    "not_acceptable"
-                ),
-                ApiError::InvalidControlHeader => error_body!(
-                    "A control header cannot be used: X-Eventbox-Delay takes milliseconds, X-Eventbox-Status a status from 400 to 599, X-Eventbox-Fault one of reset, empty, truncate.",
-                    400,
-                    "invalid_control_header"
-                ),
-                ApiError::JournalDisabled => error_body!(
-                    "The request journal is off; start eventbox with --journal N to keep the last N requests.",
-                    404,
-                    "journal_disabled"
-                ),
-                ApiError::AmbiguousToken => error_body!(
-                    "The request has two different Authorization-Token headers; send one.",
-                    400,
-                    "ambiguous_token"
-                ),
-                ApiError::AmbiguousApp => error_body!(
-                    "The request has two different Authorization-App headers; send one.",
-                    400,
-                    "ambiguous_app"
-                ),
-                ApiError::UriTooLong => error_body!(
-                    "The URL is longer than 8 KiB.",
-                    414,
-                    "uri_too_long"
-                ),
-                ApiError::BodyTimeout => error_body!(
-                    "The request body did not arrive in time (--body-timeout); the connection is closed.",
-                    408,
-                    "body_timeout"
-                ),
-            }
-            .as_bytes(),
-        )
-    }
+errors! {
+    /// No `Authorization-Token` header, or a blank one.
+    MissingToken = (401, "missing_token", "The Authorization-Token header is missing or blank."),
+    /// A token that no bundle names.
+    InvalidToken = (401, "invalid_token", "The Authorization-Token does not open any event."),
+    /// `payments/details` without a reference.
+    MissingReference = (400, "missing_reference", "The payment reference is missing: send reference in the query string, a JSON body or a form body."),
+    /// A request body that is neither valid JSON nor a valid form.
+    InvalidBody = (400, "invalid_body", "The request body is neither valid JSON nor a valid form."),
+    /// A reference that no payment of the event has.
+    PaymentNotFound = (404, "payment_not_found", "No payment of this event has that reference."),
+    /// A request body over the cap.
+    BodyTooLarge = (413, "body_too_large", "The request body is too large: payments/details reads at most 64 KiB, other requests take at most 1 KiB."),
+    /// A method other than GET or HEAD on a known path.
+    MethodNotAllowed = (405, "method_not_allowed", "The method is not allowed on this resource; the Allow header lists those that are."),
+    /// The first load has not finished yet.
+    NotReady = (503, "not_ready", "eventbox is still loading its data; retry shortly."),
+    /// `Accept-Encoding` refuses every encoding eventbox can send.
+    NotAcceptable = (406, "not_acceptable", "Accept-Encoding refuses every encoding available: identity, gzip and br."),
+    /// An `X-Eventbox-Delay`, `-Status` or `-Fault` value that cannot be used (with
+    /// `--allow-control-headers`).
+    InvalidControlHeader = (400, "invalid_control_header", "A control header cannot be used: X-Eventbox-Delay takes milliseconds, X-Eventbox-Status a status from 400 to 599, X-Eventbox-Fault one of reset, empty, truncate."),
+    /// `/_journal` while the request journal is off.
+    JournalDisabled = (404, "journal_disabled", "The request journal is off; start eventbox with --journal N to keep the last N requests."),
+    /// Two different `Authorization-Token` values in one request.
+    AmbiguousToken = (400, "ambiguous_token", "The request has two different Authorization-Token headers; send one."),
+    /// Two different `Authorization-App` values in one request.
+    AmbiguousApp = (400, "ambiguous_app", "The request has two different Authorization-App headers; send one."),
+    /// A URL (path and query) over `guard::MAX_URL_BYTES`.
+    UriTooLong = (414, "uri_too_long", "The URL is longer than 8 KiB."),
+    /// A request body that did not arrive whole within `--body-timeout`.
+    BodyTimeout = (408, "body_timeout", "The request body did not arrive in time (--body-timeout); the connection is closed."),
+    /// `GET /attendees/{id}` of an id no attendee has: the documented not-found answer of
+    /// pessoas.md, `{"data": [], "count": 0}`.
+    AttendeeNotFound = (404, "attendee_not_found", documented "{\"data\":[],\"count\":0}"),
+    /// `GET /session/{id}` or `/speaker/{id}` of an id no record has: the one error of
+    /// programacao.md, as written there (its `code` is 204, not the status).
+    RecordNotFound = (404, "record_not_found", documented "{\"message\":\"Something bad happened :(\",\"erros\":[{\"code\":204,\"description\":\"Internal server error\"}],\"count_erros\":1}"),
+    /// `page` or `per_page` that is not a whole number from 1.
+    InvalidPaging = (400, "invalid_paging", "page and per_page take whole numbers from 1 (per_page without page is page 1; page without per_page pages by 100)."),
 }
 
 /// The statuses a simulated error may have.
@@ -249,7 +161,7 @@ mod tests {
 
     #[test]
     fn every_body_is_the_documented_shape() {
-        for e in ApiError::ALL {
+        for &e in ApiError::ALL.iter().filter(|e| !e.is_documented()) {
             let v: Value = serde_json::from_slice(&e.body()).expect("valid JSON");
             assert_eq!(v["erros"][0]["code"], e.status().as_u16(), "{e:?}");
             assert_eq!(v["erros"][0]["description"], e.code(), "{e:?}");

@@ -29,6 +29,7 @@ pub(crate) mod guard;
 pub(crate) mod idle;
 pub(crate) mod journal;
 pub(crate) mod negotiate;
+mod paging;
 pub(crate) mod per_ip;
 mod pipeline;
 pub(crate) mod router;

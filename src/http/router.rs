@@ -23,8 +23,8 @@ use super::cors::Cors;
 use super::errors::{not_found_body, simulated_error_body, ApiError, BODY_LIMIT};
 use super::journal::Journal;
 use super::pipeline::Handled;
-use super::{details, negotiate};
-use crate::api::Operation;
+use super::{details, negotiate, paging};
+use crate::api::{Feed, Operation, API};
 use crate::metrics::{self, Metrics};
 use crate::prepare::{self, Answer, Answers, Encoding, Prepared};
 use crate::store::Snapshot;
@@ -279,6 +279,14 @@ where
     let keep = ctx.journal.is_some().then_some(&mut reference);
     let found = match bundle.answers(index) {
         Some(Answers::One(body)) => Ok(Answer::Prepared(body)),
+        Some(Answers::List(list)) => match paging::paging(parts.uri.query()) {
+            Ok(None) => Ok(Answer::Prepared(&list.body)),
+            Ok(Some((page, per_page))) => {
+                Ok(Answer::Made(prepare::Body::new(list.page(page, per_page))))
+            }
+            Err(e) => Err(e),
+        },
+        Some(Answers::ItemOf(of)) => one(bundle, *of, index, parts.uri.path()),
         Some(Answers::ByReference(_)) => {
             payment_details(&parts, request_body, bundle, index, keep).await
         }
@@ -290,6 +298,27 @@ where
         Err(e) => error(e),
     };
     (res, reference)
+}
+
+/// The record a `{id}` path names, from the list at `of` in the table; the entry's `missing`
+/// answer when no record has that id.
+fn one<'a>(
+    bundle: &'a Prepared,
+    of: usize,
+    index: usize,
+    path: &str,
+) -> Result<Answer<'a>, ApiError> {
+    let missing = match API.get(index).map(|e| e.feed) {
+        Some(Feed::Item { missing, .. }) => missing,
+        _ => ApiError::NotReady,
+    };
+    match bundle.answers(of) {
+        Some(Answers::List(list)) => list
+            .one(Route::id(path))
+            .map(|b| Answer::Made(prepare::Body::new(b)))
+            .ok_or(missing),
+        _ => Err(missing),
+    }
 }
 
 /// `/_journal`: GET lists the requests kept, DELETE forgets them; 404 when the journal is off.

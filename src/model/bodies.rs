@@ -295,6 +295,30 @@ pub(crate) const ATTENDEES_DOC: BodyDoc = BodyDoc {
     records: &[("data", <Attendee as Describe>::ty)],
 };
 
+/// The activities file, for docs/bundles.md.
+#[cfg(test)]
+pub(crate) const SESSION_DOC: BodyDoc = BodyDoc {
+    holds: "`{\"data\": [...]}` as the service answers it, or the bare list. `id_session` must \
+        be unique. `GET /session/getschedule` is derived from it (one entry per time).",
+    records: &[("data", <Activity as Describe>::ty)],
+};
+
+/// The speakers file, for docs/bundles.md.
+#[cfg(test)]
+pub(crate) const SPEAKER_DOC: BodyDoc = BodyDoc {
+    holds: "`{\"data\": [...]}` as the service answers it, or the bare list. `id_speaker` must \
+        be unique.",
+    records: &[("data", <Speaker as Describe>::ty)],
+};
+
+/// The certificates file, for docs/bundles.md.
+#[cfg(test)]
+pub(crate) const CERTIFICATES_DOC: BodyDoc = BodyDoc {
+    holds: "`{\"certificates\": {\"data\": [...], \"count\": n}, \"count\": 1}` as the \
+        service answers it, or the bare list of certificates.",
+    records: &[("certificates.data", <Certificate as Describe>::ty)],
+};
+
 /// The hotsite file, for docs/bundles.md.
 #[cfg(test)]
 pub(crate) const HOTSITE_DOC: BodyDoc = BodyDoc {
@@ -368,6 +392,9 @@ pub(crate) fn doc(key: &str) -> Option<BodyDoc> {
         "submission_list" => SUBMISSION_LIST_DOC,
         "hotsite" => HOTSITE_DOC,
         "attendees" => ATTENDEES_DOC,
+        "session" => SESSION_DOC,
+        "speaker" => SPEAKER_DOC,
+        "certificates" => CERTIFICATES_DOC,
         _ => return None,
     })
 }
@@ -376,6 +403,12 @@ pub(crate) fn doc(key: &str) -> Option<BodyDoc> {
 /// `/status` shows.
 pub(crate) trait Records {
     fn records(&self) -> Vec<(&'static str, usize)>;
+
+    /// For a body whose records can be asked for one by one (`GET /attendees/{id}`): each
+    /// record's id, in the order of the served `data` list.
+    fn ids(&self) -> Option<Vec<i64>> {
+        None
+    }
 }
 
 impl Records for EventBody {
@@ -416,6 +449,45 @@ impl Records for List<Attendee> {
     fn records(&self) -> Vec<(&'static str, usize)> {
         vec![("attendees", self.data.len())]
     }
+
+    fn ids(&self) -> Option<Vec<i64>> {
+        Some(self.data.iter().map(|a| a.id_attendees).collect())
+    }
+}
+
+impl Records for Data<Activity> {
+    fn records(&self) -> Vec<(&'static str, usize)> {
+        vec![("activities", self.data.len())]
+    }
+
+    fn ids(&self) -> Option<Vec<i64>> {
+        Some(self.data.iter().map(|a| a.id_session).collect())
+    }
+}
+
+impl Records for Data<Speaker> {
+    fn records(&self) -> Vec<(&'static str, usize)> {
+        vec![("speakers", self.data.len())]
+    }
+
+    fn ids(&self) -> Option<Vec<i64>> {
+        Some(self.data.iter().map(|s| s.id_speaker).collect())
+    }
+}
+
+impl Records for CertificatesBody {
+    fn records(&self) -> Vec<(&'static str, usize)> {
+        vec![("certificates", self.certificates.data.len())]
+    }
+}
+
+/// The body of `GET /session/getschedule`, derived from the activities' body (`session`).
+pub(crate) fn schedule_json(activities: &dyn crate::api::FileBody) -> serde_json::Result<Vec<u8>> {
+    let activities = activities
+        .as_any()
+        .downcast_ref::<Data<Activity>>()
+        .map_or(&[][..], |d| d.data.as_slice());
+    serde_json::to_vec(&super::schedule::schedule(activities))
 }
 
 // ---- The bodies of the rest of the documented API ----

@@ -36,13 +36,6 @@ pub(crate) mod payments;
     )
 )]
 pub(crate) mod records;
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "records of the rest of the documented API, tested, not served yet"
-    )
-)]
 pub(crate) mod schedule;
 pub(crate) mod simulate;
 
@@ -333,6 +326,9 @@ pub(crate) enum Slot {
     Stream(crate::prepare::Payments),
     /// Files by payment reference.
     PerReference(BTreeMap<String, Box<dyn FileBody>>),
+    /// No file: answered from another entry's slot ([`crate::api::Feed::Item`],
+    /// [`crate::api::Feed::Derived`]).
+    Elsewhere,
 }
 
 impl Bundle {

@@ -1,0 +1,51 @@
+//! `?page=N&per_page=M` on a list: client authors observed the service paging `/attendees` so.
+//! Names match ignoring ASCII case, as the service's framework binds them.
+
+use super::errors::ApiError;
+
+/// The page size when `page` comes without `per_page`.
+pub(crate) const DEFAULT_PER_PAGE: usize = 100;
+
+/// The page asked for, `(page, per_page)` counted from 1; `None` when neither is given (the whole
+/// list). A value that is not a whole number from 1 is [`ApiError::InvalidPaging`].
+pub(crate) fn paging(query: Option<&str>) -> Result<Option<(usize, usize)>, ApiError> {
+    let Some(query) = query else { return Ok(None) };
+    let (mut page, mut per_page) = (None, None);
+    for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+        let slot = if k.eq_ignore_ascii_case("page") {
+            &mut page
+        } else if k.eq_ignore_ascii_case("per_page") {
+            &mut per_page
+        } else {
+            continue;
+        };
+        let n = v
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n >= 1)
+            .ok_or(ApiError::InvalidPaging)?;
+        *slot = Some(n);
+    }
+    Ok(match (page, per_page) {
+        (None, None) => None,
+        (page, per_page) => Some((page.unwrap_or(1), per_page.unwrap_or(DEFAULT_PER_PAGE))),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_count_from_one_and_default_sensibly() {
+        assert_eq!(paging(None), Ok(None));
+        assert_eq!(paging(Some("x=1")), Ok(None));
+        assert_eq!(paging(Some("page=2&per_page=10")), Ok(Some((2, 10))));
+        assert_eq!(paging(Some("PAGE=3")), Ok(Some((3, DEFAULT_PER_PAGE))));
+        assert_eq!(paging(Some("per_page=5")), Ok(Some((1, 5))));
+        for bad in ["page=0", "page=-1", "per_page=x", "page=", "page=1.5"] {
+            assert_eq!(paging(Some(bad)), Err(ApiError::InvalidPaging), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! A list whose records are also answered one by one (`GET /attendees/{id}`) and by page
+//! (`?page=N&per_page=M`): the whole body is prepared once; a record's bytes are a range of it,
+//! found once by reading the prepared body back (serde_json's `RawValue` borrows each record's
+//! exact text), so one record or one page is a copy of prepared bytes into its envelope, never a
+//! serialisation.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::Body;
+
+/// A list body with the place of each record in it.
+pub(crate) struct Listed {
+    pub(crate) body: Body,
+    /// Each record's bytes in `body`, in list order.
+    ranges: Vec<Range<usize>>,
+    /// Record index by id.
+    by_id: HashMap<i64, usize>,
+    /// Whether the envelope carries `count` (`{"data": [...], "count": n}`) or not
+    /// (`{"data": [...]}`, the activities and speakers).
+    counted: bool,
+}
+
+/// The envelope as prepared: `data` first, then `count` if the body has one.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow)]
+    data: Vec<&'a RawValue>,
+    count: Option<serde::de::IgnoredAny>,
+}
+
+impl Listed {
+    /// Finds each record of a prepared list body; `ids` are the records' ids in list order.
+    pub(crate) fn new(body: Body, ids: Vec<i64>) -> serde_json::Result<Listed> {
+        let bytes = body.identity().clone();
+        let envelope: Envelope<'_> = serde_json::from_slice(&bytes)?;
+        if envelope.data.len() != ids.len() {
+            return Err(serde::de::Error::custom(format!(
+                "{} records served, {} ids",
+                envelope.data.len(),
+                ids.len()
+            )));
+        }
+        let base = bytes.as_ptr() as usize;
+        let ranges = envelope
+            .data
+            .iter()
+            .map(|raw| {
+                let start = raw.get().as_ptr() as usize - base;
+                start..start + raw.get().len()
+            })
+            .collect();
+        // The first record of an id answers for it (a bundle with a repeated id does not load).
+        let mut by_id = HashMap::with_capacity(ids.len());
+        for (i, id) in ids.into_iter().enumerate() {
+            by_id.entry(id).or_insert(i);
+        }
+        let counted = envelope.count.is_some();
+        Ok(Listed {
+            body,
+            ranges,
+            by_id,
+            counted,
+        })
+    }
+
+    /// How many records the list has.
+    pub(crate) fn len(&self) -> usize {
+        self.ranges.len()
+    }
+
+    /// The record of the id written in `id` (a path segment), in the list's envelope.
+    pub(crate) fn one(&self, id: &str) -> Option<Bytes> {
+        let index = *self.by_id.get(&id.parse::<i64>().ok()?)?;
+        Some(self.envelope(index..index + 1))
+    }
+
+    /// Page `page` (from 1) of `per_page` records, in the list's envelope; past the end, none.
+    /// `count`, when the envelope has one, is the number of records in the page (as everywhere
+    /// in the API, the length of `data`).
+    pub(crate) fn page(&self, page: usize, per_page: usize) -> Bytes {
+        let start = page
+            .saturating_sub(1)
+            .saturating_mul(per_page)
+            .min(self.len());
+        let end = start.saturating_add(per_page).min(self.len());
+        self.envelope(start..end)
+    }
+
+    /// The records `which` (contiguous in the body) in the envelope.
+    fn envelope(&self, which: Range<usize>) -> Bytes {
+        let bytes = match (self.ranges.get(which.start), which.end.checked_sub(1)) {
+            (Some(first), Some(last)) if which.start < which.end => {
+                let last = &self.ranges[last];
+                &self.body.identity()[first.start..last.end]
+            }
+            _ => &[][..],
+        };
+        assemble(std::iter::once(bytes), which.len(), self.counted)
+    }
+}
+
+/// `{"data":[` the `records` (each one or more records, comma-joined already) `],"count":n}`,
+/// or without `count`.
+pub(crate) fn assemble<'a>(
+    records: impl Iterator<Item = &'a [u8]> + Clone,
+    n: usize,
+    counted: bool,
+) -> Bytes {
+    let len: usize = records.clone().map(|r| r.len() + 1).sum();
+    let mut out = BytesMut::with_capacity(len + 32);
+    out.put_slice(b"{\"data\":[");
+    for (i, r) in records.filter(|r| !r.is_empty()).enumerate() {
+        if i > 0 {
+            out.put_u8(b',');
+        }
+        out.put_slice(r);
+    }
+    out.put_u8(b']');
+    if counted {
+        out.put_slice(b",\"count\":");
+        out.put_slice(n.to_string().as_bytes());
+    }
+    out.put_u8(b'}');
+    out.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{json, Value};
+
+    fn listed(v: Value, ids: Vec<i64>) -> Listed {
+        let body = Body::new(Bytes::from(serde_json::to_vec(&v).expect("json")));
+        Listed::new(body, ids).expect("a list body")
+    }
+
+    fn parsed(b: Bytes) -> Value {
+        serde_json::from_slice(&b).expect("json")
+    }
+
+    #[test]
+    fn one_record_and_pages_are_cut_from_the_prepared_body() {
+        let records: Vec<Value> = (1..=5)
+            .map(|i| json!({"id": i * 10, "name": format!("n{i}"), "nested": {"a": [i, "]}"]}}))
+            .collect();
+        let l = listed(
+            json!({"data": records, "count": 5, "extra": 1}),
+            vec![10, 20, 30, 40, 50],
+        );
+
+        assert_eq!(
+            parsed(l.one("30").expect("found")),
+            json!({"data": [records[2]], "count": 1})
+        );
+        assert_eq!(l.one("31"), None);
+        assert_eq!(l.one("x"), None);
+        assert_eq!(
+            parsed(l.page(2, 2)),
+            json!({"data": [records[2], records[3]], "count": 2})
+        );
+        assert_eq!(
+            parsed(l.page(3, 2)),
+            json!({"data": [records[4]], "count": 1})
+        );
+        assert_eq!(parsed(l.page(4, 2)), json!({"data": [], "count": 0}));
+        assert_eq!(
+            parsed(l.page(1, usize::MAX)),
+            json!({"data": records, "count": 5})
+        );
+        assert_eq!(
+            parsed(l.page(usize::MAX, usize::MAX)),
+            json!({"data": [], "count": 0})
+        );
+    }
+
+    #[test]
+    fn an_envelope_without_count_keeps_none() {
+        let l = listed(json!({"data": [{"id": 1}, {"id": 2}]}), vec![1, 2]);
+        assert_eq!(
+            parsed(l.one("2").expect("found")),
+            json!({"data": [{"id": 2}]})
+        );
+        assert_eq!(parsed(l.page(1, 1)), json!({"data": [{"id": 1}]}));
+    }
+
+    #[test]
+    fn ids_that_do_not_match_the_records_are_an_error() {
+        let body = Body::new(Bytes::from_static(br#"{"data":[{"id":1}]}"#));
+        assert!(Listed::new(body, vec![]).is_err());
+    }
+}
