@@ -28,6 +28,8 @@ pub(crate) enum Operation {
     Metrics,
     /// The request journal (`--journal`).
     Journal,
+    /// `POST /_writes/reset`: forgets the writes of the token's bundle.
+    WritesReset,
     OpenApi,
 }
 
@@ -98,8 +100,21 @@ pub(crate) enum Feed {
         from: &'static str,
         derive: fn(&dyn FileBody) -> serde_json::Result<Vec<u8>>,
     },
+    /// A write (`POST`): what it does to the bundle's writes (`crate::writes`). No file.
+    Write(WriteKind),
     /// An operations route.
     Server(Operation),
+}
+
+/// The writes the API takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WriteKind {
+    /// `POST /attendees/create`.
+    Register,
+    /// `POST /checkin/attendees`.
+    Checkin,
+    /// `POST /checkin/sessions`.
+    CheckinSessions,
 }
 
 impl std::fmt::Debug for Feed {
@@ -110,6 +125,7 @@ impl std::fmt::Debug for Feed {
             Feed::PerReference(_) => f.write_str("PerReference"),
             Feed::Item { list, .. } => write!(f, "Item({list})"),
             Feed::Derived { from, .. } => write!(f, "Derived({from})"),
+            Feed::Write(kind) => write!(f, "Write({kind:?})"),
             Feed::Server(op) => write!(f, "Server({op:?})"),
         }
     }
@@ -147,7 +163,7 @@ fn len(v: &Value) -> Option<usize> {
 }
 
 /// The API's endpoints. Their order is the order of `/status` record counts and of `pull`.
-pub(crate) static API: [Endpoint; 14] = [
+pub(crate) static API: [Endpoint; 17] = [
     Endpoint {
         key: "event",
         path: "/api/v1/event",
@@ -303,10 +319,31 @@ pub(crate) static API: [Endpoint; 14] = [
             count: |v| len(&v["certificates"]["data"]),
         },
     },
+    Endpoint {
+        key: "attendee_create",
+        path: "/api/v1/attendees/create",
+        methods: &[("POST", "createAttendee")],
+        feed: Feed::Write(WriteKind::Register),
+        pull: Pull::No,
+    },
+    Endpoint {
+        key: "checkin_attendees",
+        path: "/api/v1/checkin/attendees",
+        methods: &[("POST", "checkinAttendees")],
+        feed: Feed::Write(WriteKind::Checkin),
+        pull: Pull::No,
+    },
+    Endpoint {
+        key: "checkin_sessions",
+        path: "/api/v1/checkin/sessions",
+        methods: &[("POST", "checkinSessions")],
+        feed: Feed::Write(WriteKind::CheckinSessions),
+        pull: Pull::No,
+    },
 ];
 
 /// The operations routes.
-pub(crate) static OPERATIONS: [Endpoint; 6] = [
+pub(crate) static OPERATIONS: [Endpoint; 7] = [
     operation(
         "healthz",
         "/healthz",
@@ -340,6 +377,12 @@ pub(crate) static OPERATIONS: [Endpoint; 6] = [
             ("DELETE", "clearJournal"),
         ],
         Operation::Journal,
+    ),
+    operation(
+        "writes_reset",
+        "/_writes/reset",
+        &[("POST", "resetWrites")],
+        Operation::WritesReset,
     ),
     operation(
         "openapi",
@@ -508,8 +551,9 @@ mod tests {
             .collect();
         assert_eq!(documented, table);
         for e in &API {
+            let method = e.methods[0].0.to_ascii_lowercase();
             assert_eq!(
-                paths[e.path]["get"]["security"][0]["token"],
+                paths[e.path][method.as_str()]["security"][0]["token"],
                 serde_json::json!([]),
                 "{} is documented as needing the token",
                 e.path
@@ -525,7 +569,10 @@ mod tests {
         assert_eq!(doc["openapi"], "3.1.0");
         assert_eq!(doc["info"]["version"], env!("CARGO_PKG_VERSION"));
         let paths = doc["paths"].as_object().expect("paths");
-        for path in API.iter().map(|e| e.path) {
+        let reads = API
+            .iter()
+            .filter(|e| e.methods.iter().any(|(m, _)| *m == "GET"));
+        for path in reads.map(|e| e.path) {
             let item = paths.get(path).unwrap_or_else(|| panic!("{path} missing"));
             assert!(item.get("head").is_some(), "{path}: HEAD is not described");
             let get = &item["get"];

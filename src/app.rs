@@ -14,6 +14,7 @@ use crate::metrics::Metrics;
 use crate::reload::Reloader;
 use crate::store::{Snapshot, Store};
 use crate::watch::{self, WatchMode, Watcher};
+use crate::writes::Writes;
 
 pub use crate::catalog::Refreshed;
 pub use crate::load::LoadError;
@@ -36,8 +37,25 @@ pub struct App {
     pub(crate) store: Arc<Store>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) reloader: Arc<Reloader>,
+    pub(crate) writes: Arc<Writes>,
     options: Arc<ServeOptions>,
 }
+
+/// What [`App::open_state`] found in the state folder.
+#[derive(Debug)]
+pub struct StateOpened {
+    /// The log file.
+    pub path: PathBuf,
+    /// How many writes it held.
+    pub writes: usize,
+    /// Where a write cut short by a crash (never acknowledged) was copied aside, if one was.
+    pub torn: Option<PathBuf>,
+}
+
+/// The state folder could not be opened, or its log is damaged.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct StateError(#[from] crate::writes::LogError);
 
 impl App {
     /// The defaults, serving `data_dir`. Nothing is loaded yet: the store serves the not-ready
@@ -63,6 +81,7 @@ impl App {
             store,
             metrics,
             reloader,
+            writes: Arc::new(Writes::new(options.read_only)),
             options: Arc::new(options.clone()),
         }
     }
@@ -70,6 +89,23 @@ impl App {
     /// The options it was built with.
     pub fn options(&self) -> &ServeOptions {
         &self.options
+    }
+
+    /// With `--state DIR`: opens the log there and takes back the writes it holds (call it once,
+    /// before serving). `None` without `--state`.
+    pub fn open_state(&self) -> Result<Option<StateOpened>, StateError> {
+        let Some(dir) = &self.options.state else {
+            return Ok(None);
+        };
+        let replayed = self.writes.open_state(dir)?;
+        Ok(Some(StateOpened {
+            path: self
+                .writes
+                .log_path()
+                .map_or_else(|| dir.clone(), Path::to_path_buf),
+            writes: replayed.writes,
+            torn: replayed.torn,
+        }))
     }
 
     /// Reads every bundle and publishes the result (the first load, and SIGHUP). Blocking.
@@ -117,6 +153,7 @@ impl App {
             allow_control_headers: o.allow_control_headers,
             max_delay: o.max_delay,
             journal: Journal::with_capacity(o.journal),
+            writes: Arc::clone(&self.writes),
         }
     }
 }

@@ -419,6 +419,30 @@ pub async fn serve(options: &ServeOptions) -> u8 {
             "request journal on at /_journal"
         );
     }
+    match app.open_state() {
+        Ok(Some(state)) => {
+            tracing::info!(
+                log = %state.path.display(),
+                writes = state.writes,
+                "writes are kept in the state folder"
+            );
+            if let Some(aside) = &state.torn {
+                tracing::warn!(
+                    aside = %aside.display(),
+                    "the log's last write was cut short by a crash (it was never acknowledged); \
+                     copied aside"
+                );
+            }
+        }
+        Ok(None) => {}
+        Err(e) => {
+            tracing::error!("{e}");
+            return EXIT_UNUSABLE;
+        }
+    }
+    if options.read_only {
+        tracing::info!("read-only: writes are refused with 405");
+    }
     let server = tokio::spawn(crate::http::serve(
         listener,
         app.service(),

@@ -292,6 +292,16 @@ pub struct ServeOptions {
     /// Keep the last N requests in memory, listed at GET /_journal (0: off; at most 100000)
     #[arg(long, env = "EVENTBOX_JOURNAL", value_name = "N", default_value_t = 0)]
     pub journal: usize,
+    /// Keep acknowledged writes (registrations, check-ins) in an append-only log in DIR, made
+    /// durable before each answer and replayed on start; without it writes live in memory only
+    #[arg(long, env = "EVENTBOX_STATE", value_name = "DIR")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<PathBuf>,
+    /// Refuse every write (POST /attendees/create, /checkin/*) with 405
+    #[arg(long, env = "EVENTBOX_READ_ONLY", action = clap::ArgAction::Set,
+          num_args = 0..=1, require_equals = true, default_value_t = false,
+          default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
+    pub read_only: bool,
     /// A TOML file with any of these options, keyed by their long names; flags and EVENTBOX_*
     /// variables override it
     #[arg(short, long, env = "EVENTBOX_CONFIG", value_name = "FILE")]
@@ -529,6 +539,7 @@ fn file_keys() -> Vec<String> {
         }),
         port: Some(0),
         log_level: Some(LogLevel::Info),
+        state: Some(PathBuf::new()),
         ..ServeOptions::default()
     }) {
         Ok(table) => table.keys().cloned().collect(),

@@ -1306,7 +1306,9 @@ mod tests {
             match e.feed {
                 Feed::File(_) | Feed::Stream => expected.insert(format!("{}.json", e.key)),
                 Feed::PerReference(_) => expected.insert(e.key.to_string()),
-                Feed::Item { .. } | Feed::Derived { .. } | Feed::Server(_) => false,
+                Feed::Item { .. } | Feed::Derived { .. } | Feed::Write(_) | Feed::Server(_) => {
+                    false
+                }
             };
         }
         assert_eq!(found, expected);

@@ -75,6 +75,7 @@ pub mod testing;
 mod timed;
 pub mod token;
 pub mod watch;
+mod writes;
 
 // The Rust examples of the README and the docs compile and run as doctests.
 #[cfg(doctest)]

@@ -210,7 +210,7 @@ impl BundleLoader<'_> {
                     .payments(&files, e.key)
                     .map(|p| Some(Slot::Stream(p.unwrap_or_default()))),
                 Feed::PerReference(_) => Some(None),
-                Feed::Item { .. } | Feed::Derived { .. } | Feed::Server(_) => {
+                Feed::Item { .. } | Feed::Derived { .. } | Feed::Write(_) | Feed::Server(_) => {
                     Some(Some(Slot::Elsewhere))
                 }
             });

@@ -21,11 +21,14 @@ use serde::Serialize;
 
 use crate::api::{self, Feed};
 use crate::catalog::{Entry, Records};
+use crate::model::bodies::{self, EventBody};
 use crate::model::payments::Sink;
 use crate::model::records::Payment;
+use crate::model::records::{Activity, Attendee};
 use crate::model::{Bundle, Slot};
 use crate::problem::Severity;
 use crate::simulate::Simulation;
+use crate::writes;
 use serde_json::{Map, Value};
 
 pub(crate) use listed::Listed;
@@ -188,7 +191,7 @@ pub(crate) enum Answers {
     /// One body for every request.
     One(Body),
     /// A list, also answered by page and one record by id.
-    List(Listed),
+    List(Arc<Listed>),
     /// One record of the list at this index of [`crate::api::API`].
     ItemOf(usize),
     /// The answer for every payment reference (and every detail file).
@@ -205,6 +208,8 @@ pub(crate) struct Prepared {
     stream: Option<usize>,
     /// What `[simulate]` in bundle.toml asks for; its sequence starts with this version.
     pub(crate) simulation: Option<Simulation>,
+    /// What the writes fold over and are checked against.
+    pub(crate) writes: Option<Arc<writes::Base>>,
 }
 
 /// A body's length and tag, never its bytes: a bundle's bodies may be a hundred megabytes.
@@ -249,7 +254,7 @@ impl Prepared {
                 Slot::Body(body) => {
                     let prepared = to_body(body.to_json())?;
                     match body.ids() {
-                        Some(ids) => Answers::List(Listed::new(prepared, ids)?),
+                        Some(ids) => Answers::List(Arc::new(Listed::new(prepared, ids)?)),
                         None => Answers::One(prepared),
                     }
                 }
@@ -288,11 +293,13 @@ impl Prepared {
                 }
             });
         }
+        let writes = writes_base(bundle, &answers);
         let prepared = Prepared {
             name: bundle.name.as_str().into(),
             answers,
             stream,
             simulation: bundle.config.simulate.as_ref().map(Simulation::new),
+            writes,
         };
         if compression {
             for body in prepared.bodies() {
@@ -352,6 +359,53 @@ impl Prepared {
             }
         }
     }
+}
+
+/// What the writes of a bundle fold over: its attendees answers and the sets that check a write.
+fn writes_base(bundle: &Bundle, answers: &[Answers]) -> Option<Arc<writes::Base>> {
+    let attendees = match answers.get(api::index_of("attendees")?) {
+        Some(Answers::List(l)) => l.clone(),
+        _ => return None,
+    };
+    let people = bundle
+        .body::<bodies::List<Attendee>>()
+        .map_or(&[][..], |l| l.data.as_slice());
+    let event = bundle.body::<EventBody>().map(|e| &e.event);
+    let prices = event
+        .into_iter()
+        .flat_map(|e| &e.tickets)
+        .flat_map(|t| {
+            t.prices
+                .iter()
+                .map(move |p| (p.id_ticket_price, t.title.clone()))
+        })
+        .collect();
+    let sessions = bundle
+        .body::<bodies::Data<Activity>>()
+        .map(|d| d.data.iter().map(|a| a.id_session).collect())
+        .unwrap_or_default();
+    let mut emails = HashMap::with_capacity(people.len());
+    let mut codes = HashMap::with_capacity(people.len());
+    for (i, a) in people.iter().enumerate() {
+        emails.entry(a.email.trim().to_lowercase()).or_insert(i);
+        if let Some(code) = a.checkin_code {
+            codes.entry(code.to_string()).or_insert(i);
+        }
+    }
+    Some(Arc::new(writes::Base {
+        attendees,
+        id_event: event.map_or(0, |e| e.id_event),
+        prices,
+        sessions,
+        emails,
+        codes,
+        max_id: people.iter().map(|a| a.id_attendees).max().unwrap_or(0),
+        max_code: people
+            .iter()
+            .filter_map(|a| a.checkin_code)
+            .max()
+            .unwrap_or(0),
+    }))
 }
 
 /// The payments of a bundle, ready to serve.

@@ -72,6 +72,9 @@ pub const STOP_TIMEOUT: Duration = Duration::from_secs(1);
 /// A test server could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    /// The state folder (`ServeOptions::state`) could not be opened, or its log is damaged.
+    #[error(transparent)]
+    State(#[from] crate::app::StateError),
     /// An in-code bundle's name cannot be a bundle folder's name.
     #[error("bundle name {0:?} is not usable: give one folder name, not empty, not starting with `.` or `_` (such folders are not served)")]
     BundleName(String),
@@ -489,6 +492,7 @@ impl Builder {
             ..self.options
         };
         let app = App::with_options(&options);
+        app.open_state()?;
         app.load()?;
         let (tokens, mut problems) = app.reloader.with_catalog(|catalog| {
             let tokens: BTreeMap<String, Vec<String>> = catalog
@@ -720,6 +724,15 @@ impl TestServer {
     /// folder after a test has changed it).
     pub fn app(&self) -> &App {
         &self.app
+    }
+
+    /// Forgets every write (registrations, check-ins) of every bundle, as `POST /_writes/reset`
+    /// does for one: what the reads show is the bundles' files again. For test isolation. The
+    /// memory is reset at once; with a state folder the log learns it in the background.
+    pub fn reset(&self) {
+        for bundle in self.tokens.keys() {
+            drop(self.app.writes.reset(bundle));
+        }
     }
 }
 

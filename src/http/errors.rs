@@ -9,6 +9,9 @@ use hyper::StatusCode;
 /// The largest request body read, in bytes (64 KiB).
 pub(crate) const BODY_LIMIT: usize = 64 * 1024;
 
+/// The largest write body read, in bytes (1 MiB: a batch of a few thousand check-ins).
+pub(crate) const WRITE_LIMIT: usize = 1024 * 1024;
+
 /// Declares the errors once: each variant's status, stable code and message. The body is the
 /// error shape with the status in `code` and the stable code in `description`, made at compile
 /// time; a `documented` body is served as the platform's documentation writes it instead.
@@ -86,7 +89,7 @@ errors! {
     /// A reference that no payment of the event has.
     PaymentNotFound = (404, "payment_not_found", "No payment of this event has that reference."),
     /// A request body over the cap.
-    BodyTooLarge = (413, "body_too_large", "The request body is too large: payments/details reads at most 64 KiB, other requests take at most 1 KiB."),
+    BodyTooLarge = (413, "body_too_large", "The request body is too large: writes take at most 1 MiB, payments/details at most 64 KiB, other requests at most 1 KiB."),
     /// A method other than GET or HEAD on a known path.
     MethodNotAllowed = (405, "method_not_allowed", "The method is not allowed on this resource; the Allow header lists those that are."),
     /// The first load has not finished yet.
@@ -112,8 +115,42 @@ errors! {
     /// `GET /session/{id}` or `/speaker/{id}` of an id no record has: the one error of
     /// programacao.md, as written there (its `code` is 204, not the status).
     RecordNotFound = (404, "record_not_found", documented "{\"message\":\"Something bad happened :(\",\"erros\":[{\"code\":204,\"description\":\"Internal server error\"}],\"count_erros\":1}"),
+    /// A write whose body is not JSON (the message says where it stops being JSON).
+    InvalidJson = (400, "invalid_json", "The request body is not JSON:"),
+    /// A write whose JSON is not what the endpoint takes (the message lists every problem).
+    InvalidWrite = (400, "invalid_write", "The request body is not what this endpoint takes:"),
+    /// A write with a `Content-Type` other than JSON.
+    UnsupportedMediaType = (415, "unsupported_media_type", "Writes take JSON: send Content-Type: application/json (or none)."),
+    /// A registration for an `id_ticket_price` the event does not have.
+    UnknownTicketPrice = (400, "unknown_ticket_price", "The ticket price is not one of the event's:"),
+    /// A second registration of an e-mail: the message a client author observed.
+    AlreadyRegistered = (400, "already_registered", "Participante já está inscrito"),
+    /// A check-in of a `checkin_code` no attendee has.
+    UnknownCheckinCode = (404, "unknown_checkin_code", "No attendee has that check-in code:"),
+    /// A check-in at an activity of an `id_attendees` no attendee has.
+    UnknownAttendee = (404, "unknown_attendee", "No attendee has that id:"),
+    /// A check-in at an `id_session` no activity has.
+    UnknownSession = (404, "unknown_session", "No activity has that id:"),
+    /// A write while eventbox runs with `--read-only`.
+    ReadOnly = (405, "read_only", "eventbox runs with --read-only: writes are refused."),
+    /// A write that could not be made durable in the `--state` log.
+    StateUnwritable = (500, "state_unwritable", "The write could not be saved in the state folder; it is not acknowledged."),
     /// `page` or `per_page` that is not a whole number from 1.
     InvalidPaging = (400, "invalid_paging", "page and per_page take whole numbers from 1 (per_page without page is page 1; page without per_page pages by 100)."),
+}
+
+/// The body of `e` with `detail` after its message (`"message": "<message> <detail>"`), for
+/// errors whose message ends in a colon: what exactly was wrong.
+pub(crate) fn detailed_body(e: ApiError, detail: &str) -> Bytes {
+    let body = e.body();
+    let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(&body) else {
+        return body;
+    };
+    if let Some(serde_json::Value::String(m)) = v.get_mut("message") {
+        m.push(' ');
+        m.push_str(detail);
+    }
+    serde_json::to_vec(&v).map_or(body, Bytes::from)
 }
 
 /// The statuses a simulated error may have.

@@ -20,14 +20,19 @@ use hyper::{Method, Request, Response, StatusCode};
 
 use super::control::{Control, Fault};
 use super::cors::Cors;
-use super::errors::{not_found_body, simulated_error_body, ApiError, BODY_LIMIT};
+use super::errors::{
+    detailed_body, not_found_body, simulated_error_body, ApiError, BODY_LIMIT, WRITE_LIMIT,
+};
 use super::journal::Journal;
 use super::pipeline::Handled;
 use super::{details, negotiate, paging};
-use crate::api::{Feed, Operation, API};
+use crate::api::{Feed, Operation, WriteKind, API};
 use crate::metrics::{self, Metrics};
-use crate::prepare::{self, Answer, Answers, Encoding, Prepared};
+use crate::model::bodies;
+use crate::model::decode::Diag;
+use crate::prepare::{self, Answer, Answers, Encoding, Listed, Prepared};
 use crate::store::Snapshot;
+use crate::writes::Writes;
 
 /// The header that carries the token.
 pub(crate) const TOKEN_HEADER: &str = "authorization-token";
@@ -61,6 +66,8 @@ pub(crate) struct Context {
     pub(crate) max_delay: std::time::Duration,
     /// The request journal, when on.
     pub(crate) journal: Option<Arc<Journal>>,
+    /// The writes, every bundle's.
+    pub(crate) writes: Arc<Writes>,
 }
 
 fn json(status: StatusCode, body: Bytes) -> Response<Bytes> {
@@ -133,6 +140,12 @@ where
     match checked(req, route, bundle, snapshot, ctx) {
         Checked::Api(req, index, bundle) => api(req, index, bundle, ctx).await,
         Checked::Answered(response) => Handled::plain(response),
+        Checked::Reset(bundle) => {
+            Handled::plain(match ctx.writes.reset(&bundle.name).durable().await {
+                Ok(()) => no_content(),
+                Err(_) => error(ApiError::StateUnwritable),
+            })
+        }
     }
 }
 
@@ -142,6 +155,8 @@ enum Checked<'s, B> {
     Answered(Response<Bytes>),
     /// An API request that passed, with its endpoint's index and its bundle.
     Api(Request<B>, usize, &'s Prepared),
+    /// `POST /_writes/reset` with the token of this bundle.
+    Reset(&'s Prepared),
 }
 
 /// Everything before an API answer: the operations routes are answered here, and so is every
@@ -171,7 +186,12 @@ fn checked<'s, B>(
             res.headers_mut().insert(ALLOW, GET_HEAD_OPTIONS);
             return Checked::Answered(res);
         }
-        _ if req.method() != Method::GET && req.method() != Method::HEAD => {
+        _ if !route
+            .endpoint()
+            .methods
+            .iter()
+            .any(|(m, _)| *m == req.method().as_str()) =>
+        {
             return Checked::Answered(not_allowed(route))
         }
         (_, Some(Operation::Healthz)) => {
@@ -199,6 +219,12 @@ fn checked<'s, B>(
         }
         (_, Some(Operation::Status)) => {
             return Checked::Answered(json(StatusCode::OK, snapshot.status().clone()))
+        }
+        (_, Some(Operation::WritesReset)) => {
+            return match bundle {
+                Ok(bundle) => Checked::Reset(bundle),
+                Err(e) => Checked::Answered(error(e)),
+            }
         }
         (Route::Api(index), None) => index,
         (Route::Operation(_), None) => return Checked::Answered(error(ApiError::NotReady)),
@@ -274,24 +300,38 @@ where
         }
     }
     let (parts, request_body) = req.into_parts();
+    if let Some(Feed::Write(kind)) = API.get(index).map(|e| e.feed) {
+        return (write(kind, &parts, request_body, bundle, ctx).await, None);
+    }
     // The reference looked up, kept for the journal only.
     let mut reference = None;
     let keep = ctx.journal.is_some().then_some(&mut reference);
-    let found = match bundle.answers(index) {
-        Some(Answers::One(body)) => Ok(Answer::Prepared(body)),
-        Some(Answers::List(list)) => match paging::paging(parts.uri.query()) {
+    let list = match bundle.answers(index) {
+        Some(Answers::List(_)) => listed(bundle, index, ctx),
+        Some(Answers::ItemOf(of)) => listed(bundle, *of, ctx),
+        _ => None,
+    };
+    let found = match (bundle.answers(index), &list) {
+        (Some(Answers::One(body)), _) => Ok(Answer::Prepared(body)),
+        (Some(Answers::List(_)), Some(list)) => match paging::paging(parts.uri.query()) {
             Ok(None) => Ok(Answer::Prepared(&list.body)),
             Ok(Some((page, per_page))) => {
                 Ok(Answer::Made(prepare::Body::new(list.page(page, per_page))))
             }
             Err(e) => Err(e),
         },
-        Some(Answers::ItemOf(of)) => one(bundle, *of, index, parts.uri.path()),
-        Some(Answers::ByReference(_)) => {
+        (Some(Answers::ItemOf(_)), Some(list)) => list
+            .one(Route::id(parts.uri.path()))
+            .map(|b| Answer::Made(prepare::Body::new(b)))
+            .ok_or(match API.get(index).map(|e| e.feed) {
+                Some(Feed::Item { missing, .. }) => missing,
+                _ => ApiError::NotReady,
+            }),
+        (Some(Answers::ByReference(_)), _) => {
             payment_details(&parts, request_body, bundle, index, keep).await
         }
-        // Every prepared bundle has a slot per table entry.
-        None => Err(ApiError::NotReady),
+        // Every prepared bundle has a slot per table entry, and an item's list is a list.
+        _ => Err(ApiError::NotReady),
     };
     let res = match found {
         Ok(body) => represent(&parts.headers, &body, ctx),
@@ -300,25 +340,122 @@ where
     (res, reference)
 }
 
-/// The record a `{id}` path names, from the list at `of` in the table; the entry's `missing`
-/// answer when no record has that id.
-fn one<'a>(
-    bundle: &'a Prepared,
-    of: usize,
-    index: usize,
-    path: &str,
-) -> Result<Answer<'a>, ApiError> {
-    let missing = match API.get(index).map(|e| e.feed) {
-        Some(Feed::Item { missing, .. }) => missing,
-        _ => ApiError::NotReady,
+/// The list at `index` as reads see it: the attendees with the bundle's writes folded in, when
+/// it has any; any other list as prepared.
+fn listed(bundle: &Prepared, index: usize, ctx: &Context) -> Option<Arc<Listed>> {
+    let Some(Answers::List(list)) = bundle.answers(index) else {
+        return None;
     };
-    match bundle.answers(of) {
-        Some(Answers::List(list)) => list
-            .one(Route::id(path))
-            .map(|b| Answer::Made(prepare::Body::new(b)))
-            .ok_or(missing),
-        _ => Err(missing),
+    let written = match &bundle.writes {
+        Some(base) if Arc::ptr_eq(list, &base.attendees) => {
+            ctx.writes.attendees(&bundle.name, base)
+        }
+        _ => None,
+    };
+    Some(written.unwrap_or_else(|| Arc::clone(list)))
+}
+
+/// A write: refused with `--read-only`; otherwise the body is read (JSON, at most
+/// [`WRITE_LIMIT`]), decoded as the endpoint takes it, checked and applied, and answered once
+/// it is durable.
+async fn write<B>(
+    kind: WriteKind,
+    parts: &Parts,
+    body: B,
+    bundle: &Prepared,
+    ctx: &Context,
+) -> Response<Bytes>
+where
+    B: Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    if ctx.writes.read_only() {
+        let mut res = error(ApiError::ReadOnly);
+        res.headers_mut()
+            .insert(ALLOW, HeaderValue::from_static(""));
+        return res;
     }
+    let Some(base) = &bundle.writes else {
+        return error(ApiError::NotReady);
+    };
+    let content_type = parts
+        .headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    if !content_type.is_none_or(is_json_type) {
+        return error(ApiError::UnsupportedMediaType);
+    }
+    let bytes = match read_body(parts, body, WRITE_LIMIT).await {
+        Ok(b) => b,
+        Err(e) => return error(e),
+    };
+    let value: serde_json::Value = match serde_json::from_slice(&bytes) {
+        Ok(v) => v,
+        Err(e) => return detailed(ApiError::InvalidJson, &e.to_string()),
+    };
+    let mut diag = Diag::default();
+    let name = &bundle.name;
+    let done = match kind {
+        WriteKind::Register => bodies::attendee_create_body(&value, &mut diag)
+            .filter(|_| !diag.has_errors())
+            .map(|create| ctx.writes.register(name, base, &create)),
+        WriteKind::Checkin => bodies::checkin_attendees_body(&value, &mut diag)
+            .filter(|_| !diag.has_errors())
+            .map(|items| ctx.writes.checkin(name, base, &items)),
+        WriteKind::CheckinSessions => bodies::checkin_sessions_body(&value, &mut diag)
+            .filter(|_| !diag.has_errors())
+            .map(|items| ctx.writes.checkin_sessions(name, base, &items)),
+    };
+    let pending = match done {
+        None => return detailed(ApiError::InvalidWrite, &diag.errors().join("; ")),
+        Some(Err(refused)) => {
+            return match refused.detail {
+                Some(detail) => detailed(refused.error, &detail),
+                None => error(refused.error),
+            }
+        }
+        Some(Ok(pending)) => pending,
+    };
+    match pending.durable().await {
+        Ok(()) => json(
+            StatusCode::OK,
+            Bytes::from_static(match kind {
+                WriteKind::Register => b"\"Data entered successfully.\"",
+                WriteKind::Checkin | WriteKind::CheckinSessions => b"\"OK\"",
+            }),
+        ),
+        Err(e) => {
+            tracing::error!(error = %e, "a write could not be made durable");
+            error(ApiError::StateUnwritable)
+        }
+    }
+}
+
+/// Whether a `Content-Type` is JSON (`application/json`, `+json`, any parameters).
+fn is_json_type(content_type: &str) -> bool {
+    let mime = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    mime == "application/json" || mime.ends_with("+json")
+}
+
+/// The error `e` with what exactly was wrong after its message.
+fn detailed(e: ApiError, detail: &str) -> Response<Bytes> {
+    let mut res = error(e);
+    let body = detailed_body(e, detail);
+    res.headers_mut()
+        .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+    *res.body_mut() = body;
+    res
+}
+
+fn no_content() -> Response<Bytes> {
+    let mut res = Response::new(Bytes::new());
+    *res.status_mut() = StatusCode::NO_CONTENT;
+    res
 }
 
 /// `/_journal`: GET lists the requests kept, DELETE forgets them; 404 when the journal is off.
@@ -384,6 +521,35 @@ fn represent(headers: &HeaderMap, body: &prepare::Body, ctx: &Context) -> Respon
     res
 }
 
+/// A request's body, at most `limit` bytes (a larger declared length is refused before reading).
+async fn read_body<B>(parts: &Parts, body: B, limit: usize) -> Result<Bytes, ApiError>
+where
+    B: Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let declared = parts
+        .headers
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(ApiError::BodyTooLarge);
+    }
+    Ok(Limited::new(body, limit)
+        .collect()
+        .await
+        .map_err(|e| {
+            if e.is::<http_body_util::LengthLimitError>() {
+                ApiError::BodyTooLarge
+            } else if e.is::<super::deadline::BodyTimedOut>() {
+                ApiError::BodyTimeout
+            } else {
+                ApiError::InvalidBody
+            }
+        })?
+        .to_bytes())
+}
+
 /// The details answer: the reference from the query, else from the body (read up to the cap).
 /// The reference found is left in `asked`, if given (only the journal wants it).
 async fn payment_details<'a, B>(
@@ -400,31 +566,11 @@ where
     let reference = match details::from_query(parts.uri.query()) {
         Some(r) => r,
         None => {
-            let declared = parts
-                .headers
-                .get(CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse::<u64>().ok());
-            if declared.is_some_and(|n| n > BODY_LIMIT as u64) {
-                return Err(ApiError::BodyTooLarge);
-            }
             let content_type = parts
                 .headers
                 .get(CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok());
-            let bytes = Limited::new(body, BODY_LIMIT)
-                .collect()
-                .await
-                .map_err(|e| {
-                    if e.is::<http_body_util::LengthLimitError>() {
-                        ApiError::BodyTooLarge
-                    } else if e.is::<super::deadline::BodyTimedOut>() {
-                        ApiError::BodyTimeout
-                    } else {
-                        ApiError::InvalidBody
-                    }
-                })?
-                .to_bytes();
+            let bytes = read_body(parts, body, BODY_LIMIT).await?;
             details::from_body(content_type, &bytes)
                 .map_err(|_| ApiError::InvalidBody)?
                 .ok_or(ApiError::MissingReference)?

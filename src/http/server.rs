@@ -24,6 +24,7 @@ use super::pipeline;
 use super::router::Context;
 use crate::metrics::Metrics;
 use crate::store::Store;
+use crate::writes::Writes;
 
 /// How long requests in flight may take to finish once shutdown is asked for.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -47,6 +48,8 @@ pub struct Service {
     pub max_delay: Duration,
     /// The request journal served at `/_journal` (`--journal N`); `None`: off.
     pub(crate) journal: Option<Arc<Journal>>,
+    /// The writes, shared by every server of the app.
+    pub(crate) writes: Arc<Writes>,
 }
 
 impl Service {
@@ -129,6 +132,7 @@ pub async fn serve(
             allow_control_headers: service.allow_control_headers,
             max_delay: service.max_delay,
             journal: service.journal.clone(),
+            writes: Arc::clone(&service.writes),
         },
     });
     let limits = service.limits;

@@ -34,6 +34,23 @@ impl Diag {
         self.push(Severity::Warning, path, message.into());
     }
 
+    /// Whether any finding is an error.
+    pub(crate) fn has_errors(&self) -> bool {
+        self.findings.iter().any(|f| f.severity == Severity::Error)
+    }
+
+    /// The errors, as `path: message`.
+    pub(crate) fn errors(&self) -> Vec<String> {
+        self.findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error)
+            .map(|f| match f.path.as_str() {
+                "" => f.message.clone(),
+                path => format!("{path}: {}", f.message),
+            })
+            .collect()
+    }
+
     /// Each finding as `path: message`, for tests.
     #[cfg(test)]
     pub(crate) fn lines(&self) -> Vec<String> {

@@ -80,7 +80,7 @@ fn files(demo: &Path) -> Vec<FileDoc> {
                 let name = format!("{}/<reference>.json | .toml", e.key);
                 (name, false, None, true)
             }
-            Feed::Item { .. } | Feed::Derived { .. } | Feed::Server(_) => continue,
+            Feed::Item { .. } | Feed::Derived { .. } | Feed::Write(_) | Feed::Server(_) => continue,
         };
         let body = bodies::doc(e.key)
             .unwrap_or_else(|| panic!("no bodies::doc for the bundle file {:?}", e.key));

@@ -426,6 +426,12 @@ impl Field for IsoDate {
 #[serde(transparent)]
 pub(crate) struct CheckinDate(String);
 
+impl CheckinDate {
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
 impl TextFormat for CheckinDate {
     fn parse(text: &str) -> Result<Self, String> {
         let local = chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f").is_ok();

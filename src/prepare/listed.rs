@@ -18,11 +18,23 @@ pub(crate) struct Listed {
     pub(crate) body: Body,
     /// Each record's bytes in `body`, in list order.
     ranges: Vec<Range<usize>>,
+    /// Each record's id, in list order.
+    ids: Vec<i64>,
     /// Record index by id.
     by_id: HashMap<i64, usize>,
     /// Whether the envelope carries `count` (`{"data": [...], "count": n}`) or not
     /// (`{"data": [...]}`, the activities and speakers).
     counted: bool,
+}
+
+/// Its size, never its records.
+impl std::fmt::Debug for Listed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Listed")
+            .field("records", &self.len())
+            .field("body", &self.body)
+            .finish()
+    }
 }
 
 /// The envelope as prepared: `data` first, then `count` if the body has one.
@@ -54,18 +66,51 @@ impl Listed {
                 start..start + raw.get().len()
             })
             .collect();
+        let counted = envelope.count.is_some();
+        Ok(Listed::with(body, ranges, ids, counted))
+    }
+
+    fn with(body: Body, ranges: Vec<Range<usize>>, ids: Vec<i64>, counted: bool) -> Listed {
         // The first record of an id answers for it (a bundle with a repeated id does not load).
         let mut by_id = HashMap::with_capacity(ids.len());
-        for (i, id) in ids.into_iter().enumerate() {
-            by_id.entry(id).or_insert(i);
+        for (i, id) in ids.iter().enumerate() {
+            by_id.entry(*id).or_insert(i);
         }
-        let counted = envelope.count.is_some();
-        Ok(Listed {
+        Listed {
             body,
             ranges,
+            ids,
             by_id,
             counted,
-        })
+        }
+    }
+
+    /// A list made of `records` (id and bytes each), in the envelope with `count` or without.
+    pub(crate) fn assembled(records: Vec<(i64, Bytes)>, counted: bool) -> Listed {
+        let mut ranges = Vec::with_capacity(records.len());
+        let mut ids = Vec::with_capacity(records.len());
+        let mut offset = b"{\"data\":[".len();
+        for (id, r) in &records {
+            ranges.push(offset..offset + r.len());
+            ids.push(*id);
+            offset += r.len() + 1;
+        }
+        let body = assemble(records.iter().map(|(_, r)| &r[..]), records.len(), counted);
+        Listed::with(Body::new(body), ranges, ids, counted)
+    }
+
+    /// The index of the record with `id`.
+    pub(crate) fn index_of(&self, id: i64) -> Option<usize> {
+        self.by_id.get(&id).copied()
+    }
+
+    /// The id and bytes of record `i`.
+    pub(crate) fn record(&self, i: usize) -> (i64, Bytes) {
+        let range = self.ranges.get(i).cloned().unwrap_or(0..0);
+        (
+            self.ids.get(i).copied().unwrap_or_default(),
+            self.body.identity().slice(range),
+        )
     }
 
     /// How many records the list has.
@@ -175,6 +220,25 @@ mod tests {
         assert_eq!(
             parsed(l.page(usize::MAX, usize::MAX)),
             json!({"data": [], "count": 0})
+        );
+    }
+
+    #[test]
+    fn an_assembled_list_answers_like_a_prepared_one() {
+        let records: Vec<(i64, Bytes)> = (1..=3)
+            .map(|i| (i, Bytes::from(format!("{{\"id\":{i}}}"))))
+            .collect();
+        let l = Listed::assembled(records, true);
+        let again = listed(parsed(l.body.identity().clone()), vec![1, 2, 3]);
+        assert_eq!(l.body.identity(), again.body.identity());
+        assert_eq!(
+            parsed(l.one("2").expect("found")),
+            json!({"data": [{"id": 2}], "count": 1})
+        );
+        assert_eq!(l.record(2), (3, Bytes::from_static(b"{\"id\":3}")));
+        assert_eq!(
+            parsed(l.page(2, 2)),
+            json!({"data": [{"id": 3}], "count": 1})
         );
     }
 

@@ -284,7 +284,7 @@ fn skipped_folders_are_not_bundles() {
 }
 
 /// Kills the child when the test ends, pass or fail.
-struct Running(std::process::Child);
+pub(crate) struct Running(pub(crate) std::process::Child);
 
 impl Drop for Running {
     fn drop(&mut self) {
@@ -335,9 +335,9 @@ async fn eventbox_alone_serves_and_prints_the_address_and_bundles() {
 }
 
 /// A served `eventbox` process, its base URL once the address line is printed, and its stderr.
-struct Served {
+pub(crate) struct Served {
     running: Running,
-    base: String,
+    pub(crate) base: String,
     stderr_path: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
@@ -383,7 +383,7 @@ fn start_binary(args: &[&str], envs: &[(&str, &str)]) -> Served {
 }
 
 impl Served {
-    fn signal(&self, name: &str) {
+    pub(crate) fn signal(&self, name: &str) {
         let status = Command::new("kill")
             .args([&format!("-{name}"), &self.running.0.id().to_string()])
             .status()
@@ -391,12 +391,12 @@ impl Served {
         assert!(status.success());
     }
 
-    fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
     }
 
     /// Waits for the process to exit (bounded) and returns its exit code.
-    fn wait_exit(&mut self) -> Option<i32> {
+    pub(crate) fn wait_exit(&mut self) -> Option<i32> {
         let start = std::time::Instant::now();
         loop {
             if let Some(status) = self.running.0.try_wait().expect("try_wait") {
@@ -413,7 +413,7 @@ impl Served {
 
 /// The demo served by the binary on a free port without watching, with `args` and `envs`, once
 /// it answers the event.
-async fn serve_demo(args: &[&str], envs: &[(&str, &str)]) -> Served {
+pub(crate) async fn serve_demo(args: &[&str], envs: &[(&str, &str)]) -> Served {
     let demo = demo_data();
     let mut all_args = vec!["--addr", "127.0.0.1:0", "--no-watch"];
     all_args.extend_from_slice(args);
@@ -424,7 +424,7 @@ async fn serve_demo(args: &[&str], envs: &[(&str, &str)]) -> Served {
     served
 }
 
-async fn get_event(base: &str, token: &str) -> (u16, serde_json::Value) {
+pub(crate) async fn get_event(base: &str, token: &str) -> (u16, serde_json::Value) {
     let client = crate::helpers::client();
     for _ in 0..200 {
         if let Ok(res) = client

@@ -24,3 +24,4 @@ mod records;
 mod reload;
 mod simulate;
 mod testing;
+mod writes;

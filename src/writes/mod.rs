@@ -1,0 +1,629 @@
+//! The writes: `POST /attendees/create`, `/checkin/attendees` and `/checkin/sessions`.
+//!
+//! Writes never touch the data folder. They are kept per bundle (by its folder name, whatever
+//! token opened it) as the list of writes acknowledged since the last reset, and, with
+//! `--state DIR`, in an append-only log there ([`log`]), durable before the answer. What the
+//! reads show is a *view*: the bundle's prepared attendees with the writes folded over them
+//! ([`View`]). A view belongs to one prepared version of the bundle; when a reload brings a new
+//! one, the writes are folded again over it (so a reload keeps them), lazily, on the next request
+//! that needs them.
+//!
+//! Folding a write over a base that already has it does nothing: a registration whose e-mail
+//! the new snapshot holds is skipped (the snapshot caught up with the site), a check-in of a
+//! code no attendee has any more is skipped. The same rules refuse a new write; replaying skips.
+
+pub(crate) mod log;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use bytes::Bytes;
+use chrono::{DateTime, FixedOffset, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::http::errors::ApiError;
+use crate::model::records::{AttendeeCreate, CheckinAttendee, CheckinSession};
+use crate::prepare::Listed;
+
+pub(crate) use log::LogError;
+
+/// The time zone registrations are dated in: Brasília (no daylight saving since 2019).
+const BRASILIA_SECONDS: i32 = -3 * 3600;
+
+/// What a bundle's prepared data offers the writes: its attendees and what validates a write.
+/// Made once per prepared version (`prepare`).
+#[derive(Debug)]
+pub(crate) struct Base {
+    /// The attendees answers of the bundle.
+    pub(crate) attendees: Arc<Listed>,
+    pub(crate) id_event: i64,
+    /// Ticket name by `id_ticket_price`: what a registration may take, and its category.
+    pub(crate) prices: HashMap<i64, String>,
+    /// The activities' ids.
+    pub(crate) sessions: HashSet<i64>,
+    /// Attendee index by lower-case e-mail, by check-in code (as text) and the largest id and
+    /// code.
+    pub(crate) emails: HashMap<String, usize>,
+    pub(crate) codes: HashMap<String, usize>,
+    pub(crate) max_id: i64,
+    pub(crate) max_code: i64,
+}
+
+/// One acknowledged write, as logged and replayed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "write", rename_all = "snake_case")]
+pub(crate) enum Write {
+    /// A registration: the attendee record as it was made (ids, code and date included).
+    Registration { attendee: Map<String, Value> },
+    Checkin {
+        checkin_code: String,
+        checkin: i64,
+        checkin_date: String,
+    },
+    SessionCheckin {
+        id_attendees: i64,
+        id_session: i64,
+        checkin: i64,
+        checkin_date: String,
+    },
+    /// `POST /_writes/reset`: the writes before it are forgotten.
+    Reset,
+}
+
+/// A line of the log.
+#[derive(Debug, Serialize, Deserialize)]
+struct Logged {
+    /// When it was acknowledged (RFC 3339), for people reading the log.
+    at: String,
+    bundle: String,
+    #[serde(flatten)]
+    write: Write,
+}
+
+/// Why a write is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Refused {
+    pub(crate) error: ApiError,
+    /// What was wrong, for the message (`None`: the error's message says it all).
+    pub(crate) detail: Option<String>,
+}
+
+impl Refused {
+    fn new(error: ApiError, detail: impl Into<String>) -> Refused {
+        Refused {
+            error,
+            detail: Some(detail.into()),
+        }
+    }
+}
+
+/// An attendee of a view: one of the base's, or one registered here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Who {
+    Base(usize),
+    Created(usize),
+}
+
+/// What the writes added to one attendee.
+#[derive(Debug, Default, Clone)]
+struct Marks {
+    /// The last check-in at the event: `checkin` (1 in, 0 undone) and its date.
+    checkin: Option<(i64, String)>,
+    /// Check-ins at activities, in the order they came.
+    sessions: Vec<(i64, i64, String)>,
+}
+
+/// A registered attendee.
+#[derive(Debug, Clone)]
+struct Created {
+    id: i64,
+    record: Map<String, Value>,
+}
+
+/// The writes folded over one base.
+#[derive(Debug)]
+struct View {
+    base: Arc<Base>,
+    created: Vec<Created>,
+    emails: HashMap<String, usize>,
+    codes: HashMap<String, usize>,
+    ids: HashMap<i64, usize>,
+    next_id: i64,
+    next_code: i64,
+    marks: HashMap<Who, Marks>,
+    /// The attendees answers with the writes, made when first asked for after a change.
+    listed: Option<Arc<Listed>>,
+}
+
+impl View {
+    fn new(base: Arc<Base>) -> View {
+        View {
+            next_id: base.max_id + 1,
+            next_code: (base.max_code + 1).max(10_000_001),
+            base,
+            created: Vec::new(),
+            emails: HashMap::new(),
+            codes: HashMap::new(),
+            ids: HashMap::new(),
+            marks: HashMap::new(),
+            listed: None,
+        }
+    }
+
+    fn who_by_code(&self, code: &str) -> Option<Who> {
+        let code = code.trim();
+        self.base
+            .codes
+            .get(code)
+            .map(|i| Who::Base(*i))
+            .or_else(|| self.codes.get(code).map(|i| Who::Created(*i)))
+    }
+
+    fn who_by_id(&self, id: i64) -> Option<Who> {
+        self.base
+            .attendees
+            .index_of(id)
+            .map(Who::Base)
+            .or_else(|| self.ids.get(&id).map(|i| Who::Created(*i)))
+    }
+
+    fn registered(&self, email: &str) -> bool {
+        let email = email.trim().to_lowercase();
+        self.base.emails.contains_key(&email) || self.emails.contains_key(&email)
+    }
+
+    /// The registration a create body asks for, made at `now`: refused for a price the event
+    /// does not have or an e-mail already registered.
+    fn registration(&self, create: &AttendeeCreate, now: DateTime<Utc>) -> Result<Write, Refused> {
+        let price = create.registration.id_ticket_price;
+        let Some(ticket) = self.base.prices.get(&price) else {
+            return Err(Refused::new(
+                ApiError::UnknownTicketPrice,
+                format!("id_ticket_price {price} is none of the event's (GET /api/v1/event)"),
+            ));
+        };
+        if self.registered(&create.email) {
+            return Err(Refused {
+                error: ApiError::AlreadyRegistered,
+                detail: None,
+            });
+        }
+        let local = FixedOffset::east_opt(BRASILIA_SECONDS).map_or_else(
+            || now.naive_utc(),
+            |tz| now.with_timezone(&tz).naive_local(),
+        );
+        let text = |s: &Option<String>| Value::String(s.clone().unwrap_or_default());
+        let mut a = Map::new();
+        a.insert("id_attendees".into(), self.next_id.into());
+        a.insert("id_event".into(), self.base.id_event.into());
+        a.insert("checkin_code".into(), self.next_code.into());
+        a.insert("name".into(), create.name.trim().into());
+        let badge = create
+            .bagde_name
+            .clone()
+            .filter(|b| !b.trim().is_empty())
+            .unwrap_or_else(|| create.name.trim().to_string());
+        a.insert("bagde_name".into(), badge.into());
+        a.insert("email".into(), create.email.trim().into());
+        a.insert("gender".into(), text(&create.gender));
+        let photo = create.photo.clone().filter(|p| !p.is_empty());
+        a.insert("photo".into(), photo.unwrap_or_else(|| " ".into()).into());
+        a.insert("document".into(), "".into());
+        a.insert(
+            "confirmed".into(),
+            create.registration_confirmed.unwrap_or(false).into(),
+        );
+        a.insert("registration_category".into(), ticket.clone().into());
+        a.insert(
+            "registration_date".into(),
+            local.format("%d/%m/%Y").to_string().into(),
+        );
+        a.insert(
+            "registration_hour".into(),
+            local.format("%H:%M").to_string().into(),
+        );
+        Ok(Write::Registration { attendee: a })
+    }
+
+    /// Whether a write holds on this view (the rules above); a check-in never depends on another
+    /// write of its batch, so a batch is checked item by item before any is applied.
+    fn check(&self, write: &Write) -> Result<(), Refused> {
+        match write {
+            Write::Registration { attendee } => {
+                let email = attendee.get("email").and_then(Value::as_str).unwrap_or("");
+                if self.registered(email) {
+                    return Err(Refused {
+                        error: ApiError::AlreadyRegistered,
+                        detail: None,
+                    });
+                }
+            }
+            Write::Checkin { checkin_code, .. } => {
+                if self.who_by_code(checkin_code).is_none() {
+                    return Err(Refused::new(
+                        ApiError::UnknownCheckinCode,
+                        format!("no attendee has checkin_code {checkin_code:?}"),
+                    ));
+                }
+            }
+            Write::SessionCheckin {
+                id_attendees,
+                id_session,
+                ..
+            } => {
+                if self.who_by_id(*id_attendees).is_none() {
+                    return Err(Refused::new(
+                        ApiError::UnknownAttendee,
+                        format!("no attendee has id_attendees {id_attendees}"),
+                    ));
+                }
+                if !self.base.sessions.contains(id_session) {
+                    return Err(Refused::new(
+                        ApiError::UnknownSession,
+                        format!("no activity has id_session {id_session}"),
+                    ));
+                }
+            }
+            Write::Reset => {}
+        }
+        Ok(())
+    }
+
+    /// Applies a write that [`View::check`] passed (one it did not is skipped).
+    fn apply(&mut self, write: &Write) {
+        if self.check(write).is_err() {
+            return;
+        }
+        match write {
+            Write::Registration { attendee } => {
+                let email = attendee.get("email").and_then(Value::as_str).unwrap_or("");
+                let mut record = attendee.clone();
+                // Replayed over a base that took its id or code since: give it new ones.
+                let mut id = record
+                    .get("id_attendees")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(self.next_id);
+                if self.who_by_id(id).is_some() {
+                    id = self.next_id;
+                    record.insert("id_attendees".into(), id.into());
+                }
+                let mut code = record
+                    .get("checkin_code")
+                    .and_then(Value::as_i64)
+                    .unwrap_or(self.next_code);
+                if self.who_by_code(&code.to_string()).is_some() {
+                    code = self.next_code;
+                    record.insert("checkin_code".into(), code.into());
+                }
+                let index = self.created.len();
+                self.emails.insert(email.trim().to_lowercase(), index);
+                self.codes.insert(code.to_string(), index);
+                self.ids.insert(id, index);
+                self.next_id = self.next_id.max(id + 1);
+                self.next_code = self.next_code.max(code + 1);
+                self.created.push(Created { id, record });
+            }
+            Write::Checkin {
+                checkin_code,
+                checkin,
+                checkin_date,
+            } => {
+                if let Some(who) = self.who_by_code(checkin_code) {
+                    self.marks.entry(who).or_default().checkin =
+                        Some((*checkin, checkin_date.clone()));
+                }
+            }
+            Write::SessionCheckin {
+                id_attendees,
+                id_session,
+                checkin,
+                checkin_date,
+            } => {
+                let Some(who) = self.who_by_id(*id_attendees) else {
+                    return;
+                };
+                self.marks.entry(who).or_default().sessions.push((
+                    *id_session,
+                    *checkin,
+                    checkin_date.clone(),
+                ));
+            }
+            Write::Reset => *self = View::new(self.base.clone()),
+        }
+        self.listed = None;
+    }
+
+    /// The attendees answers with the writes.
+    fn listed(&mut self) -> Arc<Listed> {
+        if let Some(listed) = &self.listed {
+            return listed.clone();
+        }
+        let base = &self.base.attendees;
+        let mut records: Vec<(i64, Bytes)> = Vec::with_capacity(base.len() + self.created.len());
+        for i in 0..base.len() {
+            let (id, bytes) = base.record(i);
+            records.push((id, marked(bytes, self.marks.get(&Who::Base(i)))));
+        }
+        for (i, c) in self.created.iter().enumerate() {
+            let bytes = Bytes::from(serde_json::to_vec(&c.record).unwrap_or_default());
+            records.push((c.id, marked(bytes, self.marks.get(&Who::Created(i)))));
+        }
+        let listed = Arc::new(Listed::assembled(records, true));
+        self.listed = Some(listed.clone());
+        listed
+    }
+}
+
+/// A record with what the writes added, after its own fields: `checkin` and `checkin_date` for
+/// the event, `checkin_sessions` for activities.
+fn marked(record: Bytes, marks: Option<&Marks>) -> Bytes {
+    let Some(marks) = marks else { return record };
+    let Some(open) = record.strip_suffix(b"}") else {
+        return record;
+    };
+    let mut out = open.to_vec();
+    let mut field = |name: &str, value: Value| {
+        if out.len() > 1 {
+            out.push(b',');
+        }
+        out.extend_from_slice(Value::String(name.into()).to_string().as_bytes());
+        out.push(b':');
+        out.extend_from_slice(value.to_string().as_bytes());
+    };
+    if let Some((checkin, date)) = &marks.checkin {
+        field("checkin", (*checkin).into());
+        field("checkin_date", date.clone().into());
+    }
+    if !marks.sessions.is_empty() {
+        let sessions = marks
+            .sessions
+            .iter()
+            .map(|(id, checkin, date)| {
+                serde_json::json!({"id_session": id, "checkin": checkin, "checkin_date": date})
+            })
+            .collect();
+        field("checkin_sessions", Value::Array(sessions));
+    }
+    out.push(b'}');
+    Bytes::from(out)
+}
+
+/// One bundle's writes and their view.
+#[derive(Debug, Default)]
+struct BundleWrites {
+    /// Since the last reset, in order.
+    writes: Vec<Write>,
+    view: Option<View>,
+}
+
+impl BundleWrites {
+    /// The view over `base`, folded again if the base is new.
+    fn view(&mut self, base: &Arc<Base>) -> &mut View {
+        let stale = self
+            .view
+            .as_ref()
+            .is_none_or(|v| !Arc::ptr_eq(&v.base, base));
+        if stale {
+            let mut view = View::new(base.clone());
+            for w in &self.writes {
+                // Replaying skips what the new base refuses (see the module's documentation).
+                view.apply(w);
+            }
+            self.view = Some(view);
+        }
+        self.view.get_or_insert_with(|| View::new(base.clone()))
+    }
+}
+
+/// A write that passed and waits to be durable.
+pub(crate) struct Pending {
+    wait: Option<tokio::sync::oneshot::Receiver<std::io::Result<()>>>,
+}
+
+impl Pending {
+    /// Waits until the write is in the log (at once without `--state`).
+    pub(crate) async fn durable(self) -> std::io::Result<()> {
+        match self.wait {
+            None => Ok(()),
+            Some(wait) => wait
+                .await
+                .unwrap_or_else(|_| Err(std::io::Error::other("the write log has stopped"))),
+        }
+    }
+}
+
+/// Every bundle's writes, and the log when there is one.
+#[derive(Debug, Default)]
+pub(crate) struct Writes {
+    read_only: bool,
+    /// Set once, by [`Writes::open_state`], before the server starts.
+    log: OnceLock<log::Log>,
+    bundles: Mutex<HashMap<String, BundleWrites>>,
+    /// Whether any bundle has writes: reads skip the lock while none has.
+    any: AtomicBool,
+}
+
+/// What opening the state folder found, for the startup log.
+#[derive(Debug)]
+pub(crate) struct Replayed {
+    pub(crate) writes: usize,
+    pub(crate) torn: Option<std::path::PathBuf>,
+}
+
+impl Writes {
+    /// Writes kept in memory (until [`Writes::open_state`]); refused with 405 when `read_only`.
+    pub(crate) fn new(read_only: bool) -> Writes {
+        Writes {
+            read_only,
+            ..Writes::default()
+        }
+    }
+
+    /// Keeps the writes in `dir`'s log from now on, and takes back the writes it holds. Once:
+    /// a second call fails.
+    pub(crate) fn open_state(&self, dir: &std::path::Path) -> Result<Replayed, LogError> {
+        let opened = log::Log::open(dir, |line| serde_json::from_str::<Logged>(line).is_ok())?;
+        let count = opened.lines.len();
+        let mut bundles = self.bundles();
+        for line in &opened.lines {
+            let Ok(logged) = serde_json::from_str::<Logged>(line) else {
+                continue;
+            };
+            let b = bundles.entry(logged.bundle).or_default();
+            match logged.write {
+                Write::Reset => *b = BundleWrites::default(),
+                w => {
+                    b.writes.push(w);
+                    b.view = None;
+                }
+            }
+        }
+        self.any.store(
+            bundles.values().any(|b| !b.writes.is_empty()),
+            Ordering::Release,
+        );
+        self.log.set(opened.log).map_err(|_| LogError::Io {
+            path: dir.to_path_buf(),
+            source: std::io::Error::other("the state folder is open already"),
+        })?;
+        Ok(Replayed {
+            writes: count,
+            torn: opened.torn,
+        })
+    }
+
+    pub(crate) fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    fn bundles(&self) -> MutexGuard<'_, HashMap<String, BundleWrites>> {
+        self.bundles.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The attendees answers of `bundle` with its writes; `None` when it has none.
+    pub(crate) fn attendees(&self, bundle: &str, base: &Arc<Base>) -> Option<Arc<Listed>> {
+        if !self.any.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut bundles = self.bundles();
+        let b = bundles.get_mut(bundle).filter(|b| !b.writes.is_empty())?;
+        Some(b.view(base).listed())
+    }
+
+    /// Makes the writes a request asks for on `bundle`'s view (`make`), applies them if every one
+    /// holds (all or none), logs them in that order and returns the wait for their durability.
+    /// One lock for all of it, so the log's order is the order the writes were applied in.
+    fn commit(
+        &self,
+        bundle: &str,
+        base: &Arc<Base>,
+        make: impl FnOnce(&View) -> Result<Vec<Write>, Refused>,
+    ) -> Result<Pending, Refused> {
+        let mut bundles = self.bundles();
+        let b = bundles.entry(bundle.to_string()).or_default();
+        let view = b.view(base);
+        let writes = make(view)?;
+        for (i, w) in writes.iter().enumerate() {
+            view.check(w).map_err(|mut r| {
+                if writes.len() > 1 {
+                    r.detail = r.detail.map(|d| format!("item {i}: {d}"));
+                }
+                r
+            })?;
+        }
+        for w in &writes {
+            view.apply(w);
+        }
+        let wait = self.log.get().map(|log| {
+            let now = Utc::now().to_rfc3339();
+            let lines: Vec<Vec<u8>> = writes
+                .iter()
+                .map(|write| {
+                    serde_json::to_vec(&Logged {
+                        at: now.clone(),
+                        bundle: bundle.to_string(),
+                        write: write.clone(),
+                    })
+                    .unwrap_or_default()
+                })
+                .collect();
+            log.append(lines.join(&b'\n'))
+        });
+        b.writes.extend(writes);
+        self.any.store(true, Ordering::Release);
+        Ok(Pending { wait })
+    }
+
+    /// Registers an attendee (`POST /attendees/create`).
+    pub(crate) fn register(
+        &self,
+        bundle: &str,
+        base: &Arc<Base>,
+        create: &AttendeeCreate,
+    ) -> Result<Pending, Refused> {
+        self.commit(bundle, base, |view| {
+            Ok(vec![view.registration(create, Utc::now())?])
+        })
+    }
+
+    /// Checks attendees in or out (`POST /checkin/attendees`), all or none.
+    pub(crate) fn checkin(
+        &self,
+        bundle: &str,
+        base: &Arc<Base>,
+        items: &[CheckinAttendee],
+    ) -> Result<Pending, Refused> {
+        self.commit(bundle, base, |_| {
+            Ok(items
+                .iter()
+                .map(|c| Write::Checkin {
+                    checkin_code: c.checkin_code.trim().to_string(),
+                    checkin: c.checkin,
+                    checkin_date: c.checkin_date.as_str().to_string(),
+                })
+                .collect())
+        })
+    }
+
+    /// Checks attendees in at activities (`POST /checkin/sessions`), all or none.
+    pub(crate) fn checkin_sessions(
+        &self,
+        bundle: &str,
+        base: &Arc<Base>,
+        items: &[CheckinSession],
+    ) -> Result<Pending, Refused> {
+        self.commit(bundle, base, |_| {
+            Ok(items
+                .iter()
+                .map(|c| Write::SessionCheckin {
+                    id_attendees: c.id_attendees,
+                    id_session: c.id_session,
+                    checkin: c.checkin,
+                    checkin_date: c.checkin_date.as_str().to_string(),
+                })
+                .collect())
+        })
+    }
+
+    /// Forgets `bundle`'s writes (`POST /_writes/reset`); logged, so a restart forgets them too.
+    pub(crate) fn reset(&self, bundle: &str) -> Pending {
+        let mut bundles = self.bundles();
+        bundles.remove(bundle);
+        let wait = self.log.get().map(|log| {
+            let logged = Logged {
+                at: Utc::now().to_rfc3339(),
+                bundle: bundle.to_string(),
+                write: Write::Reset,
+            };
+            log.append(serde_json::to_vec(&logged).unwrap_or_default())
+        });
+        Pending { wait }
+    }
+
+    /// The log file, when there is one.
+    pub(crate) fn log_path(&self) -> Option<&std::path::Path> {
+        self.log.get().map(log::Log::path)
+    }
+}

@@ -1,0 +1,492 @@
+//! The writes over real HTTP: `POST /attendees/create`, `/checkin/attendees`,
+//! `/checkin/sessions`, what later reads show, what is refused (and that a refusal changes
+//! nothing), `--read-only`, `/_writes/reset`, and durability with `--state`: restarts, SIGKILL,
+//! reloads and concurrent writers.
+
+use std::path::Path;
+
+use eventbox::app::App;
+use eventbox::config::ServeOptions;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use crate::cli::serve_demo;
+use crate::helpers::{answer, demo_data, serve_app, TempData, TestApp, DEMO_TOKEN};
+
+const JSON: &str = "application/json";
+
+/// The demo served in process, with writes kept in `state` when given.
+async fn demo_app(state: Option<&Path>, read_only: bool) -> TestApp {
+    let options = ServeOptions {
+        state: state.map(Path::to_path_buf),
+        read_only,
+        ..ServeOptions::for_folder(demo_data())
+    };
+    let app = App::with_options(&options);
+    app.open_state().expect("the state folder opens");
+    app.load().expect("the demo loads");
+    serve_app(app).await
+}
+
+/// The first ticket price of the demo event.
+async fn a_price(app: &TestApp) -> i64 {
+    let event = app.get("/api/v1/event", DEMO_TOKEN).await.json();
+    event["data"][0]["tickets"][0]["prices"][0]["id_ticket_price"]
+        .as_i64()
+        .expect("a ticket price")
+}
+
+fn person(name: &str, email: &str, price: i64) -> Value {
+    json!({
+        "name": name,
+        "bagde_name": name,
+        "email": email,
+        "gender": "F",
+        "photo": "",
+        "registration_confirmed": true,
+        "registration": {"id_ticket_price": price, "price": 0}
+    })
+}
+
+async fn post(app: &TestApp, path: &str, body: &Value) -> crate::helpers::Answer {
+    let bytes = serde_json::to_vec(body).expect("JSON");
+    app.send(Method::POST, path, Some(DEMO_TOKEN), Some((JSON, &bytes)))
+        .await
+}
+
+async fn attendees(app: &TestApp) -> Value {
+    let res = app.get("/api/v1/attendees", DEMO_TOKEN).await;
+    assert_eq!(res.status, 200, "{}", res.text());
+    res.json()
+}
+
+#[tokio::test]
+async fn a_registration_flat_or_wrapped_appears_in_the_list_and_by_id() {
+    let app = demo_app(None, false).await;
+    let price = a_price(&app).await;
+    let before = attendees(&app).await;
+    let n = before["count"].as_u64().expect("count");
+
+    let flat = post(
+        &app,
+        "/api/v1/attendees/create",
+        &person("Ana Flat", "ana@exemplo.com", price),
+    )
+    .await;
+    let wrapped = post(
+        &app,
+        "/api/v1/attendees/create/",
+        &json!({"attendee": person("Bia Wrapped", "bia@exemplo.com", price)}),
+    )
+    .await;
+
+    for res in [&flat, &wrapped] {
+        assert_eq!(res.status, 200, "{}", res.text());
+        assert_eq!(res.json(), json!("Data entered successfully."));
+    }
+    let after = attendees(&app).await;
+    assert_eq!(after["count"], n + 2);
+    let data = after["data"].as_array().expect("data");
+    assert_eq!(
+        &data[..n as usize],
+        before["data"].as_array().expect("data").as_slice()
+    );
+    let (ana, bia) = (&data[n as usize], &data[n as usize + 1]);
+    let keys: Vec<&str> = ana
+        .as_object()
+        .expect("object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "id_attendees",
+            "id_event",
+            "checkin_code",
+            "name",
+            "bagde_name",
+            "email",
+            "gender",
+            "photo",
+            "document",
+            "confirmed",
+            "registration_category",
+            "registration_date",
+            "registration_hour"
+        ],
+        "the documented fields, in order"
+    );
+    assert_eq!(ana["name"], "Ana Flat");
+    assert_eq!(bia["email"], "bia@exemplo.com");
+    assert_eq!(ana["confirmed"], true);
+    assert_eq!(ana["id_event"], before["data"][0]["id_event"]);
+    let code = ana["checkin_code"].as_i64().expect("a code");
+    assert!(
+        (10_000_000..100_000_000).contains(&code),
+        "8 digits: {code}"
+    );
+    assert_ne!(ana["id_attendees"], bia["id_attendees"]);
+    assert_ne!(ana["checkin_code"], bia["checkin_code"]);
+
+    let one = app
+        .get(
+            &format!("/api/v1/attendees/{}", bia["id_attendees"]),
+            DEMO_TOKEN,
+        )
+        .await;
+    assert_eq!(one.status, 200);
+    assert_eq!(one.json(), json!({"data": [bia], "count": 1}));
+    let page = app
+        .get(
+            &format!("/api/v1/attendees/?page={}&per_page=1", n + 1),
+            DEMO_TOKEN,
+        )
+        .await;
+    assert_eq!(page.json(), json!({"data": [ana], "count": 1}));
+}
+
+#[tokio::test]
+async fn refused_writes_are_4xx_with_a_clear_message_and_change_nothing() {
+    let app = demo_app(None, false).await;
+    let price = a_price(&app).await;
+    let existing = attendees(&app).await["data"][0]["email"]
+        .as_str()
+        .expect("an e-mail")
+        .to_uppercase();
+    let before = app.get("/api/v1/attendees", DEMO_TOKEN).await.body;
+    let create = "/api/v1/attendees/create";
+
+    let dup = post(&app, create, &person("Again", &existing, price)).await;
+    dup.assert_error(400, "already_registered");
+    assert_eq!(dup.json()["message"], "Participante já está inscrito");
+
+    let unknown = post(&app, create, &person("P", "p@exemplo.com", 999_999_999)).await;
+    unknown.assert_error(400, "unknown_ticket_price");
+    assert!(unknown.text().contains("999999999"), "{}", unknown.text());
+
+    let cases: Vec<(&str, Vec<u8>, u16, &str, &str)> = vec![
+        (
+            "malformed",
+            b"{\"name\": ".to_vec(),
+            400,
+            "invalid_json",
+            "line 1",
+        ),
+        (
+            "an array",
+            b"[{\"name\":\"x\"}]".to_vec(),
+            400,
+            "invalid_write",
+            "expected an object",
+        ),
+        (
+            "a missing field",
+            br#"{"name":"x","registration":{"id_ticket_price":1,"price":0}}"#.to_vec(),
+            400,
+            "invalid_write",
+            "email",
+        ),
+        (
+            "10 MB",
+            vec![b' '; 10 * 1024 * 1024],
+            413,
+            "body_too_large",
+            "1 MiB",
+        ),
+    ];
+    for (what, body, status, code, says) in cases {
+        let res = app
+            .send(Method::POST, create, Some(DEMO_TOKEN), Some((JSON, &body)))
+            .await;
+        res.assert_error(status, code);
+        assert!(
+            res.json()["message"].as_str().unwrap_or("").contains(says),
+            "{what}: {}",
+            res.text()
+        );
+    }
+    let form = serde_json::to_vec(&person("F", "f@exemplo.com", price)).expect("JSON");
+    let res = app
+        .send(
+            Method::POST,
+            create,
+            Some(DEMO_TOKEN),
+            Some(("text/plain", &form)),
+        )
+        .await;
+    res.assert_error(415, "unsupported_media_type");
+    let get = app.get(create, DEMO_TOKEN).await;
+    get.assert_error(405, "method_not_allowed");
+    assert_eq!(get.header("allow"), Some("POST"));
+    let no_token = app
+        .send(Method::POST, create, None, Some((JSON, &form)))
+        .await;
+    no_token.assert_error(401, "missing_token");
+
+    assert_eq!(app.get("/api/v1/attendees", DEMO_TOKEN).await.body, before);
+}
+
+#[tokio::test]
+async fn checkins_show_on_the_attendee_and_a_batch_is_all_or_nothing() {
+    let app = demo_app(None, false).await;
+    let list = attendees(&app).await;
+    let first = &list["data"][0];
+    let second = &list["data"][1];
+    let code = first["checkin_code"].to_string();
+    let id = first["id_attendees"].as_i64().expect("id");
+    let session = app.get("/api/v1/session", DEMO_TOKEN).await.json()["data"][0]["id_session"]
+        .as_i64()
+        .expect("an activity");
+
+    let bad_batch = json!([
+        {"checkin_code": second["checkin_code"].to_string(), "checkin": 1, "checkin_date": "2026-09-15T08:00:00"},
+        {"checkin_code": "1", "checkin": 1, "checkin_date": "2026-09-15T08:00:00"}
+    ]);
+    let refused = post(&app, "/api/v1/checkin/attendees", &bad_batch).await;
+    refused.assert_error(404, "unknown_checkin_code");
+    assert!(refused.text().contains("item 1"), "{}", refused.text());
+    assert_eq!(
+        attendees(&app).await,
+        list,
+        "nothing of a refused batch is applied"
+    );
+
+    let ok = post(
+        &app,
+        "/api/v1/checkin/attendees",
+        &json!([{"checkin_code": code, "checkin": 1, "checkin_date": "2026-09-15T08:01:00"}]),
+    )
+    .await;
+    assert_eq!((ok.status.as_u16(), ok.json()), (200, json!("OK")));
+    let at = post(
+        &app,
+        "/api/v1/checkin/sessions",
+        &json!([{"id_attendees": id, "id_session": session, "checkin": 1, "checkin_date": "2026-09-15T09:00:00"}]),
+    )
+    .await;
+    assert_eq!((at.status.as_u16(), at.json()), (200, json!("OK")));
+    post(
+        &app,
+        "/api/v1/checkin/sessions",
+        &json!([{"id_attendees": id, "id_session": 1, "checkin": 1, "checkin_date": "2026-09-15T09:00:00"}]),
+    )
+    .await
+    .assert_error(404, "unknown_session");
+    post(
+        &app,
+        "/api/v1/checkin/attendees",
+        &json!([{"checkin_code": code, "checkin": 2, "checkin_date": "2026-09-15T08:01:00"}]),
+    )
+    .await
+    .assert_error(400, "invalid_write");
+
+    let one = app
+        .get(&format!("/api/v1/attendees/{id}"), DEMO_TOKEN)
+        .await
+        .json();
+    let record = &one["data"][0];
+    assert_eq!(record["checkin"], 1);
+    assert_eq!(record["checkin_date"], "2026-09-15T08:01:00");
+    assert_eq!(
+        record["checkin_sessions"],
+        json!([{"id_session": session, "checkin": 1, "checkin_date": "2026-09-15T09:00:00"}])
+    );
+    let undo = post(
+        &app,
+        "/api/v1/checkin/attendees",
+        &json!({"attendees": [{"checkin_code": code, "checkin": 0, "checkin_date": "2026-09-15T10:00:00"}]}),
+    )
+    .await;
+    assert_eq!(undo.status, 200);
+    let record = app
+        .get(&format!("/api/v1/attendees/{id}"), DEMO_TOKEN)
+        .await
+        .json();
+    assert_eq!(record["data"][0]["checkin"], 0);
+}
+
+#[tokio::test]
+async fn read_only_refuses_every_write_with_405_and_reset_forgets_the_writes() {
+    let ro = demo_app(None, true).await;
+    let price = a_price(&ro).await;
+    let before = ro.get("/api/v1/attendees", DEMO_TOKEN).await.body;
+    for path in [
+        "/api/v1/attendees/create",
+        "/api/v1/checkin/attendees",
+        "/api/v1/checkin/sessions",
+    ] {
+        let res = post(&ro, path, &person("R", "r@exemplo.com", price)).await;
+        res.assert_error(405, "read_only");
+        assert!(res.header("allow").is_some(), "{path}: an Allow header");
+    }
+    assert_eq!(ro.get("/api/v1/attendees", DEMO_TOKEN).await.body, before);
+
+    let app = demo_app(None, false).await;
+    let pristine = app.get("/api/v1/attendees", DEMO_TOKEN).await.body;
+    let res = post(
+        &app,
+        "/api/v1/attendees/create",
+        &person("R", "r@exemplo.com", price),
+    )
+    .await;
+    assert_eq!(res.status, 200);
+    assert_ne!(
+        app.get("/api/v1/attendees", DEMO_TOKEN).await.body,
+        pristine
+    );
+    app.send(Method::POST, "/_writes/reset", None, None)
+        .await
+        .assert_error(401, "missing_token");
+    let reset = app
+        .send(Method::POST, "/_writes/reset", Some(DEMO_TOKEN), None)
+        .await;
+    assert_eq!(reset.status, 204);
+    assert_eq!(
+        app.get("/api/v1/attendees", DEMO_TOKEN).await.body,
+        pristine
+    );
+}
+
+#[tokio::test]
+async fn eight_concurrent_writers_lose_none_and_a_restart_keeps_them_all() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let app = demo_app(Some(state.path()), false).await;
+    let price = a_price(&app).await;
+    let n = attendees(&app).await["count"].as_u64().expect("count");
+    let app = std::sync::Arc::new(app);
+
+    let writers: Vec<_> = (0..8)
+        .map(|w| {
+            let app = app.clone();
+            tokio::spawn(async move {
+                for i in 0..500 {
+                    let email = format!("w{w}-{i}@exemplo.com");
+                    let res = post(
+                        &app,
+                        "/api/v1/attendees/create",
+                        &person("W", &email, price),
+                    )
+                    .await;
+                    assert_eq!(res.status, 200, "{}", res.text());
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.await.expect("a writer");
+    }
+
+    let after = attendees(&app).await;
+    assert_eq!(after["count"], n + 4000);
+    let ids: std::collections::HashSet<&Value> = after["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .map(|a| &a["id_attendees"])
+        .collect();
+    assert_eq!(ids.len() as u64, n + 4000, "every id is unique");
+    drop(app);
+
+    let again = demo_app(Some(state.path()), false).await;
+    assert_eq!(
+        attendees(&again).await,
+        after,
+        "the same list after a restart"
+    );
+}
+
+#[tokio::test]
+async fn sigkill_between_writes_loses_no_acknowledged_write() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let dir = state.path().to_str().expect("UTF-8");
+    let served = serve_demo(&["--state", dir], &[]).await;
+    let client = crate::helpers::client();
+    let event = answer(
+        client
+            .get(format!("{}/api/v1/event", served.base))
+            .header("Authorization-Token", DEMO_TOKEN),
+    )
+    .await
+    .json();
+    let price = event["data"][0]["tickets"][0]["prices"][0]["id_ticket_price"]
+        .as_i64()
+        .expect("a price");
+    let mut acknowledged = Vec::new();
+    for i in 0..30 {
+        let email = format!("k{i}@exemplo.com");
+        let body = serde_json::to_vec(&person("K", &email, price)).expect("JSON");
+        let res = answer(
+            client
+                .post(format!("{}/api/v1/attendees/create", served.base))
+                .header("Authorization-Token", DEMO_TOKEN)
+                .header("Content-Type", JSON)
+                .body(body),
+        )
+        .await;
+        assert_eq!(res.status, 200, "{}", res.text());
+        acknowledged.push(email);
+    }
+    served.signal("KILL");
+    drop(served);
+
+    let again = serve_demo(&["--state", dir], &[]).await;
+    let list = answer(
+        client
+            .get(format!("{}/api/v1/attendees", again.base))
+            .header("Authorization-Token", DEMO_TOKEN),
+    )
+    .await
+    .json();
+    let emails: Vec<&str> = list["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .filter_map(|a| a["email"].as_str())
+        .collect();
+    for email in &acknowledged {
+        assert!(emails.contains(&email.as_str()), "{email} lost");
+    }
+    assert!(
+        again
+            .stderr()
+            .contains("writes are kept in the state folder"),
+        "{}",
+        again.stderr()
+    );
+}
+
+#[tokio::test]
+async fn a_reload_keeps_the_writes_and_a_snapshot_that_caught_up_is_not_doubled() {
+    let data = TempData::new();
+    data.with_demo("demo");
+    let app = App::new(data.path());
+    app.load().expect("loads");
+    let app = serve_app(app).await;
+    let price = a_price(&app).await;
+    let res = post(
+        &app,
+        "/api/v1/attendees/create",
+        &person("Caught Up", "up@exemplo.com", price),
+    )
+    .await;
+    assert_eq!(res.status, 200);
+    let with_write = attendees(&app).await;
+    let n = with_write["count"].as_u64().expect("count");
+
+    // A reload of the same files: the write is still there.
+    app.app.load().expect("reloads");
+    assert_eq!(attendees(&app).await, with_write);
+
+    // The snapshot now holds the registration itself (as a fresh pull would): not doubled.
+    let path = data.path().join("demo/attendees.json");
+    let mut file: Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("JSON");
+    let written = with_write["data"][n as usize - 1].clone();
+    file["data"].as_array_mut().expect("data").push(written);
+    file["count"] = json!(n);
+    std::fs::write(&path, serde_json::to_vec(&file).expect("JSON")).expect("write");
+    app.app.load().expect("reloads");
+    let after = attendees(&app).await;
+    assert_eq!(after["count"], n);
+}
