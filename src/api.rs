@@ -155,6 +155,9 @@ pub(crate) struct Endpoint {
     pub(crate) methods: &'static [(&'static str, &'static str)],
     pub(crate) feed: Feed,
     pub(crate) pull: Pull,
+    /// Whether it also needs `Authorization-App` (the company and institutional routes); a
+    /// wrong token or app then answers the documented `InvalidAuthorization*` codes.
+    pub(crate) app: bool,
 }
 
 /// The length of an array member, if it is one.
@@ -163,7 +166,7 @@ fn len(v: &Value) -> Option<usize> {
 }
 
 /// The API's endpoints. Their order is the order of `/status` record counts and of `pull`.
-pub(crate) static API: [Endpoint; 17] = [
+pub(crate) static API: [Endpoint; 20] = [
     Endpoint {
         key: "event",
         path: "/api/v1/event",
@@ -175,6 +178,7 @@ pub(crate) static API: [Endpoint; 17] = [
         pull: Pull::List {
             count: |v| len(&v["data"]).or_else(|| len(v)).or(Some(1)),
         },
+        app: false,
     },
     Endpoint {
         key: "payments",
@@ -184,6 +188,7 @@ pub(crate) static API: [Endpoint; 17] = [
         pull: Pull::List {
             count: |v| len(&v["data"]),
         },
+        app: false,
     },
     Endpoint {
         key: "payment_details",
@@ -194,6 +199,7 @@ pub(crate) static API: [Endpoint; 17] = [
             absent: None,
         }),
         pull: Pull::PerPayment,
+        app: false,
     },
     Endpoint {
         key: "submission",
@@ -206,6 +212,7 @@ pub(crate) static API: [Endpoint; 17] = [
         pull: Pull::List {
             count: |v| Some(len(&v["submission_type"]["data"])? + len(&v["topic_area"]["data"])?),
         },
+        app: false,
     },
     Endpoint {
         key: "submission_list",
@@ -218,6 +225,7 @@ pub(crate) static API: [Endpoint; 17] = [
         pull: Pull::List {
             count: |v| len(&v["submission"]["data"]),
         },
+        app: false,
     },
     Endpoint {
         key: "hotsite",
@@ -230,6 +238,7 @@ pub(crate) static API: [Endpoint; 17] = [
         pull: Pull::List {
             count: |v| len(&v["areasSite"]),
         },
+        app: false,
     },
     Endpoint {
         key: "attendees",
@@ -242,6 +251,7 @@ pub(crate) static API: [Endpoint; 17] = [
         pull: Pull::List {
             count: |v| len(&v["data"]),
         },
+        app: false,
     },
     Endpoint {
         key: "attendee_by_id",
@@ -252,6 +262,7 @@ pub(crate) static API: [Endpoint; 17] = [
             missing: ApiError::AttendeeNotFound,
         },
         pull: Pull::No,
+        app: false,
     },
     Endpoint {
         key: "session",
@@ -264,6 +275,7 @@ pub(crate) static API: [Endpoint; 17] = [
         pull: Pull::List {
             count: |v| len(&v["data"]),
         },
+        app: false,
     },
     Endpoint {
         key: "schedule",
@@ -274,6 +286,7 @@ pub(crate) static API: [Endpoint; 17] = [
             derive: bodies::schedule_json,
         },
         pull: Pull::No,
+        app: false,
     },
     Endpoint {
         key: "session_by_id",
@@ -284,6 +297,7 @@ pub(crate) static API: [Endpoint; 17] = [
             missing: ApiError::RecordNotFound,
         },
         pull: Pull::No,
+        app: false,
     },
     Endpoint {
         key: "speaker",
@@ -296,6 +310,7 @@ pub(crate) static API: [Endpoint; 17] = [
         pull: Pull::List {
             count: |v| len(&v["data"]),
         },
+        app: false,
     },
     Endpoint {
         key: "speaker_by_id",
@@ -306,6 +321,7 @@ pub(crate) static API: [Endpoint; 17] = [
             missing: ApiError::RecordNotFound,
         },
         pull: Pull::No,
+        app: false,
     },
     Endpoint {
         key: "certificates",
@@ -318,6 +334,7 @@ pub(crate) static API: [Endpoint; 17] = [
         pull: Pull::List {
             count: |v| len(&v["certificates"]["data"]),
         },
+        app: false,
     },
     Endpoint {
         key: "attendee_create",
@@ -325,6 +342,7 @@ pub(crate) static API: [Endpoint; 17] = [
         methods: &[("POST", "createAttendee")],
         feed: Feed::Write(WriteKind::Register),
         pull: Pull::No,
+        app: false,
     },
     Endpoint {
         key: "checkin_attendees",
@@ -332,6 +350,7 @@ pub(crate) static API: [Endpoint; 17] = [
         methods: &[("POST", "checkinAttendees")],
         feed: Feed::Write(WriteKind::Checkin),
         pull: Pull::No,
+        app: false,
     },
     Endpoint {
         key: "checkin_sessions",
@@ -339,6 +358,40 @@ pub(crate) static API: [Endpoint; 17] = [
         methods: &[("POST", "checkinSessions")],
         feed: Feed::Write(WriteKind::CheckinSessions),
         pull: Pull::No,
+        app: false,
+    },
+    Endpoint {
+        key: "company_events",
+        path: "/api/v1/customclient/events",
+        methods: &[("GET", "getCompanyEvents"), ("HEAD", "headCompanyEvents")],
+        feed: Feed::File(&Typed {
+            decode: bodies::company_events_body,
+            absent: Some(Default::default),
+        }),
+        pull: Pull::No,
+        app: true,
+    },
+    Endpoint {
+        key: "custom_getdata",
+        path: "/api/v1/custom/getdata",
+        methods: &[("POST", "customGetData")],
+        feed: Feed::File(&Typed {
+            decode: bodies::custom_getdata_body,
+            absent: Some(|| bodies::CustomBody::empty(bodies::RangeBy::EventDate)),
+        }),
+        pull: Pull::No,
+        app: true,
+    },
+    Endpoint {
+        key: "custom_getdatasubscribed",
+        path: "/api/v1/custom/getdatasubscribed",
+        methods: &[("POST", "customGetDataSubscribed")],
+        feed: Feed::File(&Typed {
+            decode: bodies::custom_subscribed_body,
+            absent: Some(|| bodies::CustomBody::empty(bodies::RangeBy::Subscription)),
+        }),
+        pull: Pull::No,
+        app: true,
     },
 ];
 
@@ -404,6 +457,7 @@ const fn operation(
         methods,
         feed: Feed::Server(op),
         pull: Pull::No,
+        app: false,
     }
 }
 
@@ -467,6 +521,11 @@ impl Route {
             Feed::Server(op) => Some(op),
             _ => None,
         }
+    }
+
+    /// Whether it reads the request's body (a payment reference, a write, a date range).
+    pub(crate) fn reads_body(self) -> bool {
+        self.by_reference() || self.endpoint().methods.iter().any(|(m, _)| *m == "POST")
     }
 
     /// Whether it answers by a payment reference.

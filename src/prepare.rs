@@ -15,13 +15,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, OnceLock};
 
 use bytes::Bytes;
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 use hyper::header::HeaderValue;
 use serde::Serialize;
 
 use crate::api::{self, Feed};
 use crate::catalog::{Entry, Records};
-use crate::model::bodies::{self, EventBody};
+use crate::model::bodies::{self, EventBody, RangeBy};
 use crate::model::payments::Sink;
 use crate::model::records::Payment;
 use crate::model::records::{Activity, Attendee};
@@ -194,6 +194,8 @@ pub(crate) enum Answers {
     List(Arc<Listed>),
     /// One record of the list at this index of [`crate::api::API`].
     ItemOf(usize),
+    /// Events picked per request by a date range (`custom/*`).
+    Ranged(Ranged),
     /// The answer for every payment reference (and every detail file).
     ByReference(HashMap<Box<str>, Detail>),
 }
@@ -230,6 +232,7 @@ impl std::fmt::Debug for Answers {
             Answers::One(body) => f.debug_tuple("One").field(body).finish(),
             Answers::List(l) => write!(f, "List({} records, {:?})", l.len(), l.body),
             Answers::ItemOf(i) => write!(f, "ItemOf({i})"),
+            Answers::Ranged(r) => write!(f, "Ranged({} events)", r.events.len()),
             Answers::ByReference(map) => write!(f, "ByReference({} references)", map.len()),
         }
     }
@@ -253,9 +256,10 @@ impl Prepared {
             answers.push(match slot {
                 Slot::Body(body) => {
                     let prepared = to_body(body.to_json())?;
-                    match body.ids() {
-                        Some(ids) => Answers::List(Arc::new(Listed::new(prepared, ids)?)),
-                        None => Answers::One(prepared),
+                    match (body.ids(), body.ranged()) {
+                        (Some(ids), _) => Answers::List(Arc::new(Listed::new(prepared, ids)?)),
+                        (None, Some(by)) => Answers::Ranged(Ranged::new(&prepared, by)?),
+                        (None, None) => Answers::One(prepared),
                     }
                 }
                 Slot::Elsewhere => match e.feed {
@@ -320,7 +324,7 @@ impl Prepared {
                 match a {
                     Answers::One(body) => Box::new(std::iter::once(body)),
                     Answers::List(l) => Box::new(std::iter::once(&l.body)),
-                    Answers::ItemOf(_) => Box::new(std::iter::empty()),
+                    Answers::ItemOf(_) | Answers::Ranged(_) => Box::new(std::iter::empty()),
                     Answers::ByReference(by) => Box::new(by.values().filter_map(|d| match d {
                         Detail::File(body) => Some(body.as_ref()),
                         Detail::Derived(_) => None,
@@ -358,6 +362,66 @@ impl Prepared {
                 body.compress();
             }
         }
+    }
+}
+
+/// The events of a `custom/*` file, each with the dates that place it in a range.
+#[derive(Debug)]
+pub(crate) struct Ranged {
+    /// Each event as served, with its date (`getdata`) or its participants' dates
+    /// (`getdatasubscribed`).
+    events: Vec<(Map<String, Value>, Option<NaiveDate>)>,
+    by: RangeBy,
+}
+
+impl Ranged {
+    fn new(prepared: &Body, by: RangeBy) -> serde_json::Result<Ranged> {
+        #[derive(serde::Deserialize)]
+        struct Events {
+            data: Vec<Map<String, Value>>,
+        }
+        let Events { data } = serde_json::from_slice(prepared.identity())?;
+        let events = data
+            .into_iter()
+            .map(|e| {
+                let date = bodies::date_of(e.get("evento.data"));
+                (e, date)
+            })
+            .collect();
+        Ok(Ranged { events, by })
+    }
+
+    /// `{"data": [...]}`: the events dated in `from..=to`, or (getdatasubscribed) each event with
+    /// only its participants registered in `from..=to`, events left with none left out.
+    pub(crate) fn answer(&self, from: NaiveDate, to: NaiveDate) -> Bytes {
+        let within = |d: Option<NaiveDate>| d.is_some_and(|d| from <= d && d <= to);
+        let picked: Vec<Value> = match self.by {
+            RangeBy::EventDate => self
+                .events
+                .iter()
+                .filter(|(_, date)| within(*date))
+                .map(|(e, _)| Value::Object(e.clone()))
+                .collect(),
+            RangeBy::Subscription => self
+                .events
+                .iter()
+                .filter_map(|(e, _)| {
+                    let people = e.get("participantes")?.as_array()?;
+                    let kept: Vec<Value> = people
+                        .iter()
+                        .filter(|p| within(bodies::date_of(p.get("inscricao.data_inscricao"))))
+                        .cloned()
+                        .collect();
+                    if kept.is_empty() {
+                        return None;
+                    }
+                    let mut e = e.clone();
+                    e.insert("participantes".into(), Value::Array(kept));
+                    Some(Value::Object(e))
+                })
+                .collect(),
+        };
+        Bytes::from(serde_json::to_vec(&serde_json::json!({ "data": picked })).unwrap_or_default())
     }
 }
 

@@ -135,6 +135,12 @@ errors! {
     ReadOnly = (405, "read_only", "eventbox runs with --read-only: writes are refused."),
     /// A write that could not be made durable in the `--state` log.
     StateUnwritable = (500, "state_unwritable", "The write could not be saved in the state folder; it is not acknowledged."),
+    /// `Authorization-App` missing on a company or institutional route (api-fgv.md's code).
+    InvalidAuthorizationApp = (401, "InvalidAuthorizationApp", "The Authorization-App header is missing or blank."),
+    /// A missing or unknown token on a company or institutional route (api-fgv.md's code).
+    InvalidAuthorizationToken = (401, "InvalidAuthorizationToken", "The Authorization-Token is missing or is not allowed on this route."),
+    /// An empty body or a bad date range on `custom/*` (api-fgv.md's code and status).
+    InvalidParameter = (502, "InvalidParameter", "The body must be {\\\"dataInicio\\\": \\\"YYYY-MM-DD\\\", \\\"dataFim\\\": \\\"YYYY-MM-DD\\\"} with dataInicio not after dataFim."),
     /// `page` or `per_page` that is not a whole number from 1.
     InvalidPaging = (400, "invalid_paging", "page and per_page take whole numbers from 1 (per_page without page is page 1; page without per_page pages by 100)."),
 }

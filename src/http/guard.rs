@@ -20,7 +20,7 @@ pub const MAX_URL_BYTES: usize = 8 * 1024;
 pub const SMALL_BODY_LIMIT: u64 = 1024;
 
 /// The header that names the calling app, when a client sends it.
-const APP_HEADER: &str = "authorization-app";
+pub(crate) const APP_HEADER: &str = "authorization-app";
 
 /// The one value of `name`, or why not: two different values are ambiguous (the same value
 /// twice is not). `None` when absent.
@@ -51,7 +51,7 @@ pub(crate) fn refusal<B: Body>(req: &Request<B>, route: Option<Route>) -> Option
     if single(req.headers(), APP_HEADER).is_err() {
         return Some(ApiError::AmbiguousApp);
     }
-    let reads_body = route.is_some_and(Route::by_reference);
+    let reads_body = route.is_some_and(Route::reads_body);
     let takes_no_body = matches!(*req.method(), Method::GET | Method::HEAD) && !reads_body;
     if takes_no_body && !req.body().is_end_stream() {
         let too_large = req

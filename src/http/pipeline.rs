@@ -117,7 +117,7 @@ pub(crate) async fn answer(
         (false, _) => ReplyBody::full(body),
     });
     res.headers_mut().insert(SERVER, SERVER_NAME);
-    let body_read = route.is_some_and(Route::by_reference) && res.status().as_u16() < 400;
+    let body_read = route.is_some_and(Route::reads_body) && res.status().as_u16() < 400;
     if http1 && has_body && !body_read {
         // A body not read (refused, or sent where none is used) may still be arriving, slowly
         // or without end: close rather than read it for the next request.

@@ -33,6 +33,7 @@ use crate::model::decode::Diag;
 use crate::prepare::{self, Answer, Answers, Encoding, Listed, Prepared};
 use crate::store::Snapshot;
 use crate::writes::Writes;
+use chrono::NaiveDate;
 
 /// The header that carries the token.
 pub(crate) const TOKEN_HEADER: &str = "authorization-token";
@@ -229,6 +230,19 @@ fn checked<'s, B>(
         (Route::Api(index), None) => index,
         (Route::Operation(_), None) => return Checked::Answered(error(ApiError::NotReady)),
     };
+    if API.get(index).is_some_and(|e| e.app) {
+        // The company and institutional routes: their own documented codes (api-fgv.md).
+        let app = req
+            .headers()
+            .get(super::guard::APP_HEADER)
+            .and_then(|v| v.to_str().ok());
+        if app.is_none_or(|a| a.trim().is_empty()) {
+            return Checked::Answered(error(ApiError::InvalidAuthorizationApp));
+        }
+        if let Err(ApiError::MissingToken | ApiError::InvalidToken) = bundle {
+            return Checked::Answered(error(ApiError::InvalidAuthorizationToken));
+        }
+    }
     match bundle {
         Ok(bundle) => Checked::Api(req, index, bundle),
         Err(e) => Checked::Answered(error(e)),
@@ -330,6 +344,9 @@ where
         (Some(Answers::ByReference(_)), _) => {
             payment_details(&parts, request_body, bundle, index, keep).await
         }
+        (Some(Answers::Ranged(ranged)), _) => date_range(&parts, request_body)
+            .await
+            .map(|(from, to)| Answer::Made(prepare::Body::new(ranged.answer(from, to)))),
         // Every prepared bundle has a slot per table entry, and an item's list is a list.
         _ => Err(ApiError::NotReady),
     };
@@ -429,6 +446,38 @@ where
             error(ApiError::StateUnwritable)
         }
     }
+}
+
+/// The date range of a `custom/*` request: `{"dataInicio", "dataFim"}`, each `YYYY-MM-DD` or
+/// left out (30 days ago, tomorrow: the page's defaults). An empty body, one that is not JSON
+/// or a start after the end is `InvalidParameter` (502, as the page documents).
+async fn date_range<B>(parts: &Parts, body: B) -> Result<(NaiveDate, NaiveDate), ApiError>
+where
+    B: Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let bytes = read_body(parts, body, BODY_LIMIT).await?;
+    if bytes.trim_ascii().is_empty() {
+        return Err(ApiError::InvalidParameter);
+    }
+    let value: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|_| ApiError::InvalidParameter)?;
+    let mut diag = Diag::default();
+    let range = bodies::date_range_body(&value, &mut diag)
+        .filter(|_| !diag.has_errors())
+        .ok_or(ApiError::InvalidParameter)?;
+    let today = chrono::Utc::now().date_naive();
+    let parse = |d: Option<&crate::model::records::IsoDate>, default: NaiveDate| match d {
+        Some(d) => NaiveDate::parse_from_str(d.as_str(), "%Y-%m-%d")
+            .map_err(|_| ApiError::InvalidParameter),
+        None => Ok(default),
+    };
+    let from = parse(range.dataInicio.as_ref(), today - chrono::Days::new(30))?;
+    let to = parse(range.dataFim.as_ref(), today + chrono::Days::new(1))?;
+    if from > to {
+        return Err(ApiError::InvalidParameter);
+    }
+    Ok((from, to))
 }
 
 /// Whether a `Content-Type` is JSON (`application/json`, `+json`, any parameters).

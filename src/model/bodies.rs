@@ -8,7 +8,7 @@
 //! serialises back to the service's shape with `count` computed.
 
 use serde::ser::{Serialize, SerializeMap, Serializer};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::decode::{decode_array, describe, Diag, ItemDecoder, Obj};
 #[cfg(test)]
@@ -319,6 +319,25 @@ pub(crate) const CERTIFICATES_DOC: BodyDoc = BodyDoc {
     records: &[("certificates.data", <Certificate as Describe>::ty)],
 };
 
+/// The company events file, for docs/bundles.md.
+#[cfg(test)]
+pub(crate) const COMPANY_EVENTS_DOC: BodyDoc = BodyDoc {
+    holds: "`{\"data\": [...]}` as the service answers it, or the bare list. `id` must be unique; \
+        `token` is each event's own token (a secret, served whole).",
+    records: &[("data", <CompanyEvent as Describe>::ty)],
+};
+
+/// The custom files, for docs/bundles.md.
+#[cfg(test)]
+pub(crate) const CUSTOM_DOC: BodyDoc = BodyDoc {
+    holds:
+        "`{\"data\": [events]}`, or the bare list, each event an object with the dotted keys of \
+        api-fgv.md (`\"evento.id\"`, `\"evento.data\"`, `\"participantes\"`...), served as \
+        written. `evento.data` (and each participant's `inscricao.data_inscricao` for \
+        getdatasubscribed) places it in a request's date range.",
+    records: &[],
+};
+
 /// The hotsite file, for docs/bundles.md.
 #[cfg(test)]
 pub(crate) const HOTSITE_DOC: BodyDoc = BodyDoc {
@@ -395,6 +414,8 @@ pub(crate) fn doc(key: &str) -> Option<BodyDoc> {
         "session" => SESSION_DOC,
         "speaker" => SPEAKER_DOC,
         "certificates" => CERTIFICATES_DOC,
+        "company_events" => COMPANY_EVENTS_DOC,
+        "custom_getdata" | "custom_getdatasubscribed" => CUSTOM_DOC,
         _ => return None,
     })
 }
@@ -408,6 +429,18 @@ pub(crate) trait Records {
     /// record's id, in the order of the served `data` list.
     fn ids(&self) -> Option<Vec<i64>> {
         None
+    }
+
+    /// For a body answered per request by a date range (the `custom/*` reads): what the range
+    /// picks.
+    fn ranged(&self) -> Option<RangeBy> {
+        None
+    }
+}
+
+impl Records for Data<CompanyEvent> {
+    fn records(&self) -> Vec<(&'static str, usize)> {
+        vec![("company_events", self.data.len())]
     }
 }
 
@@ -694,6 +727,97 @@ fn array_body<T>(v: &Value, key: &str, diag: &mut Diag, item: ItemDecoder<T>) ->
         Some(inner) => decode_array(inner, key, diag, item),
         None => decode_array(v, "", diag, item),
     }
+}
+
+/// What the two institutional reads filter by (api-fgv.md): an event by its date (`evento.data`,
+/// `getdata`), or a participant by the date of their registration
+/// (`participantes[].inscricao.data_inscricao`, `getdatasubscribed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RangeBy {
+    EventDate,
+    Subscription,
+}
+
+/// The body of `POST /custom/getdata` or `/custom/getdatasubscribed`: `{"data": [events]}`, each
+/// event an object keyed by the page's dotted names (`"evento.id"`), kept as written; the
+/// request's date range picks the events (or participants) answered.
+#[derive(Debug, Clone)]
+pub(crate) struct CustomBody {
+    pub(crate) events: Data<Map<String, Value>>,
+    pub(crate) by: RangeBy,
+}
+
+impl CustomBody {
+    /// No events: what an absent file stands for.
+    pub(crate) fn empty(by: RangeBy) -> CustomBody {
+        CustomBody {
+            events: Data::default(),
+            by,
+        }
+    }
+}
+
+impl Serialize for CustomBody {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.events.serialize(s)
+    }
+}
+
+impl Records for CustomBody {
+    fn records(&self) -> Vec<(&'static str, usize)> {
+        vec![(
+            match self.by {
+                RangeBy::EventDate => "custom_events",
+                RangeBy::Subscription => "custom_subscribed_events",
+            },
+            self.events.data.len(),
+        )]
+    }
+
+    fn ranged(&self) -> Option<RangeBy> {
+        Some(self.by)
+    }
+}
+
+/// One event of a custom file: an object; a missing or unreadable date is a warning (the event
+/// then falls in no range).
+fn custom_event(v: &Value, path: &str, diag: &mut Diag) -> Option<Map<String, Value>> {
+    let Some(o) = v.as_object() else {
+        diag.error(path, format!("expected an object, found {}", describe(v)));
+        return None;
+    };
+    if date_of(o.get("evento.data")).is_none() {
+        diag.warning(
+            &super::decode::join_key(path, "evento.data"),
+            "missing or not a YYYY-MM-DD date: the event is in no date range",
+        );
+    }
+    Some(o.clone())
+}
+
+/// The date a custom value starts with (`2024-12-22T00:00:00` → 2024-12-22).
+pub(crate) fn date_of(v: Option<&Value>) -> Option<chrono::NaiveDate> {
+    let text = v?.as_str()?;
+    chrono::NaiveDate::parse_from_str(text.get(..10)?, "%Y-%m-%d").ok()
+}
+
+/// `custom_getdata`: the events, each in the answer when its date is in the range.
+pub(crate) fn custom_getdata_body(v: &Value, diag: &mut Diag) -> Option<CustomBody> {
+    let (events, _) = data(v, diag, custom_event)?;
+    Some(CustomBody {
+        events,
+        by: RangeBy::EventDate,
+    })
+}
+
+/// `custom_getdatasubscribed`: the events, each answered with the participants who registered in
+/// the range (an event with none is left out).
+pub(crate) fn custom_subscribed_body(v: &Value, diag: &mut Diag) -> Option<CustomBody> {
+    let (events, _) = data(v, diag, custom_event)?;
+    Some(CustomBody {
+        events,
+        by: RangeBy::Subscription,
+    })
 }
 
 /// The body of `POST /api/v1/custom/getdata` and `/custom/getdatasubscribed`: the date range.

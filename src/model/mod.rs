@@ -7,17 +7,6 @@
 //! - [`schedule`] derives the programme by day from the activities;
 //! - [`decode`] is the toolkit they use to collect every problem with its JSON path.
 
-// The records, bodies and schedule of the rest of the documented API (programme, speakers,
-// certificates, company events, the writes) are written and unit-tested but not served yet, so
-// the crate-private model shows them as dead code until their table entries exist. `expect`, not
-// `allow`: once they are all used, the build asks for these lines to go.
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "records of the rest of the documented API, tested, not served yet"
-    )
-)]
 pub(crate) mod bodies;
 pub(crate) mod decode;
 #[cfg(test)]
@@ -28,13 +17,6 @@ mod fielddoc;
 )]
 pub(crate) mod formats;
 pub(crate) mod payments;
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "records of the rest of the documented API, tested, not served yet"
-    )
-)]
 pub(crate) mod records;
 pub(crate) mod schedule;
 pub(crate) mod simulate;

@@ -337,6 +337,7 @@ pub(crate) enum OrEmpty<T> {
     Value(T),
 }
 
+#[cfg(test)]
 impl<T> OrEmpty<T> {
     /// The value, unless empty.
     pub(crate) fn value(&self) -> Option<&T> {
@@ -457,6 +458,7 @@ impl Field for CheckinDate {
 #[serde(transparent)]
 pub(crate) struct EventToken(String);
 
+#[cfg(test)]
 impl EventToken {
     pub(crate) fn as_str(&self) -> &str {
         &self.0
