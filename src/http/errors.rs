@@ -40,6 +40,9 @@ pub(crate) enum ApiError {
     UriTooLong,
     /// A request body that did not arrive whole within `--body-timeout`.
     BodyTimeout,
+    /// A `/_journal` query parameter that is not a filter, or a filter value that cannot be
+    /// used (answered with [`journal_filter_body`], which names the parameter).
+    InvalidJournalFilter,
 }
 
 /// The largest request body read, in bytes (64 KiB).
@@ -61,7 +64,7 @@ macro_rules! error_body {
 
 impl ApiError {
     #[cfg(test)]
-    pub(crate) const ALL: [ApiError; 15] = [
+    pub(crate) const ALL: [ApiError; 16] = [
         ApiError::MissingToken,
         ApiError::InvalidToken,
         ApiError::MissingReference,
@@ -77,6 +80,7 @@ impl ApiError {
         ApiError::AmbiguousApp,
         ApiError::UriTooLong,
         ApiError::BodyTimeout,
+        ApiError::InvalidJournalFilter,
     ];
 
     pub(crate) fn status(self) -> StatusCode {
@@ -86,7 +90,8 @@ impl ApiError {
             | ApiError::InvalidBody
             | ApiError::InvalidControlHeader
             | ApiError::AmbiguousToken
-            | ApiError::AmbiguousApp => StatusCode::BAD_REQUEST,
+            | ApiError::AmbiguousApp
+            | ApiError::InvalidJournalFilter => StatusCode::BAD_REQUEST,
             ApiError::UriTooLong => StatusCode::URI_TOO_LONG,
             ApiError::BodyTimeout => StatusCode::REQUEST_TIMEOUT,
             ApiError::PaymentNotFound | ApiError::JournalDisabled => StatusCode::NOT_FOUND,
@@ -116,6 +121,7 @@ impl ApiError {
             ApiError::AmbiguousApp => "ambiguous_app",
             ApiError::UriTooLong => "uri_too_long",
             ApiError::BodyTimeout => "body_timeout",
+            ApiError::InvalidJournalFilter => "invalid_journal_filter",
         }
     }
 
@@ -198,6 +204,11 @@ impl ApiError {
                     408,
                     "body_timeout"
                 ),
+                ApiError::InvalidJournalFilter => error_body!(
+                    "A /_journal filter cannot be used: method takes a method name, path a path starting with /, status a code (201) or a class (4xx); no other parameter is known.",
+                    400,
+                    "invalid_journal_filter"
+                ),
             }
             .as_bytes(),
         )
@@ -223,6 +234,20 @@ pub(crate) fn simulated_error_body(status: u16) -> Option<Bytes> {
     });
     let index = status.checked_sub(*SIMULATED_STATUSES.start())?;
     bodies.get(usize::from(index)).cloned()
+}
+
+/// The body of [`ApiError::InvalidJournalFilter`] naming the parameter and what it takes, e.g.
+/// ``"The /_journal parameter `status` cannot be used: it takes a status code ..."``. Formatted when
+/// asked for, like the journal itself (an operations route).
+pub(crate) fn journal_filter_body(bad: &super::journal::BadFilter) -> Bytes {
+    let e = ApiError::InvalidJournalFilter;
+    let body = serde_json::json!({
+        "message": format!("The /_journal parameter `{}` cannot be used: it {}.", bad.parameter, bad.reason),
+        "erros": [{"code": e.status().as_u16(), "description": "invalid_journal_filter"}],
+        "count_erros": 1,
+    });
+    // A `Value` of strings and integers always serialises.
+    serde_json::to_vec(&body).map_or_else(|_| e.body(), Bytes::from)
 }
 
 /// The body the service's web framework answers for an unknown path (capital `M`), quoting the
