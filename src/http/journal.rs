@@ -25,9 +25,10 @@ pub(crate) const MAX_CAPACITY: usize = 100_000;
 /// character boundary) and end with `…`.
 pub(crate) const MAX_TEXT: usize = 1024;
 
-/// The most bytes of a request body kept (the most `payments/details` reads); a longer body is
-/// cut there and flagged (`body_cut`).
-pub(crate) const MAX_BODY: usize = super::errors::BODY_LIMIT;
+/// The most bytes of a request body kept (16 KiB: a reference or a registration is far
+/// smaller); a longer body is cut there and flagged (`body_cut`). With [`MAX_TEXT`] it bounds an
+/// entry to about 20 KiB.
+pub(crate) const MAX_BODY: usize = 16 * 1024;
 
 /// Cuts `text` to at most `limit` bytes on a character boundary, appending `…` when cut.
 fn clip(text: &mut String, limit: usize) {

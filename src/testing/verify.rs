@@ -17,7 +17,7 @@ const LISTED: usize = 50;
 const QUOTED: usize = 200;
 
 /// One request the server received, as its journal kept it (the path, query and reference cut
-/// to 1024 bytes, the body to 64 KiB, as `GET /_journal` shows them).
+/// to 1024 bytes, the body to 16 KiB, as `GET /_journal` shows them).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Received {
     /// The method, as sent (`GET`).
@@ -36,7 +36,7 @@ pub struct Received {
     /// The request body, when the endpoint read one (`payments/details` without a query
     /// reference, the writes).
     pub body: Option<Vec<u8>>,
-    /// Whether `body` was cut to 64 KiB.
+    /// Whether `body` was cut to 16 KiB.
     pub body_cut: bool,
 }
 
