@@ -14,6 +14,9 @@
 //! - **Bundles built in code go through the normal path.** They are written to a private temporary
 //!   folder (removed on drop) and loaded like any data folder, so every validation applies; a
 //!   bundle with an error makes `start` fail with every problem, each with its file and place.
+//! - **Verification from the journal.** With `.journal(N)`, [`TestServer::verify`] asserts what
+//!   the client sent ([`Expect`]: method, path, status, JSON body, count) and fails with the
+//!   requests received instead; it matches as `GET /_journal?method=&path=&status=` does.
 //!
 //! ```
 //! use eventbox::testing::{Bundle, TestServer};
@@ -465,7 +468,8 @@ impl Builder {
         self
     }
 
-    /// Keeps the last `capacity` requests at `/_journal` (default 0: off, as `--journal`).
+    /// Keeps the last `capacity` requests at `/_journal` (default 0: off, as `--journal`), which
+    /// [`TestServer::verify`], [`TestServer::check`] and [`TestServer::received_requests`] read.
     pub fn journal(mut self, capacity: usize) -> Builder {
         self.options.journal = capacity;
         self
