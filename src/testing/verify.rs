@@ -19,6 +19,7 @@ const QUOTED: usize = 200;
 /// One request the server received, as its journal kept it (the path, query and reference cut
 /// to 1024 bytes, the body to 16 KiB, as `GET /_journal` shows them).
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct Received {
     /// The method, as sent (`GET`).
     pub method: String,
