@@ -5,7 +5,8 @@
 //! What the `eventbox` binary (another crate), client test suites and embedders use; the rest
 //! is crate-private, so it can change without breaking anyone:
 //! - [`testing`]: `TestServer`, a whole eventbox in a test process on `127.0.0.1:0`, from a data
-//!   folder or from [`testing::Bundle`]s built in code (docs/client-testing.md);
+//!   folder or from [`testing::Bundle`]s built in code, and what it received
+//!   ([`testing::Expect`], `verify`) (docs/client-testing.md);
 //! - [`app`]: [`app::App`], built from [`config::ServeOptions`]: load, watch, and the
 //!   [`http::Service`] that [`http::serve`] answers from on a listener you bound (embedding);
 //! - [`http`]: [`http::serve`] and what it takes ([`http::Service`], [`http::Limits`],

@@ -14,6 +14,9 @@
 //! - **Bundles built in code go through the normal path.** They are written to a private temporary
 //!   folder (removed on drop) and loaded like any data folder, so every validation applies; a
 //!   bundle with an error makes `start` fail with every problem, each with its file and place.
+//! - **Verification from the journal.** With `.journal(N)`, [`TestServer::verify`] asserts what
+//!   the client sent ([`Expect`]: method, path, status, JSON body, count) and fails with the
+//!   requests received instead; it matches as `GET /_journal?method=&path=&status=` does.
 //!
 //! ```
 //! use eventbox::testing::{Bundle, TestServer};
@@ -52,16 +55,21 @@ use std::fmt;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use tokio::sync::oneshot;
 
+mod verify;
+
+pub use verify::{Expect, Received, VerifyError};
+
 use crate::api::{self, Feed};
 use crate::app::App;
 use crate::config::{ServeOptions, Switch};
 use crate::http::cors::Cors;
-use crate::http::{Limits, Service};
+use crate::http::{Journal, Limits, Service};
 use crate::load::LoadError;
 use crate::problem::Problem;
 
@@ -463,7 +471,8 @@ impl Builder {
         self
     }
 
-    /// Keeps the last `capacity` requests at `/_journal` (default 0: off, as `--journal`).
+    /// Keeps the last `capacity` requests at `/_journal` (default 0: off, as `--journal`), which
+    /// [`TestServer::verify`], [`TestServer::check`] and [`TestServer::received_requests`] read.
     pub fn journal(mut self, capacity: usize) -> Builder {
         self.options.journal = capacity;
         self
@@ -528,11 +537,13 @@ impl Builder {
         for configure in self.configure {
             configure(&mut service);
         }
+        let journal = service.journal.clone();
         let (addr, stop, thread) = spawn(service)?;
         Ok(TestServer {
             addr,
             tokens,
             app,
+            journal,
             data_dir,
             stop: Some(stop),
             thread: Some(thread),
@@ -655,6 +666,8 @@ pub struct TestServer {
     addr: SocketAddr,
     tokens: BTreeMap<String, Vec<String>>,
     app: App,
+    /// The request journal, when on: what verification reads.
+    journal: Option<Arc<Journal>>,
     data_dir: PathBuf,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
@@ -732,6 +745,66 @@ impl TestServer {
     pub fn reset(&self) {
         for bundle in self.tokens.keys() {
             drop(self.app.writes.reset(bundle));
+        }
+    }
+
+    /// Every request received, oldest first, as the journal kept it; `None` when the server
+    /// keeps no journal ([`Builder::journal`]). A request is kept before its answer is sent, so
+    /// one whose answer the client has seen is always listed.
+    pub fn received_requests(&self) -> Option<Vec<Received>> {
+        let journal = self.journal.as_ref()?;
+        Some(journal.entries().iter().map(|e| Received::of(e)).collect())
+    }
+
+    /// The requests received that `expect` matches (its count aside), oldest first; `None`
+    /// when the server keeps no journal.
+    pub fn received(&self, expect: &Expect) -> Option<Vec<Received>> {
+        let journal = self.journal.as_ref()?;
+        Some(
+            journal
+                .entries()
+                .iter()
+                .filter(|e| expect.matches(e))
+                .map(|e| Received::of(e))
+                .collect(),
+        )
+    }
+
+    /// Whether the requests received match `expect` as many times as it says (at least once
+    /// without [`Expect::times`]); if not, a [`VerifyError`] whose message shows what was
+    /// expected, how the closest body differs, and the requests received instead.
+    pub fn check(&self, expect: &Expect) -> Result<(), VerifyError> {
+        let journal = self.journal.as_ref().ok_or_else(VerifyError::journal_off)?;
+        let entries = journal.entries();
+        let entries: Vec<_> = entries.iter().map(|e| &**e).collect();
+        expect.check(&entries)
+    }
+
+    /// [`TestServer::check`], panicking with its message when the requests do not match.
+    ///
+    /// ```
+    /// use eventbox::testing::{Expect, TestServer};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let server = TestServer::from_folder(concat!(env!("CARGO_MANIFEST_DIR"), "/data"))
+    ///     .journal(100)
+    ///     .start()?;
+    /// // ... the client under test calls GET /api/v1/event once ...
+    /// # use std::io::{Read, Write};
+    /// # let mut conn = std::net::TcpStream::connect(server.addr())?;
+    /// # write!(conn, "GET /api/v1/event HTTP/1.1\r\nHost: x\r\nConnection: close\r\n")?;
+    /// # write!(conn, "Authorization-Token: demo-token\r\n\r\n")?;
+    /// # conn.read_to_end(&mut Vec::new())?;
+    /// server.verify(&Expect::get("/api/v1/event").status(200).times(1));
+    /// let failed = server.check(&Expect::get("/api/v1/payments"));
+    /// assert!(failed.is_err_and(|e| e.message().contains("GET /api/v1/event → 200")));
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn verify(&self, expect: &Expect) {
+        if let Err(e) = self.check(expect) {
+            panic!("{e}");
         }
     }
 }

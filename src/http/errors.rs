@@ -141,6 +141,9 @@ errors! {
     InvalidAuthorizationToken = (401, "InvalidAuthorizationToken", "The Authorization-Token is missing or is not allowed on this route."),
     /// An empty body or a bad date range on `custom/*` (api-fgv.md's code and status).
     InvalidParameter = (502, "InvalidParameter", "The body must be {\\\"dataInicio\\\": \\\"YYYY-MM-DD\\\", \\\"dataFim\\\": \\\"YYYY-MM-DD\\\"} with dataInicio not after dataFim."),
+    /// A `/_journal` query parameter that is not a filter, or a filter value that cannot be
+    /// used (answered with [`journal_filter_body`], which names the parameter).
+    InvalidJournalFilter = (400, "invalid_journal_filter", "A /_journal filter cannot be used: method takes a method name, path a path starting with /, status a code (201) or a class (4xx); no other parameter is known."),
     /// `page` or `per_page` that is not a whole number from 1.
     InvalidPaging = (400, "invalid_paging", "page and per_page take whole numbers from 1 (per_page without page is page 1; page without per_page pages by 100)."),
 }
@@ -148,13 +151,20 @@ errors! {
 /// The body of `e` with `detail` after its message (`"message": "<message> <detail>"`), for
 /// errors whose message ends in a colon: what exactly was wrong.
 pub(crate) fn detailed_body(e: ApiError, detail: &str) -> Bytes {
+    with_message(e, |m| {
+        m.push(' ');
+        m.push_str(detail);
+    })
+}
+
+/// The body of `e` with its message changed by `change`.
+fn with_message(e: ApiError, change: impl FnOnce(&mut String)) -> Bytes {
     let body = e.body();
     let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(&body) else {
         return body;
     };
     if let Some(serde_json::Value::String(m)) = v.get_mut("message") {
-        m.push(' ');
-        m.push_str(detail);
+        change(m);
     }
     serde_json::to_vec(&v).map_or(body, Bytes::from)
 }
@@ -178,6 +188,17 @@ pub(crate) fn simulated_error_body(status: u16) -> Option<Bytes> {
     });
     let index = status.checked_sub(*SIMULATED_STATUSES.start())?;
     bodies.get(usize::from(index)).cloned()
+}
+
+/// The body of [`ApiError::InvalidJournalFilter`] naming the parameter and what it takes, e.g.
+/// ``"The /_journal parameter `status` cannot be used: it takes a status code ..."``. Formatted when
+/// asked for, like the journal itself (an operations route).
+pub(crate) fn journal_filter_body(bad: &super::journal::BadFilter) -> Bytes {
+    let message = format!(
+        "The /_journal parameter `{}` cannot be used: it {}.",
+        bad.parameter, bad.reason
+    );
+    with_message(ApiError::InvalidJournalFilter, |m| *m = message)
 }
 
 /// The body the service's web framework answers for an unknown path (capital `M`), quoting the

@@ -1,10 +1,11 @@
 //! The request journal (`--journal N`): the last N requests, in memory, so a team can see what
-//! its client sent. `GET /_journal` lists them, `DELETE /_journal` empties it.
+//! its client sent. `GET /_journal` lists them (`?method=&path=&status=` keeps those a
+//! [`Filter`] matches), `DELETE /_journal` empties it; the test server verifies from it too.
 //!
 //! A bounded ring in arrival order: recording the N+1st request drops the one that arrived
 //! first, so a long test run cannot grow it without limit. N is at most [`MAX_CAPACITY`], and
-//! each entry's client-given text (path, query, reference) is cut to [`MAX_TEXT`] bytes, so the
-//! journal's memory is bounded whatever clients send. Recording is one short lock per request
+//! each entry's client-given text (path, query, reference) is cut to [`MAX_TEXT`] bytes and its
+//! body to [`MAX_BODY`], so the journal's memory is bounded whatever clients send. Recording is one short lock per request
 //! (only when the journal is on); listing copies pointers under the lock and serialises after
 //! releasing it, when `/_journal` is asked for (an operations route, never the API's request
 //! path). Tokens are kept cut to their first four characters, never whole.
@@ -24,10 +25,15 @@ pub(crate) const MAX_CAPACITY: usize = 100_000;
 /// character boundary) and end with `…`.
 pub(crate) const MAX_TEXT: usize = 1024;
 
-/// Cuts `text` to at most [`MAX_TEXT`] bytes on a character boundary, appending `…` when cut.
-fn clip(text: &mut String) {
-    if text.len() > MAX_TEXT {
-        let mut end = MAX_TEXT;
+/// The most bytes of a request body kept (16 KiB: a reference or a registration is far
+/// smaller); a longer body is cut there and flagged (`body_cut`). With [`MAX_TEXT`] it bounds an
+/// entry to about 20 KiB.
+pub(crate) const MAX_BODY: usize = 16 * 1024;
+
+/// Cuts `text` to at most `limit` bytes on a character boundary, appending `…` when cut.
+fn clip(text: &mut String, limit: usize) {
+    if text.len() > limit {
+        let mut end = limit;
         while !text.is_char_boundary(end) {
             end -= 1;
         }
@@ -57,6 +63,10 @@ pub(crate) struct Entry {
     pub(crate) duration: Duration,
     /// The payment reference a details request asked for.
     pub(crate) reference: Option<Box<str>>,
+    /// The request body, when the handler read one (at most [`MAX_BODY`] bytes are kept).
+    pub(crate) body: Option<Bytes>,
+    /// Whether `body` was cut to [`MAX_BODY`].
+    pub(crate) body_cut: bool,
 }
 
 /// The last `capacity` requests to arrive.
@@ -89,14 +99,19 @@ impl Journal {
     /// end, so one that waited longer goes before those that arrived after it and ended first:
     /// its place is found from the back (usually the back itself).
     pub(crate) fn record(&self, mut entry: Entry) {
-        clip(&mut entry.path);
+        clip(&mut entry.path, MAX_TEXT);
         if let Some(query) = &mut entry.query {
-            clip(query);
+            clip(query, MAX_TEXT);
         }
         if let Some(reference) = entry.reference.take() {
             let mut reference = reference.into_string();
-            clip(&mut reference);
+            clip(&mut reference, MAX_TEXT);
             entry.reference = Some(reference.into_boxed_str());
+        }
+        if let Some(body) = entry.body.as_mut().filter(|b| b.len() > MAX_BODY) {
+            // A copy, so the kept bytes do not hold the whole buffer.
+            *body = Bytes::copy_from_slice(&body[..MAX_BODY]);
+            entry.body_cut = true;
         }
         let entry = Arc::new(entry);
         let mut entries = self.lock();
@@ -120,10 +135,12 @@ impl Journal {
         self.lock().clear();
     }
 
-    /// The `GET /_journal` body: `{"capacity": N, "count": n, "entries": [...]}`. Serialised
-    /// after the lock is released: recording requests never waits for it.
-    pub(crate) fn body(&self) -> Bytes {
-        let entries = self.entries();
+    /// The `GET /_journal` body: `{"capacity": N, "count": n, "entries": [...]}`, the entries
+    /// `filter` matches. Serialised after the lock is released: recording requests never waits
+    /// for it.
+    pub(crate) fn body(&self, filter: &Filter) -> Bytes {
+        let mut entries = self.entries();
+        entries.retain(|e| filter.matches(e));
         let body = Listing {
             capacity: self.capacity,
             count: entries.len(),
@@ -152,6 +169,10 @@ struct Shown<'a> {
     status: u16,
     duration_ms: f64,
     reference: Option<&'a str>,
+    /// JSON when the body parses as JSON, else its text (invalid UTF-8 replaced); null when
+    /// none was read.
+    body: Option<serde_json::Value>,
+    body_cut: bool,
 }
 
 impl<'a> Shown<'a> {
@@ -166,7 +187,181 @@ impl<'a> Shown<'a> {
             status: e.status,
             duration_ms: e.duration.as_micros() as f64 / 1000.0,
             reference: e.reference.as_deref(),
+            body: e.body.as_deref().map(shown_body),
+            body_cut: e.body_cut,
         }
+    }
+}
+
+/// A body as `/_journal` shows it: the JSON it holds, else its text.
+fn shown_body(body: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(body)
+        .unwrap_or_else(|_| serde_json::Value::String(String::from_utf8_lossy(body).into_owned()))
+}
+
+/// Which entries to list or count: every filter given must hold. The `/_journal` query
+/// (`?method=GET&path=/api/v1/payments*&status=4xx`) and the test server's `Expect` both make
+/// one with [`Filter::set`], so both accept the same values.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Filter {
+    /// A method name, compared ignoring ASCII case.
+    method: Option<String>,
+    path: Option<PathPattern>,
+    status: Option<StatusPattern>,
+}
+
+/// A path as [`crate::api::Route::of`] matches one: ignoring one trailing slash and ASCII case;
+/// or, written with a trailing `*`, every path that starts with the rest (ignoring ASCII case).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum PathPattern {
+    Exact(String),
+    Prefix(String),
+}
+
+/// A status code, or a class (`4xx`: 400 to 499).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StatusPattern {
+    Exact(u16),
+    Class(u16),
+}
+
+/// Why a journal filter cannot be used: the parameter and what it takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct BadFilter {
+    /// The parameter's name as given (cut to [`MAX_NAME`] bytes).
+    pub(crate) parameter: String,
+    pub(crate) reason: &'static str,
+}
+
+/// The longest parameter name quoted back in a [`BadFilter`].
+const MAX_NAME: usize = 64;
+
+impl std::fmt::Display for BadFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.parameter, self.reason)
+    }
+}
+
+const METHOD_TAKES: &str = "takes a method name such as GET or post";
+const PATH_TAKES: &str =
+    "takes a path starting with / (ignoring case and one trailing slash; a trailing * matches every path starting with the rest)";
+const STATUS_TAKES: &str =
+    "takes a status code (201; 0 for no answer, 499 for a client that went away) or a class (4xx)";
+
+impl Filter {
+    /// The filter of a `/_journal` query string: `method`, `path` and `status`, each at most
+    /// once; any other parameter, or a value that cannot be used, is a [`BadFilter`].
+    pub(crate) fn from_query(query: Option<&str>) -> Result<Filter, BadFilter> {
+        let mut filter = Filter::default();
+        let mut seen: Vec<String> = Vec::new();
+        for (name, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+            if seen.iter().any(|s| *s == name) {
+                return Err(BadFilter::new(
+                    &name,
+                    "is given twice; give each filter once",
+                ));
+            }
+            filter.set(&name, &value)?;
+            seen.push(name.into_owned());
+        }
+        Ok(filter)
+    }
+
+    /// For `DELETE /_journal`, which empties the whole journal: no parameter at all (a filter
+    /// there would suggest that only the matching entries go).
+    pub(crate) fn none(query: Option<&str>) -> Result<Filter, BadFilter> {
+        match form_urlencoded::parse(query.unwrap_or_default().as_bytes()).next() {
+            Some((name, _)) => Err(BadFilter::new(
+                &name,
+                "is not taken by DELETE, which empties the whole journal",
+            )),
+            None => Ok(Filter::default()),
+        }
+    }
+
+    /// Sets one filter from its parameter name and value, as the query string gives them.
+    pub(crate) fn set(&mut self, name: &str, value: &str) -> Result<(), BadFilter> {
+        match name {
+            "method" => {
+                let token = !value.is_empty()
+                    && value
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+                if !token {
+                    return Err(BadFilter::new(name, METHOD_TAKES));
+                }
+                self.method = Some(value.to_ascii_uppercase());
+            }
+            "path" => {
+                if !value.starts_with('/') {
+                    return Err(BadFilter::new(name, PATH_TAKES));
+                }
+                self.path = Some(match value.strip_suffix('*') {
+                    Some(prefix) => PathPattern::Prefix(prefix.to_string()),
+                    None => PathPattern::Exact(value.to_string()),
+                });
+            }
+            "status" => {
+                let bytes = value.as_bytes();
+                self.status = Some(match bytes {
+                    b"0" => StatusPattern::Exact(0),
+                    [c @ b'1'..=b'5', b'x' | b'X', b'x' | b'X'] => {
+                        StatusPattern::Class(u16::from(c - b'0'))
+                    }
+                    [b'1'..=b'5', b'0'..=b'9', b'0'..=b'9'] => StatusPattern::Exact(
+                        value
+                            .parse()
+                            .map_err(|_| BadFilter::new(name, STATUS_TAKES))?,
+                    ),
+                    _ => return Err(BadFilter::new(name, STATUS_TAKES)),
+                });
+            }
+            _ => {
+                return Err(BadFilter::new(
+                    name,
+                    "is not a filter of /_journal: the filters are method, path and status",
+                ))
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether an entry passes every filter given.
+    pub(crate) fn matches(&self, e: &Entry) -> bool {
+        self.method
+            .as_deref()
+            .is_none_or(|m| m.eq_ignore_ascii_case(&e.method))
+            && self.path.as_ref().is_none_or(|p| p.matches(&e.path))
+            && self.status.is_none_or(|s| s.matches(e.status))
+    }
+}
+
+impl PathPattern {
+    fn matches(&self, path: &str) -> bool {
+        let bare = |p: &'_ str| -> String { p.strip_suffix('/').unwrap_or(p).to_ascii_lowercase() };
+        match self {
+            PathPattern::Exact(want) => bare(want) == bare(path),
+            PathPattern::Prefix(prefix) => path
+                .get(..prefix.len())
+                .is_some_and(|head| head.eq_ignore_ascii_case(prefix)),
+        }
+    }
+}
+
+impl StatusPattern {
+    fn matches(self, status: u16) -> bool {
+        match self {
+            StatusPattern::Exact(s) => s == status,
+            StatusPattern::Class(c) => status / 100 == c,
+        }
+    }
+}
+
+impl BadFilter {
+    fn new(parameter: &str, reason: &'static str) -> BadFilter {
+        let mut parameter = parameter.to_string();
+        clip(&mut parameter, MAX_NAME);
+        BadFilter { parameter, reason }
     }
 }
 
@@ -185,6 +380,8 @@ mod tests {
             status: 200,
             duration: Duration::from_micros(420),
             reference: None,
+            body: None,
+            body_cut: false,
         }
     }
 
@@ -196,7 +393,8 @@ mod tests {
         }
         let paths: Vec<String> = journal.entries().iter().map(|e| e.path.clone()).collect();
         assert_eq!(paths, ["/b", "/c"]);
-        let v: serde_json::Value = serde_json::from_slice(&journal.body()).expect("JSON");
+        let v: serde_json::Value =
+            serde_json::from_slice(&journal.body(&Filter::default())).expect("JSON");
         assert_eq!(v["capacity"], 2);
         assert_eq!(v["count"], 2);
         assert_eq!(v["entries"][0]["time"], "2026-11-18T11:06:40.123Z");
@@ -252,5 +450,87 @@ mod tests {
             Some("r".repeat(MAX_TEXT).as_str()),
             "not cut at the limit"
         );
+    }
+
+    #[test]
+    fn a_long_body_is_cut_and_flagged_and_shown_as_json_or_text() {
+        let journal = Journal::with_capacity(3).expect("on");
+        journal.record(Entry {
+            body: Some(Bytes::from_static(br#"{"b":10.00,"a":[1]}"#)),
+            ..entry("/json")
+        });
+        journal.record(Entry {
+            body: Some(Bytes::from_static(b"reference=PG1")),
+            ..entry("/form")
+        });
+        journal.record(Entry {
+            body: Some(Bytes::from(vec![b'x'; MAX_BODY + 10])),
+            ..entry("/long")
+        });
+        let kept = journal.entries();
+        assert_eq!(kept[2].body.as_ref().map(Bytes::len), Some(MAX_BODY));
+        assert!(kept[2].body_cut && !kept[0].body_cut);
+        let listed = String::from_utf8(journal.body(&Filter::default()).to_vec()).expect("UTF-8");
+        assert!(
+            listed.contains(r#""body":{"b":10.00,"a":[1]},"body_cut":false"#),
+            "JSON as sent, numbers and order kept: {listed}"
+        );
+        assert!(listed.contains(r#""body":"reference=PG1""#), "{listed}");
+        assert!(listed.contains(r#""body_cut":true"#), "{listed}");
+    }
+
+    fn filter(query: &str) -> Result<Filter, BadFilter> {
+        Filter::from_query(Some(query))
+    }
+
+    #[test]
+    fn filters_parse_and_match_as_documented() {
+        let e = |method: &str, path: &str, status: u16| Entry {
+            method: method.into(),
+            status,
+            ..entry(path)
+        };
+        let post = e("POST", "/api/v1/attendees/create", 201);
+        let refused = e("GET", "/api/v1/Submission/", 401);
+        let faulted = e("GET", "/api/v1/event", 0);
+        let yes = |q: &str, x: &Entry| filter(q).expect(q).matches(x);
+        assert!(yes("", &post) && yes("", &refused));
+        assert!(yes("method=post", &post) && !yes("method=GET", &post));
+        assert!(yes("path=/API/v1/submission", &refused), "case, one slash");
+        assert!(yes("path=/api/v1/submission/", &refused));
+        assert!(!yes("path=/api/v1/submission//", &refused));
+        assert!(yes("path=/api/v1/*", &post) && yes("path=/*", &refused));
+        assert!(!yes("path=/api/v1/attendees", &post), "exact without *");
+        assert!(yes("status=4xx", &refused) && yes("status=4XX", &refused));
+        assert!(yes("status=401", &refused) && !yes("status=4xx", &post));
+        assert!(yes("status=0", &faulted) && !yes("status=2xx", &faulted));
+        assert!(yes(
+            "method=GET&path=/api/v1/submission&status=4xx",
+            &refused
+        ));
+        assert!(!yes(
+            "method=GET&path=/api/v1/submission&status=2xx",
+            &refused
+        ));
+    }
+
+    #[test]
+    fn a_bad_filter_names_its_parameter() {
+        for (query, parameter) in [
+            ("nope=1", "nope"),
+            ("status=600", "status"),
+            ("status=42", "status"),
+            ("status=6xx", "status"),
+            ("status=", "status"),
+            ("method=", "method"),
+            ("method=G%20T", "method"),
+            ("path=api", "path"),
+            ("status=200&status=201", "status"),
+        ] {
+            let bad = filter(query).expect_err(query);
+            assert_eq!(bad.parameter, parameter, "{query}");
+        }
+        let long = filter(&"n".repeat(500)).expect_err("unknown");
+        assert_eq!(long.parameter, format!("{}…", "n".repeat(MAX_NAME)));
     }
 }

@@ -45,6 +45,9 @@ pub(crate) struct Handled {
     pub(crate) response: Response<Bytes>,
     /// The payment reference asked for or found (kept only when the journal is on).
     pub(crate) reference: Option<Box<str>>,
+    /// The request body, when the handler read one (kept only when the journal is on; the
+    /// journal keeps at most `journal::MAX_BODY` bytes of it).
+    pub(crate) body: Option<Bytes>,
     /// The fault `X-Eventbox-Fault` asked for, once the simulation reached it.
     pub(crate) fault: Option<Fault>,
 }
@@ -55,6 +58,7 @@ impl Handled {
         Handled {
             response,
             reference: None,
+            body: None,
             fault: None,
         }
     }
@@ -102,6 +106,7 @@ pub(crate) async fn answer(
     let Handled {
         response,
         reference,
+        body,
         fault,
     } = match refused {
         Some(e) => Handled::plain(router::error(e)),
@@ -137,6 +142,7 @@ pub(crate) async fn answer(
     outcome.record(
         if unanswered { 0 } else { res.status().as_u16() },
         reference,
+        body,
         sent,
     );
     match fault {
@@ -248,8 +254,8 @@ impl<'a> Outcome<'a> {
     }
 
     /// Records the request as answered with `status` (0: no answer sent); `reference` is the
-    /// payment reference the router found, for the journal.
-    fn record(&mut self, status: u16, reference: Option<Box<str>>, sent: u64) {
+    /// payment reference the router found and `body` the request body it read, for the journal.
+    fn record(&mut self, status: u16, reference: Option<Box<str>>, body: Option<Bytes>, sent: u64) {
         self.recorded = true;
         let took = self.start.elapsed();
         let endpoint = Route::label(self.route);
@@ -287,6 +293,8 @@ impl<'a> Outcome<'a> {
                 status,
                 duration: took,
                 reference,
+                body,
+                body_cut: false,
             });
         }
     }
@@ -305,7 +313,7 @@ impl Drop for Outcome<'_> {
             }
             _ => None,
         };
-        self.record(CLIENT_CLOSED, reference, 0);
+        self.record(CLIENT_CLOSED, reference, None, 0);
     }
 }
 

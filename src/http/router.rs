@@ -21,9 +21,10 @@ use hyper::{Method, Request, Response, StatusCode};
 use super::control::{Control, Fault};
 use super::cors::Cors;
 use super::errors::{
-    detailed_body, not_found_body, simulated_error_body, ApiError, BODY_LIMIT, WRITE_LIMIT,
+    detailed_body, journal_filter_body, not_found_body, simulated_error_body, ApiError, BODY_LIMIT,
+    WRITE_LIMIT,
 };
-use super::journal::Journal;
+use super::journal::{Filter, Journal};
 use super::pipeline::Handled;
 use super::{details, negotiate, paging};
 use crate::api::{Feed, Operation, WriteKind, API};
@@ -106,8 +107,21 @@ fn not_allowed(route: Route) -> Response<Bytes> {
     res
 }
 
-/// The full URL of a request, as the service's framework quotes it.
+/// The full URL of a request, as the service's framework quotes it. The scheme is the first
+/// `X-Forwarded-Proto` value when that is `http` or `https` (a TLS proxy in front), else `http`.
 fn full_url<B>(req: &Request<B>, ctx: &Context) -> String {
+    let scheme = req
+        .headers()
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(',').next())
+        .map(str::trim)
+        .and_then(|v| {
+            ["http", "https"]
+                .into_iter()
+                .find(|s| s.eq_ignore_ascii_case(v))
+        })
+        .unwrap_or("http");
     let uri = req.uri();
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
     let host = uri
@@ -120,7 +134,7 @@ fn full_url<B>(req: &Request<B>, ctx: &Context) -> String {
                 .map(str::to_string)
         })
         .unwrap_or_else(|| ctx.local.to_string());
-    format!("http://{host}{path}")
+    format!("{scheme}://{host}{path}")
 }
 
 /// Routes, checks, simulates and represents one request: the middle of the pipeline (see
@@ -178,7 +192,12 @@ fn checked<'s, B>(
     let index = match (route, route.operation()) {
         // Its own methods (DELETE too), and no preflight: answered before the checks below.
         (_, Some(Operation::Journal)) => {
-            return Checked::Answered(journal(route, req.method(), ctx.journal.as_deref()))
+            return Checked::Answered(journal(
+                route,
+                req.method(),
+                req.uri().query(),
+                ctx.journal.as_deref(),
+            ))
         }
         // A CORS preflight: no token (browsers send none), the allow headers added by the server.
         _ if req.method() == Method::OPTIONS && ctx.cors.is_on() => {
@@ -268,12 +287,22 @@ where
     let asked = (Route::Api(index).by_reference() && ctx.journal.is_some())
         .then(|| details::from_query(req.uri().query()))
         .flatten();
-    let (response, found) = simulated(req, index, bundle, control, ctx).await;
+    let (response, read) = simulated(req, index, bundle, control, ctx).await;
     Handled {
         response,
-        reference: found.or(asked.map(String::into_boxed_str)),
+        reference: read.reference.or(asked.map(String::into_boxed_str)),
+        body: read.body,
         fault: control.fault,
     }
+}
+
+/// What a handler read of a request, kept for the journal only.
+#[derive(Debug, Default)]
+struct Read {
+    /// The payment reference looked up.
+    reference: Option<Box<str>>,
+    /// The request body, when the handler read one.
+    body: Option<Bytes>,
 }
 
 /// The API answer after the simulation asked for: the delay (the control header's, else the
@@ -284,7 +313,7 @@ async fn simulated<B>(
     bundle: &Prepared,
     control: Control,
     ctx: &Context,
-) -> (Response<Bytes>, Option<Box<str>>)
+) -> (Response<Bytes>, Read)
 where
     B: Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -304,22 +333,25 @@ where
             let _ = Limited::new(req.into_body(), BODY_LIMIT).collect().await;
         }
         // No answer is sent: the pipeline fails the request (see `fault`).
-        return (Response::new(Bytes::new()), None);
+        return (Response::new(Bytes::new()), Read::default());
     }
     let status = control.status.or(draw.and_then(|d| d.error));
     if let Some(status) = status {
         let code = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
         if let Some(body) = simulated_error_body(code.as_u16()) {
-            return (json(code, body), None);
+            return (json(code, body), Read::default());
         }
     }
     let (parts, request_body) = req.into_parts();
     if let Some(Feed::Write(kind)) = API.get(index).map(|e| e.feed) {
-        return (write(kind, &parts, request_body, bundle, ctx).await, None);
+        let mut read = Read::default();
+        let keep = ctx.journal.is_some().then_some(&mut read);
+        let res = write(kind, &parts, request_body, bundle, ctx, keep).await;
+        return (res, read);
     }
-    // The reference looked up, kept for the journal only.
-    let mut reference = None;
-    let keep = ctx.journal.is_some().then_some(&mut reference);
+    // What the handler read, kept for the journal only.
+    let mut read = Read::default();
+    let keep = ctx.journal.is_some().then_some(&mut read);
     let list = match bundle.answers(index) {
         Some(Answers::List(_)) => listed(bundle, index, ctx),
         Some(Answers::ItemOf(of)) => listed(bundle, *of, ctx),
@@ -344,7 +376,7 @@ where
         (Some(Answers::ByReference(_)), _) => {
             payment_details(&parts, request_body, bundle, index, keep).await
         }
-        (Some(Answers::Ranged(ranged)), _) => date_range(&parts, request_body)
+        (Some(Answers::Ranged(ranged)), _) => date_range(&parts, request_body, keep)
             .await
             .map(|(from, to)| Answer::Made(prepare::Body::new(ranged.answer(from, to)))),
         // Every prepared bundle has a slot per table entry, and an item's list is a list.
@@ -354,7 +386,7 @@ where
         Ok(body) => represent(&parts.headers, &body, ctx),
         Err(e) => error(e),
     };
-    (res, reference)
+    (res, read)
 }
 
 /// The list at `index` as reads see it: the attendees with the bundle's writes folded in, when
@@ -381,6 +413,7 @@ async fn write<B>(
     body: B,
     bundle: &Prepared,
     ctx: &Context,
+    keep: Option<&mut Read>,
 ) -> Response<Bytes>
 where
     B: Body,
@@ -406,6 +439,9 @@ where
         Ok(b) => b,
         Err(e) => return error(e),
     };
+    if let Some(keep) = keep {
+        keep.body = Some(bytes.clone());
+    }
     let value: serde_json::Value = match serde_json::from_slice(&bytes) {
         Ok(v) => v,
         Err(e) => return detailed(ApiError::InvalidJson, &e.to_string()),
@@ -451,12 +487,19 @@ where
 /// The date range of a `custom/*` request: `{"dataInicio", "dataFim"}`, each `YYYY-MM-DD` or
 /// left out (30 days ago, tomorrow: the page's defaults). An empty body, one that is not JSON
 /// or a start after the end is `InvalidParameter` (502, as the page documents).
-async fn date_range<B>(parts: &Parts, body: B) -> Result<(NaiveDate, NaiveDate), ApiError>
+async fn date_range<B>(
+    parts: &Parts,
+    body: B,
+    keep: Option<&mut Read>,
+) -> Result<(NaiveDate, NaiveDate), ApiError>
 where
     B: Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let bytes = read_body(parts, body, BODY_LIMIT).await?;
+    if let Some(keep) = keep {
+        keep.body = Some(bytes.clone());
+    }
     if bytes.trim_ascii().is_empty() {
         return Err(ApiError::InvalidParameter);
     }
@@ -507,13 +550,33 @@ fn no_content() -> Response<Bytes> {
     res
 }
 
-/// `/_journal`: GET lists the requests kept, DELETE forgets them; 404 when the journal is off.
-fn journal(route: Route, method: &Method, journal: Option<&Journal>) -> Response<Bytes> {
+/// `/_journal`: GET lists the requests kept (those its query's filters match), DELETE forgets
+/// them (it takes no parameter); 404 when the journal is off.
+fn journal(
+    route: Route,
+    method: &Method,
+    query: Option<&str>,
+    journal: Option<&Journal>,
+) -> Response<Bytes> {
     let Some(journal) = journal else {
         return error(ApiError::JournalDisabled);
     };
+    let filter = match *method {
+        Method::GET | Method::HEAD => Filter::from_query(query),
+        Method::DELETE => Filter::none(query),
+        _ => return not_allowed(route),
+    };
+    let filter = match filter {
+        Ok(filter) => filter,
+        Err(bad) => {
+            return json(
+                ApiError::InvalidJournalFilter.status(),
+                journal_filter_body(&bad),
+            )
+        }
+    };
     match *method {
-        Method::GET | Method::HEAD => json(StatusCode::OK, journal.body()),
+        Method::GET | Method::HEAD => json(StatusCode::OK, journal.body(&filter)),
         Method::DELETE => {
             journal.clear();
             let mut res = Response::new(Bytes::new());
@@ -600,13 +663,14 @@ where
 }
 
 /// The details answer: the reference from the query, else from the body (read up to the cap).
-/// The reference found is left in `asked`, if given (only the journal wants it).
+/// The reference found and the body read are left in `keep`, if given (only the journal wants
+/// them).
 async fn payment_details<'a, B>(
     parts: &Parts,
     body: B,
     bundle: &'a Prepared,
     index: usize,
-    asked: Option<&mut Option<Box<str>>>,
+    mut keep: Option<&mut Read>,
 ) -> Result<Answer<'a>, ApiError>
 where
     B: Body,
@@ -620,14 +684,17 @@ where
                 .get(CONTENT_TYPE)
                 .and_then(|v| v.to_str().ok());
             let bytes = read_body(parts, body, BODY_LIMIT).await?;
+            if let Some(keep) = keep.as_deref_mut() {
+                keep.body = Some(bytes.clone());
+            }
             details::from_body(content_type, &bytes)
                 .map_err(|_| ApiError::InvalidBody)?
                 .ok_or(ApiError::MissingReference)?
         }
     };
     let found = bundle.detail(index, reference.as_str());
-    if let Some(asked) = asked {
-        *asked = Some(reference.into_boxed_str());
+    if let Some(keep) = keep {
+        keep.reference = Some(reference.into_boxed_str());
     }
     found.ok_or(ApiError::PaymentNotFound)
 }

@@ -151,6 +151,41 @@ async fn an_unknown_path_answers_the_framework_body_with_the_full_url() {
 }
 
 #[tokio::test]
+async fn the_unknown_path_url_takes_its_scheme_from_x_forwarded_proto() {
+    let app = spawn_app(&demo_data()).await;
+    let host = app.base.trim_start_matches("http://");
+    let quoted = |scheme: &str| {
+        format!(
+            "No HTTP resource was found that matches the request URI '{scheme}://{host}/nope?a=1'."
+        )
+    };
+
+    for (proto, scheme) in [
+        ("https", "https"),
+        ("HTTPS", "https"),
+        ("https, http", "https"),
+        ("http,https", "http"),
+        ("ftp", "http"),
+        ("", "http"),
+    ] {
+        let res = app
+            .request(
+                Method::GET,
+                "/nope?a=1",
+                "",
+                &[("x-forwarded-proto", proto)],
+            )
+            .await;
+        assert_eq!(res.status, 404);
+        assert_eq!(
+            res.json()["Message"],
+            quoted(scheme),
+            "X-Forwarded-Proto: {proto:?}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn checks_run_path_then_method_then_token_then_parameters() {
     let app = spawn_app(&demo_data()).await;
 

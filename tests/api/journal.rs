@@ -352,3 +352,197 @@ async fn over_http2_a_client_that_cancels_during_a_delay_is_journaled_with_statu
     let entry = until_listed(&app, |e| e["query"] == "h2").await;
     assert_eq!(entry["status"], 499, "the stream reset ends it: {entry}");
 }
+
+/// The entries' `METHOD path status`, in the order listed.
+fn rows(listed: &Value) -> Vec<String> {
+    listed["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| format!("{} {} {}", e["method"], e["path"], e["status"]).replace('"', ""))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_journal_lists_only_what_every_filter_given_matches() {
+    let app = journaled(20).await;
+    app.get("/api/v1/event", DEMO_TOKEN).await;
+    app.get("/api/v1/payments", DEMO_TOKEN).await;
+    app.get("/api/v1/event", "wrong-token").await;
+    app.send(Method::POST, "/api/v1/event", Some(DEMO_TOKEN), None)
+        .await;
+    app.get("/api/v1/Submission/", DEMO_TOKEN).await;
+    app.send(Method::GET, "/nope", None, None).await;
+
+    let filtered = |query: &'static str| {
+        let app = &app;
+        async move {
+            let res = app.get(&format!("/_journal?{query}"), "").await;
+            assert_eq!(res.status, 200, "{query}: {}", res.text());
+            let listed = res.json();
+            assert_eq!(listed["capacity"], 20, "{query}");
+            assert_eq!(
+                listed["count"],
+                listed["entries"].as_array().map_or(0, Vec::len),
+                "count is what is listed: {query}"
+            );
+            rows(&listed)
+        }
+    };
+
+    assert_eq!(rows(&journal(&app).await).len(), 6, "no filter: all");
+    assert_eq!(filtered("method=post").await, ["POST /api/v1/event 405"]);
+    assert_eq!(
+        filtered("path=/API/v1/event/").await,
+        [
+            "GET /api/v1/event 200",
+            "GET /api/v1/event 401",
+            "POST /api/v1/event 405"
+        ],
+        "ignoring case and one trailing slash"
+    );
+    assert_eq!(
+        filtered("path=/api/v1/submission").await,
+        ["GET /api/v1/Submission/ 200"]
+    );
+    assert_eq!(
+        filtered("path=/api/v1/p*").await,
+        ["GET /api/v1/payments 200"]
+    );
+    assert_eq!(filtered("path=/api/*").await.len(), 5, "a prefix");
+    assert_eq!(
+        filtered("status=4xx").await,
+        [
+            "GET /api/v1/event 401",
+            "POST /api/v1/event 405",
+            "GET /nope 404"
+        ]
+    );
+    assert_eq!(
+        filtered("method=GET&path=/api/v1/event&status=200").await,
+        ["GET /api/v1/event 200"]
+    );
+    assert!(filtered("method=GET&status=5xx").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_bad_journal_filter_is_400_invalid_journal_filter_naming_the_parameter() {
+    let app = journaled(5).await;
+    app.get("/api/v1/event", DEMO_TOKEN).await;
+
+    for (query, named) in [
+        ("nope=1", "`nope`"),
+        ("status=6xx", "`status`"),
+        ("status=20", "`status`"),
+        ("path=api/v1/event", "`path`"),
+        ("method=", "`method`"),
+        (
+            "status=200&status=201",
+            "`status` cannot be used: it is given twice",
+        ),
+    ] {
+        let res = app.get(&format!("/_journal?{query}"), "").await;
+        res.assert_error(400, "invalid_journal_filter");
+        let message = res.json()["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(message.contains(named), "{query}: {message}");
+    }
+    let head = app
+        .request(Method::HEAD, "/_journal?status=x", "", &[])
+        .await;
+    assert_eq!(head.status, 400);
+    let delete = app
+        .request(Method::DELETE, "/_journal?path=/api/v1/event", "", &[])
+        .await;
+    delete.assert_error(400, "invalid_journal_filter");
+    assert!(
+        delete.text().contains("not taken by DELETE"),
+        "{}",
+        delete.text()
+    );
+    assert_eq!(
+        journal(&app).await["count"],
+        1,
+        "a refused DELETE empties nothing"
+    );
+}
+
+#[tokio::test]
+async fn request_bodies_read_are_kept_as_json_or_text_and_cut_at_16_kib() {
+    let app = journaled(10).await;
+    let details = "/api/v1/payments/details";
+    let json_body = br#"{"reference": "PG2026000104", "amount": 10.00}"#;
+    app.send(
+        Method::GET,
+        details,
+        Some(DEMO_TOKEN),
+        Some(("application/json", json_body)),
+    )
+    .await;
+    app.send(
+        Method::GET,
+        details,
+        Some(DEMO_TOKEN),
+        Some((
+            "application/x-www-form-urlencoded",
+            b"reference=PG2026000107",
+        )),
+    )
+    .await;
+    let long = format!(
+        r#"{{"reference": "PG2026000104", "pad": "{}"}}"#,
+        "x".repeat(20 * 1024)
+    );
+    let long_answer = app
+        .send(
+            Method::GET,
+            details,
+            Some(DEMO_TOKEN),
+            Some(("application/json", long.as_bytes())),
+        )
+        .await;
+    assert_eq!(long_answer.status, 200, "{}", long_answer.text());
+    let broken = app
+        .send(
+            Method::GET,
+            details,
+            Some(DEMO_TOKEN),
+            Some(("application/json", b"{nope")),
+        )
+        .await;
+    broken.assert_error(400, "invalid_body");
+    // A reference in the query: the body is not read, so not kept.
+    app.send(
+        Method::GET,
+        &format!("{details}?reference=PG2026000110"),
+        Some(DEMO_TOKEN),
+        Some(("application/json", br#"{"ignored": true}"#)),
+    )
+    .await;
+    app.get("/api/v1/event", DEMO_TOKEN).await;
+
+    let raw = app.get("/_journal", "").await.text();
+    assert!(
+        raw.contains(r#""body":{"reference":"PG2026000104","amount":10.00},"body_cut":false"#),
+        "JSON bodies as JSON, numbers as sent: {raw}"
+    );
+    let listed: Value = serde_json::from_str(&raw).expect("JSON");
+    let entries = listed["entries"].as_array().expect("entries");
+    assert_eq!(entries.len(), 6);
+    assert_eq!(
+        entries[1]["body"], "reference=PG2026000107",
+        "a form as text"
+    );
+    assert_eq!(entries[1]["reference"], "PG2026000107");
+    let cut = entries[2]["body"].as_str().expect("a cut body is text");
+    assert_eq!(cut.len(), 16 * 1024);
+    assert!(long.starts_with(cut));
+    assert_eq!(entries[2]["body_cut"], true);
+    assert_eq!(entries[3]["body"], "{nope", "a refused body is kept too");
+    assert_eq!(entries[3]["status"], 400);
+    assert_eq!(entries[4]["body"], Value::Null, "not read");
+    assert_eq!(entries[5]["body"], Value::Null);
+    assert_eq!(entries[5]["body_cut"], false);
+}

@@ -265,3 +265,53 @@ async fn the_demo_bundles_answers_conform_to_the_document() {
         assert_conforms(&app, &doc, path, request, token).await;
     }
 }
+
+#[tokio::test]
+async fn the_journal_filtered_or_refused_conforms_to_the_document() {
+    let doc = document();
+    let app = eventbox::app::App::new(&demo_data());
+    app.load().expect("loads");
+    let app = crate::helpers::serve_app_with(app, |s| *s = s.clone().with_journal(10)).await;
+    let details = "/api/v1/payments/details";
+    for (content_type, body) in [
+        ("application/json", &br#"{"reference": "PG2026000122"}"#[..]),
+        (
+            "application/x-www-form-urlencoded",
+            b"reference=PG2026000107",
+        ),
+    ] {
+        app.send(
+            Method::GET,
+            details,
+            Some(DEMO_TOKEN),
+            Some((content_type, body)),
+        )
+        .await;
+    }
+    app.get("/api/v1/event", "wrong-token").await;
+
+    for (request, status) in [
+        ("/_journal", 200),
+        (
+            "/_journal?method=get&path=/api/v1/payments*&status=2xx",
+            200,
+        ),
+        ("/_journal?status=4xx", 200),
+        ("/_journal?nope=1", 400),
+        ("/_journal?status=6xx", 400),
+    ] {
+        let res = app.get(request, "").await;
+        assert_eq!(res.status, status, "{request}: {}", res.text());
+        let schema = response_schema(&doc, "/_journal", &status.to_string(), true);
+        assert!(!schema.is_null(), "{request}: {status} is not documented");
+        let problems = problems(&schema, &res.json());
+        assert!(problems.is_empty(), "{request} {status}: {problems:#?}");
+    }
+    let params: Vec<&str> = doc["paths"]["/_journal"]["get"]["parameters"]
+        .as_array()
+        .expect("parameters")
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert_eq!(params, ["method", "path", "status"]);
+}

@@ -265,3 +265,32 @@ async fn every_token_of_a_bundle_opens_it() {
     assert_eq!(first.status, 200);
     assert_eq!(first.body, second.body);
 }
+
+#[tokio::test]
+async fn a_toml_bundle_from_the_test_server_serves_decimals_as_written() {
+    let event = fixtures::EVENT_TOML.replace("price = 150.5\n", "price = 10.0000\n");
+    let payments =
+        fixtures::PAYMENTS_TOML.replace("amount_payment = 120.25\n", "amount_payment = 10.00\n");
+    assert!(event.contains("10.0000") && payments.contains("10.00\n"));
+    let server =
+        eventbox::testing::TestServer::from_bundles([eventbox::testing::Bundle::new("decimals")
+            .token(TOKEN)
+            .file("event.toml", event)
+            .file("payments.toml", payments)])
+        .start()
+        .expect("starts");
+    let get = |path: &str| {
+        crate::helpers::client()
+            .get(server.url(path))
+            .header("Authorization-Token", TOKEN)
+    };
+
+    let event = crate::helpers::answer(get("/api/v1/event")).await.text();
+    let payments = crate::helpers::answer(get("/api/v1/payments")).await.text();
+
+    assert!(event.contains(r#""price":10.0000,"#), "{event}");
+    assert!(
+        payments.contains(r#""amount_payment":10.00,"#),
+        "{payments}"
+    );
+}

@@ -7,7 +7,7 @@ use std::net::TcpStream;
 
 use eventbox::http::Cors;
 use eventbox::problem::Location;
-use eventbox::testing::{Bundle, StartError, TestServer};
+use eventbox::testing::{Bundle, Expect, StartError, TestServer};
 use serde_json::{json, Value};
 
 use crate::fixtures;
@@ -393,4 +393,146 @@ fn debug_never_shows_a_token() {
 
     assert!(shown.contains("summit"), "{shown}");
     assert!(!shown.contains("summit-token"), "{shown}");
+}
+
+const DETAILS: &str = "/api/v1/payments/details";
+
+/// A GET of the details endpoint with a JSON body.
+async fn details_by_body(server: &TestServer, body: &str) -> Answer {
+    answer(
+        crate::helpers::client()
+            .get(server.url(DETAILS))
+            .header("Authorization-Token", DEMO_TOKEN)
+            .header("Content-Type", "application/json")
+            .body(body.to_string()),
+    )
+    .await
+}
+
+/// The demo bundle with a journal, after: the event twice, one details request by JSON body,
+/// one with a wrong token.
+async fn called() -> TestServer {
+    let server = TestServer::from_folder(demo_data())
+        .journal(100)
+        .start()
+        .expect("starts");
+    for _ in 0..2 {
+        assert_eq!(
+            get(&server, "/api/v1/event", DEMO_TOKEN, &[]).await.status,
+            200
+        );
+    }
+    let found = details_by_body(&server, r#"{"reference": "PG2026000104", "n": 10.00}"#).await;
+    assert_eq!(found.status, 200, "{}", found.text());
+    get(&server, "/api/v1/payments", "wrong-token", &[])
+        .await
+        .assert_error(401, "invalid_token");
+    server
+}
+
+#[tokio::test]
+async fn verify_passes_when_the_requests_were_received_as_expected() {
+    let server = called().await;
+
+    server.verify(&Expect::get("/api/v1/event").times(2));
+    server.verify(&Expect::get("/API/v1/event/").status("2xx"));
+    server.verify(
+        &Expect::get(DETAILS)
+            .status(200)
+            .json_body(json!({"n": 10, "reference": "PG2026000104"}))
+            .times(1),
+    );
+    server.verify(&Expect::any().status("401").times(1));
+    server.verify(&Expect::post("/api/v1/event").times(0));
+
+    let all = server.received_requests().expect("the journal is on");
+    let listed: Vec<String> = all.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        listed,
+        [
+            "GET /api/v1/event → 200",
+            "GET /api/v1/event → 200",
+            "GET /api/v1/payments/details → 200",
+            "GET /api/v1/payments → 401",
+        ]
+    );
+    let details = server
+        .received(&Expect::get("/api/v1/payments*"))
+        .expect("the journal is on");
+    assert_eq!(details.len(), 2);
+    assert_eq!(details[0].reference.as_deref(), Some("PG2026000104"));
+    assert_eq!(
+        details[0].body_json().map(|b| b.to_string()).as_deref(),
+        Some(r#"{"reference":"PG2026000104","n":10.00}"#),
+        "numbers as sent"
+    );
+    assert_eq!(details[1].bundle, None, "a wrong token opens nothing");
+}
+
+#[tokio::test]
+async fn check_fails_with_a_message_showing_the_closest_body_and_what_was_received() {
+    let server = called().await;
+
+    let wrong_body = server
+        .check(&Expect::get(DETAILS).json_body(json!({"reference": "PG1", "n": 10})))
+        .expect_err("no such body");
+    let too_few = server
+        .check(&Expect::get("/api/v1/event").times(3))
+        .expect_err("called twice");
+
+    assert_eq!(
+        wrong_body.message(),
+        "expected GET /api/v1/payments/details with the expected JSON body at least once, \
+         received 0 times.\n\
+         the closest body (GET /api/v1/payments/details → 200) differs:\n  \
+         $.reference: expected \"PG1\", received \"PG2026000104\"\n\
+         received 4 requests in all:\n  \
+         GET /api/v1/event → 200\n  \
+         GET /api/v1/event → 200\n  \
+         GET /api/v1/payments/details → 200\n  \
+         GET /api/v1/payments → 401"
+    );
+    assert!(
+        too_few
+            .to_string()
+            .starts_with("expected GET /api/v1/event 3 times, received 2 times.\n"),
+        "{too_few}"
+    );
+    // verify panics with the same message.
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        server.verify(&Expect::get("/api/v1/event").times(3));
+    }))
+    .expect_err("verify panics");
+    let text = panicked
+        .downcast_ref::<String>()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(text, too_few.message());
+}
+
+#[tokio::test]
+async fn verification_without_a_journal_says_how_to_turn_it_on() {
+    let server = TestServer::start(demo_data()).expect("starts");
+    get(&server, "/api/v1/event", DEMO_TOKEN, &[]).await;
+
+    assert_eq!(server.received_requests(), None);
+    assert_eq!(server.received(&Expect::any()), None);
+    let off = server.check(&Expect::any()).expect_err("no journal");
+    assert!(off.message().contains(".journal("), "{off}");
+}
+
+#[test]
+fn an_expectation_the_filters_refuse_panics_at_once() {
+    for bad in [
+        || drop(Expect::any().status("6xx")),
+        || drop(Expect::get("api/v1/event")),
+        || drop(Expect::request("", "/x")),
+    ] {
+        let panicked = std::panic::catch_unwind(bad).expect_err("refused");
+        let text = panicked
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_default();
+        assert!(text.starts_with("Expect::"), "{text}");
+    }
 }

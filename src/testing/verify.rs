@@ -1,0 +1,392 @@
+//! Verification for client tests: which requests a [`TestServer`](super::TestServer) received,
+//! and "this endpoint was called N times with this JSON body", as WireMock's `verify` and
+//! wiremock-rs's `received_requests` offer. It reads the server's request journal (the same
+//! entries as `GET /_journal`, matched by the same filters), so the server needs one:
+//! [`Builder::journal`](super::Builder::journal).
+
+use std::fmt;
+
+use serde_json::Value;
+
+use crate::http::journal::{Entry, Filter};
+
+/// The most received requests a [`VerifyError`] lists; the rest are counted.
+const LISTED: usize = 50;
+
+/// The most bytes of a body that is not JSON quoted in a [`VerifyError`].
+const QUOTED: usize = 200;
+
+/// One request the server received, as its journal kept it (the path, query and reference cut
+/// to 1024 bytes, the body to 16 KiB, as `GET /_journal` shows them).
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Received {
+    /// The method, as sent (`GET`).
+    pub method: String,
+    /// The path, as sent (no query).
+    pub path: String,
+    /// The query string without `?`.
+    pub query: Option<String>,
+    /// The status answered: 0 when no answer was sent (a fault), 499 when the client went away
+    /// before the answer was ready.
+    pub status: u16,
+    /// The bundle the request's token opened.
+    pub bundle: Option<String>,
+    /// The payment reference a details request asked for.
+    pub reference: Option<String>,
+    /// The request body, when the endpoint read one (`payments/details` without a query
+    /// reference, the writes).
+    pub body: Option<Vec<u8>>,
+    /// Whether `body` was cut to 16 KiB.
+    pub body_cut: bool,
+}
+
+impl Received {
+    pub(crate) fn of(e: &Entry) -> Received {
+        Received {
+            method: e.method.clone(),
+            path: e.path.clone(),
+            query: e.query.clone(),
+            status: e.status,
+            bundle: e.bundle.as_deref().map(str::to_string),
+            reference: e.reference.as_deref().map(str::to_string),
+            body: e.body.as_deref().map(<[u8]>::to_vec),
+            body_cut: e.body_cut,
+        }
+    }
+
+    /// The body as JSON, if there is one and it parses (numbers keep their text: `10.00`).
+    pub fn body_json(&self) -> Option<Value> {
+        serde_json::from_slice(self.body.as_deref()?).ok()
+    }
+}
+
+impl fmt::Display for Received {
+    /// `POST /api/v1/payments/details?x=1 → 200`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.method, self.path)?;
+        if let Some(query) = &self.query {
+            write!(f, "?{query}")?;
+        }
+        write!(f, " → {}", self.status)
+    }
+}
+
+/// Which requests to list or count, and how many are expected: a method, a path and a status
+/// (matched as `GET /_journal?method=&path=&status=` matches them: method and path ignoring
+/// ASCII case, the path ignoring one trailing slash, or every path starting with what comes
+/// before a trailing `*`; a status code, `0`, or a class `4xx`), a JSON body, a count. Used
+/// with [`TestServer::received`](super::TestServer::received),
+/// [`check`](super::TestServer::check) and [`verify`](super::TestServer::verify).
+///
+/// The builders panic on a value the journal's filters refuse (`status("6xx")`, a path without
+/// a leading `/`): a test's own mistake, shown at once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expect {
+    filter: Filter,
+    /// What the filter asks for, for messages: `GET /api/v1/event (status 2xx)`.
+    method: Option<String>,
+    path: Option<String>,
+    status: Option<String>,
+    body: Option<Value>,
+    times: Option<usize>,
+}
+
+impl Expect {
+    /// Every request (narrow it with [`Expect::method`], [`Expect::path`], [`Expect::status`]).
+    pub fn any() -> Expect {
+        Expect {
+            filter: Filter::default(),
+            method: None,
+            path: None,
+            status: None,
+            body: None,
+            times: None,
+        }
+    }
+
+    /// Requests with this method to this path.
+    pub fn request(method: &str, path: &str) -> Expect {
+        Expect::any().method(method).path(path)
+    }
+
+    /// `GET` requests to this path.
+    pub fn get(path: &str) -> Expect {
+        Expect::request("GET", path)
+    }
+
+    /// `POST` requests to this path.
+    pub fn post(path: &str) -> Expect {
+        Expect::request("POST", path)
+    }
+
+    /// Only requests with this method (ignoring ASCII case).
+    pub fn method(self, method: &str) -> Expect {
+        let mut e = self.set("method", method);
+        e.method = Some(method.to_ascii_uppercase());
+        e
+    }
+
+    /// Only requests to this path: as the router matches it, or a prefix with a trailing `*`.
+    pub fn path(self, path: &str) -> Expect {
+        let mut e = self.set("path", path);
+        e.path = Some(path.to_string());
+        e
+    }
+
+    /// Only requests answered with this status: `"201"`, `"0"`, or a class `"4xx"`.
+    pub fn status(self, status: impl fmt::Display) -> Expect {
+        let status = status.to_string();
+        let mut e = self.set("status", &status);
+        e.status = Some(status);
+        e
+    }
+
+    /// Only requests whose body is this JSON (objects compared regardless of member order,
+    /// numbers by value: `10.00` equals `10`).
+    pub fn json_body(mut self, body: Value) -> Expect {
+        self.body = Some(body);
+        self
+    }
+
+    /// Exactly this many matching requests ([`TestServer::check`](super::TestServer::check));
+    /// without it, at least one.
+    pub fn times(mut self, n: usize) -> Expect {
+        self.times = Some(n);
+        self
+    }
+
+    fn set(mut self, name: &str, value: &str) -> Expect {
+        if let Err(bad) = self.filter.set(name, value) {
+            panic!("Expect::{name}({value:?}): {bad}");
+        }
+        self
+    }
+
+    /// Whether a received request matches (everything but the count).
+    pub(crate) fn matches(&self, e: &Entry) -> bool {
+        self.filter.matches(e)
+            && self.body.as_ref().is_none_or(|want| {
+                let got = e
+                    .body
+                    .as_deref()
+                    .and_then(|b| serde_json::from_slice(b).ok());
+                got.is_some_and(|got| differences(want, &got).is_empty())
+            })
+    }
+
+    /// `POST /api/v1/x (status 2xx) with this JSON body`.
+    fn describe(&self) -> String {
+        let mut out = format!(
+            "{} {}",
+            self.method.as_deref().unwrap_or("any method"),
+            self.path.as_deref().unwrap_or("to any path"),
+        );
+        if let Some(status) = &self.status {
+            out.push_str(&format!(" (status {status})"));
+        }
+        if self.body.is_some() {
+            out.push_str(" with the expected JSON body");
+        }
+        out
+    }
+
+    /// Whether the count of matching requests is the one expected.
+    fn count_ok(&self, n: usize) -> bool {
+        match self.times {
+            Some(times) => n == times,
+            None => n > 0,
+        }
+    }
+
+    /// Checks `entries` (every request received, oldest first); the readable failure if the
+    /// count is not the one expected.
+    pub(crate) fn check(&self, entries: &[&Entry]) -> Result<(), VerifyError> {
+        let matched = entries.iter().filter(|e| self.matches(e)).count();
+        if self.count_ok(matched) {
+            return Ok(());
+        }
+        let times = |n: usize| format!("{n} time{}", if n == 1 { "" } else { "s" });
+        let wanted = self
+            .times
+            .map_or_else(|| "at least once".to_string(), times);
+        let mut message = format!(
+            "expected {} {wanted}, received {}.",
+            self.describe(),
+            times(matched)
+        );
+        if let Some(want) = &self.body {
+            // The request with the fewest differences among those matching all but the body.
+            let closest = entries
+                .iter()
+                .filter(|e| self.filter.matches(e))
+                .map(|e| (e, body_differences(want, e)))
+                .min_by_key(|(_, d)| d.len());
+            if let Some((e, diffs)) = closest.filter(|(_, d)| !d.is_empty()) {
+                message.push_str(&format!(
+                    "\nthe closest body ({}) differs:",
+                    Received::of(e)
+                ));
+                for d in diffs {
+                    message.push_str(&format!("\n  {d}"));
+                }
+            }
+        }
+        message.push_str(&format!("\nreceived {} in all", requests(entries.len())));
+        if entries.is_empty() {
+            message.push('.');
+        } else {
+            message.push(':');
+        }
+        for e in entries.iter().take(LISTED) {
+            message.push_str(&format!("\n  {}", Received::of(e)));
+        }
+        if entries.len() > LISTED {
+            message.push_str(&format!("\n  … and {} more", entries.len() - LISTED));
+        }
+        Err(VerifyError { message })
+    }
+}
+
+fn requests(n: usize) -> String {
+    format!("{n} request{}", if n == 1 { "" } else { "s" })
+}
+
+/// Why a [`TestServer::check`](super::TestServer::check) failed: a readable message saying
+/// what was expected, what differs in the closest body, and every request received (method,
+/// path, status; the first 50).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifyError {
+    message: String,
+}
+
+impl VerifyError {
+    pub(crate) fn journal_off() -> VerifyError {
+        VerifyError {
+            message: "the test server keeps no journal of requests: start it with \
+                      .journal(N) (for example TestServer::from_bundles(..).journal(1000))"
+                .to_string(),
+        }
+    }
+
+    /// The message, as `Display` shows it.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl fmt::Display for VerifyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for VerifyError {}
+
+/// How an entry's body differs from the JSON expected: one line per difference.
+fn body_differences(want: &Value, e: &Entry) -> Vec<String> {
+    let Some(body) = e.body.as_deref() else {
+        return vec!["$: no body was received".to_string()];
+    };
+    match serde_json::from_slice::<Value>(body) {
+        Ok(got) => differences(want, &got),
+        Err(_) => {
+            let text = String::from_utf8_lossy(body);
+            let mut quoted: String = text.chars().take(QUOTED).collect();
+            if quoted.len() < text.len() {
+                quoted.push('…');
+            }
+            vec![format!("$: the body received is not JSON: {quoted:?}")]
+        }
+    }
+}
+
+/// Every difference between `want` and `got`, each as `<JSON path>: ...`; none when equal
+/// (objects regardless of member order, numbers by value).
+pub(crate) fn differences(want: &Value, got: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    diff("$", want, got, &mut out);
+    out
+}
+
+fn diff(at: &str, want: &Value, got: &Value, out: &mut Vec<String>) {
+    match (want, got) {
+        (Value::Object(w), Value::Object(g)) => {
+            for (k, wv) in w {
+                let here = member(at, k);
+                match g.get(k) {
+                    Some(gv) => diff(&here, wv, gv, out),
+                    None => out.push(format!("{here}: expected {wv}, missing")),
+                }
+            }
+            for (k, gv) in g.iter().filter(|(k, _)| !w.contains_key(*k)) {
+                out.push(format!("{}: not expected, received {gv}", member(at, k)));
+            }
+        }
+        (Value::Array(w), Value::Array(g)) => {
+            if w.len() != g.len() {
+                out.push(format!(
+                    "{at}: expected {} items, received {}",
+                    w.len(),
+                    g.len()
+                ));
+            }
+            for (i, (wv, gv)) in w.iter().zip(g).enumerate() {
+                diff(&format!("{at}[{i}]"), wv, gv, out);
+            }
+        }
+        (Value::Number(w), Value::Number(g)) => {
+            let same = w == g || w.as_f64().is_some_and(|w| g.as_f64() == Some(w));
+            if !same {
+                out.push(format!("{at}: expected {w}, received {g}"));
+            }
+        }
+        _ if want == got => {}
+        _ => out.push(format!("{at}: expected {want}, received {got}")),
+    }
+}
+
+/// `$.name`, or `$["odd key"]` for a key that is not a plain name.
+fn member(at: &str, key: &str) -> String {
+    let plain = !key.is_empty()
+        && !key.starts_with(|c: char| c.is_ascii_digit())
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if plain {
+        format!("{at}.{key}")
+    } else {
+        format!("{at}[{}]", Value::String(key.to_string()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn differences_name_each_json_path() {
+        let want = json!({"name": "Ana", "amount": 10, "tags": ["a", "b"], "odd key": 1});
+        let got: Value = serde_json::from_str(
+            r#"{"amount": 10.00, "name": "Ann", "tags": ["a"], "extra": true}"#,
+        )
+        .expect("JSON");
+        assert_eq!(
+            differences(&want, &got),
+            [
+                r#"$.name: expected "Ana", received "Ann""#,
+                "$.tags: expected 2 items, received 1",
+                r#"$["odd key"]: expected 1, missing"#,
+                "$.extra: not expected, received true",
+            ]
+        );
+        assert!(differences(&want, &want).is_empty());
+        let reordered: Value = serde_json::from_str(
+            r#"{"odd key": 1, "tags": ["a", "b"], "amount": 10.0, "name": "Ana"}"#,
+        )
+        .expect("JSON");
+        assert!(
+            differences(&want, &reordered).is_empty(),
+            "order, 10 = 10.0"
+        );
+    }
+}
