@@ -264,3 +264,6 @@ pub fn write_toml(data: &TempData, name: &str, token: &str) {
     )
     .write(&format!("{name}/hotsite.toml"), HOTSITE_TOML);
 }
+
+/// The company events example of the platform's documentation (empresas.md).
+pub const EMPRESAS_EVENTS_JSON: &str = include_str!("../fixtures/apidocs/empresas-events.json");

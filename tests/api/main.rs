@@ -3,6 +3,7 @@
 
 mod attendees;
 mod cli;
+mod company;
 mod configmap;
 mod container;
 mod docs;
