@@ -24,7 +24,7 @@ use crate::catalog::{Entry, Records};
 use crate::model::bodies::{self, EventBody, RangeBy};
 use crate::model::payments::Sink;
 use crate::model::records::Payment;
-use crate::model::records::{Activity, Attendee};
+use crate::model::records::{Activity, Attendee, PaymentDetail, Purchase};
 use crate::model::{Bundle, Slot};
 use crate::problem::Severity;
 use crate::simulate::Simulation;
@@ -483,18 +483,16 @@ pub(crate) struct Payments {
     pub(crate) derived: Vec<(String, DerivedRow)>,
 }
 
-/// The JSON text of a derived detail row around the payment's values: see
-/// [`PaymentDetail::derived_from`], which this mirrors (a test holds the two equal).
-const ROW_PIECES: [&[u8]; DERIVED_VALUES + 1] = [
-    b"{\"data\":[{\"id_event\":",
-    b",\"id_payment\":",
-    b",\"reference_payment\":",
-    b",\"attendee\":",
-    b",\"email_attendee\":",
-    b",\"document_attendee\":",
-    b",\"phone_attende\":\"\",\"description\":",
-    b",\"item\":\"\",\"amount\":",
-    b"}],\"count\":1}",
+/// The members of [`Purchase`], in the order of a [`DerivedRow`]'s spans.
+const PURCHASE_KEYS: [&str; DERIVED_VALUES] = [
+    "id_event",
+    "id_payment",
+    "reference_payment",
+    "buyer",
+    "email_buyer",
+    "document_buyer",
+    "description_payment",
+    "amount_payment",
 ];
 
 /// How many of a payment's values its derived row repeats.
@@ -509,17 +507,26 @@ pub(crate) struct DerivedRow {
 }
 
 impl DerivedRow {
-    /// The row's bytes, from the payments body it was made with.
+    /// The detail answer, from the payments body it was made with: the payment's values read
+    /// back and split into rows by the one rule, [`PaymentDetail::rows_of`].
     pub(crate) fn bytes(&self, body: &[u8]) -> Bytes {
-        let values: usize = self.spans.iter().map(|&(s, e)| (e - s) as usize).sum();
-        let fixed: usize = ROW_PIECES.iter().map(|p| p.len()).sum();
-        let mut out = Vec::with_capacity(fixed + values);
-        for (piece, &(start, end)) in ROW_PIECES.iter().zip(&self.spans) {
-            out.extend_from_slice(piece);
-            out.extend_from_slice(body.get(start as usize..end as usize).unwrap_or_default());
+        let mut purchase = b"{".to_vec();
+        for (i, (key, &(start, end))) in PURCHASE_KEYS.iter().zip(&self.spans).enumerate() {
+            if i > 0 {
+                purchase.push(b',');
+            }
+            purchase.extend_from_slice(format!("\"{key}\":").as_bytes());
+            purchase.extend_from_slice(body.get(start as usize..end as usize).unwrap_or_default());
         }
-        out.extend_from_slice(ROW_PIECES[DERIVED_VALUES]);
-        Bytes::from(out)
+        purchase.push(b'}');
+        let rows = serde_json::from_slice::<Purchase>(&purchase)
+            .map(|p| PaymentDetail::rows_of(&p))
+            .unwrap_or_default();
+        let list = bodies::List {
+            data: rows,
+            extra: Map::new(),
+        };
+        Bytes::from(serde_json::to_vec(&list).unwrap_or_default())
     }
 }
 

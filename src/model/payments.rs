@@ -379,7 +379,7 @@ mod tests {
             let (reference, row) = &payments.derived[i];
             assert_eq!(reference, &payment.reference_payment);
             let expected_row = serde_json::to_vec(&List {
-                data: vec![PaymentDetail::derived_from(&payment)],
+                data: PaymentDetail::derived_from(&payment),
                 extra: Map::new(),
             })
             .expect("serialisable");

@@ -225,24 +225,120 @@ record! {
     }
 }
 
+/// What a payment's derived detail rows repeat of it.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub(crate) struct Purchase {
+    pub(crate) id_event: i64,
+    pub(crate) id_payment: i64,
+    pub(crate) reference_payment: String,
+    pub(crate) buyer: String,
+    pub(crate) email_buyer: String,
+    pub(crate) document_buyer: String,
+    pub(crate) description_payment: String,
+    pub(crate) amount_payment: Number,
+}
+
+/// The most rows one purchase is split into: a description claiming more is one row.
+const MAX_ROWS: u64 = 1000;
+
 impl PaymentDetail {
-    /// The row served for a payment that has no detail file of its own.
+    /// The rows served for a payment that has no detail file of its own, as the documented
+    /// example shows them (observed.md): one row per item of the purchase, `description`
+    /// `"Ingresso"`, `item` the ticket's name, read from `description_payment` written as the
+    /// service writes it (`"1x Estudantes"`, `"2x Geral, 1x Estudante"`), `amount` the payment's
+    /// amount split evenly (to its written decimals, the first rows taking the remainder). A
+    /// description in another form is one row with the whole description as `item`.
+    pub(crate) fn rows_of(p: &Purchase) -> Vec<PaymentDetail> {
+        let items = purchase_items(&p.description_payment)
+            .filter(|items| items.iter().map(|(n, _)| n).sum::<u64>() <= MAX_ROWS)
+            .unwrap_or_else(|| vec![(1, p.description_payment.trim())]);
+        let n: u64 = items.iter().map(|(n, _)| n).sum();
+        let amounts = split_amount(&p.amount_payment, n)
+            .unwrap_or_else(|| vec![p.amount_payment.clone(); n as usize]);
+        let names = items
+            .iter()
+            .flat_map(|(count, name)| std::iter::repeat_n(*name, *count as usize));
+        names
+            .zip(amounts)
+            .map(|(item, amount)| PaymentDetail {
+                id_event: p.id_event,
+                id_payment: p.id_payment,
+                reference_payment: p.reference_payment.clone(),
+                attendee: p.buyer.clone(),
+                email_attendee: p.email_buyer.clone(),
+                document_attendee: p.document_buyer.clone(),
+                phone_attende: String::new(),
+                description: "Ingresso".into(),
+                item: item.to_string(),
+                amount,
+                extra: Extra::new(),
+            })
+            .collect()
+    }
+
+    /// The rows of a payment (see [`PaymentDetail::rows_of`]).
     #[cfg(test)]
-    pub(crate) fn derived_from(p: &Payment) -> Self {
-        PaymentDetail {
+    pub(crate) fn derived_from(p: &Payment) -> Vec<Self> {
+        PaymentDetail::rows_of(&Purchase {
             id_event: p.id_event,
             id_payment: p.id_payment,
             reference_payment: p.reference_payment.clone(),
-            attendee: p.buyer.clone(),
-            email_attendee: p.email_buyer.clone(),
-            document_attendee: p.document_buyer.clone(),
-            phone_attende: String::new(),
-            description: p.description_payment.clone(),
-            item: String::new(),
-            amount: p.amount_payment.clone(),
-            extra: Extra::new(),
-        }
+            buyer: p.buyer.clone(),
+            email_buyer: p.email_buyer.clone(),
+            document_buyer: p.document_buyer.clone(),
+            description_payment: p.description_payment.clone(),
+            amount_payment: p.amount_payment.clone(),
+        })
     }
+}
+
+/// `"2x Geral, 1x Estudante"` → `[(2, "Geral"), (1, "Estudante")]`; `None` in another form.
+fn purchase_items(description: &str) -> Option<Vec<(u64, &str)>> {
+    description
+        .split(", ")
+        .map(|part| {
+            let (count, name) = part.trim().split_once("x ")?;
+            let count: u64 = count.trim().parse().ok().filter(|n| *n > 0)?;
+            let name = name.trim();
+            (!name.is_empty()).then_some((count, name))
+        })
+        .collect()
+}
+
+/// `total` split into `n` amounts written with its decimals, the first ones a unit more when it
+/// does not divide evenly; `None` for a number not written as plain decimals.
+fn split_amount(total: &Number, n: u64) -> Option<Vec<Number>> {
+    let text = total.to_string();
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.as_str()),
+    };
+    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+    if whole.is_empty()
+        || !whole
+            .bytes()
+            .chain(fraction.bytes())
+            .all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let scale = fraction.len();
+    let units: u128 = format!("{whole}{fraction}").parse().ok()?;
+    let (each, rest) = (units / u128::from(n.max(1)), units % u128::from(n.max(1)));
+    (0..n)
+        .map(|i| {
+            let u = each + u128::from(u128::from(i) < rest);
+            let s = format!("{u:0>width$}", width = scale + 1);
+            let (w, f) = s.split_at(s.len() - scale);
+            let sign = if negative && u > 0 { "-" } else { "" };
+            let text = if scale == 0 {
+                format!("{sign}{w}")
+            } else {
+                format!("{sign}{w}.{f}")
+            };
+            serde_json::from_str(&text).ok()
+        })
+        .collect()
 }
 
 record! {
@@ -729,6 +825,70 @@ fn check_flag(o: &mut Obj<'_, '_>, checkin: Option<i64>) {
 
 #[cfg(test)]
 mod tests {
+    use super::{purchase_items, split_amount, PaymentDetail, Purchase};
+
+    fn purchase(description: &str, amount: &str) -> Purchase {
+        Purchase {
+            id_event: 1,
+            id_payment: 2,
+            reference_payment: "R".into(),
+            buyer: "B".into(),
+            email_buyer: "b@x".into(),
+            document_buyer: "".into(),
+            description_payment: description.into(),
+            amount_payment: serde_json::from_str(amount).expect("a number"),
+        }
+    }
+
+    #[test]
+    fn a_purchase_is_one_ingresso_row_per_item_with_the_amount_split() {
+        let rows = PaymentDetail::rows_of(&purchase("2x Geral, 1x Estudante", "100.00"));
+        let got: Vec<(String, String, String)> = rows
+            .iter()
+            .map(|r| (r.description.clone(), r.item.clone(), r.amount.to_string()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("Ingresso", "Geral", "33.34"),
+                ("Ingresso", "Geral", "33.33"),
+                ("Ingresso", "Estudante", "33.33")
+            ]
+            .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+        );
+        let one = PaymentDetail::rows_of(&purchase("Inscrição avulsa", "10"));
+        assert_eq!(one.len(), 1);
+        assert_eq!(
+            (one[0].item.as_str(), one[0].amount.to_string()),
+            ("Inscrição avulsa", "10".into())
+        );
+        assert_eq!(
+            PaymentDetail::rows_of(&purchase("5000x Geral", "1.00")).len(),
+            1
+        );
+    }
+
+    #[test]
+    fn descriptions_and_amounts_are_read_as_written() {
+        assert_eq!(
+            purchase_items("1x Estudantes"),
+            Some(vec![(1, "Estudantes")])
+        );
+        assert_eq!(purchase_items("0x A"), None);
+        assert_eq!(purchase_items("Geral"), None);
+        let split = |t: &str, n| {
+            split_amount(&serde_json::from_str(t).expect("number"), n)
+                .map(|v| v.iter().map(ToString::to_string).collect::<Vec<_>>())
+        };
+        assert_eq!(
+            split("10.0000", 2),
+            Some(vec!["5.0000".into(), "5.0000".into()])
+        );
+        assert_eq!(split("0.05", 2), Some(vec!["0.03".into(), "0.02".into()]));
+        assert_eq!(split("-1.00", 1), Some(vec!["-1.00".into()]));
+        assert_eq!(split("1e3", 2), None);
+    }
+
     use super::*;
     use serde_json::json;
 

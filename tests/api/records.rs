@@ -250,7 +250,7 @@ async fn a_payment_without_a_detail_file_answers_a_derived_row() {
         concat!(
             r#"{"data":[{"id_event":7001,"id_payment":1,"reference_payment":"R-001","attendee":"Ana Souza","#,
             r#""email_attendee":"ana@ex.com.br","document_attendee":"111.222.333-44","phone_attende":"","#,
-            r#""description":"1x Geral","item":"","amount":120.25}],"count":1}"#
+            r#""description":"Ingresso","item":"Geral","amount":120.25}],"count":1}"#
         )
     );
 }
