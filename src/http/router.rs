@@ -454,10 +454,16 @@ where
             .map(|create| ctx.writes.register(name, base, &create)),
         WriteKind::Checkin => bodies::checkin_attendees_body(&value, &mut diag)
             .filter(|_| !diag.has_errors())
-            .map(|items| ctx.writes.checkin(name, base, &items)),
+            .map(|items| {
+                ctx.writes
+                    .checkins(name, base, items.iter().map(Into::into).collect())
+            }),
         WriteKind::CheckinSessions => bodies::checkin_sessions_body(&value, &mut diag)
             .filter(|_| !diag.has_errors())
-            .map(|items| ctx.writes.checkin_sessions(name, base, &items)),
+            .map(|items| {
+                ctx.writes
+                    .checkins(name, base, items.iter().map(Into::into).collect())
+            }),
     };
     let pending = match done {
         None => return detailed(ApiError::InvalidWrite, &diag.errors().join("; ")),

@@ -72,6 +72,27 @@ pub(crate) enum Write {
     Reset,
 }
 
+impl From<&CheckinAttendee> for Write {
+    fn from(c: &CheckinAttendee) -> Write {
+        Write::Checkin {
+            checkin_code: c.checkin_code.trim().to_string(),
+            checkin: c.checkin,
+            checkin_date: c.checkin_date.as_str().to_string(),
+        }
+    }
+}
+
+impl From<&CheckinSession> for Write {
+    fn from(c: &CheckinSession) -> Write {
+        Write::SessionCheckin {
+            id_attendees: c.id_attendees,
+            id_session: c.id_session,
+            checkin: c.checkin,
+            checkin_date: c.checkin_date.as_str().to_string(),
+        }
+    }
+}
+
 /// A line of the log.
 #[derive(Debug, Serialize, Deserialize)]
 struct Logged {
@@ -568,43 +589,15 @@ impl Writes {
         })
     }
 
-    /// Checks attendees in or out (`POST /checkin/attendees`), all or none.
-    pub(crate) fn checkin(
+    /// Applies a batch of check-ins (`POST /checkin/attendees`, `/checkin/sessions`), all or
+    /// none.
+    pub(crate) fn checkins(
         &self,
         bundle: &str,
         base: &Arc<Base>,
-        items: &[CheckinAttendee],
+        writes: Vec<Write>,
     ) -> Result<Pending, Refused> {
-        self.commit(bundle, base, |_| {
-            Ok(items
-                .iter()
-                .map(|c| Write::Checkin {
-                    checkin_code: c.checkin_code.trim().to_string(),
-                    checkin: c.checkin,
-                    checkin_date: c.checkin_date.as_str().to_string(),
-                })
-                .collect())
-        })
-    }
-
-    /// Checks attendees in at activities (`POST /checkin/sessions`), all or none.
-    pub(crate) fn checkin_sessions(
-        &self,
-        bundle: &str,
-        base: &Arc<Base>,
-        items: &[CheckinSession],
-    ) -> Result<Pending, Refused> {
-        self.commit(bundle, base, |_| {
-            Ok(items
-                .iter()
-                .map(|c| Write::SessionCheckin {
-                    id_attendees: c.id_attendees,
-                    id_session: c.id_session,
-                    checkin: c.checkin,
-                    checkin_date: c.checkin_date.as_str().to_string(),
-                })
-                .collect())
-        })
+        self.commit(bundle, base, |_| Ok(writes))
     }
 
     /// Forgets `bundle`'s writes (`POST /_writes/reset`); logged, so a restart forgets them too.
