@@ -14,7 +14,7 @@ use crate::helpers::{demo_data, spawn_app, TestApp, DEMO_TOKEN};
 const OPENAPI: &[u8] = include_bytes!("../../openapi.json");
 
 fn document() -> Value {
-    serde_json::from_slice(OPENAPI).expect("openapi.json is JSON")
+    crate::helpers::openapi()
 }
 
 #[tokio::test]
