@@ -253,6 +253,13 @@ impl ProxyState {
     }
 }
 
+/// The length of the list at `at` in a demo file.
+fn demo_count(at: &[&str], file: &str) -> Option<usize> {
+    let text = std::fs::read_to_string(demo_data().join("demo").join(file)).expect("a demo file");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    at.iter().fold(&v, |v, k| &v[*k]).as_array().map(Vec::len)
+}
+
 /// The summary's line of the files fetched one per payment reference.
 const PER_PAYMENT: &str = "payment_details";
 
@@ -289,6 +296,15 @@ async fn a_pulled_bundle_serves_byte_identical_answers_from_an_origin_or_the_api
     assert_eq!(by_name["payment_details"], Some(details), "{summary}");
     assert_eq!(by_name["payments"], Some(details), "{summary}");
     assert_eq!(by_name["event"], Some(1), "{summary}");
+    // Every line counted its records where the answer keeps them (the demo has some of each).
+    for e in &summary.endpoints {
+        assert!(e.records.is_some_and(|n| n > 0), "{}: {summary}", e.name);
+    }
+    assert_eq!(
+        by_name["certificates"],
+        demo_count(&["certificates", "data"], "certificates.json")
+    );
+    assert_eq!(by_name["session"], demo_count(&["data"], "session.json"));
     // One request per list endpoint of the table (each a line of the summary), then one per
     // reference (the summary's payment_details line).
     assert_eq!(
