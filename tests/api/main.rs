@@ -20,6 +20,7 @@ mod limits;
 mod openapi;
 mod operations;
 mod probe;
+mod programme;
 mod pull;
 mod records;
 mod reload;
