@@ -377,25 +377,17 @@ impl View {
     }
 }
 
-/// A record with what the writes added, after its own fields: `checkin` and `checkin_date` for
-/// the event, `checkin_sessions` for activities.
+/// A record with what the writes added: `checkin` and `checkin_date` for the event,
+/// `checkin_sessions` for activities, after its own fields, or in place of the same names when
+/// the record has them already (a snapshot pulled from another eventbox carries them).
 fn marked(record: Bytes, marks: Option<&Marks>) -> Bytes {
     let Some(marks) = marks else { return record };
-    let Some(open) = record.strip_suffix(b"}") else {
+    let Ok(mut fields) = serde_json::from_slice::<Map<String, Value>>(&record) else {
         return record;
     };
-    let mut out = open.to_vec();
-    let mut field = |name: &str, value: Value| {
-        if out.len() > 1 {
-            out.push(b',');
-        }
-        out.extend_from_slice(Value::String(name.into()).to_string().as_bytes());
-        out.push(b':');
-        out.extend_from_slice(value.to_string().as_bytes());
-    };
     if let Some((checkin, date)) = &marks.checkin {
-        field("checkin", (*checkin).into());
-        field("checkin_date", date.clone().into());
+        fields.insert("checkin".into(), (*checkin).into());
+        fields.insert("checkin_date".into(), date.clone().into());
     }
     if !marks.sessions.is_empty() {
         let sessions = marks
@@ -405,10 +397,9 @@ fn marked(record: Bytes, marks: Option<&Marks>) -> Bytes {
                 serde_json::json!({"id_session": id, "checkin": checkin, "checkin_date": date})
             })
             .collect();
-        field("checkin_sessions", Value::Array(sessions));
+        fields.insert("checkin_sessions".into(), Value::Array(sessions));
     }
-    out.push(b'}');
-    Bytes::from(out)
+    serde_json::to_vec(&fields).map_or(record, Bytes::from)
 }
 
 /// One bundle's writes and their view.
@@ -618,5 +609,28 @@ impl Writes {
     /// The log file, when there is one.
     pub(crate) fn log_path(&self) -> Option<&std::path::Path> {
         self.log.get().map(log::Log::path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marks_follow_the_fields_or_replace_the_same_names() {
+        let marks = Marks {
+            checkin: Some((1, "2026-09-15T08:00:00".into())),
+            sessions: vec![(7, 1, "2026-09-15T09:00:00".into())],
+        };
+        let plain = marked(Bytes::from_static(br#"{"id":1,"n":10.00}"#), Some(&marks));
+        assert_eq!(
+            std::str::from_utf8(&plain).expect("UTF-8"),
+            r#"{"id":1,"n":10.00,"checkin":1,"checkin_date":"2026-09-15T08:00:00","checkin_sessions":[{"id_session":7,"checkin":1,"checkin_date":"2026-09-15T09:00:00"}]}"#
+        );
+        // A record that carries them already (pulled from another eventbox): replaced in place.
+        let again = marked(plain.clone(), Some(&marks));
+        assert_eq!(again, plain);
+        let unmarked = Bytes::from_static(br#"{"id":2}"#);
+        assert_eq!(marked(unmarked.clone(), None), unmarked);
     }
 }
