@@ -33,7 +33,7 @@ use crate::model::bodies;
 use crate::model::decode::Diag;
 use crate::prepare::{self, Answer, Answers, Encoding, Listed, Prepared};
 use crate::store::Snapshot;
-use crate::writes::Writes;
+use crate::writes::{Received, Writes};
 use chrono::NaiveDate;
 
 /// The header that carries the token.
@@ -451,21 +451,25 @@ where
     };
     let mut diag = Diag::default();
     let name = &bundle.name;
+    let received = || Received {
+        path: parts.uri.path().to_string(),
+        body: value.clone(),
+    };
     let done = match kind {
         WriteKind::Register => bodies::attendee_create_body(&value, &mut diag)
             .filter(|_| !diag.has_errors())
-            .map(|create| ctx.writes.register(name, base, &create)),
+            .map(|create| ctx.writes.register(name, base, received(), &create)),
         WriteKind::Checkin => bodies::checkin_attendees_body(&value, &mut diag)
             .filter(|_| !diag.has_errors())
             .map(|items| {
-                ctx.writes
-                    .checkins(name, base, items.iter().map(Into::into).collect())
+                let writes = items.iter().map(Into::into).collect();
+                ctx.writes.checkins(name, base, received(), writes)
             }),
         WriteKind::CheckinSessions => bodies::checkin_sessions_body(&value, &mut diag)
             .filter(|_| !diag.has_errors())
             .map(|items| {
-                ctx.writes
-                    .checkins(name, base, items.iter().map(Into::into).collect())
+                let writes = items.iter().map(Into::into).collect();
+                ctx.writes.checkins(name, base, received(), writes)
             }),
     };
     let pending = match done {

@@ -15,7 +15,7 @@
 pub(crate) mod log;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use bytes::Bytes;
@@ -93,14 +93,25 @@ impl From<&CheckinSession> for Write {
     }
 }
 
-/// A line of the log.
+/// A line of the log: one request's writes (or a reset), in the order they were applied.
 #[derive(Debug, Serialize, Deserialize)]
 struct Logged {
+    /// Its place in the log, from 1: the order writes are forwarded in (kiosk mode).
+    seq: u64,
     /// When it was acknowledged (RFC 3339), for people reading the log.
     at: String,
     bundle: String,
-    #[serde(flatten)]
-    write: Write,
+    /// The request as it came (path and JSON body), to forward it as it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    request: Option<Received>,
+    writes: Vec<Write>,
+}
+
+/// A write request as it came.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Received {
+    pub(crate) path: String,
+    pub(crate) body: Value,
 }
 
 /// Why a write is refused.
@@ -455,6 +466,8 @@ pub(crate) struct Writes {
     bundles: Mutex<HashMap<String, BundleWrites>>,
     /// Whether any bundle has writes: reads skip the lock while none has.
     any: AtomicBool,
+    /// The `seq` of the last line logged (0: none yet).
+    seq: AtomicU64,
 }
 
 /// What opening the state folder found, for the startup log.
@@ -483,12 +496,15 @@ impl Writes {
             let Ok(logged) = serde_json::from_str::<Logged>(line) else {
                 continue;
             };
+            self.seq.fetch_max(logged.seq, Ordering::AcqRel);
             let b = bundles.entry(logged.bundle).or_default();
-            match logged.write {
-                Write::Reset => *b = BundleWrites::default(),
-                w => {
-                    b.writes.push(w);
-                    b.view = None;
+            for w in logged.writes {
+                match w {
+                    Write::Reset => *b = BundleWrites::default(),
+                    w => {
+                        b.writes.push(w);
+                        b.view = None;
+                    }
                 }
             }
         }
@@ -531,6 +547,7 @@ impl Writes {
         &self,
         bundle: &str,
         base: &Arc<Base>,
+        request: Received,
         make: impl FnOnce(&View) -> Result<Vec<Write>, Refused>,
     ) -> Result<Pending, Refused> {
         let mut bundles = self.bundles();
@@ -548,24 +565,30 @@ impl Writes {
         for w in &writes {
             view.apply(w);
         }
-        let wait = self.log.get().map(|log| {
-            let now = Utc::now().to_rfc3339();
-            let lines: Vec<Vec<u8>> = writes
-                .iter()
-                .map(|write| {
-                    serde_json::to_vec(&Logged {
-                        at: now.clone(),
-                        bundle: bundle.to_string(),
-                        write: write.clone(),
-                    })
-                    .unwrap_or_default()
-                })
-                .collect();
-            log.append(lines.join(&b'\n'))
-        });
+        let wait = self.log(bundle, Some(request), &writes);
         b.writes.extend(writes);
         self.any.store(true, Ordering::Release);
         Ok(Pending { wait })
+    }
+
+    /// Appends one request's writes to the log, if there is one: the wait for their durability.
+    /// Called under the bundles' lock, so `seq` and the log follow the order writes are applied.
+    fn log(
+        &self,
+        bundle: &str,
+        request: Option<Received>,
+        writes: &[Write],
+    ) -> Option<tokio::sync::oneshot::Receiver<std::io::Result<()>>> {
+        let log = self.log.get()?;
+        let logged = Logged {
+            seq: self.seq.fetch_add(1, Ordering::AcqRel) + 1,
+            at: Utc::now().to_rfc3339(),
+            bundle: bundle.to_string(),
+            request,
+            writes: writes.to_vec(),
+        };
+        // A `Value` and strings always serialise; JSON text has no raw newline in it.
+        Some(log.append(serde_json::to_vec(&logged).unwrap_or_default()))
     }
 
     /// Registers an attendee (`POST /attendees/create`).
@@ -573,9 +596,10 @@ impl Writes {
         &self,
         bundle: &str,
         base: &Arc<Base>,
+        request: Received,
         create: &AttendeeCreate,
     ) -> Result<Pending, Refused> {
-        self.commit(bundle, base, |view| {
+        self.commit(bundle, base, request, |view| {
             Ok(vec![view.registration(create, Utc::now())?])
         })
     }
@@ -586,23 +610,17 @@ impl Writes {
         &self,
         bundle: &str,
         base: &Arc<Base>,
+        request: Received,
         writes: Vec<Write>,
     ) -> Result<Pending, Refused> {
-        self.commit(bundle, base, |_| Ok(writes))
+        self.commit(bundle, base, request, |_| Ok(writes))
     }
 
     /// Forgets `bundle`'s writes (`POST /_writes/reset`); logged, so a restart forgets them too.
     pub(crate) fn reset(&self, bundle: &str) -> Pending {
         let mut bundles = self.bundles();
         bundles.remove(bundle);
-        let wait = self.log.get().map(|log| {
-            let logged = Logged {
-                at: Utc::now().to_rfc3339(),
-                bundle: bundle.to_string(),
-                write: Write::Reset,
-            };
-            log.append(serde_json::to_vec(&logged).unwrap_or_default())
-        });
+        let wait = self.log(bundle, None, &[Write::Reset]);
         Pending { wait }
     }
 

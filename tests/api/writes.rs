@@ -386,6 +386,24 @@ async fn eight_concurrent_writers_lose_none_and_a_restart_keeps_them_all() {
         .map(|a| &a["id_attendees"])
         .collect();
     assert_eq!(ids.len() as u64, n + 4000, "every id is unique");
+    // The log: one line per request, numbered in the order applied, with the request as it came
+    // (what kiosk mode forwards).
+    let log = std::fs::read_to_string(state.path().join("writes.jsonl")).expect("the log");
+    let lines: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 4000);
+    for (i, line) in lines.iter().enumerate() {
+        assert_eq!(line["seq"], i as u64 + 1);
+        assert_eq!(line["bundle"], "demo");
+        assert_eq!(line["request"]["path"], "/api/v1/attendees/create");
+        assert_eq!(
+            line["request"]["body"]["registration"]["id_ticket_price"],
+            price
+        );
+        assert_eq!(line["writes"][0]["write"], "registration");
+    }
     drop(app);
 
     let again = demo_app(Some(state.path()), false).await;
