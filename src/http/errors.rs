@@ -89,7 +89,7 @@ errors! {
     /// A reference that no payment of the event has.
     PaymentNotFound = (404, "payment_not_found", "No payment of this event has that reference."),
     /// A request body over the cap.
-    BodyTooLarge = (413, "body_too_large", "The request body is too large: writes take at most 1 MiB, payments/details at most 64 KiB, other requests at most 1 KiB."),
+    BodyTooLarge = (413, "body_too_large", "The request body is too large: writes take at most 1 MiB, payments/details and custom/* at most 64 KiB, other GET and HEAD requests at most 1 KiB."),
     /// A method other than GET or HEAD on a known path.
     MethodNotAllowed = (405, "method_not_allowed", "The method is not allowed on this resource; the Allow header lists those that are."),
     /// The first load has not finished yet.

@@ -482,6 +482,7 @@ where
         }
         Some(Ok(pending)) => pending,
     };
+    let seq = pending.seq;
     match pending.durable().await {
         Ok(()) => json(
             StatusCode::OK,
@@ -491,7 +492,8 @@ where
             }),
         ),
         Err(e) => {
-            tracing::error!(error = %e, "a write could not be made durable");
+            tracing::error!(error = %e, "a write could not be made durable; it is taken back");
+            ctx.writes.forget(name, seq);
             error(ApiError::StateUnwritable)
         }
     }

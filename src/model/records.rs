@@ -249,8 +249,13 @@ impl PaymentDetail {
     /// amount split evenly (to its written decimals, the first rows taking the remainder). A
     /// description in another form is one row with the whole description as `item`.
     pub(crate) fn rows_of(p: &Purchase) -> Vec<PaymentDetail> {
+        let total = |items: &[(u64, &str)]| {
+            items
+                .iter()
+                .try_fold(0u64, |sum, (n, _)| sum.checked_add(*n))
+        };
         let items = purchase_items(&p.description_payment)
-            .filter(|items| items.iter().map(|(n, _)| n).sum::<u64>() <= MAX_ROWS)
+            .filter(|items| total(items).is_some_and(|n| n <= MAX_ROWS))
             .unwrap_or_else(|| vec![(1, p.description_payment.trim())]);
         let n: u64 = items.iter().map(|(n, _)| n).sum();
         let amounts = split_amount(&p.amount_payment, n)

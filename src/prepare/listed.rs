@@ -145,12 +145,13 @@ impl Listed {
             }
             _ => &[][..],
         };
-        assemble(std::iter::once(bytes), which.len(), self.counted)
+        let pieces = (!bytes.is_empty()).then_some(bytes);
+        assemble(pieces.into_iter(), which.len(), self.counted)
     }
 }
 
-/// `{"data":[` the `records` (each one or more records, comma-joined already) `],"count":n}`,
-/// or without `count`.
+/// `{"data":[` the `records` (each one or more records, comma-joined already; none empty)
+/// `],"count":n}`, or without `count`.
 pub(crate) fn assemble<'a>(
     records: impl Iterator<Item = &'a [u8]> + Clone,
     n: usize,
@@ -159,7 +160,7 @@ pub(crate) fn assemble<'a>(
     let len: usize = records.clone().map(|r| r.len() + 1).sum();
     let mut out = BytesMut::with_capacity(len + 32);
     out.put_slice(b"{\"data\":[");
-    for (i, r) in records.filter(|r| !r.is_empty()).enumerate() {
+    for (i, r) in records.enumerate() {
         if i > 0 {
             out.put_u8(b',');
         }

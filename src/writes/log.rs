@@ -79,26 +79,29 @@ impl Log {
         let (lines, good_len, torn_at) = read_lines(&mut file, &path, &is_record)?;
         let torn = match torn_at {
             Some(at) => {
-                let aside = aside_path(&path);
                 let mut bytes = Vec::new();
                 file.seek(SeekFrom::Start(at)).map_err(io)?;
                 io::Read::read_to_end(&mut file, &mut bytes).map_err(io)?;
-                std::fs::write(&aside, &bytes).map_err(|source| LogError::Io {
-                    path: aside.clone(),
-                    source,
-                })?;
+                let aside = write_aside(&path, &bytes)?;
                 file.set_len(good_len).map_err(io)?;
                 file.sync_all().map_err(io)?;
                 Some(aside)
             }
             None => None,
         };
-        file.seek(SeekFrom::End(0)).map_err(io)?;
+        // The log's name (and a torn line's copy) must outlive a power loss too.
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|source| LogError::Io {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+        let len = file.seek(SeekFrom::End(0)).map_err(io)?;
         let (tx, rx) = mpsc::channel::<Request>();
         let thread_path = path.clone();
         thread::Builder::new()
             .name("eventbox-log".into())
-            .spawn(move || run(file, rx, &thread_path))
+            .spawn(move || run(file, len, rx, &thread_path))
             .map_err(io)?;
         Ok(Opened {
             log: Log { path, tx },
@@ -124,24 +127,42 @@ impl Log {
     }
 }
 
-/// `writes.jsonl.torn-<unix seconds>`, a new name.
-fn aside_path(path: &Path) -> PathBuf {
+/// Copies a torn line to `writes.jsonl.torn-<unix seconds>[-n]`, a name no file has (created
+/// new, never overwriting), made durable; returns its path.
+fn write_aside(path: &Path, bytes: &[u8]) -> Result<PathBuf, LogError> {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let mut n = 0;
-    loop {
+    for n in 0u32.. {
         let mut name = path.as_os_str().to_owned();
         name.push(format!(".torn-{secs}"));
         if n > 0 {
             name.push(format!("-{n}"));
         }
         let candidate = PathBuf::from(name);
-        if !candidate.exists() {
-            return candidate;
+        let err = |source| LogError::Io {
+            path: candidate.clone(),
+            source,
+        };
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&candidate)
+        {
+            Ok(mut f) => {
+                f.write_all(bytes)
+                    .and_then(|()| f.sync_all())
+                    .map_err(err)?;
+                return Ok(candidate);
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(err(e)),
         }
-        n += 1;
     }
+    Err(LogError::Io {
+        path: path.to_path_buf(),
+        source: io::Error::other("no free name for the torn line's copy"),
+    })
 }
 
 /// The complete lines, the length they span, and where a torn last line starts. The log is read
@@ -166,8 +187,8 @@ fn read_lines(
             // No newline: the last append was cut short.
             return Ok((lines, offset as u64, Some(offset as u64)));
         };
-        let text = String::from_utf8_lossy(&rest[..end]);
-        if !is_record(&text) {
+        let text = std::str::from_utf8(&rest[..end]).unwrap_or("");
+        if text.is_empty() || !is_record(text) {
             // The last line (nothing but blanks after it) is torn; an earlier one is damage.
             if rest[end..].iter().all(u8::is_ascii_whitespace) {
                 return Ok((lines, offset as u64, Some(offset as u64)));
@@ -178,25 +199,49 @@ fn read_lines(
                 message: "not JSON of a write".into(),
             });
         }
-        lines.push(text.into_owned());
+        lines.push(text.to_string());
         offset += end + 1;
     }
     Ok((lines, offset as u64, None))
 }
 
-/// The writing thread: batches what is waiting, writes, syncs, answers.
-fn run(mut file: File, rx: mpsc::Receiver<Request>, path: &Path) {
+/// The writing thread: batches what is waiting, writes, syncs, answers. A batch that fails is
+/// cut off again (the file back to its length before it), so what follows is not appended to a
+/// half-written line; if even that fails, the log is broken and every later write is refused.
+fn run(mut file: File, mut len: u64, rx: mpsc::Receiver<Request>, path: &Path) {
+    let mut broken = false;
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         batch.extend(rx.try_iter());
-        let mut bytes = Vec::with_capacity(batch.iter().map(|(l, _)| l.len()).sum());
-        for (line, _) in &batch {
-            bytes.extend_from_slice(line);
-        }
-        let result = file.write_all(&bytes).and_then(|()| file.sync_data());
-        if let Err(e) = &result {
-            tracing::error!(path = %path.display(), error = %e, "the write log could not be written");
-        }
+        let result = if broken {
+            Err(io::Error::other(
+                "the write log is broken (an earlier write failed and could not be undone)",
+            ))
+        } else {
+            let mut bytes = Vec::with_capacity(batch.iter().map(|(l, _)| l.len()).sum());
+            for (line, _) in &batch {
+                bytes.extend_from_slice(line);
+            }
+            let written = file.write_all(&bytes).and_then(|()| file.sync_data());
+            match written {
+                Ok(()) => {
+                    len += bytes.len() as u64;
+                    Ok(())
+                }
+                Err(e) => {
+                    tracing::error!(path = %path.display(), error = %e, "the write log could not be written");
+                    let undone = file
+                        .set_len(len)
+                        .and_then(|()| file.seek(SeekFrom::Start(len)).map(drop))
+                        .and_then(|()| file.sync_all());
+                    if let Err(undo) = undone {
+                        tracing::error!(path = %path.display(), error = %undo, "the failed write could not be cut off: no more writes are taken");
+                        broken = true;
+                    }
+                    Err(e)
+                }
+            }
+        };
         for (_, done) in batch {
             let answer = match &result {
                 Ok(()) => Ok(()),

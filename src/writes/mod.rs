@@ -165,6 +165,10 @@ struct View {
     next_id: i64,
     next_code: i64,
     marks: HashMap<Who, Marks>,
+    /// The id and code a logged registration had, when folding gave it other ones or found it
+    /// in the base (by e-mail): where its later check-ins go. Consulted before the base.
+    alias_ids: HashMap<i64, Who>,
+    alias_codes: HashMap<String, Who>,
     /// The attendees answers with the writes, made when first asked for after a change.
     listed: Option<Arc<Listed>>,
 }
@@ -172,38 +176,48 @@ struct View {
 impl View {
     fn new(base: Arc<Base>) -> View {
         View {
-            next_id: base.max_id + 1,
-            next_code: (base.max_code + 1).max(10_000_001),
+            next_id: base.max_id.saturating_add(1),
+            next_code: base.max_code.saturating_add(1).max(10_000_001),
             base,
             created: Vec::new(),
             emails: HashMap::new(),
             codes: HashMap::new(),
             ids: HashMap::new(),
             marks: HashMap::new(),
+            alias_ids: HashMap::new(),
+            alias_codes: HashMap::new(),
             listed: None,
         }
     }
 
     fn who_by_code(&self, code: &str) -> Option<Who> {
         let code = code.trim();
-        self.base
-            .codes
+        self.alias_codes
             .get(code)
-            .map(|i| Who::Base(*i))
+            .copied()
+            .or_else(|| self.base.codes.get(code).map(|i| Who::Base(*i)))
             .or_else(|| self.codes.get(code).map(|i| Who::Created(*i)))
     }
 
     fn who_by_id(&self, id: i64) -> Option<Who> {
-        self.base
-            .attendees
-            .index_of(id)
-            .map(Who::Base)
+        self.alias_ids
+            .get(&id)
+            .copied()
+            .or_else(|| self.base.attendees.index_of(id).map(Who::Base))
             .or_else(|| self.ids.get(&id).map(|i| Who::Created(*i)))
     }
 
-    fn registered(&self, email: &str) -> bool {
+    fn who_by_email(&self, email: &str) -> Option<Who> {
         let email = email.trim().to_lowercase();
-        self.base.emails.contains_key(&email) || self.emails.contains_key(&email)
+        self.base
+            .emails
+            .get(&email)
+            .map(|i| Who::Base(*i))
+            .or_else(|| self.emails.get(&email).map(|i| Who::Created(*i)))
+    }
+
+    fn registered(&self, email: &str) -> bool {
+        self.who_by_email(email).is_some()
     }
 
     /// The registration a create body asks for, made at `now`: refused for a price the event
@@ -303,38 +317,51 @@ impl View {
         Ok(())
     }
 
-    /// Applies a write that [`View::check`] passed (one it did not is skipped).
+    /// Applies a write that [`View::check`] passed; replaying one it does not is skipped, and
+    /// a registration the base holds already (by e-mail) is the base's record from then on.
     fn apply(&mut self, write: &Write) {
-        if self.check(write).is_err() {
+        if !matches!(write, Write::Registration { .. }) && self.check(write).is_err() {
             return;
         }
         match write {
             Write::Registration { attendee } => {
                 let email = attendee.get("email").and_then(Value::as_str).unwrap_or("");
+                let logged_id = attendee.get("id_attendees").and_then(Value::as_i64);
+                let logged_code = attendee.get("checkin_code").and_then(Value::as_i64);
+                let alias = |view: &mut View, who: Who| {
+                    if let Some(id) = logged_id {
+                        view.alias_ids.insert(id, who);
+                    }
+                    if let Some(code) = logged_code {
+                        view.alias_codes.insert(code.to_string(), who);
+                    }
+                };
+                if let Some(who) = self.who_by_email(email) {
+                    // The snapshot caught up with it: its check-ins go to the base's record.
+                    alias(self, who);
+                    self.listed = None;
+                    return;
+                }
                 let mut record = attendee.clone();
-                // Replayed over a base that took its id or code since: give it new ones.
-                let mut id = record
-                    .get("id_attendees")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(self.next_id);
+                // Replayed over a base that took its id or code since: give it new ones (and
+                // send the check-ins that name the old ones to it).
+                let mut id = logged_id.unwrap_or(self.next_id);
                 if self.who_by_id(id).is_some() {
                     id = self.next_id;
                     record.insert("id_attendees".into(), id.into());
                 }
-                let mut code = record
-                    .get("checkin_code")
-                    .and_then(Value::as_i64)
-                    .unwrap_or(self.next_code);
+                let mut code = logged_code.unwrap_or(self.next_code);
                 if self.who_by_code(&code.to_string()).is_some() {
                     code = self.next_code;
                     record.insert("checkin_code".into(), code.into());
                 }
                 let index = self.created.len();
+                alias(self, Who::Created(index));
                 self.emails.insert(email.trim().to_lowercase(), index);
                 self.codes.insert(code.to_string(), index);
                 self.ids.insert(id, index);
-                self.next_id = self.next_id.max(id + 1);
-                self.next_code = self.next_code.max(code + 1);
+                self.next_id = self.next_id.max(id.saturating_add(1));
+                self.next_code = self.next_code.max(code.saturating_add(1));
                 self.created.push(Created { id, record });
             }
             Write::Checkin {
@@ -356,11 +383,10 @@ impl View {
                 let Some(who) = self.who_by_id(*id_attendees) else {
                     return;
                 };
-                self.marks.entry(who).or_default().sessions.push((
-                    *id_session,
-                    *checkin,
-                    checkin_date.clone(),
-                ));
+                // One entry per activity, the last check-in winning (as at the event).
+                let sessions = &mut self.marks.entry(who).or_default().sessions;
+                sessions.retain(|(id, _, _)| id != id_session);
+                sessions.push((*id_session, *checkin, checkin_date.clone()));
             }
             Write::Reset => *self = View::new(self.base.clone()),
         }
@@ -379,7 +405,9 @@ impl View {
             records.push((id, marked(bytes, self.marks.get(&Who::Base(i)))));
         }
         for (i, c) in self.created.iter().enumerate() {
-            let bytes = Bytes::from(serde_json::to_vec(&c.record).unwrap_or_default());
+            // A map of JSON values always serialises.
+            let bytes = serde_json::to_vec(&c.record)
+                .map_or_else(|_| Bytes::from_static(b"{}"), Bytes::from);
             records.push((c.id, marked(bytes, self.marks.get(&Who::Created(i)))));
         }
         let listed = Arc::new(Listed::assembled(records, true));
@@ -416,8 +444,8 @@ fn marked(record: Bytes, marks: Option<&Marks>) -> Bytes {
 /// One bundle's writes and their view.
 #[derive(Debug, Default)]
 struct BundleWrites {
-    /// Since the last reset, in order.
-    writes: Vec<Write>,
+    /// Since the last reset, in order, each with the `seq` of its log line (0 without a log).
+    writes: Vec<(u64, Write)>,
     view: Option<View>,
 }
 
@@ -430,7 +458,7 @@ impl BundleWrites {
             .is_none_or(|v| !Arc::ptr_eq(&v.base, base));
         if stale {
             let mut view = View::new(base.clone());
-            for w in &self.writes {
+            for (_, w) in &self.writes {
                 // Replaying skips what the new base refuses (see the module's documentation).
                 view.apply(w);
             }
@@ -443,10 +471,13 @@ impl BundleWrites {
 /// A write that passed and waits to be durable.
 pub(crate) struct Pending {
     wait: Option<tokio::sync::oneshot::Receiver<std::io::Result<()>>>,
+    /// The log line's `seq`, to take the writes back if it cannot be made durable.
+    pub(crate) seq: u64,
 }
 
 impl Pending {
-    /// Waits until the write is in the log (at once without `--state`).
+    /// Waits until the write is in the log (at once without `--state`). On an error the caller
+    /// takes the writes back ([`Writes::forget`]): they were never acknowledged.
     pub(crate) async fn durable(self) -> std::io::Result<()> {
         match self.wait {
             None => Ok(()),
@@ -502,7 +533,7 @@ impl Writes {
                 match w {
                     Write::Reset => *b = BundleWrites::default(),
                     w => {
-                        b.writes.push(w);
+                        b.writes.push((logged.seq, w));
                         b.view = None;
                     }
                 }
@@ -554,6 +585,12 @@ impl Writes {
         let b = bundles.entry(bundle.to_string()).or_default();
         let view = b.view(base);
         let writes = make(view)?;
+        if writes.is_empty() {
+            return Err(Refused::new(
+                ApiError::InvalidWrite,
+                "the list is empty: send at least one check-in",
+            ));
+        }
         for (i, w) in writes.iter().enumerate() {
             view.check(w).map_err(|mut r| {
                 if writes.len() > 1 {
@@ -565,10 +602,13 @@ impl Writes {
         for w in &writes {
             view.apply(w);
         }
-        let wait = self.log(bundle, Some(request), &writes);
-        b.writes.extend(writes);
+        let (seq, wait) = match self.log(bundle, Some(request), &writes) {
+            Some((seq, wait)) => (seq, Some(wait)),
+            None => (0, None),
+        };
+        b.writes.extend(writes.into_iter().map(|w| (seq, w)));
         self.any.store(true, Ordering::Release);
-        Ok(Pending { wait })
+        Ok(Pending { wait, seq })
     }
 
     /// Appends one request's writes to the log, if there is one: the wait for their durability.
@@ -578,17 +618,31 @@ impl Writes {
         bundle: &str,
         request: Option<Received>,
         writes: &[Write],
-    ) -> Option<tokio::sync::oneshot::Receiver<std::io::Result<()>>> {
+    ) -> Option<(u64, tokio::sync::oneshot::Receiver<std::io::Result<()>>)> {
         let log = self.log.get()?;
+        let seq = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
         let logged = Logged {
-            seq: self.seq.fetch_add(1, Ordering::AcqRel) + 1,
+            seq,
             at: Utc::now().to_rfc3339(),
             bundle: bundle.to_string(),
             request,
             writes: writes.to_vec(),
         };
         // A `Value` and strings always serialise; JSON text has no raw newline in it.
-        Some(log.append(serde_json::to_vec(&logged).unwrap_or_default()))
+        Some((
+            seq,
+            log.append(serde_json::to_vec(&logged).unwrap_or_default()),
+        ))
+    }
+
+    /// Takes back the writes of log line `seq` of `bundle`, which could not be made durable:
+    /// reads stop showing them, and the same request may be made again.
+    pub(crate) fn forget(&self, bundle: &str, seq: u64) {
+        let mut bundles = self.bundles();
+        if let Some(b) = bundles.get_mut(bundle) {
+            b.writes.retain(|(s, _)| *s != seq);
+            b.view = None;
+        }
     }
 
     /// Registers an attendee (`POST /attendees/create`).
@@ -620,8 +674,11 @@ impl Writes {
     pub(crate) fn reset(&self, bundle: &str) -> Pending {
         let mut bundles = self.bundles();
         bundles.remove(bundle);
-        let wait = self.log(bundle, None, &[Write::Reset]);
-        Pending { wait }
+        let (seq, wait) = match self.log(bundle, None, &[Write::Reset]) {
+            Some((seq, wait)) => (seq, Some(wait)),
+            None => (0, None),
+        };
+        Pending { wait, seq }
     }
 
     /// The log file, when there is one.

@@ -567,3 +567,97 @@ async fn the_test_server_verifies_a_write_by_its_body_and_reset_forgets_it() {
     let without = list(&server).await;
     assert!(!without.to_string().contains("verified@exemplo.com"));
 }
+
+#[tokio::test]
+async fn an_empty_batch_is_refused_and_a_restart_after_it_reads_the_log() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let app = demo_app(Some(state.path()), false).await;
+    let code = attendees(&app).await["data"][0]["checkin_code"].to_string();
+    post(&app, "/api/v1/checkin/attendees", &json!([]))
+        .await
+        .assert_error(400, "invalid_write");
+    let ok = post(
+        &app,
+        "/api/v1/checkin/attendees",
+        &json!([{"checkin_code": code, "checkin": 1, "checkin_date": "2026-09-15T08:00:00"}]),
+    )
+    .await;
+    assert_eq!(ok.status, 200);
+    let before = attendees(&app).await;
+    drop(app);
+    let again = demo_app(Some(state.path()), false).await;
+    assert_eq!(attendees(&again).await, before);
+}
+
+#[tokio::test]
+async fn a_reload_that_takes_a_registrations_id_keeps_its_check_ins_on_it() {
+    let data = TempData::new();
+    data.with_demo("demo");
+    let app = App::new(data.path());
+    app.load().expect("loads");
+    let app = serve_app(app).await;
+    let price = a_price(&app).await;
+    let session = app.get("/api/v1/session", DEMO_TOKEN).await.json()["data"][0]["id_session"]
+        .as_i64()
+        .expect("an activity");
+    assert_eq!(
+        post(
+            &app,
+            "/api/v1/attendees/create",
+            &person("Ana Local", "ana.local@exemplo.com", price)
+        )
+        .await
+        .status,
+        200
+    );
+    let list = attendees(&app).await;
+    let n = list["count"].as_u64().expect("count") as usize;
+    let ana = list["data"][n - 1].clone();
+    let (id, code) = (ana["id_attendees"].clone(), ana["checkin_code"].clone());
+    for (path, body) in [
+        (
+            "/api/v1/checkin/attendees",
+            json!([{"checkin_code": code.to_string(), "checkin": 1, "checkin_date": "2026-09-15T08:00:00"}]),
+        ),
+        (
+            "/api/v1/checkin/sessions",
+            json!([{"id_attendees": id, "id_session": session, "checkin": 1, "checkin_date": "2026-09-15T09:00:00"}]),
+        ),
+    ] {
+        assert_eq!(post(&app, path, &body).await.status, 200);
+    }
+
+    // The live site gave Ana's id and code to Bruno, and a new snapshot brings him.
+    let path = data.path().join("demo/attendees.json");
+    let mut file: Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("read")).expect("JSON");
+    let mut bruno = file["data"][0].clone();
+    bruno["id_attendees"] = id.clone();
+    bruno["checkin_code"] = code.clone();
+    bruno["name"] = json!("Bruno Remoto");
+    bruno["email"] = json!("bruno.remoto@exemplo.com");
+    file["data"].as_array_mut().expect("data").push(bruno);
+    file["count"] = json!(n);
+    std::fs::write(&path, serde_json::to_vec(&file).expect("JSON")).expect("write");
+    app.app.load().expect("reloads");
+
+    let after = attendees(&app).await;
+    let by_email = |email: &str| {
+        after["data"]
+            .as_array()
+            .expect("data")
+            .iter()
+            .find(|a| a["email"] == email)
+            .cloned()
+            .unwrap_or_else(|| panic!("{email} missing"))
+    };
+    let bruno = by_email("bruno.remoto@exemplo.com");
+    let ana = by_email("ana.local@exemplo.com");
+    assert!(
+        bruno.get("checkin").is_none(),
+        "Bruno got Ana's check-in: {bruno}"
+    );
+    assert_eq!(ana["checkin"], 1, "{ana}");
+    assert_eq!(ana["checkin_sessions"][0]["id_session"], session);
+    assert_ne!(ana["id_attendees"], id, "Ana has a new id");
+}
