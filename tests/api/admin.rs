@@ -120,6 +120,7 @@ async fn remote_clients_get_403_from_admin_routes_without_a_configured_token() {
                 continue;
             }
             res.assert_error(403, "admin_local_only");
+            assert_documented(method, path, &res);
             assert!(
                 res.json()["message"]
                     .as_str()
@@ -159,6 +160,7 @@ async fn remote_clients_need_the_admin_token_as_a_bearer() {
             let res = call(&app, method, path, wrong).await;
             if method != "HEAD" {
                 res.assert_error(401, "admin_token_required");
+                assert_documented(method, path, &res);
             }
             assert_eq!(res.status, 401, "{method} {path} {wrong:?}");
             assert_eq!(
@@ -192,6 +194,19 @@ async fn remote_clients_need_the_admin_token_as_a_bearer() {
     assert!(journal.json()["count"].as_u64().is_some_and(|n| n > 0));
     assert!(!journal.text().contains(SECRET), "{}", journal.text());
     assert_open_routes(&app).await;
+}
+
+/// A GET's error answer is one `openapi.json` documents for its path and status.
+fn assert_documented(method: &str, path: &str, res: &Answer) {
+    if method != "GET" {
+        return;
+    }
+    let doc = crate::openapi::document();
+    let status = res.status.as_u16().to_string();
+    let schema = crate::openapi::response_schema(&doc, path, &status, true);
+    assert!(!schema.is_null(), "GET {path}: {status} is not documented");
+    let problems = crate::openapi::problems(&schema, &res.json());
+    assert!(problems.is_empty(), "GET {path} {status}: {problems:#?}");
 }
 
 /// `/healthz`, `/readyz`, `/metrics`, `/openapi.json` and the API answer this client, with no
