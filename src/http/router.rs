@@ -1,8 +1,9 @@
 //! The middle of the request pipeline (see `pipeline`): a plain function of the request, its
-//! route, the bundle its token opens and the snapshot, returning a `Handled` value.
+//! route, the bundle its token opens, the snapshot and the peer's address, returning a `Handled`
+//! value.
 //!
-//! Checks run in the order the error contract fixes: path, method, readiness, token, then the
-//! request's own parameters. Every success body of the API is a prepared `Bytes`; answering is a lookup and a
+//! Checks run in the order the error contract fixes: path, the admin rule (admin routes only,
+//! `admin`), method, readiness, token, then the request's own parameters. Every success body of the API is a prepared `Bytes`; answering is a lookup and a
 //! clone. `/metrics` is the one route that encodes per request (it is scraped, not polled).
 
 use std::net::{IpAddr, SocketAddr};
