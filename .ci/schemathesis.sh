@@ -12,7 +12,11 @@ cd "$(dirname "$0")/.."
 SCHEMATHESIS_VERSION=4.32.5
 # Examples per operation and phase: enough to cover every status, small enough for ~1-2 minutes.
 MAX_EXAMPLES=${MAX_EXAMPLES:-200}
-SEED=${SEED:-}
+# A fixed seed, so CI is the same run each time; `SEED= .ci/schemathesis.sh` explores anew. A
+# random run can meet one known gap: a header value with a control character (say `\x08` in
+# If-None-Match) is refused by hyper's parser with a bare 400, before eventbox sees the request,
+# so that 400 has no JSON body (docs/api.md, Errors).
+SEED=${SEED-58656830251171883202751652123913827158}
 
 # A private virtual environment under target/ (ignored by git), reused across runs.
 venv=target/schemathesis-venv
@@ -60,14 +64,18 @@ done
 # data checks. The stateful ones (use_after_free, ensure_resource_availability,
 # object_level_authorization) find no links between operations in a read-only API and do not
 # apply. .ci/schemathesis.toml adjusts one operation, with its reason.
+# One worker: with two, hypothesis describes its filters by parsing their source with `ast` from
+# two threads at once, which CPython 3.11 does not support ("AST constructor recursion depth
+# mismatch", a runtime error of schemathesis, not a finding).
 # schemathesis leaves out the document's own path, /openapi.json, which tests/api/openapi.rs
 # covers.
 args=(
     --config-file .ci/schemathesis.toml
     run "$base/openapi.json"
     --header "Authorization-Token: demo-token"
+    --header "Authorization-App: ci-app"
     --max-examples "$MAX_EXAMPLES"
-    --workers 2
+    --workers 1
     --request-timeout 10
 )
 if [ -n "$SEED" ]; then

@@ -8,9 +8,8 @@ use hyper::header::{
 };
 
 const ANY: HeaderValue = HeaderValue::from_static("*");
-const METHODS: HeaderValue = HeaderValue::from_static("GET, HEAD");
 const HEADERS: HeaderValue =
-    HeaderValue::from_static("Authorization-Token, Content-Type, If-None-Match, X-Eventbox-Delay, X-Eventbox-Status, X-Eventbox-Fault");
+    HeaderValue::from_static("Authorization-Token, Authorization-App, Content-Type, If-None-Match, X-Eventbox-Delay, X-Eventbox-Status, X-Eventbox-Fault");
 const EXPOSE: HeaderValue = HeaderValue::from_static("ETag, Retry-After");
 /// How long a browser may cache a preflight answer, in seconds (browsers cap it lower).
 const MAX_AGE: HeaderValue = HeaderValue::from_static("86400");
@@ -76,13 +75,19 @@ impl Cors {
     }
 
     /// Adds the headers of a preflight answer: nothing beyond `Vary` for an origin not allowed.
-    pub(crate) fn apply_preflight(&self, origin: Option<&HeaderValue>, headers: &mut HeaderMap) {
+    /// `methods` are the route's (its table entry's).
+    pub(crate) fn apply_preflight(
+        &self,
+        origin: Option<&HeaderValue>,
+        methods: HeaderValue,
+        headers: &mut HeaderMap,
+    ) {
         if let Cors::Origins(_) = self {
             headers.append(VARY, ORIGIN_VARY);
         }
         if let Some(allow) = self.allow(origin) {
             headers.insert(ACCESS_CONTROL_ALLOW_ORIGIN, allow);
-            headers.insert(ACCESS_CONTROL_ALLOW_METHODS, METHODS);
+            headers.insert(ACCESS_CONTROL_ALLOW_METHODS, methods);
             headers.insert(ACCESS_CONTROL_ALLOW_HEADERS, HEADERS);
             headers.insert(ACCESS_CONTROL_MAX_AGE, MAX_AGE);
         }

@@ -19,12 +19,16 @@ pub(crate) fn paging(query: Option<&str>) -> Result<Option<(usize, usize)>, ApiE
         } else {
             continue;
         };
-        let n = v
-            .trim()
-            .parse::<usize>()
-            .ok()
-            .filter(|n| *n >= 1)
-            .ok_or(ApiError::InvalidPaging)?;
+        let text = v.trim();
+        // A whole number too large for this machine is as good as "all": it saturates.
+        let n = match text.parse::<usize>() {
+            Ok(n) => n,
+            Err(_) if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) => usize::MAX,
+            Err(_) => 0,
+        };
+        if n < 1 {
+            return Err(ApiError::InvalidPaging);
+        }
         *slot = Some(n);
     }
     Ok(match (page, per_page) {
@@ -44,6 +48,10 @@ mod tests {
         assert_eq!(paging(Some("page=2&per_page=10")), Ok(Some((2, 10))));
         assert_eq!(paging(Some("PAGE=3")), Ok(Some((3, DEFAULT_PER_PAGE))));
         assert_eq!(paging(Some("per_page=5")), Ok(Some((1, 5))));
+        assert_eq!(
+            paging(Some("page=98870736201005858816")),
+            Ok(Some((usize::MAX, DEFAULT_PER_PAGE)))
+        );
         for bad in ["page=0", "page=-1", "per_page=x", "page=", "page=1.5"] {
             assert_eq!(paging(Some(bad)), Err(ApiError::InvalidPaging), "{bad}");
         }

@@ -129,7 +129,11 @@ pub(crate) async fn answer(
         res.headers_mut().insert(CONNECTION, CLOSE);
     }
     if preflight && res.status() == StatusCode::NO_CONTENT {
-        ctx.cors.apply_preflight(origin.as_ref(), res.headers_mut());
+        let methods = route.map_or(HeaderValue::from_static("GET, HEAD"), |r| {
+            router::methods(r, false)
+        });
+        ctx.cors
+            .apply_preflight(origin.as_ref(), methods, res.headers_mut());
     } else {
         ctx.cors.apply(origin.as_ref(), res.headers_mut());
     }

@@ -44,7 +44,6 @@ pub(crate) const TOKEN_HEADER: &str = "authorization-token";
 
 const JSON: HeaderValue = HeaderValue::from_static("application/json; charset=utf-8");
 const GET_HEAD: HeaderValue = HeaderValue::from_static("GET, HEAD");
-const GET_HEAD_OPTIONS: HeaderValue = HeaderValue::from_static("GET, HEAD, OPTIONS");
 const HEALTHY: &[u8] = b"{\"status\":\"ok\"}";
 const READY: &[u8] = b"{\"status\":\"ready\"}";
 /// Ready, with stale data possible: answers keep coming, but changes on disk are not seen.
@@ -112,13 +111,18 @@ pub(crate) fn error(e: ApiError) -> Response<Bytes> {
 /// 405, with `Allow` naming the methods the route's table entry answers.
 fn not_allowed(route: Route) -> Response<Bytes> {
     let mut res = error(ApiError::MethodNotAllowed);
-    let methods: Vec<&str> = route.endpoint().methods.iter().map(|(m, _)| *m).collect();
-    if let Ok(allow) = HeaderValue::from_str(&methods.join(", ")) {
-        res.headers_mut().insert(ALLOW, allow);
-    }
+    res.headers_mut().insert(ALLOW, methods(route, false));
     res
 }
 
+/// The `Allow` value of a route: its table entry's methods (and OPTIONS, for a preflight).
+pub(crate) fn methods(route: Route, options: bool) -> HeaderValue {
+    let mut methods: Vec<&str> = route.endpoint().methods.iter().map(|(m, _)| *m).collect();
+    if options {
+        methods.push("OPTIONS");
+    }
+    HeaderValue::from_str(&methods.join(", ")).unwrap_or(GET_HEAD)
+}
 /// The full URL of a request, as the service's framework quotes it. The scheme is the first
 /// `X-Forwarded-Proto` value when that is `http` or `https` (a TLS proxy in front), else `http`.
 fn full_url<B>(req: &Request<B>, ctx: &Context) -> String {
@@ -223,9 +227,8 @@ fn checked<'s, B>(
         }
         // A CORS preflight: no token (browsers send none), the allow headers added by the server.
         _ if req.method() == Method::OPTIONS && ctx.cors.is_on() => {
-            let mut res = Response::new(Bytes::new());
-            *res.status_mut() = StatusCode::NO_CONTENT;
-            res.headers_mut().insert(ALLOW, GET_HEAD_OPTIONS);
+            let mut res = no_content();
+            res.headers_mut().insert(ALLOW, methods(route, true));
             return Checked::Answered(res);
         }
         _ if !route

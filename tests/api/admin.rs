@@ -201,7 +201,7 @@ fn assert_documented(method: &str, path: &str, res: &Answer) {
     if method != "GET" {
         return;
     }
-    let doc = crate::openapi::document();
+    let doc = crate::helpers::openapi();
     let status = res.status.as_u16().to_string();
     let schema = crate::openapi::response_schema(&doc, path, &status, true);
     assert!(!schema.is_null(), "GET {path}: {status} is not documented");

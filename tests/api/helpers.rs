@@ -337,3 +337,36 @@ pub fn assert_private(path: &Path) {
         & 0o777;
     assert_eq!(mode, 0o600, "{}: mode {mode:o}", path.display());
 }
+
+/// The OpenAPI document, as built into the binary. That it lists exactly the endpoint table's
+/// routes is a unit test of `src/api.rs`, so tests derive the endpoints from it.
+pub fn openapi() -> Value {
+    serde_json::from_slice(include_bytes!("../../openapi.json")).expect("openapi.json is JSON")
+}
+
+/// The API's reads of a whole body with the token alone: every documented `GET /api/v1/...`
+/// without a path parameter (`{id}`) or a `reference` and without a second header, as the
+/// document writes the path.
+pub fn whole_reads() -> Vec<String> {
+    let doc = openapi();
+    let mut out = Vec::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        let get = &item["get"];
+        let token_only = get["security"][0]
+            .as_object()
+            .is_some_and(|s| s.len() == 1 && s.contains_key("token"));
+        if !token_only {
+            continue;
+        }
+        let params = item["get"]["parameters"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let named = |n: &str| params.iter().any(|p| p["name"] == n);
+        if path.starts_with("/api/v1/") && !path.contains('{') && !named("reference") {
+            out.push(path.clone());
+        }
+    }
+    assert!(out.len() >= 6, "{out:?}");
+    out
+}

@@ -21,6 +21,7 @@ mod limits;
 mod openapi;
 mod operations;
 mod probe;
+mod programme;
 mod pull;
 mod records;
 mod reload;

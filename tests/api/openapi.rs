@@ -13,8 +13,8 @@ use crate::helpers::{demo_data, spawn_app, TestApp, DEMO_TOKEN};
 /// exactly the endpoint table's routes is a unit test of `src/api.rs`.
 const OPENAPI: &[u8] = include_bytes!("../../openapi.json");
 
-pub(crate) fn document() -> Value {
-    serde_json::from_slice(OPENAPI).expect("openapi.json is JSON")
+fn document() -> Value {
+    crate::helpers::openapi()
 }
 
 #[tokio::test]
@@ -314,4 +314,70 @@ async fn the_journal_filtered_or_refused_conforms_to_the_document() {
         .filter_map(|p| p["name"].as_str())
         .collect();
     assert_eq!(params, ["method", "path", "status"]);
+}
+
+/// Every read of a whole body, one record by id (found and not), and a page (and a bad one)
+/// where the document takes `page`, as the document lists them: the answers conform.
+#[tokio::test]
+async fn every_documented_read_conforms_found_missing_and_paged() {
+    let doc = document();
+    let app = spawn_app(&demo_data()).await;
+    let mut checked = 0;
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        if !path.starts_with("/api/v1/") {
+            continue;
+        }
+        let token_only = item["get"]["security"][0]
+            .as_object()
+            .is_some_and(|s| s.len() == 1 && s.contains_key("token"));
+        if !token_only {
+            continue; // writes (no GET) and the two-header routes: tests/api/writes.rs, company.rs
+        }
+        let params = item["get"]["parameters"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let takes = |n: &str| params.iter().any(|p| p["name"] == n);
+        if takes("reference") {
+            continue; // the details endpoint: the cases above
+        }
+        let mut requests = Vec::new();
+        match path.strip_suffix("/{id}") {
+            Some(list) => {
+                let body = app.get(list, DEMO_TOKEN).await.json();
+                let id = record_id(&body).unwrap_or_else(|| panic!("no id in {list}: {body}"));
+                requests.push((format!("{list}/{id}"), DEMO_TOKEN));
+                requests.push((format!("{list}/0"), DEMO_TOKEN));
+            }
+            None => {
+                requests.push((path.clone(), DEMO_TOKEN));
+                requests.push((path.clone(), "wrong-token"));
+            }
+        }
+        if takes("page") {
+            requests.push((format!("{path}?page=1&per_page=2"), DEMO_TOKEN));
+            requests.push((format!("{path}?page=0"), DEMO_TOKEN));
+        }
+        for (request, token) in requests {
+            assert_conforms(&app, &doc, path, &request, token).await;
+            checked += 1;
+        }
+    }
+    assert!(checked >= 20, "{checked} answers checked");
+}
+
+/// The id of a list's first record: its first `id_` member whose values differ from record to
+/// record (`id_event` is the same in all).
+fn record_id(list: &Value) -> Option<i64> {
+    let data = list["data"].as_array()?;
+    let first = data.first()?.as_object()?;
+    first
+        .iter()
+        .filter(|(k, v)| k.starts_with("id_") && v.is_i64())
+        .find(|(k, _)| {
+            let mut values: Vec<&Value> = data.iter().map(|r| &r[k.as_str()]).collect();
+            values.dedup();
+            values.len() == data.len()
+        })
+        .and_then(|(_, v)| v.as_i64())
 }

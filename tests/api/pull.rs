@@ -17,16 +17,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
 use crate::fixtures;
-use crate::helpers::{demo_data, spawn_app, TempData, TestApp, DEMO_TOKEN};
-
-/// The five list endpoints, as a client calls them.
-const LIST_PATHS: [&str; 5] = [
-    "/api/v1/event",
-    "/api/v1/payments",
-    "/api/v1/submission/",
-    "/api/v1/submission/list",
-    "/api/v1/hotsite/",
-];
+use crate::helpers::{demo_data, spawn_app, whole_reads, TempData, TestApp, DEMO_TOKEN};
 
 /// Options for tests: quiet, and short waits.
 fn options(from: &str, token: &str, into: &Path) -> PullOptions {
@@ -53,10 +44,11 @@ async fn references(app: &TestApp, token: &str) -> Vec<String> {
         .collect()
 }
 
-/// Every list endpoint and every payment's detail answer the same bytes on both servers.
+/// Every whole-list endpoint (pulled or derived from one, from `openapi.json`) and every
+/// payment's detail answer the same bytes on both servers; returns the number of references.
 async fn assert_same_answers(source: &TestApp, copy: &TestApp, token: &str) -> usize {
-    for path in LIST_PATHS {
-        let (a, b) = (source.get(path, token).await, copy.get(path, token).await);
+    for path in whole_reads() {
+        let (a, b) = (source.get(&path, token).await, copy.get(&path, token).await);
         assert_eq!(a.status.as_u16(), 200, "{path}: {}", a.text());
         assert_eq!(a.body, b.body, "{path} differs");
     }
@@ -261,6 +253,26 @@ impl ProxyState {
     }
 }
 
+/// The length of the list at `at` in a demo file.
+fn demo_count(at: &[&str], file: &str) -> Option<usize> {
+    let text = std::fs::read_to_string(demo_data().join("demo").join(file)).expect("a demo file");
+    let v: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    at.iter().fold(&v, |v, k| &v[*k]).as_array().map(Vec::len)
+}
+
+/// The summary's line of the files fetched one per payment reference.
+const PER_PAYMENT: &str = "payment_details";
+
+/// The list requests of a pull: one per line of its summary but the one of the files fetched per
+/// payment (`payment_details`).
+fn list_requests(summary: &pull::PullSummary) -> u64 {
+    summary
+        .endpoints
+        .iter()
+        .filter(|e| e.name != PER_PAYMENT)
+        .count() as u64
+}
+
 // ---- tests --------------------------------------------------------------------------------
 
 #[tokio::test]
@@ -284,8 +296,38 @@ async fn a_pulled_bundle_serves_byte_identical_answers_from_an_origin_or_the_api
     assert_eq!(by_name["payment_details"], Some(details), "{summary}");
     assert_eq!(by_name["payments"], Some(details), "{summary}");
     assert_eq!(by_name["event"], Some(1), "{summary}");
-    // The six list endpoints, then one request per reference.
-    assert_eq!(summary.requests, 6 + details as u64, "{summary}");
+    // Every line counted its records where the answer keeps them (the demo has some of each).
+    for e in &summary.endpoints {
+        assert!(e.records.is_some_and(|n| n > 0), "{}: {summary}", e.name);
+    }
+    assert_eq!(
+        by_name["certificates"],
+        demo_count(&["certificates", "data"], "certificates.json")
+    );
+    assert_eq!(by_name["session"], demo_count(&["data"], "session.json"));
+    // One request per list endpoint of the table (each a line of the summary), then one per
+    // reference (the summary's payment_details line).
+    assert_eq!(
+        summary.requests,
+        list_requests(&summary) + details as u64,
+        "{summary}"
+    );
+    // A file per list, the folder of details: what the demo bundle holds.
+    let mut expected: Vec<String> = summary
+        .endpoints
+        .iter()
+        .map(|e| {
+            if e.name == PER_PAYMENT {
+                e.name.to_string()
+            } else {
+                format!("{}.json", e.name)
+            }
+        })
+        .chain(["bundle.toml".to_string()])
+        .collect();
+    expected.sort();
+    assert_eq!(crate::helpers::entry_names(&into), expected);
+    assert_eq!(pulled_part_of(&demo_data().join("demo")), expected);
     assert_eq!(summary.retries, 0);
     assert!(summary.warnings.is_empty(), "{:?}", summary.warnings);
     let toml = std::fs::read_to_string(into.join("bundle.toml")).expect("bundle.toml");
@@ -374,7 +416,11 @@ async fn retries_a_503_a_429_after_its_retry_after_and_a_timeout_then_completes(
     let summary = pull::run(&o).await.expect("the pull completes");
 
     assert_eq!(summary.retries, 3, "{summary}");
-    assert_eq!(summary.requests, 6 + refs.len() as u64 + 3, "{summary}");
+    assert_eq!(
+        summary.requests,
+        list_requests(&summary) + refs.len() as u64 + 3,
+        "{summary}"
+    );
     let seen = proxy.seen();
     let payments: Vec<&Seen> = seen
         .iter()
@@ -1018,16 +1064,8 @@ async fn pull_force_replaces_the_folder_and_absent_empty_or_bundle_targets_need_
     let data = three_bundles(&root);
     std::fs::create_dir(root.path().join("empty")).expect("mkdir");
     let pulled = crate::helpers::entry_names;
-    let bundle = [
-        "attendees.json",
-        "bundle.toml",
-        "event.json",
-        "hotsite.json",
-        "payment_details",
-        "payments.json",
-        "submission.json",
-        "submission_list.json",
-    ];
+    // The demo bundle holds a file of every endpoint pull fetches (the first test checks it).
+    let bundle = pulled_part_of(&demo_data().join("demo"));
 
     // Absent, empty, and a bundle with a stray file (what a refresh replaces): no --force.
     for target in ["fresh", "empty", "data/alpha"] {
@@ -1041,4 +1079,19 @@ async fn pull_force_replaces_the_folder_and_absent_empty_or_bundle_targets_need_
     assert_eq!(code, 0, "{output}");
     assert_eq!(pulled(&data), bundle);
     assert_no_leftovers(root.path());
+}
+
+/// The entries of a bundle folder that `pull` copies: all but the files of the two-header routes
+/// (`customclient/events`, `custom/*`), which need the company's app key a pull does not have
+/// (docs/api.md).
+fn pulled_part_of(bundle: &std::path::Path) -> Vec<String> {
+    let two_header_files = [
+        "company_events.json",
+        "custom_getdata.json",
+        "custom_getdatasubscribed.json",
+    ];
+    crate::helpers::entry_names(bundle)
+        .into_iter()
+        .filter(|name| !two_header_files.contains(&name.as_str()))
+        .collect()
 }

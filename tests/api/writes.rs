@@ -490,3 +490,62 @@ async fn a_reload_keeps_the_writes_and_a_snapshot_that_caught_up_is_not_doubled(
     let after = attendees(&app).await;
     assert_eq!(after["count"], n);
 }
+
+#[tokio::test]
+async fn the_test_server_verifies_a_write_by_its_body_and_reset_forgets_it() {
+    use eventbox::testing::{Expect, TestServer};
+
+    let server = TestServer::from_folder(demo_data())
+        .journal(100)
+        .start()
+        .expect("starts");
+    let client = crate::helpers::client();
+    let event = answer(
+        client
+            .get(server.url("/api/v1/event"))
+            .header("Authorization-Token", DEMO_TOKEN),
+    )
+    .await
+    .json();
+    let price = event["data"][0]["tickets"][0]["prices"][0]["id_ticket_price"]
+        .as_i64()
+        .expect("a price");
+    let body = person("Verified", "verified@exemplo.com", price);
+    let res = answer(
+        client
+            .post(server.url("/api/v1/attendees/create"))
+            .header("Authorization-Token", DEMO_TOKEN)
+            .header("Content-Type", JSON)
+            .body(serde_json::to_vec(&body).expect("JSON")),
+    )
+    .await;
+    assert_eq!(res.status, 200);
+
+    server.verify(
+        &Expect::post("/api/v1/attendees/create")
+            .json_body(body.clone())
+            .status(200)
+            .times(1),
+    );
+    let mut other = body.clone();
+    other["email"] = json!("someone-else@exemplo.com");
+    let failed = server
+        .check(&Expect::post("/api/v1/attendees/create").json_body(other))
+        .expect_err("no such body was sent");
+    assert!(failed.message().contains("email"), "{}", failed.message());
+
+    let list = |server: &TestServer| {
+        let url = server.url("/api/v1/attendees");
+        let client = client.clone();
+        async move {
+            answer(client.get(url).header("Authorization-Token", DEMO_TOKEN))
+                .await
+                .json()
+        }
+    };
+    let with = list(&server).await;
+    assert!(with.to_string().contains("verified@exemplo.com"));
+    server.reset();
+    let without = list(&server).await;
+    assert!(!without.to_string().contains("verified@exemplo.com"));
+}
