@@ -8,10 +8,10 @@
 //! `model::Bundle`, `prepare::Prepared` and `catalog::Summary` sits in slots indexed by [`API`].
 //!
 //! Adding an endpoint is an entry here, a record type (and its decoder) in `model`, gen code and
-//! tests. Today an entry's feed says how it is authorised: [`Feed::Server`] routes are open, the
-//! rest need `Authorization-Token`; the next kinds (an admin header, a token plus an app header)
-//! become an `auth` field of the entry when they come. Paths with an `:id` become a [`Feed`] that
-//! answers one record of a list.
+//! tests. An entry's feed says how it is authorised: [`Feed::Server`] routes need no
+//! `Authorization-Token` (but `/_writes/reset`), the rest do; `app` adds `Authorization-App`; and
+//! an operation's [`Operation::is_admin`] makes it an admin route (loopback or the admin token).
+//! Paths with an `:id` become a [`Feed`] that answers one record of a list.
 
 use serde_json::Value;
 
@@ -31,6 +31,20 @@ pub(crate) enum Operation {
     /// `POST /_writes/reset`: forgets the writes of the token's bundle.
     WritesReset,
     OpenApi,
+}
+
+impl Operation {
+    /// Whether it is an admin route: answered freely to a loopback peer, to any other only
+    /// with the admin token (`--admin-token`, see `http::admin`). The probes' and scrapers'
+    /// routes and the document stay open to everyone. No wildcard arm: a new operation decides.
+    pub(crate) fn is_admin(self) -> bool {
+        match self {
+            Operation::Status | Operation::Journal | Operation::WritesReset => true,
+            Operation::Healthz | Operation::Readyz | Operation::Metrics | Operation::OpenApi => {
+                false
+            }
+        }
+    }
 }
 
 /// A body decoded from a whole file, type-erased so that a bundle keeps one per endpoint in a
@@ -521,6 +535,11 @@ impl Route {
             Feed::Server(op) => Some(op),
             _ => None,
         }
+    }
+
+    /// Whether it is an admin route ([`Operation::is_admin`]); API routes never are.
+    pub(crate) fn is_admin(self) -> bool {
+        self.operation().is_some_and(Operation::is_admin)
     }
 
     /// Whether it reads the request's body (a payment reference, a write, a date range).

@@ -140,7 +140,7 @@ impl App {
     }
 
     /// What the HTTP server answers from, as the options say: access log, CORS, limits,
-    /// control headers, the longest simulated delay and the journal.
+    /// control headers, the longest simulated delay, the journal and the admin token.
     pub fn service(&self) -> Service {
         let o = &self.options;
         Service {
@@ -154,6 +154,7 @@ impl App {
             max_delay: o.max_delay,
             journal: Journal::with_capacity(o.journal),
             writes: Arc::clone(&self.writes),
+            admin_token: o.admin_token.clone(),
         }
     }
 }

@@ -413,6 +413,18 @@ pub async fn serve(options: &ServeOptions) -> u8 {
              simulated delay; raise --idle-timeout"
         );
     }
+    match &options.admin_token {
+        // Never the token, not even its hint: it is the one secret of the whole server.
+        Some(_) => tracing::info!(
+            "admin token set: /status, /_journal and /_writes/reset answer clients other than \
+             loopback that send it as Authorization: Bearer"
+        ),
+        None if !crate::http::admin::is_loopback(addr.ip()) => tracing::info!(
+            "/status, /_journal and /_writes/reset answer loopback clients only; start with \
+             --admin-token to allow remote access"
+        ),
+        None => {}
+    }
     if options.journal > 0 {
         tracing::info!(
             capacity = options.journal,

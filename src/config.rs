@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::http::cors::Cors;
 use crate::http::Limits;
+use crate::token::Token;
 use crate::watch::WatchMode;
 
 /// The port when neither `--port`, `--addr` nor `PORT` gives one.
@@ -302,6 +303,17 @@ pub struct ServeOptions {
           num_args = 0..=1, require_equals = true, default_value_t = false,
           default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
     pub read_only: bool,
+    /// A secret that lets clients other than this machine's loopback use /status, /_journal and
+    /// /_writes/reset, sent as `Authorization: Bearer SECRET` (without it those answer loopback
+    /// clients only); never logged or printed
+    #[arg(
+        long,
+        env = "EVENTBOX_ADMIN_TOKEN",
+        value_name = "SECRET",
+        hide_env_values = true
+    )]
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "secret_text")]
+    pub admin_token: Option<Token>,
     /// A TOML file with any of these options, keyed by their long names; flags and EVENTBOX_*
     /// variables override it
     #[arg(short, long, env = "EVENTBOX_CONFIG", value_name = "FILE")]
@@ -454,6 +466,21 @@ impl ServeOptions {
                 return Err(ConfigError::Value(format!("--{name} must be at least 1")));
             }
         }
+        if let Some(token) = &self.admin_token {
+            // The token itself is never part of a message.
+            if token.is_empty() {
+                return Err(ConfigError::Value(
+                    "--admin-token must not be empty".to_string(),
+                ));
+            }
+            if !token.expose().bytes().all(|b| b.is_ascii_graphic()) {
+                return Err(ConfigError::Value(
+                    "--admin-token takes visible ASCII characters only (no spaces): it is sent \
+                     in an Authorization header"
+                        .to_string(),
+                ));
+            }
+        }
         if self.journal > MAX_JOURNAL {
             return Err(ConfigError::Value(format!(
                 "the journal keeps at most {MAX_JOURNAL} requests, not {}",
@@ -540,6 +567,7 @@ fn file_keys() -> Vec<String> {
         port: Some(0),
         log_level: Some(LogLevel::Info),
         state: Some(PathBuf::new()),
+        admin_token: Some(Token::new("-")),
         ..ServeOptions::default()
     }) {
         Ok(table) => table.keys().cloned().collect(),
@@ -640,6 +668,25 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     }
     humantime::parse_duration(t)
         .map_err(|e| format!("{t:?} is not a duration ({e}); write e.g. 250ms, 60s or 1m30s"))
+}
+
+/// The admin token in the configuration file: a string. Written back whole only for
+/// [`ServeOptions::over_file`]'s merge, in memory; `Debug` shows its hint.
+mod secret_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::token::Token;
+
+    pub(crate) fn serialize<S: Serializer>(value: &Option<Token>, s: S) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(token) => s.serialize_str(token.expose()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Token>, D::Error> {
+        Ok(Some(Token::new(&String::deserialize(d)?)))
+    }
 }
 
 /// Durations in the configuration file: text through [`parse_duration`] (a bare number is
@@ -816,6 +863,34 @@ mod tests {
         assert!(!flags.access_log && !flags.allow_control_headers);
         assert_eq!(flags.max_delay, Duration::from_millis(500));
         assert_eq!(flags.journal, 0);
+    }
+
+    #[test]
+    fn the_admin_token_comes_from_the_file_or_the_flag_and_is_never_shown() {
+        let (_dir, path) = file("admin-token = \"from-the-file-secret\"\n");
+        let p = path.to_str().expect("UTF-8");
+        let from_file = resolve(&["--config", p]).expect("resolves");
+        assert_eq!(
+            from_file.admin_token,
+            Some(Token::new("from-the-file-secret"))
+        );
+        let flag = resolve(&["-c", p, "--admin-token", "from-the-flag-secret"]).expect("ok");
+        assert_eq!(flag.admin_token, Some(Token::new("from-the-flag-secret")));
+        assert!(!format!("{flag:?}").contains("from-the-flag-secret"));
+        assert_eq!(ServeOptions::default().admin_token, None);
+        for (token, message) in [
+            ("", "--admin-token must not be empty"),
+            (
+                "two words",
+                "--admin-token takes visible ASCII characters only",
+            ),
+        ] {
+            let refused = resolve(&["--admin-token", token])
+                .expect_err("refused")
+                .to_string();
+            assert!(refused.starts_with(message), "{token:?}: {refused}");
+            assert!(token.is_empty() || !refused.contains(token), "{refused}");
+        }
     }
 
     #[test]

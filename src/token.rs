@@ -52,6 +52,12 @@ impl Token {
         &self.0
     }
 
+    /// Whether `text` (from a request) is this token: in constant time for texts of its length,
+    /// as [`Token`]'s equality.
+    pub(crate) fn matches(&self, text: &str) -> bool {
+        self.0.as_bytes().ct_eq(text.as_bytes()).into()
+    }
+
     /// Its first characters and an ellipsis, for messages and logs.
     pub fn hint(&self) -> String {
         token_hint(&self.0)

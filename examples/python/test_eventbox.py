@@ -1,7 +1,9 @@
 """eventbox from a Python test, started the way teams start WireMock or MockServer: with
 Testcontainers (https://testcontainers-python.readthedocs.io). The image is eventbox's own
 (built by scripts/image.sh; EVENTBOX_IMAGE names another); a bundle folder is mounted at /data,
-the request journal is on, and the test waits on /readyz before calling the API.
+the request journal is on, and the test waits on /readyz before calling the API. The host reaches
+the container from the Docker bridge's address, not loopback, so the container is given an admin
+token and /_journal is read with it as a bearer.
 
     python3 -m venv .venv && .venv/bin/pip install testcontainers pytest
     TESTCONTAINERS_RYUK_DISABLED=true .venv/bin/pytest examples/python
@@ -27,6 +29,7 @@ import pytest
 IMAGE = os.environ.get("EVENTBOX_IMAGE", "eventbox:0.1.0")
 DEMO = Path(__file__).resolve().parents[2] / "data" / "demo"
 TOKEN = "demo-token"
+ADMIN_TOKEN = "python-example-admin-token"
 
 
 def docker_available() -> bool:
@@ -39,10 +42,12 @@ def docker_available() -> bool:
 pytestmark = pytest.mark.skipif(not docker_available(), reason="docker info failed: no Docker")
 
 
-def get(url: str, token: str | None = None) -> tuple[int, bytes]:
+def get(url: str, token: str | None = None, admin: str | None = None) -> tuple[int, bytes]:
     request = urllib.request.Request(url)
     if token is not None:
         request.add_header("Authorization-Token", token)
+    if admin is not None:
+        request.add_header("Authorization", f"Bearer {admin}")
     try:
         with urllib.request.urlopen(request, timeout=5) as response:
             return response.status, response.read()
@@ -64,6 +69,7 @@ def eventbox(tmp_path):
         DockerContainer(IMAGE)
         .with_exposed_ports(8080)
         .with_volume_mapping(str(data), "/data", "ro")
+        .with_env("EVENTBOX_ADMIN_TOKEN", ADMIN_TOKEN)
         .with_command("serve --journal 100")
     )
     with container:
@@ -92,7 +98,10 @@ def test_the_api_answers_and_the_journal_lists_what_was_asked(eventbox):
     status, _ = get(f"{eventbox}/api/v1/event", "not-a-token")
     assert status == 401
 
-    status, body = get(f"{eventbox}/_journal")
+    status, _ = get(f"{eventbox}/_journal")
+    assert status == 401  # not loopback: the admin token is needed
+
+    status, body = get(f"{eventbox}/_journal", admin=ADMIN_TOKEN)
     assert status == 200
     entries = [e for e in json.loads(body)["entries"] if e["path"] != "/readyz"]
     assert [(e["path"], e["status"], e.get("reference")) for e in entries] == [

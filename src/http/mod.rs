@@ -5,6 +5,7 @@
 //! - `pipeline`: one request, start to end: parse, route, authorise (one token lookup),
 //!   simulate and fault, represent, record (metrics, access log, journal);
 //! - `router`: the checks, simulation and representation of the pipeline's middle;
+//! - `admin`: the admin rule of the operational routes (loopback, or `--admin-token`);
 //! - `cors`: CORS headers and preflights;
 //! - `details`: where the details endpoint finds its `reference`;
 //! - `negotiate`: `Accept-Encoding` and `If-None-Match`;
@@ -18,6 +19,7 @@
 //! - `per_ip`: the connections each client address may hold (`--max-connections-per-ip`);
 //! - `drain`: shutdown closes idle connections at once (HTTP/2 ones included).
 
+pub(crate) mod admin;
 pub(crate) mod control;
 pub(crate) mod cors;
 pub(crate) mod deadline;

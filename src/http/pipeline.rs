@@ -112,7 +112,7 @@ pub(crate) async fn answer(
         Some(e) => Handled::plain(router::error(e)),
         None => {
             let req = req.map(|b| DeadlineBody::new(b, shared.body_timeout));
-            router::respond(req, route, bundle, &snapshot, ctx).await
+            router::respond(req, route, bundle, &snapshot, ctx, peer.ip()).await
         }
     };
     let unanswered = matches!(fault, Some(Fault::Reset | Fault::Empty));

@@ -1,11 +1,12 @@
 //! The middle of the request pipeline (see `pipeline`): a plain function of the request, its
-//! route, the bundle its token opens and the snapshot, returning a `Handled` value.
+//! route, the bundle its token opens, the snapshot and the peer's address, returning a `Handled`
+//! value.
 //!
-//! Checks run in the order the error contract fixes: path, method, readiness, token, then the
-//! request's own parameters. Every success body of the API is a prepared `Bytes`; answering is a lookup and a
+//! Checks run in the order the error contract fixes: path, the admin rule (admin routes only,
+//! `admin`), method, readiness, token, then the request's own parameters. Every success body of the API is a prepared `Bytes`; answering is a lookup and a
 //! clone. `/metrics` is the one route that encodes per request (it is scraped, not polled).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -13,11 +14,12 @@ use http_body_util::{BodyExt, Limited};
 use hyper::body::Body;
 use hyper::header::{
     HeaderMap, HeaderValue, ACCEPT_ENCODING, ALLOW, CACHE_CONTROL, CONTENT_ENCODING,
-    CONTENT_LENGTH, CONTENT_TYPE, ETAG, HOST, IF_NONE_MATCH, RETRY_AFTER, VARY,
+    CONTENT_LENGTH, CONTENT_TYPE, ETAG, HOST, IF_NONE_MATCH, RETRY_AFTER, VARY, WWW_AUTHENTICATE,
 };
 use hyper::http::request::Parts;
 use hyper::{Method, Request, Response, StatusCode};
 
+use super::admin;
 use super::control::{Control, Fault};
 use super::cors::Cors;
 use super::errors::{
@@ -33,6 +35,7 @@ use crate::model::bodies;
 use crate::model::decode::Diag;
 use crate::prepare::{self, Answer, Answers, Encoding, Listed, Prepared};
 use crate::store::Snapshot;
+use crate::token::Token;
 use crate::writes::{Received, Writes};
 use chrono::NaiveDate;
 
@@ -69,6 +72,9 @@ pub(crate) struct Context {
     pub(crate) journal: Option<Arc<Journal>>,
     /// The writes, every bundle's.
     pub(crate) writes: Arc<Writes>,
+    /// The admin token (`--admin-token`): what a peer that is not loopback must send to use
+    /// the admin routes; `None`: they answer loopback peers only.
+    pub(crate) admin_token: Option<Token>,
 }
 
 fn json(status: StatusCode, body: Bytes) -> Response<Bytes> {
@@ -90,6 +96,12 @@ pub(crate) fn error(e: ApiError) -> Response<Bytes> {
         ApiError::NotReady => {
             res.headers_mut()
                 .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        ApiError::AdminTokenRequired => {
+            res.headers_mut().insert(
+                WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"eventbox\""),
+            );
         }
         _ => {}
     }
@@ -143,20 +155,22 @@ fn full_url<B>(req: &Request<B>, ctx: &Context) -> String {
 
 /// Routes, checks, simulates and represents one request: the middle of the pipeline (see
 /// `pipeline`). `route` is `Route::of` the request's path; `bundle` is what its token opens (or
-/// why none), looked up once by the pipeline. Checks run in the order the error contract fixes:
-/// path, method, readiness, token, then the request's own parameters.
+/// why none), looked up once by the pipeline; `peer` is the TCP peer's address. Checks run in
+/// the order the error contract fixes: path, the admin rule, method, readiness, token, then the
+/// request's own parameters.
 pub(crate) async fn respond<B>(
     req: Request<B>,
     route: Option<Route>,
     bundle: Result<&Prepared, ApiError>,
     snapshot: &Snapshot,
     ctx: &Context,
+    peer: IpAddr,
 ) -> Handled
 where
     B: Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    match checked(req, route, bundle, snapshot, ctx) {
+    match checked(req, route, bundle, snapshot, ctx, peer) {
         Checked::Api(req, index, bundle) => api(req, index, bundle, ctx).await,
         Checked::Answered(response) => Handled::plain(response),
         Checked::Reset(bundle) => {
@@ -179,13 +193,16 @@ enum Checked<'s, B> {
 }
 
 /// Everything before an API answer: the operations routes are answered here, and so is every
-/// refusal; an API request that passes comes back with its endpoint and bundle.
+/// refusal; an API request that passes comes back with its endpoint and bundle. The admin rule
+/// (`admin::check`) is applied here, once, to every admin route and every method, before
+/// anything else about the route is said.
 fn checked<'s, B>(
     req: Request<B>,
     route: Option<Route>,
     bundle: Result<&'s Prepared, ApiError>,
     snapshot: &Snapshot,
     ctx: &Context,
+    peer: IpAddr,
 ) -> Checked<'s, B> {
     let Some(route) = route else {
         return Checked::Answered(json(
@@ -193,6 +210,11 @@ fn checked<'s, B>(
             not_found_body(&full_url(&req, ctx)),
         ));
     };
+    if route.is_admin() {
+        if let Err(e) = admin::check(ctx.admin_token.as_ref(), peer, req.headers()) {
+            return Checked::Answered(error(e));
+        }
+    }
     let index = match (route, route.operation()) {
         // Its own methods (DELETE too), and no preflight: answered before the checks below.
         (_, Some(Operation::Journal)) => {

@@ -24,6 +24,7 @@ use super::pipeline;
 use super::router::Context;
 use crate::metrics::Metrics;
 use crate::store::Store;
+use crate::token::Token;
 use crate::writes::Writes;
 
 /// How long requests in flight may take to finish once shutdown is asked for.
@@ -50,6 +51,8 @@ pub struct Service {
     pub(crate) journal: Option<Arc<Journal>>,
     /// The writes, shared by every server of the app.
     pub(crate) writes: Arc<Writes>,
+    /// The admin token (`--admin-token`); `None`: the admin routes answer loopback peers only.
+    pub(crate) admin_token: Option<Token>,
 }
 
 impl Service {
@@ -62,6 +65,13 @@ impl Service {
     /// Keeps the last `capacity` requests in a journal (0: off).
     pub fn with_journal(mut self, capacity: usize) -> Self {
         self.journal = Journal::with_capacity(capacity);
+        self
+    }
+
+    /// Lets peers that are not loopback use the admin routes (`/status`, `/_journal`,
+    /// `/_writes/reset`) with this token as `Authorization: Bearer`; `None`: loopback only.
+    pub fn with_admin_token(mut self, token: Option<Token>) -> Self {
+        self.admin_token = token;
         self
     }
 
@@ -133,6 +143,7 @@ pub async fn serve(
             max_delay: service.max_delay,
             journal: service.journal.clone(),
             writes: Arc::clone(&service.writes),
+            admin_token: service.admin_token.clone(),
         },
     });
     let limits = service.limits;

@@ -334,21 +334,26 @@ async fn eventbox_alone_serves_and_prints_the_address_and_bundles() {
     assert_eq!(res.status(), 200);
 }
 
-/// A served `eventbox` process, its base URL once the address line is printed, and its stderr.
+/// A served `eventbox` process, its base URL once the address line is printed, its stderr, and
+/// its stdout (copied to a file by a thread as it comes).
 pub(crate) struct Served {
     running: Running,
     pub(crate) base: String,
     stderr_path: std::path::PathBuf,
+    stdout_path: std::path::PathBuf,
+    stdout_copy: Option<std::thread::JoinHandle<()>>,
     _dir: tempfile::TempDir,
 }
 
-fn start_binary(args: &[&str], envs: &[(&str, &str)]) -> Served {
-    use std::io::{BufRead, BufReader};
+pub(crate) fn start_binary(args: &[&str], envs: &[(&str, &str)]) -> Served {
+    use std::io::{BufRead, BufReader, Write};
     use std::process::Stdio;
 
     let dir = tempfile::tempdir().expect("tempdir");
     let stderr_path = dir.path().join("stderr.log");
+    let stdout_path = dir.path().join("stdout.log");
     let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
+    let mut stdout_file = std::fs::File::create(&stdout_path).expect("stdout file");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_eventbox"));
     cmd.args(args)
         .env_remove("EVENTBOX_DATA")
@@ -361,11 +366,15 @@ fn start_binary(args: &[&str], envs: &[(&str, &str)]) -> Served {
     let mut child = cmd.spawn().expect("start eventbox");
     let stdout = child.stdout.take().expect("stdout");
     let running = Running(child);
-    let first = BufReader::new(stdout)
-        .lines()
-        .next()
-        .expect("a first line")
-        .expect("UTF-8");
+    // Every line goes to the file; the first also comes back here (the readiness signal).
+    let (first_line, first) = std::sync::mpsc::channel::<String>();
+    let stdout_copy = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = writeln!(stdout_file, "{line}");
+            let _ = first_line.send(line);
+        }
+    });
+    let first = first.recv().expect("a first line");
     // Text, or with --log-format json a JSON line with the URL among its fields.
     let base = match serde_json::from_str::<serde_json::Value>(&first) {
         Ok(line) => line["fields"]["url"].as_str().map(str::to_string),
@@ -378,6 +387,8 @@ fn start_binary(args: &[&str], envs: &[(&str, &str)]) -> Served {
         running,
         base,
         stderr_path,
+        stdout_path,
+        stdout_copy: Some(stdout_copy),
         _dir: dir,
     }
 }
@@ -389,6 +400,18 @@ impl Served {
             .status()
             .expect("kill");
         assert!(status.success());
+    }
+
+    /// Everything the process wrote on stdout, once it has exited (see [`Served::wait_exit`]).
+    pub(crate) fn stdout_after_exit(&mut self) -> String {
+        assert!(
+            self.running.0.try_wait().expect("try_wait").is_some(),
+            "the process is still running"
+        );
+        if let Some(copy) = self.stdout_copy.take() {
+            copy.join().expect("the stdout copy");
+        }
+        std::fs::read_to_string(&self.stdout_path).unwrap_or_default()
     }
 
     pub(crate) fn stderr(&self) -> String {
@@ -1002,6 +1025,8 @@ async fn json_logs_and_the_startup_lines_are_all_json() {
         running,
         base,
         stderr_path,
+        stdout_path: dir.path().join("stdout.log"),
+        stdout_copy: None,
         _dir: dir,
     };
     let stderr = stop(served);

@@ -23,6 +23,9 @@ use crate::helpers::{client, demo_data, spawn_app, TempData, DEMO_TOKEN};
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 /// The largest image the issue accepts.
 const MAX_IMAGE_BYTES: u64 = 30 * 1024 * 1024;
+/// The admin token every container is given (`EVENTBOX_ADMIN_TOKEN`): the host reaches a
+/// container from the Docker bridge's address, not loopback, so `/status` and `/_journal` need it.
+const ADMIN_TOKEN: &str = "container-admin-token-5d1f";
 /// How long a container may take to answer 200 on /readyz.
 const READY_WITHIN: Duration = Duration::from_secs(30);
 
@@ -181,7 +184,7 @@ const HARDENED: [&str; 5] = [
 
 impl Container {
     /// `docker run -d` of `image` with `options`, port 8080 published on 127.0.0.1 (a port
-    /// Docker picks), and `command` after the image.
+    /// Docker picks), [`ADMIN_TOKEN`] as `EVENTBOX_ADMIN_TOKEN`, and `command` after the image.
     fn run(image: &str, options: &[&str], command: &[&str]) -> Container {
         static COUNT: AtomicUsize = AtomicUsize::new(0);
         let name = format!(
@@ -199,7 +202,10 @@ impl Container {
             "eventbox-test=1",
             "-p",
             "127.0.0.1::8080",
+            "-e",
         ];
+        let admin = format!("EVENTBOX_ADMIN_TOKEN={ADMIN_TOKEN}");
+        args.push(&admin);
         args.extend_from_slice(options);
         args.push(image);
         args.extend_from_slice(command);
@@ -256,11 +262,12 @@ impl Drop for Container {
     }
 }
 
-/// GET `base/path` with the demo token: (status, body).
+/// GET `base/path` with the demo token and the admin token as a bearer: (status, body).
 async fn get(base: &str, path: &str) -> (u16, String) {
     let res = client()
         .get(format!("{base}{path}"))
         .header("Authorization-Token", DEMO_TOKEN)
+        .header("Authorization", format!("Bearer {ADMIN_TOKEN}"))
         .send()
         .await
         .unwrap_or_else(|e| panic!("GET {base}{path}: {e}"));
@@ -366,6 +373,16 @@ async fn the_image_is_small_and_serves_every_endpoint_read_only_as_non_root() {
     let status_json: Value = serde_json::from_str(&body).expect("/status is JSON");
     assert_eq!(status_json["bundles"][0]["name"], "demo", "{status_json}");
     assert_eq!(status_json["bundles"][0]["served"], true, "{status_json}");
+    // From the host the peer is the bridge's address, not loopback: no bearer, no /status.
+    let bare = client()
+        .get(format!("{base}/status"))
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(bare.status(), 401, "/status without the admin token");
+    let (stdout, stderr) = container.logs();
+    assert!(stderr.contains("admin token set"), "{stderr}");
+    assert!(!stdout.contains(ADMIN_TOKEN) && !stderr.contains(ADMIN_TOKEN));
     let (status, metrics) = get(&base, "/metrics").await;
     assert_eq!(status, 200);
     assert!(metrics.contains("eventbox_bundles_served 1"), "{metrics}");
@@ -588,7 +605,9 @@ async fn testcontainers_starts_the_image_with_a_mounted_bundle_and_the_journal()
     let (name, version) = image.split_once(':').expect("name:tag");
     let data = shared_demo();
     let docker = Cli::default();
-    let eventbox = GenericImage::new(name, version).with_exposed_port(8080);
+    let eventbox = GenericImage::new(name, version)
+        .with_exposed_port(8080)
+        .with_env_var("EVENTBOX_ADMIN_TOKEN", ADMIN_TOKEN);
     let args = ["serve", "--journal", "100"].map(String::from).to_vec();
     let runnable = RunnableImage::from((eventbox, args))
         .with_volume((data.path().display().to_string(), "/data".to_string()));

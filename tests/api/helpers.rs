@@ -2,6 +2,7 @@
 //! on `127.0.0.1:0` (the listener is bound before the server task starts, so the first request
 //! cannot race the start).
 
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use eventbox::app::App;
@@ -47,9 +48,18 @@ pub async fn serve_app_with(
     app: App,
     configure: impl FnOnce(&mut eventbox::http::Service),
 ) -> TestApp {
-    let listener = TcpListener::bind("127.0.0.1:0")
+    serve_app_at(IpAddr::V4(Ipv4Addr::LOCALHOST), app, configure).await
+}
+
+/// As [`serve_app_with`], listening on `ip` (a free port) instead of 127.0.0.1.
+pub async fn serve_app_at(
+    ip: IpAddr,
+    app: App,
+    configure: impl FnOnce(&mut eventbox::http::Service),
+) -> TestApp {
+    let listener = TcpListener::bind(SocketAddr::new(ip, 0))
         .await
-        .expect("bind 127.0.0.1:0");
+        .unwrap_or_else(|e| panic!("bind {ip}:0: {e}"));
     let addr = listener.local_addr().expect("a local address");
     let (stop, stopped) = oneshot::channel::<()>();
     let mut service = app.service();

@@ -1,6 +1,7 @@
 //! One integration-test binary (one link step): every test talks to a real server over HTTP on
 //! an ephemeral port, or runs the real `eventbox` binary for the command line.
 
+mod admin;
 mod attendees;
 mod cli;
 mod company;

@@ -75,7 +75,7 @@ fn close(schema: &mut Value) {
 /// The schema an operation documents for a status, as a standalone JSON Schema 2020-12 document
 /// whose `#/components/...` references resolve in a copy of the document's components (closed
 /// with `strict`, see [`close`]). Null when the status has no JSON body documented.
-fn response_schema(doc: &Value, path: &str, status: &str, strict: bool) -> Value {
+pub(crate) fn response_schema(doc: &Value, path: &str, status: &str, strict: bool) -> Value {
     let mut response = &doc["paths"][path]["get"]["responses"][status];
     if let Some(name) = response["$ref"]
         .as_str()
@@ -99,7 +99,7 @@ fn response_schema(doc: &Value, path: &str, status: &str, strict: bool) -> Value
 }
 
 /// Every way `body` breaks `schema` (a [`response_schema`]), one line each: where, and why.
-fn problems(schema: &Value, body: &Value) -> Vec<String> {
+pub(crate) fn problems(schema: &Value, body: &Value) -> Vec<String> {
     let validator = jsonschema::options()
         .should_validate_formats(true)
         .build(schema)
