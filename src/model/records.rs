@@ -873,6 +873,30 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// The amounts of a split add up to the total exactly, keep its decimals and differ by
+        /// at most one unit.
+        #[test]
+        fn a_split_adds_up_to_the_total(units in 0u64..10_000_000, scale in 0usize..5, n in 1u64..50) {
+            let digits = format!("{units:0>width$}", width = scale + 1);
+            let (w, f) = digits.split_at(digits.len() - scale);
+            let text = if scale == 0 { w.to_string() } else { format!("{w}.{f}") };
+            let parts = split_amount(&serde_json::from_str(&text).expect("number"), n)
+                .expect("plain decimals split");
+            proptest::prop_assert_eq!(parts.len() as u64, n);
+            let as_units = |s: String| -> u64 { s.replace('.', "").parse().expect("digits") };
+            let values: Vec<u64> = parts.iter().map(|p| as_units(p.to_string())).collect();
+            proptest::prop_assert_eq!(values.iter().sum::<u64>(), units);
+            for p in &parts {
+                let s = p.to_string();
+                let decimals = s.split_once('.').map_or(0, |(_, f)| f.len());
+                proptest::prop_assert_eq!(decimals, scale);
+            }
+            let (lo, hi) = (values.iter().min().copied(), values.iter().max().copied());
+            proptest::prop_assert!(hi.zip(lo).is_some_and(|(h, l)| h - l <= 1));
+        }
+    }
+
     #[test]
     fn descriptions_and_amounts_are_read_as_written() {
         assert_eq!(

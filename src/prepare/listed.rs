@@ -253,6 +253,50 @@ mod tests {
         assert_eq!(parsed(l.page(1, 1)), json!({"data": [{"id": 1}]}));
     }
 
+    proptest::proptest! {
+        /// Whatever the records hold (nested, escaped, unicode) and whatever page is asked for,
+        /// a page and one record are exactly what cutting the parsed list gives.
+        #[test]
+        fn pages_and_records_equal_cutting_the_parsed_list(
+            texts in proptest::collection::vec(".{0,12}", 0..40),
+            page in 1usize..50,
+            per_page in 1usize..20,
+            counted in proptest::bool::ANY,
+        ) {
+            let records: Vec<Value> = texts
+                .iter()
+                .enumerate()
+                .map(|(i, t)| json!({"id": i as i64 * 3, "t": t, "n": {"a": [t, i]}}))
+                .collect();
+            let ids: Vec<i64> = (0..records.len() as i64).map(|i| i * 3).collect();
+            let body = if counted {
+                json!({"data": records, "count": records.len()})
+            } else {
+                json!({"data": records})
+            };
+            let l = listed(body, ids.clone());
+            let start = ((page - 1) * per_page).min(records.len());
+            let end = (start + per_page).min(records.len());
+            let expected = &records[start..end];
+            let got = parsed(l.page(page, per_page));
+            proptest::prop_assert_eq!(&got["data"], &json!(expected));
+            if counted {
+                proptest::prop_assert_eq!(&got["count"], &json!(expected.len()));
+            } else {
+                proptest::prop_assert!(got.get("count").is_none());
+            }
+            for (i, id) in ids.iter().enumerate() {
+                let one = parsed(l.one(&id.to_string()).expect("found"));
+                proptest::prop_assert_eq!(&one["data"][0], &records[i]);
+            }
+            let again = Listed::assembled(
+                (0..l.len()).map(|i| l.record(i)).collect(),
+                counted,
+            );
+            proptest::prop_assert_eq!(again.body.identity(), l.body.identity());
+        }
+    }
+
     #[test]
     fn ids_that_do_not_match_the_records_are_an_error() {
         let body = Body::new(Bytes::from_static(br#"{"data":[{"id":1}]}"#));
