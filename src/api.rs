@@ -382,7 +382,9 @@ pub(crate) static API: [Endpoint; 20] = [
             decode: bodies::company_events_body,
             absent: Some(Default::default),
         }),
-        pull: Pull::No,
+        pull: Pull::List {
+            count: |v| len(&v["data"]),
+        },
         app: true,
     },
     Endpoint {
@@ -683,7 +685,7 @@ mod tests {
     #[test]
     #[cfg(feature = "pull")]
     fn pull_plans_exactly_the_pulled_entries() {
-        let plan = crate::pull::plan();
+        let plan = crate::pull::plan(true);
         let planned: Vec<&str> = plan
             .lists
             .iter()

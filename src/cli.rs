@@ -149,6 +149,10 @@ pub struct PullArgs {
     /// A bar on a terminal and plain lines otherwise (auto), plain lines, or nothing
     #[arg(long, value_enum, default_value_t = crate::pull::ProgressMode::Auto)]
     pub(crate) progress: crate::pull::ProgressMode,
+    /// The company's Authorization-App key: pulls the company's events too
+    /// (EVENTBOX_APP keeps it out of the process list)
+    #[arg(long, env = "EVENTBOX_APP", hide_env_values = true, value_name = "KEY")]
+    pub(crate) app: Option<crate::pull::Token>,
 }
 
 impl PullArgs {
@@ -163,6 +167,7 @@ impl PullArgs {
         o.timeout = self.timeout;
         o.max_retry_wait = self.max_retry_wait;
         o.progress = self.progress;
+        o.app = self.app.clone();
         o
     }
 }

@@ -25,6 +25,8 @@ use crate::problem::token_hint;
 pub(crate) struct Fetcher {
     client: reqwest::Client,
     token: HeaderValue,
+    /// `Authorization-App`, when the company's key is given (sent with every request).
+    app: Option<HeaderValue>,
     /// The token, trimmed, to find in server text ([`Fetcher::redact`]).
     token_text: String,
     token_hint: String,
@@ -56,6 +58,18 @@ impl Fetcher {
             PullError::BadToken("the token holds characters an HTTP header cannot carry".into())
         })?;
         value.set_sensitive(true);
+        let app = match &opts.app {
+            None => None,
+            Some(app) => {
+                let mut v = HeaderValue::from_str(app.expose().trim()).map_err(|_| {
+                    PullError::BadToken(
+                        "the app key holds characters an HTTP header cannot carry".into(),
+                    )
+                })?;
+                v.set_sensitive(true);
+                Some(v)
+            }
+        };
         let same_origin = reqwest::redirect::Policy::custom(|attempt| {
             let first = attempt.previous().first();
             let same = first.is_some_and(|f| f.origin() == attempt.url().origin());
@@ -77,6 +91,7 @@ impl Fetcher {
         Ok(Fetcher {
             client,
             token: value,
+            app,
             token_text: token.to_string(),
             token_hint: token_hint(token),
             retries: opts.retries,
@@ -158,6 +173,9 @@ impl Fetcher {
             .client
             .get(url)
             .header("Authorization-Token", self.token.clone());
+        if let Some(app) = &self.app {
+            request = request.header("Authorization-App", app.clone());
+        }
         if let Some(r) = reference {
             let body = serde_json::json!({ "reference": r }).to_string();
             request = request.header(CONTENT_TYPE, "application/json").body(body);

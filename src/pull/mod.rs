@@ -64,6 +64,9 @@ pub struct PullOptions {
     /// The longest wait before a retry, `Retry-After` included.
     pub max_retry_wait: Duration,
     pub progress: ProgressMode,
+    /// The company's `Authorization-App` key: with it the two-header reads (the company's
+    /// events) are pulled too; without it they are left out. A secret, like the token.
+    pub app: Option<Token>,
 }
 
 impl PullOptions {
@@ -85,6 +88,7 @@ impl PullOptions {
             backoff: Duration::from_millis(250),
             max_retry_wait: Duration::from_secs(30),
             progress: ProgressMode::Auto,
+            app: None,
         }
     }
 }
@@ -232,8 +236,9 @@ pub(crate) struct Plan {
     pub per_payment: Option<(&'static api::Endpoint, &'static str)>,
 }
 
-/// The plan of every pull (see [`Plan`]).
-pub(crate) fn plan() -> Plan {
+/// The plan of a pull (see [`Plan`]); `with_app`: the company's app key is given, so the
+/// entries that need it are pulled too.
+pub(crate) fn plan(with_app: bool) -> Plan {
     let relative = |e: &'static api::Endpoint| {
         let path = e.path.strip_prefix("/api/v1/").unwrap_or(e.path);
         (e, path)
@@ -241,7 +246,7 @@ pub(crate) fn plan() -> Plan {
     Plan {
         lists: api::API
             .iter()
-            .filter(|e| matches!(e.pull, api::Pull::List { .. }))
+            .filter(|e| matches!(e.pull, api::Pull::List { .. }) && (with_app || !e.app))
             .map(relative)
             .collect(),
         per_payment: api::API
@@ -266,7 +271,7 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
 
     let mut endpoints = Vec::new();
     let mut references = Vec::new();
-    let plan = plan();
+    let plan = plan(opts.app.is_some());
     for &(endpoint, path) in &plan.lists {
         let file = endpoint.key;
         let url = format!("{base}/{path}");

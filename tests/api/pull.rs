@@ -1081,9 +1081,9 @@ async fn pull_force_replaces_the_folder_and_absent_empty_or_bundle_targets_need_
     assert_no_leftovers(root.path());
 }
 
-/// The entries of a bundle folder that `pull` copies: all but the files of the two-header routes
-/// (`customclient/events`, `custom/*`), which need the company's app key a pull does not have
-/// (docs/api.md).
+/// The entries of a bundle folder that `pull` copies without `--app`: all but the files of the
+/// two-header routes (`customclient/events`, `custom/*`), which need the company's app key
+/// (docs/api.md); `custom/*` are POSTs, never pulled.
 fn pulled_part_of(bundle: &std::path::Path) -> Vec<String> {
     let two_header_files = [
         "company_events.json",
@@ -1094,4 +1094,33 @@ fn pulled_part_of(bundle: &std::path::Path) -> Vec<String> {
         .into_iter()
         .filter(|name| !two_header_files.contains(&name.as_str()))
         .collect()
+}
+
+#[tokio::test]
+async fn with_the_companys_app_key_the_companys_events_are_pulled_too() {
+    let source = spawn_app(&demo_data()).await;
+    let root = TempData::new();
+    let into = root.path().join("company");
+    let (code, output) =
+        pull_binary(&source.base, DEMO_TOKEN, &into, &["--app", "c0mpany-key"]).await;
+    assert_eq!(code, 0, "{output}");
+    assert!(
+        !output.contains("c0mpany-key"),
+        "the app key printed: {output}"
+    );
+    let pulled = std::fs::read(into.join("company_events.json")).expect("pulled");
+    let served = source
+        .get_with(
+            "/api/v1/customclient/events",
+            DEMO_TOKEN,
+            &[("Authorization-App", "c0mpany-key")],
+        )
+        .await;
+    assert_eq!(served.status, 200);
+    assert_eq!(pulled, served.body.to_vec());
+    // Without the key, the file is left out (the first test checks the rest).
+    let without = root.path().join("plain");
+    let (code, output) = pull_binary(&source.base, DEMO_TOKEN, &without, &[]).await;
+    assert_eq!(code, 0, "{output}");
+    assert!(!without.join("company_events.json").exists());
 }
