@@ -29,6 +29,9 @@ pub(crate) const DEFAULT_PORT: u16 = 8080;
 /// The shortest debounce, poll interval and timeout accepted: below it the watcher would spin.
 pub(crate) const MIN_INTERVAL: Duration = Duration::from_millis(10);
 
+/// The shortest `--refresh-every`: each refresh asks the source for every endpoint.
+pub(crate) const MIN_REFRESH: Duration = Duration::from_millis(100);
+
 /// The most requests `--journal` may keep.
 pub(crate) const MAX_JOURNAL: usize = crate::http::journal::MAX_CAPACITY;
 
@@ -302,6 +305,24 @@ pub struct ServeOptions {
           num_args = 0..=1, require_equals = true, default_value_t = false,
           default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
     pub read_only: bool,
+    /// Pull every bundle that names a [source] again on this period, e.g. 30s or 5m (kiosk
+    /// mode, docs/kiosk.md) [default: off]
+    #[arg(long, env = "EVENTBOX_REFRESH_EVERY", value_name = "D", value_parser = parse_duration)]
+    #[serde(
+        default,
+        with = "optional_duration_text",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub refresh_every: Option<Duration>,
+    /// With --refresh-every: a source is offline after this many failed refreshes in a row
+    /// (online again after one success)
+    #[arg(
+        long,
+        env = "EVENTBOX_OFFLINE_AFTER",
+        value_name = "N",
+        default_value_t = 2
+    )]
+    pub offline_after: u32,
     /// A TOML file with any of these options, keyed by their long names; flags and EVENTBOX_*
     /// variables override it
     #[arg(short, long, env = "EVENTBOX_CONFIG", value_name = "FILE")]
@@ -442,6 +463,20 @@ impl ServeOptions {
             at_least("poll-interval", self.poll_interval)?;
             at_least("debounce", self.debounce)?;
         }
+        if let Some(every) = self.refresh_every {
+            if every < MIN_REFRESH {
+                return Err(ConfigError::Value(format!(
+                    "--refresh-every must be at least {}, not {}",
+                    humantime::format_duration(MIN_REFRESH),
+                    humantime::format_duration(every)
+                )));
+            }
+            if cfg!(not(feature = "pull")) {
+                return Err(ConfigError::Value(
+                    "--refresh-every needs eventbox built with the `pull` feature".into(),
+                ));
+            }
+        }
         at_least("header-timeout", self.header_timeout)?;
         at_least("idle-timeout", self.idle_timeout)?;
         at_least("body-timeout", self.body_timeout)?;
@@ -449,6 +484,7 @@ impl ServeOptions {
             ("max-connections", self.max_connections as u64),
             ("max-connections-per-ip", self.max_connections_per_ip as u64),
             ("max-file-bytes", self.max_file_bytes),
+            ("offline-after", u64::from(self.offline_after)),
         ] {
             if value == 0 {
                 return Err(ConfigError::Value(format!("--{name} must be at least 1")));
@@ -540,6 +576,7 @@ fn file_keys() -> Vec<String> {
         port: Some(0),
         log_level: Some(LogLevel::Info),
         state: Some(PathBuf::new()),
+        refresh_every: Some(MIN_REFRESH),
         ..ServeOptions::default()
     }) {
         Ok(table) => table.keys().cloned().collect(),
@@ -640,6 +677,29 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     }
     humantime::parse_duration(t)
         .map_err(|e| format!("{t:?} is not a duration ({e}); write e.g. 250ms, 60s or 1m30s"))
+}
+
+/// An optional duration in the configuration file, as [`duration_text`].
+mod optional_duration_text {
+    use std::time::Duration;
+
+    use serde::{Deserializer, Serializer};
+
+    pub(crate) fn serialize<S: Serializer>(
+        value: &Option<Duration>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(d) => super::duration_text::serialize(d, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        super::duration_text::deserialize(d).map(Some)
+    }
 }
 
 /// Durations in the configuration file: text through [`parse_duration`] (a bare number is

@@ -50,6 +50,16 @@ pub async fn serve_app_with(
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind 127.0.0.1:0");
+    serve_app_on(listener, app, configure)
+}
+
+/// As [`serve_app_with`], on a listener already bound (a server started again at the address
+/// an earlier one had).
+pub fn serve_app_on(
+    listener: TcpListener,
+    app: App,
+    configure: impl FnOnce(&mut eventbox::http::Service),
+) -> TestApp {
     let addr = listener.local_addr().expect("a local address");
     let (stop, stopped) = oneshot::channel::<()>();
     let mut service = app.service();
