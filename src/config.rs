@@ -901,11 +901,44 @@ mod tests {
                 &["--journal", "100001"][..],
                 "the journal keeps at most 100000 requests, not 100001",
             ),
+            (
+                &["--refresh-every", "50ms"][..],
+                "--refresh-every must be at least 100ms, not 50ms",
+            ),
+            (
+                &["--refresh-every", "1m", "--offline-after", "0"][..],
+                "--offline-after must be at least 1",
+            ),
         ] {
             let refused = resolve(args).expect_err("refused").to_string();
             assert_eq!(refused, message, "{args:?}");
         }
         assert!(resolve(&["--journal", "100000"]).is_ok());
+    }
+
+    #[test]
+    fn refreshing_is_off_by_default_and_taken_from_a_flag_or_the_file() {
+        let d = ServeOptions::default();
+        assert_eq!((d.refresh_every, d.offline_after), (None, 2));
+        let flag = resolve(&["--refresh-every", "30s", "--offline-after", "3"]).expect("valid");
+        assert_eq!(
+            (flag.refresh_every, flag.offline_after),
+            (Some(Duration::from_secs(30)), 3)
+        );
+        let (_dir, path) = file("refresh-every = \"1m30s\"\noffline-after = 4\n");
+        let path = path.to_str().expect("UTF-8");
+        let from_file = resolve(&["--config", path]).expect("valid");
+        assert_eq!(
+            (from_file.refresh_every, from_file.offline_after),
+            (Some(Duration::from_secs(90)), 4)
+        );
+        let over = resolve(&["--config", path, "--refresh-every", "5s"]).expect("valid");
+        assert_eq!(over.refresh_every, Some(Duration::from_secs(5)));
+        let (_dir, bare) = file("refresh-every = 30\n");
+        let err = resolve(&["--config", bare.to_str().expect("UTF-8")])
+            .expect_err("a bare number")
+            .to_string();
+        assert!(err.contains("refresh-every: 30: add a unit"), "{err}");
     }
 
     #[test]

@@ -95,21 +95,10 @@ async fn supervise(shared: Arc<Shared>, mut stopped: tokio::sync::oneshot::Recei
     let mut loops = JoinSet::new();
     let mut running: HashMap<String, tokio::task::AbortHandle> = HashMap::new();
     loop {
-        let reloader = Arc::clone(&shared.reloader);
-        let wanted = tokio::task::spawn_blocking(move || {
-            reloader.with_catalog(|c| {
-                c.entries()
-                    .filter(|e| {
-                        e.serving
-                            .as_ref()
-                            .is_some_and(|v| v.prepared.source.is_some())
-                    })
-                    .map(|e| (e.name.clone(), e.dir.clone()))
-                    .collect::<HashMap<String, PathBuf>>()
-            })
-        })
-        .await
-        .unwrap_or_default();
+        let (reloader, sources) = (Arc::clone(&shared.reloader), Arc::clone(&shared.sources));
+        let wanted = tokio::task::spawn_blocking(move || followed(&reloader, &sources))
+            .await
+            .unwrap_or_default();
         let gone: Vec<String> = running
             .keys()
             .filter(|n| !wanted.contains_key(*n))
@@ -145,6 +134,59 @@ async fn supervise(shared: Arc<Shared>, mut stopped: tokio::sync::oneshot::Recei
             }
         }
     }
+}
+
+/// The bundles to follow, by name: those serving a version that names a source, and those not
+/// served whose bundle.toml names one (a kiosk set up with a bundle.toml alone, or a bundle
+/// whose files broke: a refresh may mend it). Blocking: the catalog's lock, small reads.
+fn followed(reloader: &Reloader, sources: &Sources) -> HashMap<String, PathBuf> {
+    let listed: Vec<(String, PathBuf, bool)> = reloader.with_catalog(|c| {
+        c.entries()
+            .map(|e| {
+                let serving_source = e
+                    .serving
+                    .as_ref()
+                    .is_some_and(|v| v.prepared.source.is_some());
+                (e.name.clone(), e.dir.clone(), serving_source)
+            })
+            .filter(|(_, _, serving_source)| *serving_source)
+            .chain(
+                c.entries()
+                    .filter(|e| e.serving.is_none())
+                    .map(|e| (e.name.clone(), e.dir.clone(), false)),
+            )
+            .collect()
+    });
+    let mut out = HashMap::new();
+    for (name, dir, serving_source) in listed {
+        if !serving_source {
+            // Not served: does its bundle.toml name a valid source?
+            let Some(url) = named_source(&dir) else {
+                continue;
+            };
+            if sources.get(&name).is_none() {
+                sources.loaded(
+                    &name,
+                    &crate::model::Source {
+                        url,
+                        pulled_at: None,
+                    },
+                );
+            }
+        }
+        out.insert(name, dir);
+    }
+    out
+}
+
+/// The `[source] url` a bundle.toml names, when it is a URL a pull may use.
+fn named_source(dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join(crate::stage::BUNDLE_FILE)).ok()?;
+    let table: toml::Table = toml::from_str(&text).ok()?;
+    let url = table.get("source")?.get("url")?.as_str()?;
+    crate::model::source_url_problem(url)
+        .is_none()
+        .then(|| url.trim().to_string())
 }
 
 /// A draw in [0, 1), different in every process and every call (the clock and a counter,

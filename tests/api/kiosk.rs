@@ -362,6 +362,51 @@ async fn a_bad_source_is_a_failed_refresh_with_a_clear_message_and_the_old_snaps
     drop(sources);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kiosk_set_up_with_a_bundle_toml_alone_fills_itself_from_its_source() {
+    let source_data = TempData::new();
+    source_data.with_demo("summit");
+    let source = spawn_app(source_data.path()).await;
+    let data = TempData::new();
+    data.write(
+        "desk/bundle.toml",
+        format!(
+            "tokens = [\"{DEMO_TOKEN}\"]\n[simulate]\nlatency_ms = 0\n[source]\nurl = \"{}\"\n",
+            source.base
+        ),
+    );
+    let (kiosk_app, refresher) = kiosk(data.path()).await;
+    let kiosk = &kiosk_app;
+    // Not served yet: the folder holds no event.
+    kiosk
+        .get("/api/v1/event", DEMO_TOKEN)
+        .await
+        .assert_error(401, "invalid_token");
+
+    let served = until(
+        Duration::from_secs(10),
+        "the first refresh fills it",
+        || async move {
+            let a = kiosk.get("/api/v1/event", DEMO_TOKEN).await;
+            (a.status.as_u16() == 200).then_some(a)
+        },
+    )
+    .await;
+    assert!(title(&served).starts_with("33º Congresso"));
+    assert!(age(&served) <= 1, "{:?}", served.headers);
+    refresher.stop().await;
+    // The refresh kept the other keys and wrote the source with its time.
+    let toml = std::fs::read_to_string(data.path().join("desk/bundle.toml")).expect("bundle.toml");
+    assert!(toml.contains("[simulate]\nlatency_ms = 0\n"), "{toml}");
+    assert!(
+        toml.contains(&format!(
+            "[source]\nurl = \"{}/api/v1\"\npulled_at = ",
+            source.base
+        )),
+        "{toml}"
+    );
+}
+
 #[tokio::test]
 async fn a_hand_written_source_is_checked() {
     let data = TempData::new();
