@@ -342,7 +342,7 @@ pub(crate) struct Served {
     _dir: tempfile::TempDir,
 }
 
-fn start_binary(args: &[&str], envs: &[(&str, &str)]) -> Served {
+pub(crate) fn start_binary(args: &[&str], envs: &[(&str, &str)]) -> Served {
     use std::io::{BufRead, BufReader};
     use std::process::Stdio;
 

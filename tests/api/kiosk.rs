@@ -242,6 +242,79 @@ async fn a_kiosk_follows_its_source_serves_through_its_outage_and_comes_back_onl
     crate::pull::assert_no_leftovers(kiosk_data.path());
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_logs_each_change_of_state_once_not_each_failure() {
+    let source_data = TempData::new();
+    source_data.with_demo("summit");
+    let source = spawn_app(source_data.path()).await;
+    let kiosk_data = TempData::new();
+    pull_into(&source.base, &kiosk_data.path().join("summit")).await;
+    let data = kiosk_data.path().to_str().expect("UTF-8");
+    let mut served = crate::cli::start_binary(
+        &[
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--no-watch",
+            "--data",
+            data,
+            "--refresh-every",
+            "200ms",
+            "--offline-after",
+            "2",
+        ],
+        &[("RUST_LOG", "info")],
+    );
+    let client = crate::helpers::client();
+    let status_of = |client: reqwest::Client, base: String| async move {
+        let Ok(res) = client.get(format!("{base}/status")).send().await else {
+            return Value::Null;
+        };
+        let body = res.bytes().await.unwrap_or_default();
+        let status: Value = serde_json::from_slice(&body).unwrap_or_default();
+        status["bundles"][0]["source"].clone()
+    };
+    let base = served.base.clone();
+    let (c, b) = (&client, &base);
+    until(Duration::from_secs(10), "online", || async move {
+        (status_of(c.clone(), b.clone()).await["state"] == "online").then_some(())
+    })
+    .await;
+
+    let addr = source.base.trim_start_matches("http://").to_string();
+    source.shutdown().await;
+    // Offline, then several more failures: still one line.
+    until(
+        Duration::from_secs(15),
+        "five failures in a row",
+        || async move {
+            let s = status_of(c.clone(), b.clone()).await;
+            (s["failures_in_a_row"].as_u64() >= Some(5)).then_some(())
+        },
+    )
+    .await;
+    let listener = TcpListener::bind(&addr).await.expect("the address again");
+    let again = App::new(source_data.path());
+    again.load().expect("the source loads");
+    let _source = serve_app_on(listener, again, |_| {});
+    until(Duration::from_secs(10), "online again", || async move {
+        (status_of(c.clone(), b.clone()).await["state"] == "online").then_some(())
+    })
+    .await;
+    served.signal("TERM");
+    assert_eq!(served.wait_exit(), Some(0));
+
+    let log = served.stderr();
+    assert_eq!(log.matches("source offline").count(), 1, "{log}");
+    assert_eq!(log.matches("source back online").count(), 1, "{log}");
+    assert!(log.contains("following the sources bundles name"), "{log}");
+    assert!(
+        !log.contains(DEMO_TOKEN),
+        "a whole token in the log:\n{log}"
+    );
+    crate::pull::assert_no_leftovers(kiosk_data.path());
+}
+
 /// How a bad source answers every request.
 #[derive(Debug, Clone, Copy)]
 enum Bad {
