@@ -370,6 +370,7 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
             .await?;
         conditional.saw(key, &got);
         let stream = matches!(endpoint.feed, api::Feed::Stream);
+        let reused = got.body.is_none();
         let body = match got.body {
             Some(body) => Some(body),
             None => {
@@ -401,11 +402,11 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
             (Some(body), false) => count_records(endpoint, body),
             (None, _) => None,
         };
-        let bytes = match (&body, new_file.exists()) {
+        let bytes = match &body {
             // Kept from the earlier copy: nothing received.
-            (_, true) => 0,
-            (Some(body), false) => write_body(&new_file, body, opts.pretty, file)?,
-            (None, false) => 0,
+            _ if reused => 0,
+            Some(body) => write_body(&new_file, body, opts.pretty, file)?,
+            None => 0,
         };
         progress.endpoint(file, records, bytes);
         endpoints.push(EndpointSummary {

@@ -98,6 +98,13 @@ fn retitle(source_data: &Path, app: &App, title: &str) {
     app.load().expect("the source reloads");
 }
 
+/// A file's inode and bytes: a file written anew has another inode.
+fn identity(path: &Path) -> (u64, Vec<u8>) {
+    use std::os::unix::fs::MetadataExt;
+    let inode = std::fs::metadata(path).expect("the file").ino();
+    (inode, std::fs::read(path).expect("the file"))
+}
+
 fn metric(text: &str, line_start: &str) -> Option<f64> {
     text.lines()
         .find_map(|l| l.strip_prefix(line_start))
@@ -161,21 +168,35 @@ async fn a_kiosk_follows_its_source_serves_through_its_outage_and_comes_back_onl
         "took {took:?}"
     );
 
-    // Unchanged refreshes are conditional: the source answers 304.
+    // Unchanged refreshes are conditional: the source answers 304, and nothing is written.
     let source_ref = &source;
+    let not_modified = || async move {
+        let text = metrics(source_ref).await;
+        metric(
+            &text,
+            "eventbox_http_requests_total{endpoint=\"event\",status=\"304\"} ",
+        )
+        .unwrap_or(0.0)
+    };
     until(
         Duration::from_secs(5),
         "a 304 at the source",
-        || async move {
-            let text = metrics(source_ref).await;
-            metric(
-                &text,
-                "eventbox_http_requests_total{endpoint=\"event\",status=\"304\"} ",
-            )
-            .filter(|n| *n >= 1.0)
-        },
+        || async move { (not_modified().await >= 1.0).then_some(()) },
     )
     .await;
+    // A swap writes a new bundle.toml: a new inode, whatever its text.
+    let written = identity(&bundle.join("bundle.toml"));
+    let seen = not_modified().await;
+    until(Duration::from_secs(5), "two more 304s", || async move {
+        (not_modified().await >= seen + 2.0).then_some(())
+    })
+    .await;
+    assert_eq!(
+        identity(&bundle.join("bundle.toml")),
+        written,
+        "an unchanged refresh rewrote the bundle"
+    );
+    assert!(age(&kiosk.get("/api/v1/event", DEMO_TOKEN).await) <= 1);
 
     // The source stops: the kiosk keeps answering, says so, and the age grows.
     let addr = source.base.trim_start_matches("http://").to_string();
