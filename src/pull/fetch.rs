@@ -541,6 +541,36 @@ mod tests {
         assert_eq!(f.retries(), 0);
     }
 
+    #[tokio::test]
+    async fn a_304_to_if_none_match_means_unchanged_and_a_web_page_is_not_an_answer() {
+        let (base, _) = scripted(vec![
+            "HTTP/1.1 200 OK\r\netag: \"abc\"\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}",
+            "HTTP/1.1 304 Not Modified\r\netag: \"abc\"\r\nconnection: close\r\n\r\n",
+            "HTTP/1.1 200 OK\r\ncontent-type: Text/HTML; charset=utf-8\r\ncontent-length: 6\r\nconnection: close\r\n\r\n<html>",
+        ])
+        .await;
+        let (f, progress) = quiet(&base, 0);
+
+        let first = f.get_if(&base, None, None, &progress).await.expect("200");
+        let second = f
+            .get_if(&base, None, Some("\"abc\""), &progress)
+            .await
+            .expect("304");
+        let page = f
+            .get_if(&base, None, None, &progress)
+            .await
+            .expect_err("a web page");
+
+        assert_eq!(first.body.as_deref(), Some(&b"{}"[..]));
+        assert_eq!(first.etag.as_deref(), Some("\"abc\""));
+        assert!(second.body.is_none(), "{second:?}");
+        assert_eq!(second.etag.as_deref(), Some("\"abc\""));
+        assert!(
+            matches!(&page, PullError::NotJsonAnswer { content_type, .. } if content_type.contains("Text/HTML")),
+            "{page:?}"
+        );
+    }
+
     #[test]
     fn error_bodies_give_their_message() {
         let b = br#"{"message": "The Authorization-Token does not open any event.", "erros": []}"#;
