@@ -305,8 +305,8 @@ pub struct ServeOptions {
           num_args = 0..=1, require_equals = true, default_value_t = false,
           default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
     pub read_only: bool,
-    /// Pull every bundle that names a [source] again on this period, e.g. 30s or 5m (kiosk
-    /// mode, docs/kiosk.md) [default: off]
+    /// Pull every bundle whose bundle.toml names a source again on this period, e.g. 30s or 5m
+    /// (kiosk mode, docs/kiosk.md) [default: off]
     #[arg(long, env = "EVENTBOX_REFRESH_EVERY", value_name = "D", value_parser = parse_duration)]
     #[serde(
         default,

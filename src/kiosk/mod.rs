@@ -2,12 +2,12 @@
 //! --refresh-every`, follow it (`refresh`), keep serving through its outages and say how old
 //! what they serve is (`Age`, `Eventbox-Source: offline`). See docs/kiosk.md.
 //!
-//! [`Sources`] holds one [`SourceHealth`] per bundle that names a source, shared by everything
+//! `Sources` holds one `SourceHealth` per bundle that names a source, shared by everything
 //! that asks about it: the prepared answers of each version of the bundle (the request path
 //! reads two atomics for its headers), `/status` (made when a snapshot is published: the
 //! refresher republishes after every attempt), the metrics (ages computed when scraped) and,
-//! later, the write forwarder, which waits on [`SourceHealth::changed`] and asks
-//! [`SourceHealth::is_online`].
+//! later, the write forwarder, which waits on `SourceHealth::changed` and asks
+//! `SourceHealth::is_online`.
 
 #[cfg(feature = "pull")]
 pub(crate) mod refresh;
@@ -97,13 +97,12 @@ impl SourceHealth {
 
     /// Whether the source answered its last refresh (or none failed `--offline-after` times in
     /// a row yet). The write forwarder sends only while this holds.
-    #[allow(dead_code, reason = "for the write forwarder (issue 13, item 5)")]
     pub(crate) fn is_online(&self) -> bool {
         !self.is_offline()
     }
 
     /// Resolves on the next change between online and offline.
-    #[allow(dead_code, reason = "for the write forwarder (issue 13, item 5)")]
+    #[expect(dead_code, reason = "for the write forwarder (issue 13, item 5)")]
     pub(crate) async fn changed(&self) {
         self.changed.notified().await;
     }
