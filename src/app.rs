@@ -38,6 +38,8 @@ pub struct App {
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) reloader: Arc<Reloader>,
     pub(crate) writes: Arc<Writes>,
+    /// The sources bundles name, and their state (kiosk mode).
+    pub(crate) sources: Arc<crate::kiosk::Sources>,
     options: Arc<ServeOptions>,
 }
 
@@ -70,10 +72,13 @@ impl App {
     pub fn with_options(options: &ServeOptions) -> App {
         let store = Arc::new(Store::new(Snapshot::default()));
         let metrics = Arc::new(Metrics::new());
+        let sources = Arc::new(crate::kiosk::Sources::default());
+        metrics.track_sources(Arc::clone(&sources));
         let reloader = Arc::new(Reloader::new(
             Catalog::new(&options.data)
                 .with_compression(options.compression())
-                .with_max_file_bytes(options.max_file_bytes),
+                .with_max_file_bytes(options.max_file_bytes)
+                .with_sources(Arc::clone(&sources)),
             Arc::clone(&store),
             Arc::clone(&metrics),
         ));
@@ -82,6 +87,7 @@ impl App {
             metrics,
             reloader,
             writes: Arc::new(Writes::new(options.read_only)),
+            sources,
             options: Arc::new(options.clone()),
         }
     }
@@ -137,6 +143,23 @@ impl App {
         })?;
         let reloader = Arc::clone(&self.reloader);
         Ok(watch::spawn(&canonical, mode, debounce, reloader).await?)
+    }
+
+    /// With `--refresh-every`: starts following the sources the bundles name (call it after the
+    /// first load; bundles that appear later are picked up within a period). `None` when off.
+    /// Dropping the [`crate::kiosk::Refresher`] stops it. Needs a tokio runtime.
+    #[cfg(feature = "pull")]
+    pub fn refresh_as_configured(&self) -> Option<crate::kiosk::Refresher> {
+        let every = self.options.refresh_every?;
+        Some(crate::kiosk::refresh::spawn(
+            crate::kiosk::refresh::RefreshOptions {
+                every,
+                offline_after: self.options.offline_after,
+            },
+            Arc::clone(&self.reloader),
+            Arc::clone(&self.sources),
+            Arc::clone(&self.metrics),
+        ))
     }
 
     /// What the HTTP server answers from, as the options say: access log, CORS, limits,

@@ -14,6 +14,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::api;
+use crate::kiosk::Sources;
 use crate::load::{self, BundleReport, LoadError};
 use crate::model::bodies::EventBody;
 use crate::model::{Bundle, Slot};
@@ -94,7 +95,7 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
-    fn new(report: BundleReport, compression: bool) -> Entry {
+    fn new(report: BundleReport, compression: bool, sources: &Sources) -> Entry {
         let mut entry = Entry {
             name: report.name.clone(),
             dir: report.dir.clone(),
@@ -106,19 +107,28 @@ impl Entry {
             serving: None,
             checked_at: report.loaded_at,
         };
-        entry.update(report, compression);
+        entry.update(report, compression, sources);
         entry
     }
 
     /// Takes a new load attempt; the served version stays until the next snapshot decides.
-    fn update(&mut self, mut report: BundleReport, compression: bool) {
+    fn update(&mut self, mut report: BundleReport, compression: bool, sources: &Sources) {
         self.candidate =
             report
                 .bundle
                 .take()
                 .and_then(|bundle| match Prepared::new(&bundle, compression) {
-                    Ok(prepared) => Some(Arc::new(Version {
-                        prepared: Arc::new(prepared),
+                    Ok(mut prepared) => Some(Arc::new(Version {
+                        prepared: {
+                            prepared.source = match &bundle.config.source {
+                                Some(source) => Some(sources.loaded(&bundle.name, source)),
+                                None => {
+                                    sources.forget(&bundle.name);
+                                    None
+                                }
+                            };
+                            Arc::new(prepared)
+                        },
                         tokens: bundle.config.tokens.clone(),
                         summary: Summary::of(&bundle),
                         loaded_at: report.loaded_at,
@@ -190,6 +200,8 @@ pub(crate) struct Catalog {
     load_time_limit: std::time::Duration,
     /// Set while the file watch is lost (shown in `/status` and `/readyz`).
     watch_lost: Option<prepare::WatchLost>,
+    /// The sources bundles name (`crate::kiosk`).
+    sources: Arc<Sources>,
 }
 
 impl Catalog {
@@ -203,7 +215,14 @@ impl Catalog {
             watch_lost: None,
             data_folder_error: None,
             load_time_limit: timed::LOAD_TIME_LIMIT,
+            sources: Arc::default(),
         }
+    }
+
+    /// Shares `sources` with the refresher, the metrics and the answers.
+    pub(crate) fn with_sources(mut self, sources: Arc<Sources>) -> Catalog {
+        self.sources = sources;
+        self
     }
 
     /// Reads no bundle file over `max` bytes (a larger one is an error of its bundle).
@@ -272,6 +291,7 @@ impl Catalog {
             .collect();
         for name in &removed {
             self.entries.remove(name);
+            self.sources.forget(name);
         }
         let mut loaded = Vec::new();
         for name in names {
@@ -280,10 +300,12 @@ impl Catalog {
             }
             let report = self.load_timed(&name);
             match self.entries.get_mut(&name) {
-                Some(entry) => entry.update(report, self.compression),
+                Some(entry) => entry.update(report, self.compression, &self.sources),
                 None => {
-                    self.entries
-                        .insert(name.clone(), Entry::new(report, self.compression));
+                    self.entries.insert(
+                        name.clone(),
+                        Entry::new(report, self.compression, &self.sources),
+                    );
                 }
             }
             loaded.push(name);

@@ -486,6 +486,14 @@ pub async fn serve(options: &ServeOptions) -> u8 {
             return 1;
         }
     }
+    let _refresher = app.refresh_as_configured();
+    if let Some(every) = options.refresh_every {
+        tracing::info!(
+            every = %humantime::format_duration(every),
+            offline_after = options.offline_after,
+            "following the sources bundles name"
+        );
+    }
     let printer = app.clone();
     // The catalog's lock is a blocking one: take it off the async threads.
     let _ = tokio::task::spawn_blocking(move || print_bundles(&printer, report)).await;

@@ -30,6 +30,9 @@ pub(crate) const DEFAULT_PORT: u16 = 8080;
 /// The shortest debounce, poll interval and timeout accepted: below it the watcher would spin.
 pub(crate) const MIN_INTERVAL: Duration = Duration::from_millis(10);
 
+/// The shortest `--refresh-every`: each refresh asks the source for every endpoint.
+pub(crate) const MIN_REFRESH: Duration = Duration::from_millis(100);
+
 /// The most requests `--journal` may keep.
 pub(crate) const MAX_JOURNAL: usize = crate::http::journal::MAX_CAPACITY;
 
@@ -314,6 +317,24 @@ pub struct ServeOptions {
     )]
     #[serde(default, skip_serializing_if = "Option::is_none", with = "secret_text")]
     pub admin_token: Option<Token>,
+    /// Pull every bundle whose bundle.toml names a source again on this period, e.g. 30s or 5m
+    /// (kiosk mode, docs/kiosk.md) [default: off]
+    #[arg(long, env = "EVENTBOX_REFRESH_EVERY", value_name = "D", value_parser = parse_duration)]
+    #[serde(
+        default,
+        with = "optional_duration_text",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub refresh_every: Option<Duration>,
+    /// With --refresh-every: a source is offline after this many failed refreshes in a row
+    /// (online again after one success)
+    #[arg(
+        long,
+        env = "EVENTBOX_OFFLINE_AFTER",
+        value_name = "N",
+        default_value_t = 2
+    )]
+    pub offline_after: u32,
     /// A TOML file with any of these options, keyed by their long names; flags and EVENTBOX_*
     /// variables override it
     #[arg(short, long, env = "EVENTBOX_CONFIG", value_name = "FILE")]
@@ -454,6 +475,20 @@ impl ServeOptions {
             at_least("poll-interval", self.poll_interval)?;
             at_least("debounce", self.debounce)?;
         }
+        if let Some(every) = self.refresh_every {
+            if every < MIN_REFRESH {
+                return Err(ConfigError::Value(format!(
+                    "--refresh-every must be at least {}, not {}",
+                    humantime::format_duration(MIN_REFRESH),
+                    humantime::format_duration(every)
+                )));
+            }
+            if cfg!(not(feature = "pull")) {
+                return Err(ConfigError::Value(
+                    "--refresh-every needs eventbox built with the `pull` feature".into(),
+                ));
+            }
+        }
         at_least("header-timeout", self.header_timeout)?;
         at_least("idle-timeout", self.idle_timeout)?;
         at_least("body-timeout", self.body_timeout)?;
@@ -461,6 +496,7 @@ impl ServeOptions {
             ("max-connections", self.max_connections as u64),
             ("max-connections-per-ip", self.max_connections_per_ip as u64),
             ("max-file-bytes", self.max_file_bytes),
+            ("offline-after", u64::from(self.offline_after)),
         ] {
             if value == 0 {
                 return Err(ConfigError::Value(format!("--{name} must be at least 1")));
@@ -568,6 +604,7 @@ fn file_keys() -> Vec<String> {
         log_level: Some(LogLevel::Info),
         state: Some(PathBuf::new()),
         admin_token: Some(Token::new("-")),
+        refresh_every: Some(MIN_REFRESH),
         ..ServeOptions::default()
     }) {
         Ok(table) => table.keys().cloned().collect(),
@@ -686,6 +723,29 @@ mod secret_text {
 
     pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Token>, D::Error> {
         Ok(Some(Token::new(&String::deserialize(d)?)))
+    }
+}
+
+/// An optional duration in the configuration file, as [`duration_text`].
+mod optional_duration_text {
+    use std::time::Duration;
+
+    use serde::{Deserializer, Serializer};
+
+    pub(crate) fn serialize<S: Serializer>(
+        value: &Option<Duration>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        match value {
+            Some(d) => super::duration_text::serialize(d, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<Duration>, D::Error> {
+        super::duration_text::deserialize(d).map(Some)
     }
 }
 
@@ -916,11 +976,44 @@ mod tests {
                 &["--journal", "100001"][..],
                 "the journal keeps at most 100000 requests, not 100001",
             ),
+            (
+                &["--refresh-every", "50ms"][..],
+                "--refresh-every must be at least 100ms, not 50ms",
+            ),
+            (
+                &["--refresh-every", "1m", "--offline-after", "0"][..],
+                "--offline-after must be at least 1",
+            ),
         ] {
             let refused = resolve(args).expect_err("refused").to_string();
             assert_eq!(refused, message, "{args:?}");
         }
         assert!(resolve(&["--journal", "100000"]).is_ok());
+    }
+
+    #[test]
+    fn refreshing_is_off_by_default_and_taken_from_a_flag_or_the_file() {
+        let d = ServeOptions::default();
+        assert_eq!((d.refresh_every, d.offline_after), (None, 2));
+        let flag = resolve(&["--refresh-every", "30s", "--offline-after", "3"]).expect("valid");
+        assert_eq!(
+            (flag.refresh_every, flag.offline_after),
+            (Some(Duration::from_secs(30)), 3)
+        );
+        let (_dir, path) = file("refresh-every = \"1m30s\"\noffline-after = 4\n");
+        let path = path.to_str().expect("UTF-8");
+        let from_file = resolve(&["--config", path]).expect("valid");
+        assert_eq!(
+            (from_file.refresh_every, from_file.offline_after),
+            (Some(Duration::from_secs(90)), 4)
+        );
+        let over = resolve(&["--config", path, "--refresh-every", "5s"]).expect("valid");
+        assert_eq!(over.refresh_every, Some(Duration::from_secs(5)));
+        let (_dir, bare) = file("refresh-every = 30\n");
+        let err = resolve(&["--config", bare.to_str().expect("UTF-8")])
+            .expect_err("a bare number")
+            .to_string();
+        assert!(err.contains("refresh-every: 30: add a unit"), "{err}");
     }
 
     #[test]

@@ -56,6 +56,7 @@ pub mod config;
 #[cfg(feature = "gen")]
 pub mod gen;
 pub mod http;
+pub mod kiosk;
 mod load;
 mod metrics;
 mod model;

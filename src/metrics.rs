@@ -54,6 +54,10 @@ pub(crate) struct Metrics {
     reloads: Family<ResultLabels, Counter>,
     last_reload: Gauge<f64, AtomicU64>,
     load_errors: Family<BundleLabels, Gauge>,
+    upstream_up: Family<BundleLabels, Gauge>,
+    snapshot_age: Family<BundleLabels, Gauge<f64, AtomicU64>>,
+    /// The sources whose snapshot ages are computed when scraped.
+    sources: std::sync::OnceLock<std::sync::Arc<crate::kiosk::Sources>>,
 }
 
 impl Default for Metrics {
@@ -104,6 +108,18 @@ impl Metrics {
             "Errors in the latest load of each bundle folder",
             load_errors.clone(),
         );
+        let upstream_up = Family::<BundleLabels, Gauge>::default();
+        registry.register(
+            "upstream_up",
+            "1 while a followed bundle's source answers its refreshes (serve --refresh-every), 0 while it is offline",
+            upstream_up.clone(),
+        );
+        let snapshot_age = Family::<BundleLabels, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "snapshot_age_seconds",
+            "Seconds since the source of each bundle naming one last confirmed the snapshot served (the Age header)",
+            snapshot_age.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -112,6 +128,9 @@ impl Metrics {
             reloads,
             last_reload,
             load_errors,
+            upstream_up,
+            snapshot_age,
+            sources: std::sync::OnceLock::new(),
         }
     }
 
@@ -163,8 +182,40 @@ impl Metrics {
         }
     }
 
+    /// Reports the snapshot ages of `sources` when scraped (set once, by the `App`).
+    pub(crate) fn track_sources(&self, sources: std::sync::Arc<crate::kiosk::Sources>) {
+        let _ = self.sources.set(sources);
+    }
+
+    /// Records whether a followed bundle's source is online.
+    pub(crate) fn set_upstream(&self, bundle: &str, up: bool) {
+        self.upstream_up
+            .get_or_create(&BundleLabels {
+                bundle: bundle.to_string(),
+            })
+            .set(i64::from(up));
+    }
+
+    /// A bundle is no longer followed.
+    pub(crate) fn forget_upstream(&self, bundle: &str) {
+        self.upstream_up.remove(&BundleLabels {
+            bundle: bundle.to_string(),
+        });
+    }
+
     /// The text exposition of every metric.
     pub(crate) fn render(&self) -> String {
+        if let Some(sources) = self.sources.get() {
+            let now = chrono::Utc::now();
+            self.snapshot_age.clear();
+            for (bundle, health) in sources.all() {
+                if let Some(age) = health.age_seconds(now) {
+                    self.snapshot_age
+                        .get_or_create(&BundleLabels { bundle })
+                        .set(age as f64);
+                }
+            }
+        }
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = encode(&mut out, &self.registry);

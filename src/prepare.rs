@@ -212,6 +212,8 @@ pub(crate) struct Prepared {
     pub(crate) simulation: Option<Simulation>,
     /// What the writes fold over and are checked against.
     pub(crate) writes: Option<Arc<writes::Base>>,
+    /// The source its bundle.toml names, if any: `Age` and `Eventbox-Source` come from it.
+    pub(crate) source: Option<Arc<crate::kiosk::SourceHealth>>,
 }
 
 /// A body's length and tag, never its bytes: a bundle's bodies may be a hundred megabytes.
@@ -304,6 +306,7 @@ impl Prepared {
             stream,
             simulation: bundle.config.simulate.as_ref().map(Simulation::new),
             writes,
+            source: None,
         };
         if compression {
             for body in prepared.bodies() {
@@ -723,6 +726,9 @@ struct BundleStatus<'a> {
     checked_at: String,
     errors: Vec<String>,
     warnings: Vec<String>,
+    /// Where the served version comes from, when its bundle.toml names a source.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source: Option<crate::kiosk::SourceStatus>,
 }
 
 fn bundle_status(e: &Entry) -> BundleStatus<'_> {
@@ -744,6 +750,9 @@ fn bundle_status(e: &Entry) -> BundleStatus<'_> {
         checked_at: timestamp(e.checked_at),
         errors: lines(Severity::Error),
         warnings: lines(Severity::Warning),
+        source: served
+            .and_then(|v| v.prepared.source.as_ref())
+            .map(|h| h.status(Utc::now())),
     }
 }
 

@@ -152,6 +152,15 @@ impl Reloader {
         }
     }
 
+    /// Publishes the snapshot anew, with nothing read: `/status` then shows what changed
+    /// outside the catalog (a source's state). Blocking: waits for a reload in progress.
+    pub(crate) fn republish(&self) {
+        let mut catalog = self.catalog.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.store.snapshot().is_ready() {
+            self.store.replace(catalog.snapshot());
+        }
+    }
+
     /// Runs `f` with the catalog (for the startup listing of bundles, and tests).
     pub(crate) fn with_catalog<T>(&self, f: impl FnOnce(&Catalog) -> T) -> T {
         f(&self.catalog.lock().unwrap_or_else(PoisonError::into_inner))

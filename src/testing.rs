@@ -283,7 +283,7 @@ impl Bundle {
             return Err(StartError::TokensTwice(self.name.clone()));
         }
         if !self.tokens.is_empty() {
-            let text = crate::model::bundle_toml(&self.tokens, None);
+            let text = crate::model::bundle_toml(&self.tokens, None, None, None);
             write_file(&dir.join("bundle.toml"), text)?;
         }
         for (rel, contents) in &self.files {

@@ -100,6 +100,7 @@ pub(crate) async fn answer(
     // Authorise: the request's one token lookup, in the snapshot it holds throughout.
     let snapshot = shared.store.snapshot();
     let bundle = raw_token.and_then(|raw| authorise(Token::from_header(raw), &snapshot));
+    let source = bundle.as_ref().ok().and_then(|b| b.source.as_deref());
     // Recorded once: below, or when hyper drops this future first (the client went away).
     let mut outcome = Outcome::begin(&req, route, bundle.ok(), shared, peer);
     // Route, simulate, represent.
@@ -122,6 +123,9 @@ pub(crate) async fn answer(
         (false, _) => ReplyBody::full(body),
     });
     res.headers_mut().insert(SERVER, SERVER_NAME);
+    if let Some(source) = source {
+        say_age(source, res.headers_mut());
+    }
     let body_read = route.is_some_and(Route::reads_body) && res.status().as_u16() < 400;
     if http1 && has_body && !body_read {
         // A body not read (refused, or sent where none is used) may still be arriving, slowly
@@ -164,6 +168,25 @@ pub(crate) async fn answer(
         }
     }
 }
+
+/// `Eventbox-Source: offline`.
+const OFFLINE: HeaderValue = HeaderValue::from_static("offline");
+
+/// The headers of an answer from a bundle that names a source: `Age` (RFC 9111: whole seconds
+/// since the source last confirmed the snapshot) when known, and `Eventbox-Source: offline`
+/// while the source is offline. Two atomic loads and an integer.
+fn say_age(source: &crate::kiosk::SourceHealth, headers: &mut hyper::HeaderMap) {
+    if let Some(age) = source.age_seconds(chrono::Utc::now()) {
+        headers.insert(hyper::header::AGE, HeaderValue::from(age));
+    }
+    if source.is_offline() {
+        headers.insert(SOURCE_HEADER, OFFLINE);
+    }
+}
+
+/// The header that says the source is offline.
+pub(crate) const SOURCE_HEADER: hyper::header::HeaderName =
+    hyper::header::HeaderName::from_static("eventbox-source");
 
 /// The status recorded for a request whose client went away before its answer was ready (a
 /// timeout during a simulated delay, say): nginx's "client closed request".

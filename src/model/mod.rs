@@ -151,6 +151,18 @@ pub(crate) struct BundleConfig {
     pub(crate) tokens: Vec<Token>,
     /// The `[simulate]` table: latency and errors (see [`simulate`]).
     pub(crate) simulate: Option<simulate::Simulate>,
+    /// The `[source]` table: where the bundle is pulled from (docs/kiosk.md).
+    pub(crate) source: Option<Source>,
+}
+
+/// Where a bundle comes from: the API base `pull` copied it from, and when. `serve
+/// --refresh-every` pulls it again from `url`; `Age` counts from `pulled_at`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Source {
+    /// An `http` or `https` URL without credentials (the token is in `tokens`).
+    pub(crate) url: String,
+    /// When the snapshot was taken; `None` in a hand-written bundle not pulled yet.
+    pub(crate) pulled_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 /// `bundle.toml`, for docs/bundles.md: its keys, as [`bundle_config`] reads them.
@@ -178,6 +190,18 @@ pub(crate) const BUNDLE_TOML_DOC: bodies::BodyDoc = bodies::BodyDoc {
                 },
                 presence: decode::Presence::Optional,
             },
+            decode::FieldDoc {
+                key: "source",
+                ty: || {
+                    decode::Ty::Plain {
+                    what: "table: `url` (http or https, no credentials) the bundle is pulled \
+                        from, and `pulled_at` (RFC 3339 date-time, with its offset) when; \
+                        `pull` writes it, `serve --refresh-every` follows it (docs/kiosk.md)",
+                    example: "{\"url\": \"https://host/api/v1\", \"pulled_at\": \"2026-11-23T14:03:27Z\"}",
+                }
+                },
+                presence: decode::Presence::Optional,
+            },
         ],
     })],
 };
@@ -189,11 +213,16 @@ pub(crate) fn bundle_config(v: &Value, diag: &mut Diag) -> Option<BundleConfig> 
     let mut o = decode::Obj::new(v, "", diag)?;
     let tokens = o.raw("tokens");
     let simulate_table = o.raw("simulate");
+    let source_table = o.raw("source");
     let extra = o.finish();
     for key in extra.keys() {
         diag.warning(key, "unknown key, ignored");
     }
     let Some(tokens) = tokens else {
+        if let Some(v) = source_table {
+            // Still checked, so every problem is listed.
+            source(v, diag);
+        }
         diag.error(
             "tokens",
             "missing required field: tokens = [\"...\"] names the tokens that open this bundle",
@@ -253,17 +282,130 @@ pub(crate) fn bundle_config(v: &Value, diag: &mut Diag) -> Option<BundleConfig> 
     // Errors in [simulate] keep the bundle from being served (they are in `diag`), but its tokens
     // are still known, so clashes are found.
     let simulate = simulate_table.and_then(|v| simulate::simulate(v, diag));
+    let source = match source_table {
+        Some(v) => match source(v, diag) {
+            Some(s) => Some(s),
+            None => {
+                ok = false;
+                None
+            }
+        },
+        None => None,
+    };
     ok.then_some(BundleConfig {
         tokens: out,
         simulate,
+        source,
     })
+}
+
+/// Decodes `[source]`: `url` required (http or https, a host, no credentials, nothing a header
+/// could not carry), `pulled_at` optional (an RFC 3339 date-time with its offset, as `pull`
+/// writes it; a TOML date-time or a string). Unknown keys are warnings.
+fn source(v: &Value, diag: &mut Diag) -> Option<Source> {
+    let errors_before = diag.findings.len();
+    let mut o = decode::Obj::new(v, "source", diag)?;
+    let url = o.raw("url");
+    let pulled_at = o.raw("pulled_at");
+    let extra = o.finish();
+    for key in extra.keys() {
+        diag.warning(&decode::join_key("source", key), "unknown key, ignored");
+    }
+    let url = match url {
+        None => {
+            diag.error(
+                "source.url",
+                "missing required field: url = \"https://host/api/v1\" names where the bundle is pulled from",
+            );
+            None
+        }
+        Some(Value::String(text)) => match source_url_problem(text) {
+            Some(problem) => {
+                diag.error("source.url", problem);
+                None
+            }
+            None => Some(text.trim().to_string()),
+        },
+        Some(other) => {
+            diag.error(
+                "source.url",
+                format!("expected a string (a URL), found {}", kind_of(other)),
+            );
+            None
+        }
+    };
+    let pulled_at = match pulled_at {
+        None => None,
+        Some(Value::String(text)) => match chrono::DateTime::parse_from_rfc3339(text.trim()) {
+            Ok(t) => Some(t.with_timezone(&chrono::Utc)),
+            Err(e) => {
+                diag.error(
+                    "source.pulled_at",
+                    format!(
+                        "{} is not an RFC 3339 date-time with an offset ({e}); write e.g. 2026-11-23T14:03:27Z",
+                        decode::describe(&Value::String(text.clone()))
+                    ),
+                );
+                None
+            }
+        },
+        Some(other) => {
+            diag.error(
+                "source.pulled_at",
+                format!(
+                    "expected a date-time such as 2026-11-23T14:03:27Z, found {}",
+                    kind_of(other)
+                ),
+            );
+            None
+        }
+    };
+    let failed = diag.findings[errors_before..]
+        .iter()
+        .any(|f| f.severity == crate::problem::Severity::Error);
+    match (url, failed) {
+        (Some(url), false) => Some(Source { url, pulled_at }),
+        _ => None,
+    }
+}
+
+/// Why `text` cannot be a source URL, if it cannot. The URL itself is never quoted whole: it
+/// may hold a secret in its user part.
+pub(crate) fn source_url_problem(text: &str) -> Option<String> {
+    let text = text.trim();
+    let uri = match text.parse::<hyper::Uri>() {
+        Ok(uri) => uri,
+        Err(e) => return Some(format!("not a URL ({e}); write e.g. https://host/api/v1")),
+    };
+    match uri.scheme_str() {
+        Some("http" | "https") => {}
+        Some(_) => return Some("only http and https sources can be pulled from".into()),
+        None => return Some("not an absolute URL; write e.g. https://host/api/v1".into()),
+    }
+    match uri.authority() {
+        None => Some("the URL names no host; write e.g. https://host/api/v1".into()),
+        Some(a) if a.as_str().contains('@') => {
+            Some("credentials in the URL are not supported; the token goes in `tokens`".into())
+        }
+        Some(a) if a.host().is_empty() => {
+            Some("the URL names no host; write e.g. https://host/api/v1".into())
+        }
+        Some(_) => None,
+    }
 }
 
 /// The text of a `bundle.toml` naming `tokens`: `note` first, if any, as `# ` comment lines
 /// (where the bundle came from), then `tokens = [...]` written by the TOML library, so any token
 /// is quoted right. [`bundle_config`] reads it back to the same tokens. `pull`, `gen` and the
-/// test server all write `bundle.toml` with it.
-pub(crate) fn bundle_toml(tokens: &[String], note: Option<&str>) -> String {
+/// test server all write `bundle.toml` with it; a refresh (`serve --refresh-every`) too, giving
+/// the earlier file's other keys (`[simulate]`) in `rest` so they are kept. `source`, when given,
+/// is written last as a `[source]` table.
+pub(crate) fn bundle_toml(
+    tokens: &[String],
+    note: Option<&str>,
+    source: Option<&Source>,
+    rest: Option<&toml::Table>,
+) -> String {
     let mut text = String::new();
     for line in note.iter().flat_map(|n| n.lines()) {
         text.push_str(format!("# {line}").trim_end());
@@ -274,6 +416,27 @@ pub(crate) fn bundle_toml(tokens: &[String], note: Option<&str>) -> String {
     }
     let tokens = toml::Value::Array(tokens.iter().cloned().map(toml::Value::String).collect());
     text.push_str(&format!("tokens = {tokens}\n"));
+    if let Some(rest) = rest.filter(|r| !r.is_empty()) {
+        // Only keys read back from a bundle.toml: serialisation cannot fail.
+        if let Ok(more) = toml::to_string(rest) {
+            text.push('\n');
+            text.push_str(&more);
+        }
+    }
+    if let Some(source) = source {
+        text.push_str("\n[source]\n");
+        text.push_str(&format!(
+            "url = {}\n",
+            toml::Value::String(source.url.clone())
+        ));
+        if let Some(at) = source.pulled_at {
+            // A TOML date-time: RFC 3339, in UTC, to the second.
+            text.push_str(&format!(
+                "pulled_at = {}\n",
+                at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            ));
+        }
+    }
     text
 }
 
@@ -434,7 +597,7 @@ mod tests {
             "line\nbreak'quote".to_string(),
         ];
         for note in [None, Some("Pulled from http://h/api/v1\non 2026-11-23.")] {
-            let text = bundle_toml(&tokens, note);
+            let text = bundle_toml(&tokens, note, None, None);
 
             let v = parse_text(&text, Format::Toml).expect("valid TOML");
             let mut diag = Diag::default();
@@ -444,7 +607,8 @@ mod tests {
                 config,
                 Some(BundleConfig {
                     tokens: tokens.iter().map(|t| Token::new(t)).collect(),
-                    simulate: None
+                    simulate: None,
+                    source: None,
                 }),
                 "{text}"
             );
@@ -456,6 +620,99 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_source_is_written_and_read_back_with_the_other_keys_kept() {
+        let at = chrono::DateTime::parse_from_rfc3339("2026-11-23T14:03:27Z")
+            .expect("a date")
+            .with_timezone(&chrono::Utc);
+        let source = Source {
+            url: "http://127.0.0.1:8080/api/v1".into(),
+            pulled_at: Some(at),
+        };
+        let rest: toml::Table = toml::from_str("[simulate]\nlatency_ms = 120\n").expect("TOML");
+        let text = bundle_toml(
+            &["token-1".into()],
+            Some("note"),
+            Some(&source),
+            Some(&rest),
+        );
+
+        let v = parse_text(&text, Format::Toml).expect("valid TOML");
+        let mut diag = Diag::default();
+        let config = bundle_config(&v, &mut diag).expect("valid");
+
+        assert!(diag.findings.is_empty(), "{:?}\n{text}", diag.findings);
+        assert_eq!(config.source, Some(source), "{text}");
+        assert!(config.simulate.is_some(), "{text}");
+        assert!(
+            text.contains("pulled_at = 2026-11-23T14:03:27Z\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_source_must_be_a_url_without_credentials_and_pulled_at_a_date_time() {
+        let check = |toml_text: &str| {
+            let v = parse_text(toml_text, Format::Toml).expect("valid TOML");
+            let mut diag = Diag::default();
+            let config = bundle_config(&v, &mut diag);
+            (config.map(|c| c.source), diag.lines())
+        };
+        let ok = check("tokens = [\"t\"]\n[source]\nurl = \"https://h/api/v1\"\n");
+        assert_eq!(
+            ok,
+            (
+                Some(Some(Source {
+                    url: "https://h/api/v1".into(),
+                    pulled_at: None
+                })),
+                vec![]
+            )
+        );
+        let quoted = check(
+            "tokens = [\"t\"]\n[source]\nurl = \"http://h\"\npulled_at = \"2026-11-23T15:03:27+01:00\"\n",
+        );
+        assert_eq!(quoted.1, Vec::<String>::new());
+        for (text, expected) in [
+            (
+                "[source]\nurl = \"ftp://h\"",
+                "source.url: only http and https sources can be pulled from",
+            ),
+            ("[source]\nurl = \"not a url\"", "source.url: not a URL"),
+            (
+                "[source]\nurl = \"https://user:s3cret@h/api/v1\"",
+                "source.url: credentials in the URL are not supported",
+            ),
+            (
+                "[source]\nurl = 3",
+                "source.url: expected a string (a URL), found a number",
+            ),
+            (
+                "[source]\npulled_at = 2026-11-23T14:03:27Z",
+                "source.url: missing required field",
+            ),
+            (
+                "[source]\nurl = \"http://h\"\npulled_at = \"yesterday\"",
+                "source.pulled_at: the string \"yesterday\" is not an RFC 3339 date-time",
+            ),
+            (
+                "[source]\nurl = \"http://h\"\npulled_at = 2026-11-23T14:03:27",
+                "source.pulled_at: the string \"2026-11-23T14:03:27\" is not an RFC 3339",
+            ),
+            ("source = \"http://h\"", "source: expected"),
+        ] {
+            let (config, lines) = check(&format!("tokens = [\"t\"]\n{text}\n"));
+            assert_eq!(config, None, "{text}");
+            assert!(
+                lines.iter().any(|l| l.starts_with(expected)),
+                "{text}: {lines:?}"
+            );
+            assert!(!lines.iter().any(|l| l.contains("s3cret")), "{lines:?}");
+        }
+        let (_, warned) = check("tokens = [\"t\"]\n[source]\nurl = \"http://h\"\nfrom = 1\n");
+        assert_eq!(warned, vec!["source.from: unknown key, ignored"]);
     }
 
     #[test]

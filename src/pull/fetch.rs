@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use backon::{BackoffBuilder, Retryable};
 use bytes::Bytes;
-use reqwest::header::{HeaderMap, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use reqwest::header::{HeaderMap, HeaderValue, CONTENT_TYPE, ETAG, IF_NONE_MATCH, RETRY_AFTER};
 use reqwest::StatusCode;
 
 use super::progress::Progress;
@@ -36,6 +36,26 @@ pub(crate) struct Fetcher {
     max_wait: Duration,
     requests: AtomicU64,
     retried: AtomicU64,
+}
+
+/// A successful answer: its body (`None`: 304, the copy named by `If-None-Match` is current) and
+/// its `ETag`.
+#[derive(Debug)]
+pub(crate) struct Got {
+    pub(crate) body: Option<Bytes>,
+    pub(crate) etag: Option<String>,
+}
+
+/// The content type of an answer that is a web page, not the API's JSON: a login page, a
+/// captive portal, a proxy's error page, served with 200.
+fn html(headers: &HeaderMap) -> Option<String> {
+    let kind = headers.get(CONTENT_TYPE)?.to_str().ok()?;
+    let essence = kind.split(';').next().unwrap_or_default().trim();
+    matches!(
+        essence.to_ascii_lowercase().as_str(),
+        "text/html" | "application/xhtml+xml"
+    )
+    .then(|| kind.to_string())
 }
 
 /// How one attempt went, when it did not succeed.
@@ -116,15 +136,30 @@ impl Fetcher {
     /// GETs `url` (with `{"reference": ...}` as a JSON body for the details endpoint) and
     /// returns the body, decoded from gzip when it came so. backon runs the retries: only what
     /// another try may mend is tried again, at most `retries` times, after the backoff's wait
-    /// or the server's `Retry-After` (capped by `max_retry_wait`).
+    /// or the server's `Retry-After` (capped by `max_retry_wait`). (`pull` itself calls
+    /// [`Fetcher::get_if`].)
+    #[cfg(test)]
     pub(crate) async fn get(
         &self,
         url: &str,
         reference: Option<&str>,
         progress: &Progress,
     ) -> Result<Bytes, PullError> {
+        let got = self.get_if(url, reference, None, progress).await?;
+        Ok(got.body.unwrap_or_default())
+    }
+
+    /// [`Fetcher::get`], conditional: with `etag`, sends `If-None-Match` and takes a 304 as
+    /// "unchanged" (`body` is then `None`). The answer's `ETag`, if any, comes back with it.
+    pub(crate) async fn get_if(
+        &self,
+        url: &str,
+        reference: Option<&str>,
+        etag: Option<&str>,
+        progress: &Progress,
+    ) -> Result<Got, PullError> {
         let mut retried: u32 = 0;
-        let outcome = (|| self.once(url, reference))
+        let outcome = (|| self.once(url, reference, etag))
             .retry(self.waits())
             .sleep(tokio::time::sleep)
             .when(|f| matches!(f, Failure::Retry { .. }))
@@ -167,7 +202,12 @@ impl Fetcher {
             .build()
     }
 
-    async fn once(&self, url: &str, reference: Option<&str>) -> Result<Bytes, Failure> {
+    async fn once(
+        &self,
+        url: &str,
+        reference: Option<&str>,
+        etag: Option<&str>,
+    ) -> Result<Got, Failure> {
         self.requests.fetch_add(1, Ordering::Relaxed);
         let mut request = self
             .client
@@ -176,6 +216,9 @@ impl Fetcher {
         if let Some(app) = &self.app {
             request = request.header("Authorization-App", app.clone());
         }
+        if let Some(tag) = etag {
+            request = request.header(IF_NONE_MATCH, tag);
+        }
         if let Some(r) = reference {
             let body = serde_json::json!({ "reference": r }).to_string();
             request = request.header(CONTENT_TYPE, "application/json").body(body);
@@ -183,8 +226,29 @@ impl Fetcher {
         let transport = |e| self.transport(e, url, reference);
         let response = request.send().await.map_err(transport)?;
         let status = response.status();
+        let tag = response
+            .headers()
+            .get(ETAG)
+            .and_then(|t| t.to_str().ok())
+            .map(str::to_string);
+        if status == StatusCode::NOT_MODIFIED && etag.is_some() {
+            return Ok(Got {
+                body: None,
+                etag: tag.or_else(|| etag.map(str::to_string)),
+            });
+        }
         if status.is_success() {
-            return response.bytes().await.map_err(transport);
+            if let Some(kind) = html(response.headers()) {
+                return Err(Failure::Fatal(PullError::NotJsonAnswer {
+                    url: self.redact(&describe_url(url, reference)),
+                    content_type: quoted(&kind),
+                }));
+            }
+            let body = response.bytes().await.map_err(transport)?;
+            return Ok(Got {
+                body: Some(body),
+                etag: tag,
+            });
         }
         let after = retry_after(response.headers());
         let location = response
@@ -493,6 +557,36 @@ mod tests {
         );
         assert_eq!(count.load(Ordering::Relaxed), 1);
         assert_eq!(f.retries(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_304_to_if_none_match_means_unchanged_and_a_web_page_is_not_an_answer() {
+        let (base, _) = scripted(vec![
+            "HTTP/1.1 200 OK\r\netag: \"abc\"\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}",
+            "HTTP/1.1 304 Not Modified\r\netag: \"abc\"\r\nconnection: close\r\n\r\n",
+            "HTTP/1.1 200 OK\r\ncontent-type: Text/HTML; charset=utf-8\r\ncontent-length: 6\r\nconnection: close\r\n\r\n<html>",
+        ])
+        .await;
+        let (f, progress) = quiet(&base, 0);
+
+        let first = f.get_if(&base, None, None, &progress).await.expect("200");
+        let second = f
+            .get_if(&base, None, Some("\"abc\""), &progress)
+            .await
+            .expect("304");
+        let page = f
+            .get_if(&base, None, None, &progress)
+            .await
+            .expect_err("a web page");
+
+        assert_eq!(first.body.as_deref(), Some(&b"{}"[..]));
+        assert_eq!(first.etag.as_deref(), Some("\"abc\""));
+        assert!(second.body.is_none(), "{second:?}");
+        assert_eq!(second.etag.as_deref(), Some("\"abc\""));
+        assert!(
+            matches!(&page, PullError::NotJsonAnswer { content_type, .. } if content_type.contains("Text/HTML")),
+            "{page:?}"
+        );
     }
 
     #[test]

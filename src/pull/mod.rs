@@ -67,6 +67,75 @@ pub struct PullOptions {
     /// The company's `Authorization-App` key: with it the two-header reads (the company's
     /// events) are pulled too; without it they are left out. A secret, like the token.
     pub app: Option<Token>,
+    /// Set by `serve --refresh-every` (`crate::kiosk`): a conditional pull over the bundle at
+    /// `into`, keeping its bundle.toml's tokens and other keys.
+    pub(crate) refresh: Option<Refresh>,
+}
+
+/// What a refresh adds to a pull.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Refresh {
+    /// The `ETag` of each file the previous refresh received, by [`etag_key`]: sent as
+    /// `If-None-Match`; a 304 reuses that file from the bundle being replaced.
+    pub(crate) etags: Arc<std::collections::HashMap<String, String>>,
+    /// The tokens of the bundle.toml being replaced (all kept; the first is sent).
+    pub(crate) tokens: Vec<Token>,
+    /// Its other keys (`[simulate]`), kept; `tokens` and `source` are written anew.
+    pub(crate) rest: toml::Table,
+}
+
+/// The key of a file in [`Refresh::etags`]: its path in the bundle, without the extension.
+fn etag_key(file: &str, reference: Option<&str>) -> String {
+    match reference {
+        Some(r) => format!("{file}/{r}"),
+        None => file.to_string(),
+    }
+}
+
+/// The conditional side of one pull: the tags sent, the tags received, whether any answer was
+/// new.
+#[derive(Debug, Default)]
+struct Conditional {
+    before: Arc<std::collections::HashMap<String, String>>,
+    /// The bundle being replaced, whose files a 304 reuses.
+    old: PathBuf,
+    seen: std::sync::Mutex<std::collections::HashMap<String, String>>,
+    changed: std::sync::atomic::AtomicBool,
+}
+
+impl Conditional {
+    /// The tag to send for a file, when one was seen and its earlier copy is still there.
+    fn tag(&self, key: &str, old_file: &Path) -> Option<&str> {
+        self.before
+            .get(key)
+            .map(String::as_str)
+            .filter(|_| old_file.is_file())
+    }
+
+    /// Records what an answer brought.
+    fn saw(&self, key: String, got: &fetch::Got) {
+        if got.body.is_some() {
+            self.changed.store(true, Ordering::Relaxed);
+        }
+        if let Some(tag) = &got.etag {
+            self.seen
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(key, tag.clone());
+        }
+    }
+}
+
+/// Puts the earlier copy of a file in the staging folder after a 304: a hard link (files are
+/// never changed in place, only replaced whole), or a copy where links are not possible.
+fn reuse(old: &Path, new: &Path, url: &str) -> Result<(), PullError> {
+    std::fs::hard_link(old, new)
+        .or_else(|_| std::fs::copy(old, new).map(|_| ()))
+        .map_err(|source| PullError::NotModifiedLost {
+            url: url.to_string(),
+            path: old.to_path_buf(),
+            source,
+        })
 }
 
 impl PullOptions {
@@ -89,6 +158,7 @@ impl PullOptions {
             max_retry_wait: Duration::from_secs(30),
             progress: ProgressMode::Auto,
             app: None,
+            refresh: None,
         }
     }
 }
@@ -129,6 +199,14 @@ pub enum PullError {
     Payments(String),
     #[error("the payment reference {reference} cannot name a detail file ({reason}); the pull is refused")]
     UnsafeReference { reference: String, reason: String },
+    #[error("{url} answered 200 with Content-Type {content_type}, a web page, not the API's JSON (a login page, a captive portal, a proxy's error page?); nothing was changed")]
+    NotJsonAnswer { url: String, content_type: String },
+    #[error("{url} answered 304 Not Modified, but the earlier copy {} cannot be reused: {source}", path.display())]
+    NotModifiedLost {
+        url: String,
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("--pretty: {endpoint} did not answer JSON: {reason}")]
     NotJson { endpoint: String, reason: String },
     #[error("cannot write {}: {source}", path.display())]
@@ -175,6 +253,10 @@ pub struct PullSummary {
     pub elapsed: Duration,
     /// `check`'s warnings about the pulled bundle (it was swapped in all the same).
     pub warnings: Vec<String>,
+    /// A refresh whose every answer was 304: nothing was written or swapped.
+    pub(crate) unchanged: bool,
+    /// The `ETag` of each file received or confirmed (for the next refresh).
+    pub(crate) etags: std::collections::HashMap<String, String>,
 }
 
 impl PullSummary {
@@ -259,6 +341,7 @@ pub(crate) fn plan(with_app: bool) -> Plan {
 /// Runs a pull: fetch everything into the staging folder, check it, swap it in.
 pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
     let started = Instant::now();
+    let pulled_at = chrono::Utc::now();
     let base = api_base(&opts.from)?;
     let name = bundle_name(&opts.into, opts.force)?;
     if opts.concurrency == 0 {
@@ -266,6 +349,15 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
     }
     let fetcher = Arc::new(Fetcher::new(opts)?);
     let progress = Arc::new(Progress::new(opts.progress));
+    let conditional = Arc::new(Conditional {
+        before: opts
+            .refresh
+            .as_ref()
+            .map(|r| Arc::clone(&r.etags))
+            .unwrap_or_default(),
+        old: opts.into.clone(),
+        ..Conditional::default()
+    });
     // From here on, dropping `staging` (any error, a cancelled future) removes the folder.
     let staging = Staging::create(&opts.into, "pull", opts.force)?;
 
@@ -275,25 +367,52 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
     for &(endpoint, path) in &plan.lists {
         let file = endpoint.key;
         let url = format!("{base}/{path}");
-        let body = fetcher.get(&url, None, &progress).await?;
-        let records = if matches!(endpoint.feed, api::Feed::Stream) {
-            references = payment_references(&body).map_err(|e| match e {
-                PullError::UnsafeReference { reference, reason } => PullError::UnsafeReference {
-                    reference: hide_token(&reference, opts.token.expose()),
-                    reason,
-                },
-                other => other,
-            })?;
-            Some(references.len())
-        } else {
-            count_records(endpoint, &body)
+        let old_file = opts.into.join(format!("{file}.json"));
+        let new_file = staging.path().join(format!("{file}.json"));
+        let key = etag_key(file, None);
+        let got = fetcher
+            .get_if(&url, None, conditional.tag(&key, &old_file), &progress)
+            .await?;
+        conditional.saw(key, &got);
+        let stream = matches!(endpoint.feed, api::Feed::Stream);
+        let reused = got.body.is_none();
+        let body = match got.body {
+            Some(body) => Some(body),
+            None => {
+                reuse(&old_file, &new_file, &url)?;
+                // The references are in the payments body: read back the copy kept.
+                stream
+                    .then(|| std::fs::read(&old_file).map(Bytes::from))
+                    .transpose()
+                    .map_err(|source| PullError::NotModifiedLost {
+                        url: url.clone(),
+                        path: old_file.clone(),
+                        source,
+                    })?
+            }
         };
-        let bytes = write_body(
-            &staging.path().join(format!("{file}.json")),
-            &body,
-            opts.pretty,
-            file,
-        )?;
+        let records = match (&body, stream) {
+            (Some(body), true) => {
+                references = payment_references(body).map_err(|e| match e {
+                    PullError::UnsafeReference { reference, reason } => {
+                        PullError::UnsafeReference {
+                            reference: hide_token(&reference, opts.token.expose()),
+                            reason,
+                        }
+                    }
+                    other => other,
+                })?;
+                Some(references.len())
+            }
+            (Some(body), false) => count_records(endpoint, body),
+            (None, _) => None,
+        };
+        let bytes = match &body {
+            // Kept from the earlier copy: nothing received.
+            _ if reused => 0,
+            Some(body) => write_body(&new_file, body, opts.pretty, file)?,
+            None => 0,
+        };
         progress.endpoint(file, records, bytes);
         endpoints.push(EndpointSummary {
             name: file,
@@ -310,17 +429,62 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
             references,
             staging.path(),
             opts,
+            &conditional,
         )
         .await?;
         endpoints.push(details);
     }
+    let etags = std::mem::take(
+        &mut *conditional
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    let summary = |warnings, unchanged| PullSummary {
+        base: base.clone(),
+        into: opts.into.clone(),
+        endpoints: endpoints.clone(),
+        requests: fetcher.requests(),
+        retries: fetcher.retries(),
+        elapsed: started.elapsed(),
+        warnings,
+        unchanged,
+        etags: etags.clone(),
+    };
+    if opts.refresh.is_some() && !conditional.changed.load(Ordering::Relaxed) {
+        // Every answer was 304: the bundle in place is current; the staging folder goes.
+        drop(staging);
+        progress.finish();
+        return Ok(summary(Vec::new(), true));
+    }
 
     let toml_path = staging.path().join("bundle.toml");
-    let note = format!(
-        "Pulled by `eventbox pull` from {base} on {}.",
-        chrono::Utc::now().format("%Y-%m-%d %H:%M UTC")
-    );
-    let toml = crate::model::bundle_toml(&[opts.token.expose().trim().to_string()], Some(&note));
+    let when = pulled_at.format("%Y-%m-%d %H:%M UTC");
+    let source = crate::model::Source {
+        url: base.clone(),
+        pulled_at: Some(pulled_at),
+    };
+    let toml = match &opts.refresh {
+        Some(refresh) => {
+            let tokens: Vec<String> = refresh
+                .tokens
+                .iter()
+                .map(|t| t.expose().to_string())
+                .collect();
+            let note =
+                format!("Refreshed by `eventbox serve --refresh-every` from {base} on {when}.");
+            crate::model::bundle_toml(&tokens, Some(&note), Some(&source), Some(&refresh.rest))
+        }
+        None => {
+            let note = format!("Pulled by `eventbox pull` from {base} on {when}.");
+            crate::model::bundle_toml(
+                &[opts.token.expose().trim().to_string()],
+                Some(&note),
+                Some(&source),
+                None,
+            )
+        }
+    };
     stage::write_private(&toml_path, toml.as_bytes()).map_err(|source| PullError::Io {
         path: toml_path.clone(),
         source,
@@ -329,15 +493,7 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
     let warnings = check_staged(staging.path(), &name, opts.token.expose()).await?;
     staging.commit()?;
     progress.finish();
-    Ok(PullSummary {
-        base,
-        into: opts.into.clone(),
-        endpoints,
-        requests: fetcher.requests(),
-        retries: fetcher.retries(),
-        elapsed: started.elapsed(),
-        warnings,
-    })
+    Ok(summary(warnings, false))
 }
 
 /// The API base from `--from`: an origin gets `/api/v1` appended; a URL already ending in
@@ -585,6 +741,7 @@ async fn fetch_details(
     references: Vec<String>,
     staging: &Path,
     opts: &PullOptions,
+    conditional: &Arc<Conditional>,
 ) -> Result<EndpointSummary, PullError> {
     let dir = staging.join(key);
     std::fs::create_dir(&dir).map_err(|source| PullError::Io {
@@ -598,12 +755,13 @@ async fn fetch_details(
     let bytes = Arc::new(AtomicU64::new(0));
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..opts.concurrency.min(total) {
-        let (fetcher, progress, references, next, bytes) = (
+        let (fetcher, progress, references, next, bytes, conditional) = (
             Arc::clone(fetcher),
             Arc::clone(progress),
             Arc::clone(&references),
             Arc::clone(&next),
             Arc::clone(&bytes),
+            Arc::clone(conditional),
         );
         let (url, dir, pretty) = (url.to_string(), dir.clone(), opts.pretty);
         let what = path.trim_end_matches('/');
@@ -613,11 +771,26 @@ async fn fetch_details(
                 let Some(reference) = references.get(i) else {
                     return Ok::<(), PullError>(());
                 };
-                let body: Bytes = fetcher.get(&url, Some(reference), &progress).await?;
                 // `reference` passed `unsafe_reference`: it is one plain file name.
                 let path = dir.join(format!("{reference}.json"));
-                let n = write_body(&path, &body, pretty, what)?;
-                bytes.fetch_add(n, Ordering::Relaxed);
+                let old = conditional.old.join(key).join(format!("{reference}.json"));
+                let tag_key = etag_key(key, Some(reference));
+                let got = fetcher
+                    .get_if(
+                        &url,
+                        Some(reference),
+                        conditional.tag(&tag_key, &old),
+                        &progress,
+                    )
+                    .await?;
+                conditional.saw(tag_key, &got);
+                match &got.body {
+                    Some(body) => {
+                        let n = write_body(&path, body, pretty, what)?;
+                        bytes.fetch_add(n, Ordering::Relaxed);
+                    }
+                    None => reuse(&old, &path, &url)?,
+                }
                 progress.detail_done();
             }
         });

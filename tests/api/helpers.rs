@@ -60,6 +60,16 @@ pub async fn serve_app_at(
     let listener = TcpListener::bind(SocketAddr::new(ip, 0))
         .await
         .unwrap_or_else(|e| panic!("bind {ip}:0: {e}"));
+    serve_app_on(listener, app, configure)
+}
+
+/// As [`serve_app_with`], on a listener already bound (a server started again at the address
+/// an earlier one had).
+pub fn serve_app_on(
+    listener: TcpListener,
+    app: App,
+    configure: impl FnOnce(&mut eventbox::http::Service),
+) -> TestApp {
     let addr = listener.local_addr().expect("a local address");
     let (stop, stopped) = oneshot::channel::<()>();
     let mut service = app.service();

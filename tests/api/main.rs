@@ -17,6 +17,7 @@ mod gen;
 mod helpers;
 mod http;
 mod journal;
+mod kiosk;
 mod limits;
 mod openapi;
 mod operations;

@@ -1,0 +1,523 @@
+//! Kiosk mode, with two eventbox servers in one test: the source (an in-process eventbox on
+//! port 0, playing the live service) and the kiosk (another in-process `App` whose bundle was
+//! pulled from it, refreshing every 200 ms). Waits poll with a deadline, never a fixed sleep.
+//! Bad sources are tiny TCP servers answering garbage, a web page, half a body, a redirect
+//! loop, or nothing at all.
+
+use std::future::Future;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use eventbox::app::App;
+use eventbox::config::{ServeOptions, WatchKind};
+use eventbox::pull::{self, ProgressMode, PullOptions};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use crate::helpers::{serve_app, serve_app_on, spawn_app, Answer, TempData, TestApp, DEMO_TOKEN};
+
+const PERIOD: Duration = Duration::from_millis(200);
+
+/// The kiosk's options: the data folder, no watching (the refresher reloads what it pulls),
+/// refreshing every [`PERIOD`].
+fn kiosk_options(data: &Path) -> ServeOptions {
+    ServeOptions {
+        watch: WatchKind::Off,
+        refresh_every: Some(PERIOD),
+        ..ServeOptions::for_folder(data)
+    }
+}
+
+/// A kiosk serving `data`, loaded, refreshing.
+async fn kiosk(data: &Path) -> (TestApp, eventbox::kiosk::Refresher) {
+    let app = App::with_options(&kiosk_options(data));
+    app.load().expect("the kiosk's data folder lists");
+    let refresher = app.refresh_as_configured().expect("refreshing is on");
+    (serve_app(app).await, refresher)
+}
+
+/// Pulls `from` into `into` as `eventbox pull` does.
+async fn pull_into(from: &str, into: &Path) {
+    let mut o = PullOptions::new(from, DEMO_TOKEN, into);
+    o.progress = ProgressMode::Quiet;
+    o.timeout = Duration::from_secs(5);
+    pull::run(&o).await.expect("the first pull");
+}
+
+/// Polls `probe` until it gives `Some`, failing the test with `what` after `within`.
+async fn until<T, F: Future<Output = Option<T>>>(
+    within: Duration,
+    what: &str,
+    mut probe: impl FnMut() -> F,
+) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "not within {within:?}: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The `source` of bundle `name` in the kiosk's /status.
+async fn source_status(kiosk: &TestApp, name: &str) -> Value {
+    let status = kiosk
+        .send(reqwest::Method::GET, "/status", None, None)
+        .await
+        .json();
+    status["bundles"]
+        .as_array()
+        .and_then(|b| b.iter().find(|b| b["name"] == name))
+        .map(|b| b["source"].clone())
+        .unwrap_or(Value::Null)
+}
+
+fn title(answer: &Answer) -> String {
+    answer.json()["data"][0]["title"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn age(answer: &Answer) -> u64 {
+    answer
+        .header("age")
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("an Age header in {:?}", answer.headers))
+}
+
+/// Renames the event at the source and reloads it there.
+fn retitle(source_data: &Path, app: &App, title: &str) {
+    let path = source_data.join("summit/event.json");
+    let mut event: Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("event.json")).expect("JSON");
+    event["data"][0]["title"] = Value::String(title.to_string());
+    std::fs::write(&path, serde_json::to_vec(&event).expect("JSON")).expect("written");
+    app.load().expect("the source reloads");
+}
+
+/// A file's inode and bytes: a file written anew has another inode.
+fn identity(path: &Path) -> (u64, Vec<u8>) {
+    use std::os::unix::fs::MetadataExt;
+    let inode = std::fs::metadata(path).expect("the file").ino();
+    (inode, std::fs::read(path).expect("the file"))
+}
+
+fn metric(text: &str, line_start: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(line_start))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+async fn metrics(app: &TestApp) -> String {
+    app.send(reqwest::Method::GET, "/metrics", None, None)
+        .await
+        .text()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kiosk_follows_its_source_serves_through_its_outage_and_comes_back_online() {
+    let source_data = TempData::new();
+    source_data.with_demo("summit");
+    let source = spawn_app(source_data.path()).await;
+    let kiosk_data = TempData::new();
+    let bundle = kiosk_data.path().join("summit");
+    pull_into(&source.base, &bundle).await;
+
+    // The bundle remembers its source: the API base, and when.
+    let toml = std::fs::read_to_string(bundle.join("bundle.toml")).expect("bundle.toml");
+    assert!(
+        toml.contains(&format!(
+            "[source]\nurl = \"{}/api/v1\"\npulled_at = ",
+            source.base
+        )),
+        "{toml}"
+    );
+
+    let (kiosk_app, refresher) = kiosk(kiosk_data.path()).await;
+    let kiosk = &kiosk_app;
+    let first = kiosk.get("/api/v1/event", DEMO_TOKEN).await;
+    assert_eq!(first.status.as_u16(), 200, "{}", first.text());
+    assert!(age(&first) < 60, "{:?}", first.headers);
+    assert_eq!(first.header("eventbox-source"), None);
+
+    // A change at the source shows at the kiosk within two periods (and some slack for a
+    // busy machine): the refresh pulls, stages, checks and swaps it in.
+    until(
+        Duration::from_secs(10),
+        "the first refresh",
+        || async move { (source_status(kiosk, "summit").await["state"] == "online").then_some(()) },
+    )
+    .await;
+    retitle(source_data.path(), &source.app, "Changed at the source");
+    let changed = Instant::now();
+    until(
+        Duration::from_secs(5),
+        "the kiosk shows the change",
+        || async move {
+            let a = kiosk.get("/api/v1/event", DEMO_TOKEN).await;
+            (title(&a) == "Changed at the source").then_some(())
+        },
+    )
+    .await;
+    let took = changed.elapsed();
+    assert!(
+        took < 2 * PERIOD + Duration::from_millis(600),
+        "took {took:?}"
+    );
+
+    // Unchanged refreshes are conditional: the source answers 304, and nothing is written.
+    let source_ref = &source;
+    let not_modified = || async move {
+        let text = metrics(source_ref).await;
+        metric(
+            &text,
+            "eventbox_http_requests_total{endpoint=\"event\",status=\"304\"} ",
+        )
+        .unwrap_or(0.0)
+    };
+    until(
+        Duration::from_secs(5),
+        "a 304 at the source",
+        || async move { (not_modified().await >= 1.0).then_some(()) },
+    )
+    .await;
+    // A swap writes a new bundle.toml: a new inode, whatever its text.
+    let written = identity(&bundle.join("bundle.toml"));
+    let seen = not_modified().await;
+    until(Duration::from_secs(5), "two more 304s", || async move {
+        (not_modified().await >= seen + 2.0).then_some(())
+    })
+    .await;
+    assert_eq!(
+        identity(&bundle.join("bundle.toml")),
+        written,
+        "an unchanged refresh rewrote the bundle"
+    );
+    assert!(age(&kiosk.get("/api/v1/event", DEMO_TOKEN).await) <= 1);
+
+    // The source stops: the kiosk keeps answering, says so, and the age grows.
+    let addr = source.base.trim_start_matches("http://").to_string();
+    source.shutdown().await;
+    let status = until(
+        Duration::from_secs(10),
+        "offline in /status",
+        || async move {
+            let s = source_status(kiosk, "summit").await;
+            (s["state"] == "offline").then_some(s)
+        },
+    )
+    .await;
+    assert!(
+        status["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains(&addr)),
+        "{status}"
+    );
+    assert!(status["failures_in_a_row"].as_u64() >= Some(2), "{status}");
+    assert!(status["last_success"].is_string(), "{status}");
+    let offline = kiosk.get("/api/v1/event", DEMO_TOKEN).await;
+    assert_eq!(offline.status.as_u16(), 200);
+    assert_eq!(title(&offline), "Changed at the source");
+    assert_eq!(offline.header("eventbox-source"), Some("offline"));
+    let before = age(&offline);
+    until(Duration::from_secs(5), "the Age grows", || async move {
+        let a = kiosk.get("/api/v1/event", DEMO_TOKEN).await;
+        assert_eq!(a.header("eventbox-source"), Some("offline"));
+        (age(&a) > before).then_some(())
+    })
+    .await;
+    let text = metrics(kiosk).await;
+    assert_eq!(
+        metric(&text, "eventbox_upstream_up{bundle=\"summit\"} "),
+        Some(0.0),
+        "{text}"
+    );
+    assert!(
+        metric(&text, "eventbox_snapshot_age_seconds{bundle=\"summit\"} ")
+            .is_some_and(|a| a >= 1.0),
+        "{text}"
+    );
+
+    // The source is back at the same address: online after one success.
+    let listener = TcpListener::bind(&addr).await.expect("the address again");
+    let again = App::new(source_data.path());
+    again.load().expect("the source loads");
+    let _source = serve_app_on(listener, again, |_| {});
+    until(Duration::from_secs(10), "online again", || async move {
+        (source_status(kiosk, "summit").await["state"] == "online").then_some(())
+    })
+    .await;
+    let back = kiosk.get("/api/v1/event", DEMO_TOKEN).await;
+    assert_eq!(back.header("eventbox-source"), None);
+    assert!(age(&back) <= 1, "{:?}", back.headers);
+    let text = metrics(kiosk).await;
+    assert_eq!(
+        metric(&text, "eventbox_upstream_up{bundle=\"summit\"} "),
+        Some(1.0),
+        "{text}"
+    );
+    refresher.stop().await;
+    crate::pull::assert_no_leftovers(kiosk_data.path());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_logs_each_change_of_state_once_not_each_failure() {
+    let source_data = TempData::new();
+    source_data.with_demo("summit");
+    let source = spawn_app(source_data.path()).await;
+    let kiosk_data = TempData::new();
+    pull_into(&source.base, &kiosk_data.path().join("summit")).await;
+    let data = kiosk_data.path().to_str().expect("UTF-8");
+    let mut served = crate::cli::start_binary(
+        &[
+            "serve",
+            "--addr",
+            "127.0.0.1:0",
+            "--no-watch",
+            "--data",
+            data,
+            "--refresh-every",
+            "200ms",
+            "--offline-after",
+            "2",
+        ],
+        &[("RUST_LOG", "info")],
+    );
+    let client = crate::helpers::client();
+    let status_of = |client: reqwest::Client, base: String| async move {
+        let Ok(res) = client.get(format!("{base}/status")).send().await else {
+            return Value::Null;
+        };
+        let body = res.bytes().await.unwrap_or_default();
+        let status: Value = serde_json::from_slice(&body).unwrap_or_default();
+        status["bundles"][0]["source"].clone()
+    };
+    let base = served.base.clone();
+    let (c, b) = (&client, &base);
+    until(Duration::from_secs(10), "online", || async move {
+        (status_of(c.clone(), b.clone()).await["state"] == "online").then_some(())
+    })
+    .await;
+
+    let addr = source.base.trim_start_matches("http://").to_string();
+    source.shutdown().await;
+    // Offline, then several more failures: still one line.
+    until(
+        Duration::from_secs(15),
+        "five failures in a row",
+        || async move {
+            let s = status_of(c.clone(), b.clone()).await;
+            (s["failures_in_a_row"].as_u64() >= Some(5)).then_some(())
+        },
+    )
+    .await;
+    let listener = TcpListener::bind(&addr).await.expect("the address again");
+    let again = App::new(source_data.path());
+    again.load().expect("the source loads");
+    let _source = serve_app_on(listener, again, |_| {});
+    until(Duration::from_secs(10), "online again", || async move {
+        (status_of(c.clone(), b.clone()).await["state"] == "online").then_some(())
+    })
+    .await;
+    served.signal("TERM");
+    assert_eq!(served.wait_exit(), Some(0));
+
+    let log = served.stderr();
+    assert_eq!(log.matches("source offline").count(), 1, "{log}");
+    assert_eq!(log.matches("source back online").count(), 1, "{log}");
+    assert!(log.contains("following the sources bundles name"), "{log}");
+    assert!(
+        !log.contains(DEMO_TOKEN),
+        "a whole token in the log:\n{log}"
+    );
+    crate::pull::assert_no_leftovers(kiosk_data.path());
+}
+
+/// How a bad source answers every request.
+#[derive(Debug, Clone, Copy)]
+enum Bad {
+    Garbage,
+    Html,
+    HalfBody,
+    RedirectLoop,
+    Hang,
+}
+
+/// A source that answers every connection the same bad way; dropped, it stops.
+struct BadSource {
+    base: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for BadSource {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl BadSource {
+    async fn start(bad: Bad) -> BadSource {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("a port");
+        let base = format!("http://{}", listener.local_addr().expect("an address"));
+        let task = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut head = [0u8; 4096];
+                let _ = socket.read(&mut head).await;
+                let answer: &[u8] = match bad {
+                    Bad::Garbage => b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 11\r\nconnection: close\r\n\r\n\x00\x01garbage}{",
+                    Bad::Html => b"HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: 39\r\nconnection: close\r\n\r\n<html><body>Please log in</body></html>",
+                    Bad::HalfBody => b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000\r\nconnection: close\r\n\r\n{\"data\": [{\"id_event\": 1,",
+                    Bad::RedirectLoop => b"HTTP/1.1 302 Found\r\nlocation: /api/v1/event\r\ncontent-length: 0\r\n\r\n",
+                    Bad::Hang => {
+                        // Keep the connection open, say nothing.
+                        held.push(socket);
+                        continue;
+                    }
+                };
+                let _ = socket.write_all(answer).await;
+                if matches!(bad, Bad::RedirectLoop) {
+                    // Keep-alive: answer the follow-ups on this connection too.
+                    let mut socket = socket;
+                    tokio::spawn(async move {
+                        let mut buf = [0u8; 4096];
+                        while matches!(socket.read(&mut buf).await, Ok(n) if n > 0) {
+                            if socket.write_all(answer).await.is_err() {
+                                break;
+                            }
+                        }
+                    });
+                } else {
+                    let _ = socket.shutdown().await;
+                }
+            }
+        });
+        BadSource { base, task }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_source_is_a_failed_refresh_with_a_clear_message_and_the_old_snapshot_serves() {
+    let cases = [
+        (
+            Bad::Garbage,
+            "the payments answer does not list references: expected value",
+        ),
+        (Bad::Html, "a web page, not the API's JSON"),
+        (Bad::HalfBody, "gave up after 2 attempts"),
+        (Bad::RedirectLoop, "redirect"),
+        (Bad::Hang, "no complete answer within 1000 ms"),
+    ];
+    let data = TempData::new();
+    let mut sources = Vec::new();
+    for (i, (bad, _)) in cases.iter().enumerate() {
+        let source = BadSource::start(*bad).await;
+        let name = format!("bad{i}");
+        data.with_demo(&name);
+        data.write(
+            &format!("{name}/bundle.toml"),
+            format!(
+                "tokens = [\"token-{i}\"]\n\n[source]\nurl = \"{}\"\npulled_at = 2026-11-23T14:03:27Z\n",
+                source.base
+            ),
+        );
+        sources.push(source);
+    }
+    let (kiosk_app, refresher) = kiosk(data.path()).await;
+    let kiosk = &kiosk_app;
+
+    for (i, (bad, expected)) in cases.iter().enumerate() {
+        let name = &format!("bad{i}");
+        let status = until(
+            Duration::from_secs(20),
+            &format!("{bad:?} fails"),
+            || async move {
+                let s = source_status(kiosk, name).await;
+                s["last_error"].is_string().then_some(s)
+            },
+        )
+        .await;
+        let error = status["last_error"].as_str().unwrap_or_default();
+        assert!(error.contains(expected), "{bad:?}: {error}");
+        assert!(!error.contains(&format!("token-{i}")), "{error}");
+        assert_eq!(status["last_success"], Value::Null, "{bad:?}: {status}");
+        // The old snapshot serves, with its age from the pulled_at it was written with.
+        let a = kiosk.get("/api/v1/event", &format!("token-{i}")).await;
+        assert_eq!(a.status.as_u16(), 200, "{bad:?}");
+        assert!(title(&a).starts_with("33º Congresso"), "{bad:?}");
+        assert!(age(&a) > 60, "{bad:?}: {:?}", a.headers);
+    }
+    // Nothing half-written is left in the data folder, nothing was swapped in.
+    refresher.stop().await;
+    crate::pull::assert_no_leftovers(data.path());
+    drop(sources);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kiosk_set_up_with_a_bundle_toml_alone_fills_itself_from_its_source() {
+    let source_data = TempData::new();
+    source_data.with_demo("summit");
+    let source = spawn_app(source_data.path()).await;
+    let data = TempData::new();
+    data.write(
+        "desk/bundle.toml",
+        format!(
+            "tokens = [\"{DEMO_TOKEN}\"]\n[simulate]\nlatency_ms = 0\n[source]\nurl = \"{}\"\n",
+            source.base
+        ),
+    );
+    let (kiosk_app, refresher) = kiosk(data.path()).await;
+    let kiosk = &kiosk_app;
+    // Not served yet: the folder holds no event.
+    kiosk
+        .get("/api/v1/event", DEMO_TOKEN)
+        .await
+        .assert_error(401, "invalid_token");
+
+    let served = until(
+        Duration::from_secs(10),
+        "the first refresh fills it",
+        || async move {
+            let a = kiosk.get("/api/v1/event", DEMO_TOKEN).await;
+            (a.status.as_u16() == 200).then_some(a)
+        },
+    )
+    .await;
+    assert!(title(&served).starts_with("33º Congresso"));
+    assert!(age(&served) <= 1, "{:?}", served.headers);
+    refresher.stop().await;
+    // The refresh kept the other keys and wrote the source with its time.
+    let toml = std::fs::read_to_string(data.path().join("desk/bundle.toml")).expect("bundle.toml");
+    assert!(toml.contains("[simulate]\nlatency_ms = 0\n"), "{toml}");
+    assert!(
+        toml.contains(&format!(
+            "[source]\nurl = \"{}/api/v1\"\npulled_at = ",
+            source.base
+        )),
+        "{toml}"
+    );
+}
+
+#[tokio::test]
+async fn a_hand_written_source_is_checked() {
+    let data = TempData::new();
+    data.with_demo("summit").write(
+        "summit/bundle.toml",
+        "tokens = [\"demo-token\"]\n[source]\nurl = \"ftp://host/api/v1\"\npulled_at = \"last week\"\n",
+    );
+    let app = spawn_app(data.path()).await;
+    let status = app
+        .send(reqwest::Method::GET, "/status", None, None)
+        .await
+        .json();
+    let errors = status["bundles"][0]["errors"].to_string();
+    assert!(
+        errors.contains("source.url: only http and https sources can be pulled from"),
+        "{errors}"
+    );
+    assert!(errors.contains("source.pulled_at"), "{errors}");
+    assert_eq!(status["bundles"][0]["served"], false);
+}
