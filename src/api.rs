@@ -30,6 +30,8 @@ pub(crate) enum Operation {
     Journal,
     /// `POST /_writes/reset`: forgets the writes of the token's bundle.
     WritesReset,
+    /// `GET /_queue`: the writes waiting for their bundle's source, and those it refused.
+    Queue,
     OpenApi,
 }
 
@@ -39,7 +41,9 @@ impl Operation {
     /// routes and the document stay open to everyone. No wildcard arm: a new operation decides.
     pub(crate) fn is_admin(self) -> bool {
         match self {
-            Operation::Status | Operation::Journal | Operation::WritesReset => true,
+            Operation::Status | Operation::Journal | Operation::WritesReset | Operation::Queue => {
+                true
+            }
             Operation::Healthz | Operation::Readyz | Operation::Metrics | Operation::OpenApi => {
                 false
             }
@@ -412,7 +416,7 @@ pub(crate) static API: [Endpoint; 20] = [
 ];
 
 /// The operations routes.
-pub(crate) static OPERATIONS: [Endpoint; 7] = [
+pub(crate) static OPERATIONS: [Endpoint; 8] = [
     operation(
         "healthz",
         "/healthz",
@@ -446,6 +450,12 @@ pub(crate) static OPERATIONS: [Endpoint; 7] = [
             ("DELETE", "clearJournal"),
         ],
         Operation::Journal,
+    ),
+    operation(
+        "queue",
+        "/_queue",
+        &[("GET", "getQueue"), ("HEAD", "headQueue")],
+        Operation::Queue,
     ),
     operation(
         "writes_reset",

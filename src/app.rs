@@ -162,6 +162,19 @@ impl App {
         ))
     }
 
+    /// With `--state`: starts sending the writes made here to the source of their bundle (kiosk
+    /// mode, `crate::kiosk::forward`); `None` without a state folder. Dropping the
+    /// [`crate::kiosk::Forwarder`] stops it. Needs a tokio runtime.
+    #[cfg(feature = "pull")]
+    pub fn forward_as_configured(&self) -> Option<crate::kiosk::Forwarder> {
+        self.options.state.as_ref()?;
+        Some(crate::kiosk::forward::spawn(
+            Arc::clone(&self.writes),
+            Arc::clone(&self.sources),
+            Arc::clone(&self.reloader),
+        ))
+    }
+
     /// What the HTTP server answers from, as the options say: access log, CORS, limits,
     /// control headers, the longest simulated delay, the journal and the admin token.
     pub fn service(&self) -> Service {

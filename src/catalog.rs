@@ -265,7 +265,7 @@ impl Catalog {
         self.entries.values()
     }
 
-    #[cfg(test)]
+    /// The bundle folder `name`.
     pub(crate) fn entry(&self, name: &str) -> Option<&Entry> {
         self.entries.get(name)
     }

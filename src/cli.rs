@@ -487,6 +487,8 @@ pub async fn serve(options: &ServeOptions) -> u8 {
         }
     }
     let _refresher = app.refresh_as_configured();
+    // Writes made here go to their bundle's source, when it names one (kiosk mode).
+    let _forwarder = app.forward_as_configured();
     if let Some(every) = options.refresh_every {
         tracing::info!(
             every = %humantime::format_duration(every),

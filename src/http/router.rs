@@ -265,6 +265,9 @@ fn checked<'s, B>(
         (_, Some(Operation::Status)) => {
             return Checked::Answered(json(StatusCode::OK, snapshot.status().clone()))
         }
+        (_, Some(Operation::Queue)) => {
+            return Checked::Answered(json(StatusCode::OK, ctx.writes.queue.body()))
+        }
         (_, Some(Operation::WritesReset)) => {
             return match bundle {
                 Ok(bundle) => Checked::Reset(bundle),
@@ -506,13 +509,16 @@ where
     };
     let seq = pending.seq;
     match pending.durable().await {
-        Ok(()) => json(
-            StatusCode::OK,
-            Bytes::from_static(match kind {
-                WriteKind::Register => b"\"Data entered successfully.\"",
-                WriteKind::Checkin | WriteKind::CheckinSessions => b"\"OK\"",
-            }),
-        ),
+        Ok(()) => {
+            ctx.writes.queue.durable(seq);
+            json(
+                StatusCode::OK,
+                Bytes::from_static(match kind {
+                    WriteKind::Register => b"\"Data entered successfully.\"",
+                    WriteKind::Checkin | WriteKind::CheckinSessions => b"\"OK\"",
+                }),
+            )
+        }
         Err(e) => {
             tracing::error!(error = %e, "a write could not be made durable; it is taken back");
             ctx.writes.forget(name, seq);

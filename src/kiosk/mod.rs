@@ -10,6 +10,8 @@
 //! `SourceHealth::is_online`.
 
 #[cfg(feature = "pull")]
+pub(crate) mod forward;
+#[cfg(feature = "pull")]
 pub(crate) mod refresh;
 
 use std::collections::HashMap;
@@ -19,6 +21,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Serialize;
 
+#[cfg(feature = "pull")]
+pub use forward::Forwarder;
 #[cfg(feature = "pull")]
 pub use refresh::Refresher;
 
@@ -102,9 +106,13 @@ impl SourceHealth {
     }
 
     /// Resolves on the next change between online and offline.
-    #[expect(dead_code, reason = "for the write forwarder (issue 13, item 5)")]
     pub(crate) async fn changed(&self) {
         self.changed.notified().await;
+    }
+
+    /// The source's API base (`https://host/api/v1`).
+    pub(crate) fn url(&self) -> String {
+        self.detail().url.clone()
     }
 
     /// Whole seconds since the snapshot was last confirmed by the source, at `now`; `None`

@@ -21,6 +21,9 @@ use tokio::sync::oneshot;
 /// The log's file name in the state folder.
 pub(crate) const FILE: &str = "writes.jsonl";
 
+/// The forwarding outcomes' file name in the state folder (kiosk mode).
+pub(crate) const FORWARDED: &str = "forwarded.jsonl";
+
 /// Why the log could not be opened or read.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum LogError {
@@ -58,10 +61,14 @@ pub(crate) struct Log {
 }
 
 impl Log {
-    /// Opens (or creates) `dir/writes.jsonl`, reads its lines, and starts the writing thread.
+    /// Opens (or creates) `dir/name`, reads its lines, and starts the writing thread.
     /// `is_record` tells whether a line is one (a last line that is not is torn, see above).
-    pub(crate) fn open(dir: &Path, is_record: impl Fn(&str) -> bool) -> Result<Opened, LogError> {
-        let path = dir.join(FILE);
+    pub(crate) fn open(
+        dir: &Path,
+        name: &str,
+        is_record: impl Fn(&str) -> bool,
+    ) -> Result<Opened, LogError> {
+        let path = dir.join(name);
         let io = |source| LogError::Io {
             path: path.clone(),
             source,
@@ -263,7 +270,7 @@ mod tests {
     #[tokio::test]
     async fn lines_appended_are_read_back_on_open() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let opened = Log::open(dir.path(), is_json).expect("opens");
+        let opened = Log::open(dir.path(), FILE, is_json).expect("opens");
         assert!(opened.lines.is_empty());
         let waits: Vec<_> = (0..20)
             .map(|i| opened.log.append(format!("{{\"n\":{i}}}").into_bytes()))
@@ -272,7 +279,7 @@ mod tests {
             w.await.expect("answered").expect("durable");
         }
         drop(opened);
-        let again = Log::open(dir.path(), is_json).expect("opens");
+        let again = Log::open(dir.path(), FILE, is_json).expect("opens");
         let expected: Vec<String> = (0..20).map(|i| format!("{{\"n\":{i}}}")).collect();
         assert_eq!(again.lines, expected);
         assert!(again.torn.is_none());
@@ -283,7 +290,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join(FILE);
         std::fs::write(&path, "{\"n\":1}\n{\"n\":2}\n{\"n\":").expect("write");
-        let opened = Log::open(dir.path(), is_json).expect("opens");
+        let opened = Log::open(dir.path(), FILE, is_json).expect("opens");
         assert_eq!(opened.lines, vec!["{\"n\":1}", "{\"n\":2}"]);
         let aside = opened.torn.expect("torn");
         assert_eq!(std::fs::read_to_string(aside).expect("aside"), "{\"n\":");
@@ -298,7 +305,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join(FILE);
         std::fs::write(&path, "{\"n\":1}\n\0\0\0\n").expect("write");
-        let opened = Log::open(dir.path(), is_json).expect("opens");
+        let opened = Log::open(dir.path(), FILE, is_json).expect("opens");
         assert_eq!(opened.lines, vec!["{\"n\":1}"]);
         assert!(opened.torn.is_some());
         assert_eq!(std::fs::read_to_string(&path).expect("log"), "{\"n\":1}\n");
@@ -310,7 +317,7 @@ mod tests {
         let path = dir.path().join(FILE);
         let text = "{\"n\":1}\nnot json\n{\"n\":3}\n";
         std::fs::write(&path, text).expect("write");
-        let err = Log::open(dir.path(), is_json).expect_err("refused");
+        let err = Log::open(dir.path(), FILE, is_json).expect_err("refused");
         assert!(err.to_string().contains("writes.jsonl:2:"), "{err}");
         assert_eq!(std::fs::read_to_string(&path).expect("log"), text);
     }

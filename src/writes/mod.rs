@@ -13,6 +13,7 @@
 //! code no attendee has any more is skipped. The same rules refuse a new write; replaying skips.
 
 pub(crate) mod log;
+pub(crate) mod queue;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -499,6 +500,8 @@ pub(crate) struct Writes {
     any: AtomicBool,
     /// The `seq` of the last line logged (0: none yet).
     seq: AtomicU64,
+    /// With `--state`: the write requests not yet taken by the bundle's source (kiosk mode).
+    pub(crate) queue: queue::Queue,
 }
 
 /// What opening the state folder found, for the startup log.
@@ -520,7 +523,9 @@ impl Writes {
     /// Keeps the writes in `dir`'s log from now on, and takes back the writes it holds. Once:
     /// a second call fails.
     pub(crate) fn open_state(&self, dir: &std::path::Path) -> Result<Replayed, LogError> {
-        let opened = log::Log::open(dir, |line| serde_json::from_str::<Logged>(line).is_ok())?;
+        let opened = log::Log::open(dir, log::FILE, |line| {
+            serde_json::from_str::<Logged>(line).is_ok()
+        })?;
         let count = opened.lines.len();
         let mut bundles = self.bundles();
         for line in &opened.lines {
@@ -528,6 +533,13 @@ impl Writes {
                 continue;
             };
             self.seq.fetch_max(logged.seq, Ordering::AcqRel);
+            if let Some(request) = &logged.request {
+                self.queue
+                    .push(logged.seq, &logged.bundle, request.clone(), true);
+            }
+            if logged.writes.iter().any(|w| matches!(w, Write::Reset)) {
+                self.queue.drop_bundle(&logged.bundle);
+            }
             let b = bundles.entry(logged.bundle).or_default();
             for w in logged.writes {
                 match w {
@@ -543,6 +555,8 @@ impl Writes {
             bundles.values().any(|b| !b.writes.is_empty()),
             Ordering::Release,
         );
+        drop(bundles);
+        self.queue.open(dir)?;
         self.log.set(opened.log).map_err(|_| LogError::Io {
             path: dir.to_path_buf(),
             source: std::io::Error::other("the state folder is open already"),
@@ -602,8 +616,11 @@ impl Writes {
         for w in &writes {
             view.apply(w);
         }
-        let (seq, wait) = match self.log(bundle, Some(request), &writes) {
-            Some((seq, wait)) => (seq, Some(wait)),
+        let (seq, wait) = match self.log(bundle, Some(request.clone()), &writes) {
+            Some((seq, wait)) => {
+                self.queue.push(seq, bundle, request, false);
+                (seq, Some(wait))
+            }
             None => (0, None),
         };
         b.writes.extend(writes.into_iter().map(|w| (seq, w)));
@@ -643,6 +660,7 @@ impl Writes {
             b.writes.retain(|(s, _)| *s != seq);
             b.view = None;
         }
+        self.queue.forget(seq);
     }
 
     /// Registers an attendee (`POST /attendees/create`).
@@ -674,6 +692,7 @@ impl Writes {
     pub(crate) fn reset(&self, bundle: &str) -> Pending {
         let mut bundles = self.bundles();
         bundles.remove(bundle);
+        self.queue.drop_bundle(bundle);
         let (seq, wait) = match self.log(bundle, None, &[Write::Reset]) {
             Some((seq, wait)) => (seq, Some(wait)),
             None => (0, None),

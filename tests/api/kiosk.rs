@@ -38,7 +38,7 @@ async fn kiosk(data: &Path) -> (TestApp, eventbox::kiosk::Refresher) {
 }
 
 /// Pulls `from` into `into` as `eventbox pull` does.
-async fn pull_into(from: &str, into: &Path) {
+pub(crate) async fn pull_into(from: &str, into: &Path) {
     let mut o = PullOptions::new(from, DEMO_TOKEN, into);
     o.progress = ProgressMode::Quiet;
     o.timeout = Duration::from_secs(5);
@@ -46,7 +46,7 @@ async fn pull_into(from: &str, into: &Path) {
 }
 
 /// Polls `probe` until it gives `Some`, failing the test with `what` after `within`.
-async fn until<T, F: Future<Output = Option<T>>>(
+pub(crate) async fn until<T, F: Future<Output = Option<T>>>(
     within: Duration,
     what: &str,
     mut probe: impl FnMut() -> F,

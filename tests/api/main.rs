@@ -13,6 +13,7 @@ mod errors;
 mod examples;
 mod files;
 mod fixtures;
+mod forward;
 mod gen;
 mod helpers;
 mod http;

@@ -1,0 +1,245 @@
+//! The write forwarder (kiosk mode): sends the writes made on site to the bundle's source, in
+//! order, with their original bodies, once each (`crate::writes::queue` keeps what happened).
+//!
+//! One task for every bundle. It wakes when a write becomes durable, when a source comes
+//! online, and on a backoff tick; for each bundle with a source that is not offline, it sends
+//! the bundle's entries in `seq` order. A 2xx takes an entry out of the queue; a 4xx other than
+//! 408 and 429 moves it to the rejected list and goes on; anything else (a 5xx, no answer)
+//! stops that bundle until later, so the order is kept. An entry that was maybe sent before a
+//! crash is checked first: a registration whose e-mail the source lists already is taken as
+//! accepted, not sent twice (check-ins are the same when sent again).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::Sources;
+use crate::reload::Reloader;
+use crate::token::Token;
+use crate::writes::queue::{Entry, Kind};
+use crate::writes::Writes;
+
+/// The longest wait between two rounds (a source that went away is tried again this often).
+const MAX_WAIT: Duration = Duration::from_secs(5);
+/// The first wait after a round that left entries behind.
+const FIRST_WAIT: Duration = Duration::from_millis(200);
+
+/// The running forwarder; dropping it stops it.
+#[derive(Debug)]
+pub struct Forwarder {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Forwarder {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Starts forwarding. Needs a tokio runtime.
+pub(crate) fn spawn(
+    writes: Arc<Writes>,
+    sources: Arc<Sources>,
+    reloader: Arc<Reloader>,
+) -> Forwarder {
+    Forwarder {
+        task: tokio::spawn(run(writes, sources, reloader)),
+    }
+}
+
+/// What became of one entry this round.
+enum Step {
+    Done,
+    /// Stop this bundle for now, with why.
+    Later(String),
+}
+
+async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>) {
+    let client = match reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(20))
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(concat!("eventbox-forward/", env!("CARGO_PKG_VERSION")))
+        .build()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, "the write forwarder could not start");
+            return;
+        }
+    };
+    let mut wait = FIRST_WAIT;
+    let mut said: Option<String> = None;
+    loop {
+        let mut left_behind = false;
+        for bundle in writes.queue.bundles_ready() {
+            let Some(health) = sources.get(&bundle) else {
+                continue; // no source: nowhere to send (the writes stay local)
+            };
+            if health.is_offline() {
+                left_behind = true;
+                continue;
+            }
+            let token =
+                reloader.with_catalog(|c| c.entry(&bundle).and_then(|e| e.tokens.first().cloned()));
+            let Some(token) = token else { continue };
+            let base = health.url();
+            while let Some(entry) = writes.queue.next_for(&bundle) {
+                match forward(&client, &base, &token, &writes, &entry).await {
+                    Step::Done => {
+                        said = None;
+                        wait = FIRST_WAIT;
+                    }
+                    Step::Later(why) => {
+                        if said.as_deref() != Some(why.as_str()) {
+                            tracing::warn!(bundle = %bundle, pending = writes.queue.pending(&bundle), "writes wait for the source: {why}");
+                            said = Some(why);
+                        }
+                        left_behind = true;
+                        break;
+                    }
+                }
+            }
+        }
+        let tick = if left_behind { wait } else { MAX_WAIT };
+        let came_online = async {
+            for (_, health) in sources.all() {
+                if health.is_offline() {
+                    health.changed().await;
+                    return;
+                }
+            }
+            std::future::pending::<()>().await;
+        };
+        tokio::select! {
+            _ = writes.queue.ready.notified() => {}
+            _ = came_online => {}
+            _ = tokio::time::sleep(tick) => {}
+        }
+        if left_behind {
+            wait = (wait * 2).min(MAX_WAIT);
+        }
+    }
+}
+
+/// Sends one entry (after checking a maybe-sent registration) and records the outcome.
+async fn forward(
+    client: &reqwest::Client,
+    base: &str,
+    token: &Token,
+    writes: &Writes,
+    entry: &Entry,
+) -> Step {
+    if entry.maybe_sent {
+        if let Some(email) = registration_email(&entry.request.body) {
+            match listed_at_source(client, base, token, &email).await {
+                Ok(true) => return record(writes, entry.seq, Kind::Accepted, None, None).await,
+                Ok(false) => {}
+                Err(why) => return Step::Later(why),
+            }
+        }
+    }
+    if let Err(e) = writes
+        .queue
+        .record(entry.seq, Kind::Sending, None, None)
+        .await
+    {
+        return Step::Later(format!("the outcome log: {e}"));
+    }
+    let path = entry
+        .request
+        .path
+        .strip_prefix("/api/v1")
+        .unwrap_or(&entry.request.path);
+    let sent = client
+        .post(format!("{base}{path}"))
+        .header("Authorization-Token", token.expose())
+        .header("Content-Type", "application/json")
+        .body(entry.request.body.to_string())
+        .send()
+        .await;
+    let res = match sent {
+        Ok(res) => res,
+        Err(e) => return Step::Later(format!("no answer from {base}: {e}")),
+    };
+    let status = res.status();
+    if status.is_success() {
+        return record(
+            writes,
+            entry.seq,
+            Kind::Accepted,
+            Some(status.as_u16()),
+            None,
+        )
+        .await;
+    }
+    let answer = res.text().await.unwrap_or_default();
+    if status.is_client_error() && status.as_u16() != 408 && status.as_u16() != 429 {
+        tracing::warn!(seq = entry.seq, status = status.as_u16(), path = %entry.request.path, "the source refused a write made here; it is kept in the rejected list");
+        return record(
+            writes,
+            entry.seq,
+            Kind::Rejected,
+            Some(status.as_u16()),
+            Some(answer),
+        )
+        .await;
+    }
+    Step::Later(format!("{base} answered {status}"))
+}
+
+async fn record(
+    writes: &Writes,
+    seq: u64,
+    kind: Kind,
+    status: Option<u16>,
+    answer: Option<String>,
+) -> Step {
+    match writes.queue.record(seq, kind, status, answer).await {
+        Ok(()) => Step::Done,
+        Err(e) => Step::Later(format!("the outcome log: {e}")),
+    }
+}
+
+/// The e-mail of a registration's body (flat or wrapped), if it is one.
+fn registration_email(body: &Value) -> Option<String> {
+    let attendee = body.get("attendee").unwrap_or(body);
+    attendee.get("registration")?;
+    attendee
+        .get("email")?
+        .as_str()
+        .map(|e| e.trim().to_lowercase())
+}
+
+/// Whether the source lists a participant with `email` (any case).
+async fn listed_at_source(
+    client: &reqwest::Client,
+    base: &str,
+    token: &Token,
+    email: &str,
+) -> Result<bool, String> {
+    let res = client
+        .get(format!("{base}/attendees"))
+        .header("Authorization-Token", token.expose())
+        .send()
+        .await
+        .map_err(|e| format!("no answer from {base}: {e}"))?;
+    if !res.status().is_success() {
+        return Err(format!("{base}/attendees answered {}", res.status()));
+    }
+    let bytes = res
+        .bytes()
+        .await
+        .map_err(|e| format!("{base}/attendees: {e}"))?;
+    let body: Value =
+        serde_json::from_slice(&bytes).map_err(|e| format!("{base}/attendees is not JSON: {e}"))?;
+    let list = body.get("data").unwrap_or(&body);
+    Ok(list.as_array().is_some_and(|people| {
+        people.iter().any(|p| {
+            p.get("email")
+                .and_then(Value::as_str)
+                .is_some_and(|e| e.trim().eq_ignore_ascii_case(email))
+        })
+    }))
+}

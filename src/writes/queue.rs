@@ -1,0 +1,252 @@
+//! The writes waiting to reach a bundle's source (kiosk mode, `crate::kiosk::forward`).
+//!
+//! Every write request logged with `--state` is an entry, in `seq` order, once it is durable.
+//! What happened to each entry is appended to `DIR/forwarded.jsonl` (fdatasync'd, like the
+//! writes' log): `sending` before it is sent, then `accepted` (the source took it: it leaves the
+//! queue) or `rejected` (the source refused it with a 4xx: it moves to the rejected list, with
+//! the source's answer, and does not block the rest). An entry marked `sending` without an
+//! outcome was maybe sent before a crash: the forwarder checks the source before sending it
+//! again.
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::log::{self, Log, LogError};
+use super::Received;
+
+/// One write request waiting for the source.
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    pub(crate) seq: u64,
+    pub(crate) bundle: String,
+    pub(crate) request: Received,
+    /// In the log for good (an entry is never sent before).
+    durable: bool,
+    /// Marked `sending` before a restart, with no outcome: maybe the source has it.
+    pub(crate) maybe_sent: bool,
+}
+
+/// What the source did with an entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Kind {
+    Sending,
+    Accepted,
+    Rejected,
+}
+
+/// A line of `forwarded.jsonl`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Outcome {
+    seq: u64,
+    outcome: Kind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    answer: Option<String>,
+    at: String,
+}
+
+/// An entry the source refused, kept with its request and the source's answer.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Rejected {
+    pub(crate) seq: u64,
+    pub(crate) bundle: String,
+    pub(crate) path: String,
+    pub(crate) body: Value,
+    pub(crate) status: u16,
+    pub(crate) answer: String,
+    pub(crate) at: String,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    pending: BTreeMap<u64, Entry>,
+    rejected: Vec<Rejected>,
+}
+
+/// The queue of every bundle.
+#[derive(Debug, Default)]
+pub(crate) struct Queue {
+    inner: Mutex<Inner>,
+    outcomes: OnceLock<Log>,
+    /// Woken when an entry becomes durable.
+    pub(crate) ready: tokio::sync::Notify,
+}
+
+/// The most bytes of a source's answer kept for a rejected entry.
+const MAX_ANSWER: usize = 2048;
+
+impl Queue {
+    fn inner(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// An entry just logged, not durable yet.
+    pub(crate) fn push(&self, seq: u64, bundle: &str, request: Received, durable: bool) {
+        self.inner().pending.insert(
+            seq,
+            Entry {
+                seq,
+                bundle: bundle.to_string(),
+                request,
+                durable,
+                maybe_sent: false,
+            },
+        );
+    }
+
+    /// Entry `seq` is in the log for good: it may be sent.
+    pub(crate) fn durable(&self, seq: u64) {
+        if let Some(e) = self.inner().pending.get_mut(&seq) {
+            e.durable = true;
+        }
+        self.ready.notify_one();
+    }
+
+    /// Entry `seq` was taken back (it could not be made durable).
+    pub(crate) fn forget(&self, seq: u64) {
+        self.inner().pending.remove(&seq);
+    }
+
+    /// A bundle's writes were reset: its entries are not sent.
+    pub(crate) fn drop_bundle(&self, bundle: &str) {
+        self.inner().pending.retain(|_, e| e.bundle != bundle);
+    }
+
+    /// Opens `dir/forwarded.jsonl` and applies what it says to the entries replayed.
+    pub(crate) fn open(&self, dir: &std::path::Path) -> Result<(), LogError> {
+        let opened = Log::open(dir, log::FORWARDED, |line| {
+            serde_json::from_str::<Outcome>(line).is_ok()
+        })?;
+        {
+            let mut inner = self.inner();
+            for line in &opened.lines {
+                let Ok(o) = serde_json::from_str::<Outcome>(line) else {
+                    continue;
+                };
+                apply(&mut inner, &o);
+            }
+        }
+        let _ = self.outcomes.set(opened.log);
+        Ok(())
+    }
+
+    /// The bundles that have an entry ready to send.
+    pub(crate) fn bundles_ready(&self) -> Vec<String> {
+        let inner = self.inner();
+        let mut out: Vec<String> = Vec::new();
+        for e in inner.pending.values().filter(|e| e.durable) {
+            if !out.contains(&e.bundle) {
+                out.push(e.bundle.clone());
+            }
+        }
+        out
+    }
+
+    /// The first entry of `bundle` (in `seq` order), if it is ready.
+    pub(crate) fn next_for(&self, bundle: &str) -> Option<Entry> {
+        let inner = self.inner();
+        let first = inner.pending.values().find(|e| e.bundle == bundle)?;
+        first.durable.then(|| first.clone())
+    }
+
+    /// How many entries `bundle` has waiting.
+    pub(crate) fn pending(&self, bundle: &str) -> usize {
+        self.inner()
+            .pending
+            .values()
+            .filter(|e| e.bundle == bundle)
+            .count()
+    }
+
+    /// `GET /_queue`: per bundle, how many entries wait and which the source refused (oldest
+    /// first, with the request and the source's answer).
+    pub(crate) fn body(&self) -> bytes::Bytes {
+        #[derive(Serialize, Default)]
+        struct Of {
+            pending: usize,
+            rejected: Vec<Rejected>,
+        }
+        let inner = self.inner();
+        let mut bundles: BTreeMap<&str, Of> = BTreeMap::new();
+        for e in inner.pending.values() {
+            bundles.entry(&e.bundle).or_default().pending += 1;
+        }
+        for r in &inner.rejected {
+            bundles
+                .entry(&r.bundle)
+                .or_default()
+                .rejected
+                .push(r.clone());
+        }
+        let body = serde_json::json!({ "bundles": bundles });
+        serde_json::to_vec(&body).map_or_else(|_| bytes::Bytes::new(), bytes::Bytes::from)
+    }
+
+    /// Records (durably) what happened to entry `seq`, then applies it.
+    pub(crate) async fn record(
+        &self,
+        seq: u64,
+        outcome: Kind,
+        status: Option<u16>,
+        answer: Option<String>,
+    ) -> std::io::Result<()> {
+        let answer = answer.map(|mut a| {
+            if a.len() > MAX_ANSWER {
+                let mut end = MAX_ANSWER;
+                while !a.is_char_boundary(end) {
+                    end -= 1;
+                }
+                a.truncate(end);
+            }
+            a
+        });
+        let o = Outcome {
+            seq,
+            outcome,
+            status,
+            answer,
+            at: Utc::now().to_rfc3339(),
+        };
+        if let Some(log) = self.outcomes.get() {
+            let line = serde_json::to_vec(&o).map_err(std::io::Error::other)?;
+            log.append(line)
+                .await
+                .unwrap_or_else(|_| Err(std::io::Error::other("the outcome log has stopped")))?;
+        }
+        apply(&mut self.inner(), &o);
+        Ok(())
+    }
+}
+
+/// What one outcome line does to the queue.
+fn apply(inner: &mut Inner, o: &Outcome) {
+    match o.outcome {
+        Kind::Sending => {
+            if let Some(e) = inner.pending.get_mut(&o.seq) {
+                e.maybe_sent = true;
+            }
+        }
+        Kind::Accepted => {
+            inner.pending.remove(&o.seq);
+        }
+        Kind::Rejected => {
+            if let Some(e) = inner.pending.remove(&o.seq) {
+                inner.rejected.push(Rejected {
+                    seq: e.seq,
+                    bundle: e.bundle,
+                    path: e.request.path,
+                    body: e.request.body,
+                    status: o.status.unwrap_or(0),
+                    answer: o.answer.clone().unwrap_or_default(),
+                    at: o.at.clone(),
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! Kiosk mode's write forwarding, with two eventbox servers in one test: writes made at the
+//! kiosk reach the source in order with their bodies, wait while the source is away, and one the
+//! source refuses is kept aside (`/_queue`) without blocking the rest.
+
+use std::time::Duration;
+
+use eventbox::app::App;
+use eventbox::config::{ServeOptions, WatchKind};
+use reqwest::Method;
+use serde_json::{json, Value};
+use tokio::net::TcpListener;
+
+use crate::helpers::{serve_app, serve_app_on, Answer, TempData, TestApp, DEMO_TOKEN};
+use crate::kiosk::{pull_into, until};
+
+async fn post(app: &TestApp, path: &str, body: &Value) -> Answer {
+    let bytes = serde_json::to_vec(body).expect("JSON");
+    app.send(
+        Method::POST,
+        path,
+        Some(DEMO_TOKEN),
+        Some(("application/json", &bytes)),
+    )
+    .await
+}
+
+fn person(name: &str, email: &str, price: &Value) -> Value {
+    json!({"name": name, "email": email, "registration_confirmed": true,
+           "registration": {"id_ticket_price": price, "price": 0}})
+}
+
+async fn emails(app: &TestApp) -> Vec<String> {
+    app.get("/api/v1/attendees", DEMO_TOKEN).await.json()["data"]
+        .as_array()
+        .map(|people| {
+            people
+                .iter()
+                .filter_map(|p| p["email"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_made_at_the_kiosk_reach_the_source_wait_through_its_outage_and_a_refused_one_is_kept_aside(
+) {
+    // The source: an eventbox whose App outlives its server, so it comes back with its writes.
+    let source_data = TempData::new();
+    source_data.with_demo("demo");
+    let source_app = App::new(source_data.path());
+    source_app.load().expect("the source loads");
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let source = serve_app_on(listener, source_app.clone(), |_| {});
+
+    // The kiosk: a pulled copy, writes kept in a state folder, forwarding on (its refresh is
+    // slow here, so the source's own writes do not reach it during the test).
+    let kiosk_data = TempData::new();
+    pull_into(&source.base, &kiosk_data.path().join("demo")).await;
+    let state = tempfile::tempdir().expect("tempdir");
+    let app = App::with_options(&ServeOptions {
+        watch: WatchKind::Off,
+        refresh_every: Some(Duration::from_secs(3600)),
+        state: Some(state.path().to_path_buf()),
+        ..ServeOptions::for_folder(kiosk_data.path())
+    });
+    app.open_state().expect("the state folder opens");
+    app.load().expect("the kiosk loads");
+    let _forwarder = app.forward_as_configured().expect("forwarding is on");
+    let kiosk = serve_app(app).await;
+    let event = kiosk.get("/api/v1/event", DEMO_TOKEN).await.json();
+    let price = event["data"][0]["tickets"][0]["prices"][0]["id_ticket_price"].clone();
+    let first = kiosk.get("/api/v1/attendees", DEMO_TOKEN).await.json()["data"][0].clone();
+
+    // Online: a registration made at the kiosk reaches the source.
+    assert_eq!(
+        post(
+            &kiosk,
+            "/api/v1/attendees/create",
+            &person("Ana Site", "ana.site@exemplo.com", &price)
+        )
+        .await
+        .status,
+        200
+    );
+    until(
+        Duration::from_secs(10),
+        "the registration at the source",
+        || async {
+            emails(&source)
+                .await
+                .contains(&"ana.site@exemplo.com".to_string())
+                .then_some(())
+        },
+    )
+    .await;
+
+    // The source refuses one (Bia registered there directly meanwhile): kept aside, and the
+    // check-in after it still goes.
+    assert_eq!(
+        post(
+            &source,
+            "/api/v1/attendees/create",
+            &person("Bia", "bia@exemplo.com", &price)
+        )
+        .await
+        .status,
+        200
+    );
+    assert_eq!(
+        post(
+            &kiosk,
+            "/api/v1/attendees/create",
+            &person("Bia Site", "bia@exemplo.com", &price)
+        )
+        .await
+        .status,
+        200,
+        "the kiosk does not know Bia yet"
+    );
+    let checkin = json!([{"checkin_code": first["checkin_code"].to_string(), "checkin": 1,
+                          "checkin_date": "2026-09-15T08:00:00"}]);
+    assert_eq!(
+        post(&kiosk, "/api/v1/checkin/attendees", &checkin)
+            .await
+            .status,
+        200
+    );
+    until(
+        Duration::from_secs(10),
+        "the check-in at the source",
+        || async {
+            let people = source.get("/api/v1/attendees", DEMO_TOKEN).await.json();
+            (people["data"][0]["checkin"] == 1).then_some(())
+        },
+    )
+    .await;
+    let queue = kiosk.send(Method::GET, "/_queue", None, None).await.json();
+    let rejected = &queue["bundles"]["demo"]["rejected"];
+    assert_eq!(rejected.as_array().map(Vec::len), Some(1), "{queue}");
+    assert_eq!(rejected[0]["status"], 400);
+    assert_eq!(rejected[0]["body"]["email"], "bia@exemplo.com");
+    assert!(rejected[0]["answer"]
+        .as_str()
+        .unwrap_or("")
+        .contains("already_registered"));
+    assert_eq!(queue["bundles"]["demo"]["pending"], 0);
+    let bias = emails(&source)
+        .await
+        .iter()
+        .filter(|e| *e == "bia@exemplo.com")
+        .count();
+    assert_eq!(bias, 1);
+
+    // The source goes away: writes are still acknowledged, and wait.
+    source.shutdown().await;
+    let undo = json!([{"checkin_code": first["checkin_code"].to_string(), "checkin": 0,
+                       "checkin_date": "2026-09-15T09:00:00"}]);
+    assert_eq!(
+        post(&kiosk, "/api/v1/checkin/attendees", &undo)
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        post(
+            &kiosk,
+            "/api/v1/attendees/create",
+            &person("Caio Site", "caio.site@exemplo.com", &price)
+        )
+        .await
+        .status,
+        200
+    );
+    let waiting = kiosk.send(Method::GET, "/_queue", None, None).await.json();
+    assert_eq!(waiting["bundles"]["demo"]["pending"], 2, "{waiting}");
+
+    // It comes back at the same address: they arrive, in order.
+    let listener = TcpListener::bind(addr)
+        .await
+        .expect("the same address again");
+    let source = serve_app_on(listener, source_app.clone(), |_| {});
+    until(
+        Duration::from_secs(15),
+        "the waiting writes at the source",
+        || async {
+            let people = source.get("/api/v1/attendees", DEMO_TOKEN).await.json();
+            let caio = people["data"]
+                .as_array()
+                .is_some_and(|p| p.iter().any(|a| a["email"] == "caio.site@exemplo.com"));
+            (caio && people["data"][0]["checkin"] == 0).then_some(())
+        },
+    )
+    .await;
+    let done = kiosk.send(Method::GET, "/_queue", None, None).await.json();
+    assert_eq!(done["bundles"]["demo"]["pending"], 0, "{done}");
+}
