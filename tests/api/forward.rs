@@ -195,3 +195,101 @@ async fn writes_made_at_the_kiosk_reach_the_source_wait_through_its_outage_and_a
     let done = kiosk.send(Method::GET, "/_queue", None, None).await.json();
     assert_eq!(done["bundles"]["demo"]["pending"], 0, "{done}");
 }
+
+/// The kiosk binary killed with SIGKILL at random moments while it takes writes, 50 rounds:
+/// every acknowledged registration reaches the source exactly once, and none is refused there
+/// as a duplicate (an entry maybe sent before a kill is checked, not sent twice).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kiosk_killed_at_random_moments_loses_no_acknowledged_write_and_doubles_none() {
+    let source_data = TempData::new();
+    source_data.with_demo("demo");
+    let source = crate::helpers::spawn_app(source_data.path()).await;
+    let kiosk_data = TempData::new();
+    pull_into(&source.base, &kiosk_data.path().join("demo")).await;
+    let state = tempfile::tempdir().expect("tempdir");
+    let data = kiosk_data.path().to_str().expect("UTF-8").to_string();
+    let state_dir = state.path().to_str().expect("UTF-8").to_string();
+    let args = [
+        "--data",
+        data.as_str(),
+        "--addr",
+        "127.0.0.1:0",
+        "--no-watch",
+        "--state",
+        state_dir.as_str(),
+    ];
+    let event = source.get("/api/v1/event", DEMO_TOKEN).await.json();
+    let price = event["data"][0]["tickets"][0]["prices"][0]["id_ticket_price"].clone();
+    let client = crate::helpers::client();
+    let mut acknowledged: Vec<String> = Vec::new();
+    // A cheap, varying delay before each kill (the point is the randomness of the moment).
+    let mut seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(7, |d| d.subsec_nanos() as u64);
+    for round in 0..50 {
+        let served = crate::cli::start_binary(&args, &[("RUST_LOG", "warn")]);
+        crate::cli::get_event(&served.base, DEMO_TOKEN).await;
+        let base = served.base.clone();
+        let (client2, price2) = (client.clone(), price.clone());
+        let writer = tokio::spawn(async move {
+            let mut ok = Vec::new();
+            for i in 0..4 {
+                let email = format!("r{round}-{i}@exemplo.com");
+                let body = serde_json::to_vec(&person("K", &email, &price2)).expect("JSON");
+                let sent = client2
+                    .post(format!("{base}/api/v1/attendees/create"))
+                    .header("Authorization-Token", DEMO_TOKEN)
+                    .header("Content-Type", "application/json")
+                    .body(body)
+                    .send()
+                    .await;
+                match sent {
+                    Ok(res) if res.status() == 200 => ok.push(email),
+                    _ => break,
+                }
+            }
+            ok
+        });
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        tokio::time::sleep(Duration::from_millis((seed >> 33) % 25)).await;
+        served.signal("KILL");
+        acknowledged.extend(writer.await.expect("the writer"));
+        drop(served);
+    }
+    assert!(
+        acknowledged.len() >= 20,
+        "{} writes acknowledged",
+        acknowledged.len()
+    );
+
+    // Once more, to the end: the queue empties.
+    let served = crate::cli::start_binary(&args, &[("RUST_LOG", "warn")]);
+    crate::cli::get_event(&served.base, DEMO_TOKEN).await;
+    let queue_of = |base: String| {
+        let client = client.clone();
+        async move {
+            crate::helpers::answer(client.get(format!("{base}/_queue")))
+                .await
+                .json()
+        }
+    };
+    let queue = until(Duration::from_secs(30), "the queue to empty", || {
+        let q = queue_of(served.base.clone());
+        async move {
+            let q = q.await;
+            (q["bundles"]["demo"]["pending"].as_u64().unwrap_or(0) == 0).then_some(q)
+        }
+    })
+    .await;
+    let rejected = queue["bundles"]["demo"]["rejected"]
+        .as_array()
+        .map_or(0, Vec::len);
+    assert_eq!(rejected, 0, "nothing refused as a duplicate: {queue}");
+    let at_source = emails(&source).await;
+    for email in &acknowledged {
+        let n = at_source.iter().filter(|e| *e == email).count();
+        assert_eq!(n, 1, "{email} is at the source {n} times");
+    }
+}
