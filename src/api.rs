@@ -32,6 +32,8 @@ pub(crate) enum Operation {
     WritesReset,
     /// `GET /_queue`: the writes waiting for their bundle's source, and those it refused.
     Queue,
+    /// `GET /_ui`: the status page for the person at the desk (kiosk mode).
+    Ui,
     OpenApi,
 }
 
@@ -41,9 +43,11 @@ impl Operation {
     /// routes and the document stay open to everyone. No wildcard arm: a new operation decides.
     pub(crate) fn is_admin(self) -> bool {
         match self {
-            Operation::Status | Operation::Journal | Operation::WritesReset | Operation::Queue => {
-                true
-            }
+            Operation::Status
+            | Operation::Journal
+            | Operation::WritesReset
+            | Operation::Queue
+            | Operation::Ui => true,
             Operation::Healthz | Operation::Readyz | Operation::Metrics | Operation::OpenApi => {
                 false
             }
@@ -416,7 +420,7 @@ pub(crate) static API: [Endpoint; 20] = [
 ];
 
 /// The operations routes.
-pub(crate) static OPERATIONS: [Endpoint; 8] = [
+pub(crate) static OPERATIONS: [Endpoint; 9] = [
     operation(
         "healthz",
         "/healthz",
@@ -450,6 +454,12 @@ pub(crate) static OPERATIONS: [Endpoint; 8] = [
             ("DELETE", "clearJournal"),
         ],
         Operation::Journal,
+    ),
+    operation(
+        "ui",
+        "/_ui",
+        &[("GET", "getUi"), ("HEAD", "headUi")],
+        Operation::Ui,
     ),
     operation(
         "queue",

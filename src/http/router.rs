@@ -39,6 +39,10 @@ use crate::token::Token;
 use crate::writes::{Received, Writes};
 use chrono::NaiveDate;
 
+/// The status page of `/_ui`: one HTML file with a few lines of script that read `/status`,
+/// `/_queue` and `/_journal` every second (no build step, nothing from elsewhere).
+const UI_PAGE: &str = include_str!("ui.html");
+
 /// The header that carries the token.
 pub(crate) const TOKEN_HEADER: &str = "authorization-token";
 
@@ -264,6 +268,15 @@ fn checked<'s, B>(
         }
         (_, Some(Operation::Status)) => {
             return Checked::Answered(json(StatusCode::OK, snapshot.status().clone()))
+        }
+        (_, Some(Operation::Ui)) => {
+            let mut res = json(StatusCode::OK, Bytes::from_static(UI_PAGE.as_bytes()));
+            res.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            );
+            res.headers_mut().insert(CACHE_CONTROL, NO_CACHE);
+            return Checked::Answered(res);
         }
         (_, Some(Operation::Queue)) => {
             return Checked::Answered(json(StatusCode::OK, ctx.writes.queue.body()))

@@ -29,4 +29,5 @@ mod records;
 mod reload;
 mod simulate;
 mod testing;
+mod ui;
 mod writes;

@@ -1,0 +1,204 @@
+//! The status page (`/_ui`) in a real browser: headless Chromium driven through ChromeDriver
+//! (Debian's `chromium` and `chromium-driver`, installed by `.ci/run`). A kiosk follows a source
+//! that goes away and comes back; the page, refreshing itself, shows the bundle going offline and
+//! online again, and the writes waiting meanwhile. The screenshot it saves is the one
+//! docs/kiosk.md shows (`EVENTBOX_BLESS=1` writes it there; otherwise under target/).
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use eventbox::app::App;
+use eventbox::config::{ServeOptions, WatchKind};
+use fantoccini::{ClientBuilder, Locator};
+use serde_json::json;
+use tokio::net::TcpListener;
+
+use crate::helpers::{serve_app, serve_app_on, TempData, DEMO_TOKEN};
+use crate::kiosk::{pull_into, until};
+
+/// ChromeDriver, stopped on drop.
+struct Driver(Child);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn which(program: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|dir| std::path::Path::new(dir).join(program))
+        .find(|p| p.is_file())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_page_shows_a_source_going_offline_and_back_and_the_writes_waiting() {
+    let (Some(driver), Some(chromium)) = (which("chromedriver"), which("chromium")) else {
+        // .ci/run installs both; a developer machine without them skips, saying so.
+        eprintln!("skipped: chromedriver and chromium are not installed (apt-get install chromium chromium-driver)");
+        return;
+    };
+
+    // The source, which will go away and come back at the same address.
+    let source_data = TempData::new();
+    source_data.with_demo("demo");
+    let source_app = App::new(source_data.path());
+    source_app.load().expect("the source loads");
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let source = serve_app_on(listener, source_app.clone(), |_| {});
+
+    // The kiosk, following it every 200 ms, with its writes kept and forwarded.
+    let kiosk_data = TempData::new();
+    pull_into(&source.base, &kiosk_data.path().join("demo")).await;
+    let state = tempfile::tempdir().expect("tempdir");
+    let app = App::with_options(&ServeOptions {
+        watch: WatchKind::Off,
+        refresh_every: Some(Duration::from_millis(200)),
+        offline_after: 1,
+        state: Some(state.path().to_path_buf()),
+        journal: 50,
+        ..ServeOptions::for_folder(kiosk_data.path())
+    });
+    app.open_state().expect("the state folder opens");
+    app.load().expect("the kiosk loads");
+    let _refresher = app.refresh_as_configured().expect("refreshing");
+    let _forwarder = app.forward_as_configured().expect("forwarding");
+    let kiosk = serve_app(app).await;
+
+    // ChromeDriver on a free port; ready when its /status answers.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let _driver = Driver(
+        Command::new(driver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromedriver"),
+    );
+    let webdriver = format!("http://127.0.0.1:{port}");
+    until(Duration::from_secs(20), "chromedriver to answer", || {
+        let url = format!("{webdriver}/status");
+        async move {
+            crate::helpers::client()
+                .get(url)
+                .send()
+                .await
+                .ok()
+                .map(|_| ())
+        }
+    })
+    .await;
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        json!({"binary": chromium, "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                                             "--disable-dev-shm-usage", "--window-size=1000,700"]}),
+    );
+    let browser = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&webdriver)
+        .await
+        .expect("a browser session");
+
+    let state_shown = |browser: fantoccini::Client| async move {
+        let e = browser
+            .find(Locator::Css("[data-bundle=demo] [data-state]"))
+            .await
+            .ok()?;
+        e.attr("data-state").await.ok().flatten()
+    };
+    browser
+        .goto(&format!("{}/_ui", kiosk.base))
+        .await
+        .expect("the page opens");
+    until(
+        Duration::from_secs(15),
+        "the page to show the source online",
+        || {
+            let b = browser.clone();
+            async move { (state_shown(b).await.as_deref() == Some("online")).then_some(()) }
+        },
+    )
+    .await;
+
+    // The source goes away; a check-in made at the desk waits.
+    source.shutdown().await;
+    let code = kiosk.get("/api/v1/attendees", DEMO_TOKEN).await.json()["data"][0]["checkin_code"]
+        .to_string();
+    let body = serde_json::to_vec(&json!([{"checkin_code": code, "checkin": 1,
+                                           "checkin_date": "2026-09-15T08:00:00"}]))
+    .expect("JSON");
+    let res = kiosk
+        .send(
+            reqwest::Method::POST,
+            "/api/v1/checkin/attendees",
+            Some(DEMO_TOKEN),
+            Some(("application/json", &body)),
+        )
+        .await;
+    assert_eq!(res.status, 200);
+    until(
+        Duration::from_secs(15),
+        "the page to show offline and a write waiting",
+        || {
+            let b = browser.clone();
+            async move {
+                let offline = state_shown(b.clone()).await.as_deref() == Some("offline");
+                let waiting = b
+                    .find(Locator::Css("[data-bundle=demo] [data-pending]"))
+                    .await
+                    .ok()?
+                    .attr("data-pending")
+                    .await
+                    .ok()
+                    .flatten();
+                (offline && waiting.as_deref() == Some("1")).then_some(())
+            }
+        },
+    )
+    .await;
+    let png = browser.screenshot().await.expect("a screenshot");
+    let shot = if std::env::var_os("EVENTBOX_BLESS").is_some() {
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/kiosk-ui.png")
+    } else {
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/kiosk-ui.png")
+    };
+    std::fs::write(&shot, &png).expect("the screenshot is saved");
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+
+    // It comes back: online again, and the write has gone through.
+    let listener = TcpListener::bind(addr)
+        .await
+        .expect("the same address again");
+    let _source = serve_app_on(listener, source_app.clone(), |_| {});
+    until(
+        Duration::from_secs(20),
+        "the page to show online, nothing waiting",
+        || {
+            let b = browser.clone();
+            async move {
+                let online = state_shown(b.clone()).await.as_deref() == Some("online");
+                let waiting = b
+                    .find(Locator::Css("[data-bundle=demo] [data-pending]"))
+                    .await
+                    .ok()?
+                    .attr("data-pending")
+                    .await
+                    .ok()
+                    .flatten();
+                (online && waiting.as_deref() == Some("0")).then_some(())
+            }
+        },
+    )
+    .await;
+    browser.close().await.expect("the session closes");
+}
