@@ -267,7 +267,8 @@ fn checked<'s, B>(
             return Checked::Answered(json(StatusCode::OK, Bytes::from_static(body)));
         }
         (_, Some(Operation::Status)) => {
-            return Checked::Answered(json(StatusCode::OK, snapshot.status().clone()))
+            let status = ctx.writes.queue.with_queue(snapshot.status());
+            return Checked::Answered(json(StatusCode::OK, status));
         }
         (_, Some(Operation::Ui)) => {
             let mut res = json(StatusCode::OK, Bytes::from_static(UI_PAGE.as_bytes()));

@@ -164,6 +164,37 @@ impl Queue {
             .count()
     }
 
+    /// `/status` with each bundle's `queue` (`pending`, `rejected`) added, when any bundle has
+    /// one; the prepared body as it is otherwise (no work while nothing was written).
+    pub(crate) fn with_queue(&self, status: &bytes::Bytes) -> bytes::Bytes {
+        let queue = self.body();
+        let Ok(Value::Object(mut queues)) = serde_json::from_slice::<Value>(&queue) else {
+            return status.clone();
+        };
+        let Some(Value::Object(bundles)) = queues.remove("bundles") else {
+            return status.clone();
+        };
+        if bundles.is_empty() {
+            return status.clone();
+        }
+        let Ok(mut v) = serde_json::from_slice::<Value>(status) else {
+            return status.clone();
+        };
+        if let Some(list) = v.get_mut("bundles").and_then(Value::as_array_mut) {
+            for b in list {
+                let name = b
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string();
+                if let (Some(q), Some(obj)) = (bundles.get(&name), b.as_object_mut()) {
+                    obj.insert("queue".into(), q.clone());
+                }
+            }
+        }
+        serde_json::to_vec(&v).map_or_else(|_| status.clone(), bytes::Bytes::from)
+    }
+
     /// `GET /_queue`: per bundle, how many entries wait and which the source refused (oldest
     /// first, with the request and the source's answer).
     pub(crate) fn body(&self) -> bytes::Bytes {

@@ -145,6 +145,14 @@ async fn writes_made_at_the_kiosk_reach_the_source_wait_through_its_outage_and_a
         .unwrap_or("")
         .contains("already_registered"));
     assert_eq!(queue["bundles"]["demo"]["pending"], 0);
+    // /status shows the same queue beside the bundle.
+    let status = kiosk.send(Method::GET, "/status", None, None).await.json();
+    let demo = status["bundles"]
+        .as_array()
+        .and_then(|b| b.iter().find(|b| b["name"] == "demo"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(demo["queue"], queue["bundles"]["demo"], "{status}");
     let bias = emails(&source)
         .await
         .iter()
