@@ -980,9 +980,15 @@ mod tests {
                 &["--refresh-every", "50ms"][..],
                 "--refresh-every must be at least 100ms, not 50ms",
             ),
+            #[cfg(feature = "pull")]
             (
                 &["--refresh-every", "1m", "--offline-after", "0"][..],
                 "--offline-after must be at least 1",
+            ),
+            #[cfg(not(feature = "pull"))]
+            (
+                &["--refresh-every", "1m"][..],
+                "--refresh-every needs eventbox built with the `pull` feature",
             ),
         ] {
             let refused = resolve(args).expect_err("refused").to_string();
@@ -992,6 +998,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "pull")]
     fn refreshing_is_off_by_default_and_taken_from_a_flag_or_the_file() {
         let d = ServeOptions::default();
         assert_eq!((d.refresh_every, d.offline_after), (None, 2));
