@@ -17,7 +17,7 @@ use serde_json::Value;
 use super::Sources;
 use crate::reload::Reloader;
 use crate::token::Token;
-use crate::writes::queue::{Entry, Kind};
+use crate::writes::queue::{Entry, Ids, Kind};
 use crate::writes::Writes;
 
 /// The longest wait between two rounds (a source that went away is tried again this often).
@@ -131,20 +131,21 @@ async fn forward(
     writes: &Writes,
     entry: &Entry,
 ) -> Step {
-    if entry.maybe_sent {
-        if let Some(email) = registration_email(&entry.request.body) {
-            match listed_at_source(client, base, token, &email).await {
-                Ok(true) => return record(writes, entry.seq, Kind::Accepted, None, None).await,
-                Ok(false) => {}
-                Err(why) => return Step::Later(why),
+    let email = registration_email(&entry.request.body);
+    if let (true, Some(email)) = (entry.maybe_sent, &email) {
+        match at_source(client, base, token, email).await {
+            Ok(Some(found)) => {
+                let ids = ids(entry, Some(found));
+                return record(writes, entry.seq, Kind::Accepted, None, None, ids).await;
             }
+            Ok(None) => {}
+            Err(why) => return Step::Later(why),
         }
     }
-    if let Err(e) = writes
+    let sending = writes
         .queue
-        .record(entry.seq, Kind::Sending, None, None)
-        .await
-    {
+        .record(entry.seq, Kind::Sending, None, None, None);
+    if let Err(e) = sending.await {
         return Step::Later(format!("the outcome log: {e}"));
     }
     let path = entry
@@ -152,11 +153,13 @@ async fn forward(
         .path
         .strip_prefix("/api/v1")
         .unwrap_or(&entry.request.path);
+    // A check-in naming someone registered here goes with the id and code the source gave.
+    let body = writes.queue.translated(&entry.bundle, &entry.request.body);
     let sent = client
         .post(format!("{base}{path}"))
         .header("Authorization-Token", token.expose())
         .header("Content-Type", "application/json")
-        .body(entry.request.body.to_string())
+        .body(body.to_string())
         .send()
         .await;
     let res = match sent {
@@ -165,26 +168,20 @@ async fn forward(
     };
     let status = res.status();
     if status.is_success() {
-        return record(
-            writes,
-            entry.seq,
-            Kind::Accepted,
-            Some(status.as_u16()),
-            None,
-        )
-        .await;
+        // A registration: learn what the source calls the person, for later check-ins.
+        let found = match &email {
+            Some(email) => at_source(client, base, token, email).await.ok().flatten(),
+            None => None,
+        };
+        let ids = ids(entry, found);
+        let code = Some(status.as_u16());
+        return record(writes, entry.seq, Kind::Accepted, code, None, ids).await;
     }
     let answer = res.text().await.unwrap_or_default();
     if status.is_client_error() && status.as_u16() != 408 && status.as_u16() != 429 {
         tracing::warn!(seq = entry.seq, status = status.as_u16(), path = %entry.request.path, "the source refused a write made here; it is kept in the rejected list");
-        return record(
-            writes,
-            entry.seq,
-            Kind::Rejected,
-            Some(status.as_u16()),
-            Some(answer),
-        )
-        .await;
+        let code = Some(status.as_u16());
+        return record(writes, entry.seq, Kind::Rejected, code, Some(answer), None).await;
     }
     Step::Later(format!("{base} answered {status}"))
 }
@@ -195,11 +192,24 @@ async fn record(
     kind: Kind,
     status: Option<u16>,
     answer: Option<String>,
+    ids: Option<Ids>,
 ) -> Step {
-    match writes.queue.record(seq, kind, status, answer).await {
+    match writes.queue.record(seq, kind, status, answer, ids).await {
         Ok(()) => Step::Done,
         Err(e) => Step::Later(format!("the outcome log: {e}")),
     }
+}
+
+/// A registration's local id and code beside the source's (`found`: its id and code there).
+fn ids(entry: &Entry, found: Option<(i64, i64)>) -> Option<Ids> {
+    let (local_id, local_code) = entry.local?;
+    let (source_id, source_code) = found?;
+    Some(Ids {
+        local_id,
+        local_code,
+        source_id,
+        source_code,
+    })
 }
 
 /// The e-mail of a registration's body (flat or wrapped), if it is one.
@@ -212,13 +222,14 @@ fn registration_email(body: &Value) -> Option<String> {
         .map(|e| e.trim().to_lowercase())
 }
 
-/// Whether the source lists a participant with `email` (any case).
-async fn listed_at_source(
+/// The id and check-in code of the participant the source lists with `email` (any case), if
+/// it lists one.
+async fn at_source(
     client: &reqwest::Client,
     base: &str,
     token: &Token,
     email: &str,
-) -> Result<bool, String> {
+) -> Result<Option<(i64, i64)>, String> {
     let res = client
         .get(format!("{base}/attendees"))
         .header("Authorization-Token", token.expose())
@@ -235,11 +246,15 @@ async fn listed_at_source(
     let body: Value =
         serde_json::from_slice(&bytes).map_err(|e| format!("{base}/attendees is not JSON: {e}"))?;
     let list = body.get("data").unwrap_or(&body);
-    Ok(list.as_array().is_some_and(|people| {
-        people.iter().any(|p| {
+    let person = list.as_array().and_then(|people| {
+        people.iter().find(|p| {
             p.get("email")
                 .and_then(Value::as_str)
                 .is_some_and(|e| e.trim().eq_ignore_ascii_case(email))
         })
+    });
+    Ok(person.map(|p| {
+        let number = |key: &str| p.get(key).and_then(Value::as_i64).unwrap_or_default();
+        (number("id_attendees"), number("checkin_code"))
     }))
 }

@@ -115,6 +115,17 @@ pub(crate) struct Received {
     pub(crate) body: Value,
 }
 
+/// The id and check-in code a registration got here (what the source will know by others).
+fn local_ids(writes: &[Write]) -> Option<(i64, i64)> {
+    match writes.first()? {
+        Write::Registration { attendee } => Some((
+            attendee.get("id_attendees")?.as_i64()?,
+            attendee.get("checkin_code")?.as_i64()?,
+        )),
+        _ => None,
+    }
+}
+
 /// Why a write is refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Refused {
@@ -534,8 +545,9 @@ impl Writes {
             };
             self.seq.fetch_max(logged.seq, Ordering::AcqRel);
             if let Some(request) = &logged.request {
+                let local = local_ids(&logged.writes);
                 self.queue
-                    .push(logged.seq, &logged.bundle, request.clone(), true);
+                    .push(logged.seq, &logged.bundle, request.clone(), local, true);
             }
             if logged.writes.iter().any(|w| matches!(w, Write::Reset)) {
                 self.queue.drop_bundle(&logged.bundle);
@@ -618,7 +630,8 @@ impl Writes {
         }
         let (seq, wait) = match self.log(bundle, Some(request.clone()), &writes) {
             Some((seq, wait)) => {
-                self.queue.push(seq, bundle, request, false);
+                self.queue
+                    .push(seq, bundle, request, local_ids(&writes), false);
                 (seq, Some(wait))
             }
             None => (0, None),

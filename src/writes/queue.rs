@@ -28,6 +28,8 @@ pub(crate) struct Entry {
     durable: bool,
     /// Marked `sending` before a restart, with no outcome: maybe the source has it.
     pub(crate) maybe_sent: bool,
+    /// A registration's id and check-in code here (`id_attendees`, `checkin_code`).
+    pub(crate) local: Option<(i64, i64)>,
 }
 
 /// What the source did with an entry.
@@ -48,7 +50,20 @@ struct Outcome {
     status: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     answer: Option<String>,
+    /// For an accepted registration: its id and code here, and at the source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ids: Option<Ids>,
     at: String,
+}
+
+/// What a registration is called here and at the source: later check-ins made here name it by
+/// the local id or code, and are sent with the source's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Ids {
+    pub(crate) local_id: i64,
+    pub(crate) local_code: i64,
+    pub(crate) source_id: i64,
+    pub(crate) source_code: i64,
 }
 
 /// An entry the source refused, kept with its request and the source's answer.
@@ -67,6 +82,8 @@ pub(crate) struct Rejected {
 struct Inner {
     pending: BTreeMap<u64, Entry>,
     rejected: Vec<Rejected>,
+    /// Per bundle, the registrations the source took, by their local id and code.
+    ids: std::collections::HashMap<String, Vec<Ids>>,
 }
 
 /// The queue of every bundle.
@@ -87,7 +104,14 @@ impl Queue {
     }
 
     /// An entry just logged, not durable yet.
-    pub(crate) fn push(&self, seq: u64, bundle: &str, request: Received, durable: bool) {
+    pub(crate) fn push(
+        &self,
+        seq: u64,
+        bundle: &str,
+        request: Received,
+        local: Option<(i64, i64)>,
+        durable: bool,
+    ) {
         self.inner().pending.insert(
             seq,
             Entry {
@@ -96,8 +120,44 @@ impl Queue {
                 request,
                 durable,
                 maybe_sent: false,
+                local,
             },
         );
+    }
+
+    /// `body` of a check-in made here for `bundle`, with the local ids and codes of
+    /// registrations the source took replaced by the source's.
+    pub(crate) fn translated(&self, bundle: &str, body: &Value) -> Value {
+        let inner = self.inner();
+        let Some(ids) = inner.ids.get(bundle).filter(|ids| !ids.is_empty()) else {
+            return body.clone();
+        };
+        let mut body = body.clone();
+        let items = match &mut body {
+            Value::Array(items) => Some(items),
+            Value::Object(o) => o.values_mut().find_map(|v| v.as_array_mut()),
+            _ => None,
+        };
+        for item in items.into_iter().flatten() {
+            let Some(item) = item.as_object_mut() else {
+                continue;
+            };
+            if let Some(code) = item.get("checkin_code") {
+                let text = match code {
+                    Value::String(s) => s.trim().to_string(),
+                    other => other.to_string(),
+                };
+                if let Some(i) = ids.iter().find(|i| i.local_code.to_string() == text) {
+                    item.insert("checkin_code".into(), i.source_code.to_string().into());
+                }
+            }
+            if let Some(id) = item.get("id_attendees").and_then(Value::as_i64) {
+                if let Some(i) = ids.iter().find(|i| i.local_id == id) {
+                    item.insert("id_attendees".into(), i.source_id.into());
+                }
+            }
+        }
+        body
     }
 
     /// Entry `seq` is in the log for good: it may be sent.
@@ -226,6 +286,7 @@ impl Queue {
         outcome: Kind,
         status: Option<u16>,
         answer: Option<String>,
+        ids: Option<Ids>,
     ) -> std::io::Result<()> {
         let answer = answer.map(|mut a| {
             if a.len() > MAX_ANSWER {
@@ -242,6 +303,7 @@ impl Queue {
             outcome,
             status,
             answer,
+            ids,
             at: Utc::now().to_rfc3339(),
         };
         if let Some(log) = self.outcomes.get() {
@@ -264,7 +326,11 @@ fn apply(inner: &mut Inner, o: &Outcome) {
             }
         }
         Kind::Accepted => {
-            inner.pending.remove(&o.seq);
+            if let Some(e) = inner.pending.remove(&o.seq) {
+                if let Some(ids) = o.ids {
+                    inner.ids.entry(e.bundle).or_default().push(ids);
+                }
+            }
         }
         Kind::Rejected => {
             if let Some(e) = inner.pending.remove(&o.seq) {

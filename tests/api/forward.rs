@@ -135,7 +135,15 @@ async fn writes_made_at_the_kiosk_reach_the_source_wait_through_its_outage_and_a
         },
     )
     .await;
-    let queue = kiosk.send(Method::GET, "/_queue", None, None).await.json();
+    let queue = until(
+        Duration::from_secs(10),
+        "the kiosk to record the outcomes",
+        || async {
+            let q = kiosk.send(Method::GET, "/_queue", None, None).await.json();
+            (q["bundles"]["demo"]["pending"] == 0).then_some(q)
+        },
+    )
+    .await;
     let rejected = &queue["bundles"]["demo"]["rejected"];
     assert_eq!(rejected.as_array().map(Vec::len), Some(1), "{queue}");
     assert_eq!(rejected[0]["status"], 400);
@@ -200,8 +208,99 @@ async fn writes_made_at_the_kiosk_reach_the_source_wait_through_its_outage_and_a
         },
     )
     .await;
-    let done = kiosk.send(Method::GET, "/_queue", None, None).await.json();
-    assert_eq!(done["bundles"]["demo"]["pending"], 0, "{done}");
+    // The kiosk records each outcome just after the source answered: the queue empties then.
+    until(
+        Duration::from_secs(10),
+        "the kiosk's queue to empty",
+        || async {
+            let q = kiosk.send(Method::GET, "/_queue", None, None).await.json();
+            (q["bundles"]["demo"]["pending"] == 0).then_some(())
+        },
+    )
+    .await;
+
+    // Someone registered at the desk and checked in there by the desk's code (and at an
+    // activity by the desk's id): the source gets the check-ins under its own code and id,
+    // which differ (Eva, registered at the source meanwhile, took the next ones there).
+    assert_eq!(
+        post(
+            &source,
+            "/api/v1/attendees/create",
+            &person("Eva", "eva@exemplo.com", &price)
+        )
+        .await
+        .status,
+        200
+    );
+    assert_eq!(
+        post(
+            &kiosk,
+            "/api/v1/attendees/create",
+            &person("Dora Site", "dora.site@exemplo.com", &price)
+        )
+        .await
+        .status,
+        200
+    );
+    let here = kiosk.get("/api/v1/attendees", DEMO_TOKEN).await.json();
+    let dora = here["data"]
+        .as_array()
+        .and_then(|p| p.iter().find(|a| a["email"] == "dora.site@exemplo.com"))
+        .cloned()
+        .expect("Dora at the desk");
+    let session =
+        kiosk.get("/api/v1/session", DEMO_TOKEN).await.json()["data"][0]["id_session"].clone();
+    let checkin = json!([{"checkin_code": dora["checkin_code"].to_string(), "checkin": 1,
+                          "checkin_date": "2026-09-15T10:00:00"}]);
+    assert_eq!(
+        post(&kiosk, "/api/v1/checkin/attendees", &checkin)
+            .await
+            .status,
+        200
+    );
+    let at_activity = json!([{"id_attendees": dora["id_attendees"], "id_session": session,
+                              "checkin": 1, "checkin_date": "2026-09-15T10:05:00"}]);
+    assert_eq!(
+        post(&kiosk, "/api/v1/checkin/sessions", &at_activity)
+            .await
+            .status,
+        200
+    );
+    until(
+        Duration::from_secs(15),
+        "Dora checked in at the source",
+        || async {
+            let people = source.get("/api/v1/attendees", DEMO_TOKEN).await.json();
+            let there = people["data"]
+                .as_array()
+                .and_then(|p| p.iter().find(|a| a["email"] == "dora.site@exemplo.com"))
+                .cloned()?;
+            (there["checkin"] == 1 && there["checkin_sessions"][0]["id_session"] == session)
+                .then_some(())
+        },
+    )
+    .await;
+    let there = source.get("/api/v1/attendees", DEMO_TOKEN).await.json()["data"]
+        .as_array()
+        .and_then(|p| p.iter().find(|a| a["email"] == "dora.site@exemplo.com"))
+        .cloned()
+        .expect("Dora at the source");
+    assert_ne!(
+        there["checkin_code"], dora["checkin_code"],
+        "the codes differ"
+    );
+    assert_ne!(
+        there["id_attendees"], dora["id_attendees"],
+        "the ids differ"
+    );
+    let after = kiosk.send(Method::GET, "/_queue", None, None).await.json();
+    assert_eq!(
+        after["bundles"]["demo"]["rejected"]
+            .as_array()
+            .map(Vec::len),
+        Some(1),
+        "only Bia's: {after}"
+    );
 }
 
 /// The kiosk binary killed with SIGKILL at random moments while it takes writes, 50 rounds:
