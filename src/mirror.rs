@@ -281,6 +281,10 @@ pub(crate) fn spawn(mut mirror: Mirror, every: Duration, reloader: Arc<Reloader>
                     if failing {
                         tracing::info!(source = %mirror.source, "object storage answers again");
                         failing = false;
+                        let reloader = Arc::clone(&reloader);
+                        let _ =
+                            tokio::task::spawn_blocking(move || reloader.set_storage_failing(None))
+                                .await;
                     }
                     if !changed.is_empty() {
                         let reloader = Arc::clone(&reloader);
@@ -294,6 +298,12 @@ pub(crate) fn spawn(mut mirror: Mirror, every: Duration, reloader: Arc<Reloader>
                     // Every failure is logged, not once: the operator sees it is still failing.
                     tracing::error!("{e}; the last good bundles keep serving");
                     failing = true;
+                    let reloader = Arc::clone(&reloader);
+                    let reason = e.to_string();
+                    let _ = tokio::task::spawn_blocking(move || {
+                        reloader.set_storage_failing(Some(reason))
+                    })
+                    .await;
                 }
             }
         }

@@ -227,6 +227,29 @@ async fn bundles_from_s3_are_served_and_follow_changes_within_two_polls() {
     assert_eq!(status, 200);
     assert_eq!(body["data"][0]["title"], "Changed in storage");
     assert_ne!(title, "Changed in storage");
+
+    // Storage gone: /status says since when and why; the last good bundles keep serving.
+    drop(moto);
+    wait_for("/status naming the storage failure", &served, async || {
+        let text = client()
+            .get(&status_url)
+            .send()
+            .await
+            .expect("status")
+            .text()
+            .await;
+        text.is_ok_and(|t| {
+            t.contains(r#""storage":{"state":"failing""#)
+                && t.contains("cannot list s3://bundles/events")
+        })
+    })
+    .await;
+    assert!(served
+        .stderr()
+        .contains("the last good bundles keep serving"));
+    let (status, body) = get_event(&served.base, "demo-token").await;
+    assert_eq!(status, 200);
+    assert_eq!(body["data"][0]["title"], "Changed in storage");
 }
 
 #[tokio::test]
