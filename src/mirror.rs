@@ -200,12 +200,23 @@ impl Mirror {
                 }
             }
         }
-        let gone: Vec<String> = self
+        // The folders of the mirror, not only those synced by this process: a bundle mirrored
+        // into `--state` by an earlier run and deleted from storage since goes too.
+        let mut gone: BTreeSet<String> = self
             .synced
             .keys()
             .filter(|n| !remote.contains_key(*n))
             .cloned()
             .collect();
+        if let Ok(local) = std::fs::read_dir(&self.dir) {
+            gone.extend(
+                local
+                    .flatten()
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .filter(|n| safe(n) && !remote.contains_key(n)),
+            );
+        }
         for name in gone {
             self.synced.remove(&name);
             let local = self.dir.join(&name);

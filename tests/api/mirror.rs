@@ -272,3 +272,56 @@ async fn a_bucket_that_does_not_exist_is_not_ready_and_says_so() {
         .stderr()
         .contains("not ready until the first sync succeeds"));
 }
+
+#[tokio::test]
+async fn a_bundle_gone_from_storage_leaves_the_mirror_even_one_from_an_earlier_run() {
+    let Some(moto) = moto().await else { return };
+    let store = moto.bucket("kept").await;
+    put_demo(&store, "events").await;
+    // An earlier run mirrored a bundle `old` into --state's folder; storage no longer has it.
+    let state = tempfile::tempdir().expect("tempdir");
+    let old = state.path().join("mirror/old");
+    crate::helpers::copy_dir(&demo_data().join("demo"), &old);
+    let toml = std::fs::read_to_string(old.join("bundle.toml")).expect("bundle.toml");
+    std::fs::write(
+        old.join("bundle.toml"),
+        toml.replace("demo-token", "old-token"),
+    )
+    .expect("write");
+    let state_arg = state.path().to_str().expect("UTF-8");
+    let env = moto.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let served = start_binary(
+        &[
+            "--addr",
+            "127.0.0.1:0",
+            "--data",
+            "s3://kept/events",
+            "--poll-interval",
+            "200ms",
+            "--state",
+            state_arg,
+        ],
+        &env,
+    );
+    assert_eq!(get_event(&served.base, "demo-token").await.0, 200);
+    assert_ne!(get_event(&served.base, "old-token").await.0, 200);
+    assert!(!old.exists(), "the stale bundle is still mirrored");
+    assert!(state.path().join("mirror/demo/bundle.toml").is_file());
+
+    // Deleted from storage while served: removed within a poll or two.
+    for key in ["events/demo/bundle.toml", "events/demo/event.json"] {
+        store.delete(&StorePath::from(key)).await.expect("delete");
+    }
+    let list = store.list(Some(&StorePath::from("events/demo")));
+    let rest: Vec<_> = futures_util::TryStreamExt::try_collect(list)
+        .await
+        .expect("list");
+    for meta in rest {
+        store.delete(&meta.location).await.expect("delete");
+    }
+    wait_for("the deleted bundle no longer served", &served, async || {
+        get_event(&served.base, "demo-token").await.0 != 200
+    })
+    .await;
+}
