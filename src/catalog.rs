@@ -200,6 +200,8 @@ pub(crate) struct Catalog {
     load_time_limit: std::time::Duration,
     /// Set while the file watch is lost (shown in `/status` and `/readyz`).
     watch_lost: Option<prepare::WatchLost>,
+    /// Set while object storage cannot be read (`--data s3://...`; shown in `/status`).
+    storage_failing: Option<prepare::WatchLost>,
     /// The sources bundles name (`crate::kiosk`).
     sources: Arc<Sources>,
 }
@@ -213,6 +215,7 @@ impl Catalog {
             compression: true,
             max_file_bytes: load::DEFAULT_MAX_FILE_BYTES,
             watch_lost: None,
+            storage_failing: None,
             data_folder_error: None,
             load_time_limit: timed::LOAD_TIME_LIMIT,
             sources: Arc::default(),
@@ -235,6 +238,16 @@ impl Catalog {
     /// snapshot shows it.
     pub(crate) fn set_watch_lost(&mut self, reason: Option<String>) {
         self.watch_lost = reason.map(prepare::WatchLost::now);
+    }
+
+    /// Records that object storage cannot be read (`Some(reason)`; the first failure's time is
+    /// kept while it goes on) or answers again (`None`); the next snapshot shows it.
+    pub(crate) fn set_storage_failing(&mut self, reason: Option<String>) {
+        self.storage_failing = match (reason, self.storage_failing.take()) {
+            (None, _) => None,
+            (Some(reason), Some(before)) => Some(prepare::WatchLost { reason, ..before }),
+            (Some(reason), None) => Some(prepare::WatchLost::failing(reason)),
+        };
     }
 
     pub(crate) fn set_max_file_bytes(&mut self, max: u64) {
@@ -493,6 +506,7 @@ impl Catalog {
         prepare::status_with(
             self.entries.values(),
             self.watch_lost.as_ref(),
+            self.storage_failing.as_ref(),
             self.data_folder_error.as_deref(),
         )
     }

@@ -383,6 +383,49 @@ fn plural(n: usize) -> &'static str {
 /// every message goes through it, in the chosen format.
 pub async fn serve(options: &ServeOptions) -> u8 {
     let report = Report(options.log_format);
+    // `--data s3://bucket/prefix`: the bundles are mirrored into a local folder (under
+    // `--state`, else a temporary one), which is what is served; the mirror reloads, not a
+    // watcher (src/mirror.rs).
+    let mut mirrored = options.clone();
+    let mut _mirror_tmp = None;
+    let mut mirror = None;
+    if let Some(source) = crate::mirror::Source::parse(&options.data) {
+        let source = match source {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!("{e}");
+                return EXIT_UNUSABLE;
+            }
+        };
+        let dir = match &options.state {
+            Some(state) => state.join("mirror"),
+            None => match tempfile::Builder::new().prefix("eventbox-mirror").tempdir() {
+                Ok(t) => _mirror_tmp.insert(t).path().to_path_buf(),
+                Err(e) => {
+                    tracing::error!("cannot create a folder to mirror {source} into: {e}");
+                    return EXIT_UNUSABLE;
+                }
+            },
+        };
+        match crate::mirror::Mirror::new(source.clone(), dir) {
+            Ok(m) => {
+                tracing::info!(
+                    source = %source,
+                    mirror = %m.dir().display(),
+                    every = %humantime::format_duration(options.poll_interval),
+                    "bundles mirrored from object storage"
+                );
+                mirrored.data = m.dir().to_path_buf();
+                mirrored.no_watch = true;
+                mirror = Some(m);
+            }
+            Err(e) => {
+                tracing::error!("{e}");
+                return EXIT_UNUSABLE;
+            }
+        }
+    }
+    let options = &mirrored;
     // Fail fast, before binding, when the folder is not there at all.
     if let Err(e) = crate::load::bundle_names(&options.data) {
         tracing::error!("{e}");
@@ -460,7 +503,7 @@ pub async fn serve(options: &ServeOptions) -> u8 {
     if options.read_only {
         tracing::info!("read-only: writes are refused with 405");
     }
-    let server = tokio::spawn(crate::http::serve(
+    let mut server = tokio::spawn(crate::http::serve(
         listener,
         app.service(),
         shutdown_signal(),
@@ -473,6 +516,33 @@ pub async fn serve(options: &ServeOptions) -> u8 {
             tracing::warn!("{e}; changes are picked up on SIGHUP only");
             None
         }
+    };
+    // From object storage: /readyz stays 503 until the first complete sync.
+    let _mirroring = match mirror {
+        Some(mut m) => {
+            loop {
+                match m.sync().await {
+                    Ok(_) => break,
+                    Err(e) => tracing::error!(
+                        "{e}; not ready until the first sync succeeds (retried every {})",
+                        humantime::format_duration(options.poll_interval)
+                    ),
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(options.poll_interval) => {}
+                    r = &mut server => return match r {
+                        Ok(Ok(())) => 0,
+                        _ => 1,
+                    },
+                }
+            }
+            Some(crate::mirror::spawn(
+                m,
+                options.poll_interval,
+                std::sync::Arc::clone(&app.reloader),
+            ))
+        }
+        None => None,
     };
     let loader = app.clone();
     match tokio::task::spawn_blocking(move || loader.load()).await {

@@ -59,6 +59,8 @@ pub mod http;
 pub mod kiosk;
 mod load;
 mod metrics;
+#[cfg(feature = "object-store")]
+mod mirror;
 mod model;
 mod prepare;
 #[cfg(feature = "cli")]
@@ -70,7 +72,7 @@ mod read;
 mod reload;
 mod rng;
 mod simulate;
-#[cfg(any(feature = "pull", feature = "gen"))]
+#[cfg(any(feature = "pull", feature = "gen", feature = "object-store"))]
 mod stage;
 mod store;
 pub mod testing;

@@ -686,6 +686,10 @@ struct StatusBody<'a> {
     /// Present only while the file watch is lost.
     #[serde(skip_serializing_if = "Option::is_none")]
     watch: Option<&'a WatchLost>,
+    /// Present only while object storage (`--data s3://...`) cannot be read: the bundles below
+    /// are the last ones mirrored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    storage: Option<&'a WatchLost>,
     /// Present only while the last reload could not list the data folder (the bundles below
     /// are then the previous reload's).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -707,6 +711,14 @@ impl WatchLost {
             state: "lost",
             since: timestamp(Utc::now()),
             reason,
+        }
+    }
+
+    /// Object storage failing since now (`/status`'s `storage`, with `state: "failing"`).
+    pub fn failing(reason: String) -> WatchLost {
+        WatchLost {
+            state: "failing",
+            ..WatchLost::now(reason)
         }
     }
 }
@@ -761,10 +773,12 @@ fn bundle_status(e: &Entry) -> BundleStatus<'_> {
 pub(crate) fn status_with<'a>(
     entries: impl Iterator<Item = &'a Entry>,
     watch: Option<&WatchLost>,
+    storage: Option<&WatchLost>,
     data_folder_error: Option<&str>,
 ) -> Bytes {
     let body = StatusBody {
         watch,
+        storage,
         data_folder_error,
         bundles: entries.map(bundle_status).collect(),
     };

@@ -152,6 +152,18 @@ impl Reloader {
         }
     }
 
+    /// Records that object storage cannot be read (`Some(reason)`) or answers again (`None`)
+    /// and publishes a snapshot saying so (once the first load is published); the mirror logs
+    /// it. Blocking: waits for a reload in progress.
+    #[cfg(feature = "object-store")]
+    pub(crate) fn set_storage_failing(&self, reason: Option<String>) {
+        let mut catalog = self.catalog.lock().unwrap_or_else(PoisonError::into_inner);
+        catalog.set_storage_failing(reason);
+        if self.store.snapshot().is_ready() {
+            self.store.replace(catalog.snapshot());
+        }
+    }
+
     /// Publishes the snapshot anew, with nothing read: `/status` then shows what changed
     /// outside the catalog (a source's state). Blocking: waits for a reload in progress.
     pub(crate) fn republish(&self) {

@@ -20,6 +20,7 @@ mod http;
 mod journal;
 mod kiosk;
 mod limits;
+mod mirror;
 mod openapi;
 mod operations;
 mod probe;

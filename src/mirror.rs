@@ -1,0 +1,355 @@
+//! `serve --data s3://bucket/prefix`: bundles mirrored from object storage into a local folder,
+//! which the normal loader then serves (one loader, one set of rules for what a bundle is).
+//!
+//! Every `--poll-interval` the prefix is listed. Each bundle folder (`prefix/NAME/...`) whose
+//! objects changed (key, ETag, size) is downloaded whole into a staging folder beside its local
+//! copy; the bundle is listed again, and only when that listing is the one the objects were read
+//! at (one consistent set of versions) is the staging folder swapped in whole (`crate::stage`)
+//! and the bundle reloaded (`crate::reload`), as the file watcher does. Otherwise it is retried
+//! at the next poll. A bundle gone from storage is removed locally. A failed poll (no such
+//! bucket, refused credentials, a store that hangs past [`TIMEOUT`]) is logged and changes
+//! nothing: the last good bundles keep serving.
+//!
+//! Credentials and endpoint come from the standard AWS environment variables
+//! (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT_URL`,
+//! `AWS_ALLOW_HTTP`, ...), never from flags.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::TryStreamExt;
+use object_store::aws::AmazonS3Builder;
+use object_store::path::Path as StorePath;
+use object_store::{ClientOptions, ObjectStore};
+
+use crate::catalog::Scope;
+use crate::reload::Reloader;
+use crate::stage::Staging;
+
+/// The longest one request to the store may take (a store that hangs fails the poll).
+pub(crate) const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Where bundles come from: `s3://bucket/prefix`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Source {
+    pub(crate) bucket: String,
+    /// Without leading or trailing `/`; empty for the whole bucket.
+    pub(crate) prefix: String,
+}
+
+impl Source {
+    /// `s3://bucket[/prefix]` read from a `--data` value; `None` for a local folder.
+    pub(crate) fn parse(data: &Path) -> Option<Result<Source, String>> {
+        let rest = data.to_str()?.strip_prefix("s3://")?;
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Some(Err(format!("--data {}: no bucket named", data.display())));
+        }
+        Some(Ok(Source {
+            bucket: bucket.to_string(),
+            prefix: prefix.trim_matches('/').to_string(),
+        }))
+    }
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "s3://{}/{}", self.bucket, self.prefix)
+    }
+}
+
+/// One object as listed: what tells a version apart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Version {
+    etag: Option<String>,
+    size: u64,
+}
+
+/// A bundle's objects: path inside the bundle folder → version.
+type Listing = BTreeMap<String, Version>;
+
+/// The mirror of one source into one local folder.
+#[derive(Debug)]
+pub(crate) struct Mirror {
+    source: Source,
+    store: Arc<dyn ObjectStore>,
+    dir: PathBuf,
+    /// What each bundle held when it was last swapped in.
+    synced: BTreeMap<String, Listing>,
+}
+
+/// Why a poll failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SyncError {
+    #[error("cannot list {from}: {error}")]
+    List {
+        from: Source,
+        error: object_store::Error,
+    },
+    #[error("{0} did not answer within {TIMEOUT:?}")]
+    Timeout(Source),
+}
+
+impl Mirror {
+    /// A mirror of `source` into `dir` (created when missing), configured from the environment.
+    pub(crate) fn new(source: Source, dir: PathBuf) -> Result<Mirror, String> {
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| format!("cannot create the mirror folder {}: {e}", dir.display()))?;
+        let store = AmazonS3Builder::from_env()
+            .with_bucket_name(&source.bucket)
+            .with_client_options(
+                // These options replace the ones `from_env` read: `AWS_ALLOW_HTTP` is read again.
+                ClientOptions::new()
+                    .with_allow_http(
+                        std::env::var("AWS_ALLOW_HTTP")
+                            .is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1"),
+                    )
+                    .with_timeout(TIMEOUT)
+                    .with_connect_timeout(Duration::from_secs(5)),
+            )
+            .with_retry(object_store::RetryConfig {
+                max_retries: 2,
+                retry_timeout: TIMEOUT,
+                ..Default::default()
+            })
+            .build()
+            .map_err(|e| format!("cannot use {source}: {e}"))?;
+        Ok(Mirror {
+            source,
+            store: Arc::new(store),
+            dir,
+            synced: BTreeMap::new(),
+        })
+    }
+
+    /// The local folder served.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn root(&self) -> Option<StorePath> {
+        (!self.source.prefix.is_empty()).then(|| StorePath::from(self.source.prefix.as_str()))
+    }
+
+    /// Lists `under` (the prefix, or one bundle in it): bundle name → its objects. Keys that
+    /// cannot name a bundle file safely (a name the loader ignores, an odd segment) are skipped.
+    async fn list(
+        &self,
+        under: Option<&StorePath>,
+    ) -> Result<BTreeMap<String, Listing>, SyncError> {
+        let listed =
+            tokio::time::timeout(TIMEOUT * 2, self.store.list(under).try_collect::<Vec<_>>())
+                .await
+                .map_err(|_| SyncError::Timeout(self.source.clone()))?
+                .map_err(|error| SyncError::List {
+                    from: self.source.clone(),
+                    error,
+                })?;
+        let root: Vec<String> = self
+            .root()
+            .map(|r| r.parts().map(|p| p.as_ref().to_string()).collect())
+            .unwrap_or_default();
+        let mut bundles: BTreeMap<String, Listing> = BTreeMap::new();
+        for meta in listed {
+            let parts: Vec<String> = meta
+                .location
+                .parts()
+                .map(|p| p.as_ref().to_string())
+                .collect();
+            let Some(rest) = parts.strip_prefix(root.as_slice()) else {
+                continue;
+            };
+            let [name, file @ ..] = rest else { continue };
+            if file.is_empty() || !safe(name) || !file.iter().all(|s| safe(s)) {
+                continue;
+            }
+            bundles.entry(name.clone()).or_default().insert(
+                file.join("/"),
+                Version {
+                    etag: meta.e_tag,
+                    size: meta.size,
+                },
+            );
+        }
+        Ok(bundles)
+    }
+
+    /// One poll: every changed bundle copied and swapped in whole, every vanished one removed.
+    /// Returns the bundles changed on disk. `Err` when the prefix could not be listed (nothing
+    /// changed then).
+    pub(crate) async fn sync(&mut self) -> Result<BTreeSet<String>, SyncError> {
+        let remote = self.list(self.root().as_ref()).await?;
+        let mut changed = BTreeSet::new();
+        for (name, listing) in &remote {
+            if self.synced.get(name) == Some(listing) {
+                continue;
+            }
+            match self.copy(name, listing).await {
+                Ok(true) => {
+                    self.synced.insert(name.clone(), listing.clone());
+                    changed.insert(name.clone());
+                }
+                Ok(false) => tracing::info!(
+                    bundle = %name,
+                    "bundle changed in storage while it was read; retried at the next poll"
+                ),
+                Err(e) => {
+                    tracing::error!(bundle = %name, "cannot mirror the bundle: {e}; the last good copy keeps serving")
+                }
+            }
+        }
+        // The folders of the mirror, not only those synced by this process: a bundle mirrored
+        // into `--state` by an earlier run and deleted from storage since goes too.
+        let mut gone: BTreeSet<String> = self
+            .synced
+            .keys()
+            .filter(|n| !remote.contains_key(*n))
+            .cloned()
+            .collect();
+        if let Ok(local) = std::fs::read_dir(&self.dir) {
+            gone.extend(
+                local
+                    .flatten()
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .filter(|n| safe(n) && !remote.contains_key(n)),
+            );
+        }
+        for name in gone {
+            self.synced.remove(&name);
+            let local = self.dir.join(&name);
+            if let Err(e) = std::fs::remove_dir_all(&local) {
+                tracing::warn!(bundle = %name, "cannot remove {}: {e}", local.display());
+            }
+            tracing::info!(bundle = %name, "bundle gone from storage; removed from the mirror");
+            changed.insert(name);
+        }
+        Ok(changed)
+    }
+
+    /// Downloads every object of `name` into a staging folder; swaps it in when a new listing
+    /// of the bundle matches `listing` (`Ok(false)` when it does not).
+    async fn copy(&self, name: &str, listing: &Listing) -> Result<bool, String> {
+        let target = self.dir.join(name);
+        let staging = Staging::create(&target, "mirror", true).map_err(|e| e.to_string())?;
+        let bundle = match self.root() {
+            Some(r) => r.child(name),
+            None => StorePath::from(name),
+        };
+        for file in listing.keys() {
+            let location = StorePath::from(format!("{bundle}/{file}"));
+            let read = async { self.store.get(&location).await?.bytes().await };
+            let bytes = tokio::time::timeout(TIMEOUT * 2, read)
+                .await
+                .map_err(|_| format!("{location} did not arrive within {:?}", TIMEOUT * 2))?
+                .map_err(|e| format!("cannot read {location}: {e}"))?;
+            let path = staging.path().join(file);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+            }
+            std::fs::write(&path, &bytes)
+                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        }
+        let again = self.list(Some(&bundle)).await.map_err(|e| e.to_string())?;
+        if again.get(name) != Some(listing) {
+            return Ok(false);
+        }
+        staging.commit().map_err(|e| e.to_string())?;
+        Ok(true)
+    }
+}
+
+/// A path segment that is a plain name the loader does not ignore.
+fn safe(segment: &str) -> bool {
+    !segment.is_empty()
+        && !segment.starts_with('.')
+        && !segment.starts_with('_')
+        && !segment.contains(['/', '\\', '\0'])
+}
+
+/// The mirror running: polls every `every` and reloads what changed. Dropping it stops it.
+#[derive(Debug)]
+pub(crate) struct Running(tokio::task::JoinHandle<()>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Polls `mirror` every `every` (its first sync already done), reloading the bundles that
+/// changed. Needs a tokio runtime.
+pub(crate) fn spawn(mut mirror: Mirror, every: Duration, reloader: Arc<Reloader>) -> Running {
+    Running(tokio::spawn(async move {
+        let mut failing = false;
+        loop {
+            tokio::time::sleep(every).await;
+            match mirror.sync().await {
+                Ok(changed) => {
+                    if failing {
+                        tracing::info!(source = %mirror.source, "object storage answers again");
+                        failing = false;
+                        let reloader = Arc::clone(&reloader);
+                        let _ =
+                            tokio::task::spawn_blocking(move || reloader.set_storage_failing(None))
+                                .await;
+                    }
+                    if !changed.is_empty() {
+                        let reloader = Arc::clone(&reloader);
+                        let _ = tokio::task::spawn_blocking(move || {
+                            reloader.reload(&Scope::Bundles(changed))
+                        })
+                        .await;
+                    }
+                }
+                Err(e) => {
+                    // Every failure is logged, not once: the operator sees it is still failing.
+                    tracing::error!("{e}; the last good bundles keep serving");
+                    failing = true;
+                    let reloader = Arc::clone(&reloader);
+                    let reason = e.to_string();
+                    let _ = tokio::task::spawn_blocking(move || {
+                        reloader.set_storage_failing(Some(reason))
+                    })
+                    .await;
+                }
+            }
+        }
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_s3_sources() {
+        assert_eq!(Source::parse(Path::new("data")), None);
+        assert_eq!(
+            Source::parse(Path::new("s3://b/p/q/")),
+            Some(Ok(Source {
+                bucket: "b".into(),
+                prefix: "p/q".into()
+            }))
+        );
+        assert_eq!(
+            Source::parse(Path::new("s3://b")),
+            Some(Ok(Source {
+                bucket: "b".into(),
+                prefix: String::new()
+            }))
+        );
+        assert!(matches!(Source::parse(Path::new("s3:///x")), Some(Err(_))));
+    }
+
+    #[test]
+    fn only_plain_names_become_paths() {
+        assert!(safe("event.json"));
+        assert!(!safe(".."));
+        assert!(!safe("_staging"));
+        assert!(!safe(""));
+    }
+}

@@ -1,0 +1,327 @@
+//! `serve --data s3://bucket/prefix` against moto in server mode (a local S3; PyPI `moto[server]`
+//! installed into a venv under target/ by .ci/moto.sh). Skipped, saying why, without python3
+//! and its venv module.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use object_store::aws::{AmazonS3, AmazonS3Builder};
+use object_store::path::Path as StorePath;
+use object_store::ObjectStore;
+
+use crate::cli::{get_event, start_binary, Served};
+use crate::helpers::{client, demo_data};
+
+/// moto, killed when the test ends.
+struct Moto {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Installs (once) and starts moto on a free port, once it answers; `None` (with the reason
+/// printed) when it cannot be installed here.
+async fn moto() -> Option<Moto> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let installed = Command::new("bash")
+        .arg(root.join(".ci/moto.sh"))
+        .stderr(Stdio::inherit())
+        .output();
+    let python = match installed {
+        Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).trim().to_string(),
+        Ok(out) => {
+            eprintln!(
+                "skipped: moto could not be installed (.ci/moto.sh exited {})",
+                out.status
+            );
+            return None;
+        }
+        Err(e) => {
+            eprintln!("skipped: cannot run .ci/moto.sh: {e}");
+            return None;
+        }
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let child = Command::new(root.join(&python))
+        .args([
+            "-m",
+            "moto.server",
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start moto");
+    let moto = Moto {
+        child,
+        url: format!("http://127.0.0.1:{port}"),
+    };
+    // moto prints nothing reliable when ready: its answering is the signal.
+    let start = Instant::now();
+    while client().get(&moto.url).send().await.is_err() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "moto did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Some(moto)
+}
+
+impl Moto {
+    /// A new bucket (moto takes an unsigned PUT) and a client for it.
+    async fn bucket(&self, name: &str) -> AmazonS3 {
+        let res = client()
+            .put(format!("{}/{name}", self.url))
+            .send()
+            .await
+            .expect("create bucket");
+        assert!(res.status().is_success(), "create bucket: {}", res.status());
+        AmazonS3Builder::new()
+            .with_endpoint(&self.url)
+            .with_allow_http(true)
+            .with_region("us-east-1")
+            .with_access_key_id("test")
+            .with_secret_access_key("test")
+            .with_bucket_name(name)
+            .build()
+            .expect("S3 client")
+    }
+
+    /// The AWS environment that points eventbox at this moto.
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ACCESS_KEY_ID", "test".into()),
+            ("AWS_SECRET_ACCESS_KEY", "test".into()),
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_ENDPOINT_URL", self.url.clone()),
+            ("AWS_ALLOW_HTTP", "true".into()),
+        ]
+    }
+}
+
+async fn put(store: &AmazonS3, key: &str, body: impl Into<bytes::Bytes>) {
+    let body: bytes::Bytes = body.into();
+    store
+        .put(&StorePath::from(key), body.into())
+        .await
+        .expect("put object");
+}
+
+/// Every file of the demo bundle under `prefix/demo/`.
+async fn put_demo(store: &AmazonS3, prefix: &str) {
+    fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    let demo = demo_data().join("demo");
+    let mut files = Vec::new();
+    walk(&demo, &mut files);
+    for f in files {
+        let rel = f
+            .strip_prefix(&demo)
+            .expect("inside")
+            .to_string_lossy()
+            .to_string();
+        put(
+            store,
+            &format!("{prefix}/demo/{rel}"),
+            std::fs::read(&f).expect("read"),
+        )
+        .await;
+    }
+}
+
+fn serve(source: &str, poll: &str, moto: &Moto) -> Served {
+    let env = moto.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    start_binary(
+        &[
+            "--addr",
+            "127.0.0.1:0",
+            "--data",
+            source,
+            "--poll-interval",
+            poll,
+        ],
+        &env,
+    )
+}
+
+async fn wait_for(what: &str, served: &Served, mut done: impl AsyncFnMut() -> bool) {
+    let start = Instant::now();
+    while !done().await {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "never: {what}\n--- eventbox stderr ---\n{}",
+            served.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+#[tokio::test]
+async fn bundles_from_s3_are_served_and_follow_changes_within_two_polls() {
+    let Some(moto) = moto().await else { return };
+    let store = moto.bucket("bundles").await;
+    put_demo(&store, "events").await;
+    let served = serve("s3://bundles/events", "1s", &moto);
+    let (status, body) = get_event(&served.base, "demo-token").await;
+    assert_eq!(status, 200, "{body}");
+    let title = body["data"][0]["title"]
+        .as_str()
+        .expect("a title")
+        .to_string();
+
+    // A changed object: served within two poll periods (plus the reload's own time).
+    let mut event: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(demo_data().join("demo/event.json")).expect("read"))
+            .expect("JSON");
+    event["data"][0]["title"] = "Changed in storage".into();
+    let changed_at = Instant::now();
+    put(&store, "events/demo/event.json", event.to_string()).await;
+    wait_for("the changed title served", &served, async || {
+        get_event(&served.base, "demo-token").await.1["data"][0]["title"] == "Changed in storage"
+    })
+    .await;
+    assert!(
+        changed_at.elapsed() < Duration::from_millis(2500),
+        "the change took {:?}",
+        changed_at.elapsed()
+    );
+
+    // An object that is not valid JSON: /status names it; the last good version keeps serving.
+    put(&store, "events/demo/event.json", "{not json").await;
+    let status_url = format!("{}/status", served.base);
+    wait_for("/status naming the bad object", &served, async || {
+        let text = client()
+            .get(&status_url)
+            .send()
+            .await
+            .expect("status")
+            .text()
+            .await;
+        text.is_ok_and(|t| t.contains("event.json") && t.contains("key must be a string"))
+    })
+    .await;
+    let (status, body) = get_event(&served.base, "demo-token").await;
+    assert_eq!(status, 200);
+    assert_eq!(body["data"][0]["title"], "Changed in storage");
+    assert_ne!(title, "Changed in storage");
+
+    // Storage gone: /status says since when and why; the last good bundles keep serving.
+    drop(moto);
+    wait_for("/status naming the storage failure", &served, async || {
+        let text = client()
+            .get(&status_url)
+            .send()
+            .await
+            .expect("status")
+            .text()
+            .await;
+        text.is_ok_and(|t| {
+            t.contains(r#""storage":{"state":"failing""#)
+                && t.contains("cannot list s3://bundles/events")
+        })
+    })
+    .await;
+    assert!(served
+        .stderr()
+        .contains("the last good bundles keep serving"));
+    let (status, body) = get_event(&served.base, "demo-token").await;
+    assert_eq!(status, 200);
+    assert_eq!(body["data"][0]["title"], "Changed in storage");
+}
+
+#[tokio::test]
+async fn a_bucket_that_does_not_exist_is_not_ready_and_says_so() {
+    let Some(moto) = moto().await else { return };
+    let served = serve("s3://no-such-bucket/events", "200ms", &moto);
+    wait_for("the listing error in the log", &served, async || {
+        served
+            .stderr()
+            .contains("cannot list s3://no-such-bucket/events")
+    })
+    .await;
+    let res = client()
+        .get(format!("{}/readyz", served.base))
+        .send()
+        .await
+        .expect("readyz");
+    assert_eq!(res.status(), 503);
+    assert!(served
+        .stderr()
+        .contains("not ready until the first sync succeeds"));
+}
+
+#[tokio::test]
+async fn a_bundle_gone_from_storage_leaves_the_mirror_even_one_from_an_earlier_run() {
+    let Some(moto) = moto().await else { return };
+    let store = moto.bucket("kept").await;
+    put_demo(&store, "events").await;
+    // An earlier run mirrored a bundle `old` into --state's folder; storage no longer has it.
+    let state = tempfile::tempdir().expect("tempdir");
+    let old = state.path().join("mirror/old");
+    crate::helpers::copy_dir(&demo_data().join("demo"), &old);
+    let toml = std::fs::read_to_string(old.join("bundle.toml")).expect("bundle.toml");
+    std::fs::write(
+        old.join("bundle.toml"),
+        toml.replace("demo-token", "old-token"),
+    )
+    .expect("write");
+    let state_arg = state.path().to_str().expect("UTF-8");
+    let env = moto.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let served = start_binary(
+        &[
+            "--addr",
+            "127.0.0.1:0",
+            "--data",
+            "s3://kept/events",
+            "--poll-interval",
+            "200ms",
+            "--state",
+            state_arg,
+        ],
+        &env,
+    );
+    assert_eq!(get_event(&served.base, "demo-token").await.0, 200);
+    assert_ne!(get_event(&served.base, "old-token").await.0, 200);
+    assert!(!old.exists(), "the stale bundle is still mirrored");
+    assert!(state.path().join("mirror/demo/bundle.toml").is_file());
+
+    // Deleted from storage while served: removed within a poll or two.
+    for key in ["events/demo/bundle.toml", "events/demo/event.json"] {
+        store.delete(&StorePath::from(key)).await.expect("delete");
+    }
+    let list = store.list(Some(&StorePath::from("events/demo")));
+    let rest: Vec<_> = futures_util::TryStreamExt::try_collect(list)
+        .await
+        .expect("list");
+    for meta in rest {
+        store.delete(&meta.location).await.expect("delete");
+    }
+    wait_for("the deleted bundle no longer served", &served, async || {
+        get_event(&served.base, "demo-token").await.0 != 200
+    })
+    .await;
+}
