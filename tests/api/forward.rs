@@ -41,33 +41,88 @@ async fn emails(app: &TestApp) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The source: an eventbox on the demo whose `App` outlives its server, so that, stopped, it
+/// comes back at the same address with what was written to it.
+pub(crate) struct Source {
+    app: App,
+    addr: std::net::SocketAddr,
+    _data: TempData,
+}
+
+impl Source {
+    pub(crate) async fn start() -> (Source, TestApp) {
+        let data = TempData::new();
+        data.with_demo("demo");
+        let app = App::new(data.path());
+        app.load().expect("the source loads");
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let server = serve_app_on(listener, app.clone(), |_| {});
+        (
+            Source {
+                app,
+                addr,
+                _data: data,
+            },
+            server,
+        )
+    }
+
+    /// Serves it again at its address.
+    pub(crate) async fn again(&self) -> TestApp {
+        let listener = TcpListener::bind(self.addr)
+            .await
+            .expect("the same address again");
+        serve_app_on(listener, self.app.clone(), |_| {})
+    }
+}
+
+/// A desk: a kiosk on a copy pulled from `source`, its writes kept in a state folder and
+/// forwarded, refreshing as `configure` says.
+pub(crate) struct Desk {
+    pub(crate) server: TestApp,
+    _forwarder: eventbox::kiosk::Forwarder,
+    _refresher: Option<eventbox::kiosk::Refresher>,
+    _data: TempData,
+    _state: tempfile::TempDir,
+}
+
+impl Desk {
+    pub(crate) async fn of(source: &TestApp, configure: impl FnOnce(&mut ServeOptions)) -> Desk {
+        let data = TempData::new();
+        pull_into(&source.base, &data.path().join("demo")).await;
+        let state = tempfile::tempdir().expect("tempdir");
+        let mut options = ServeOptions {
+            watch: WatchKind::Off,
+            state: Some(state.path().to_path_buf()),
+            ..ServeOptions::for_folder(data.path())
+        };
+        configure(&mut options);
+        let app = App::with_options(&options);
+        app.open_state().expect("the state folder opens");
+        app.load().expect("the kiosk loads");
+        let refresher = app.refresh_as_configured();
+        let forwarder = app.forward_as_configured().expect("forwarding is on");
+        Desk {
+            server: serve_app(app).await,
+            _forwarder: forwarder,
+            _refresher: refresher,
+            _data: data,
+            _state: state,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_made_at_the_kiosk_reach_the_source_wait_through_its_outage_and_a_refused_one_is_kept_aside(
 ) {
-    // The source: an eventbox whose App outlives its server, so it comes back with its writes.
-    let source_data = TempData::new();
-    source_data.with_demo("demo");
-    let source_app = App::new(source_data.path());
-    source_app.load().expect("the source loads");
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let source = serve_app_on(listener, source_app.clone(), |_| {});
-
-    // The kiosk: a pulled copy, writes kept in a state folder, forwarding on (its refresh is
-    // slow here, so the source's own writes do not reach it during the test).
-    let kiosk_data = TempData::new();
-    pull_into(&source.base, &kiosk_data.path().join("demo")).await;
-    let state = tempfile::tempdir().expect("tempdir");
-    let app = App::with_options(&ServeOptions {
-        watch: WatchKind::Off,
-        refresh_every: Some(Duration::from_secs(3600)),
-        state: Some(state.path().to_path_buf()),
-        ..ServeOptions::for_folder(kiosk_data.path())
-    });
-    app.open_state().expect("the state folder opens");
-    app.load().expect("the kiosk loads");
-    let _forwarder = app.forward_as_configured().expect("forwarding is on");
-    let kiosk = serve_app(app).await;
+    let (source_at, source) = Source::start().await;
+    // The kiosk's refresh is slow here, so the source's own writes do not reach it.
+    let desk = Desk::of(&source, |o| {
+        o.refresh_every = Some(Duration::from_secs(3600))
+    })
+    .await;
+    let kiosk = &desk.server;
     let event = kiosk.get("/api/v1/event", DEMO_TOKEN).await.json();
     let price = event["data"][0]["tickets"][0]["prices"][0]["id_ticket_price"].clone();
     let first = kiosk.get("/api/v1/attendees", DEMO_TOKEN).await.json()["data"][0].clone();
@@ -75,7 +130,7 @@ async fn writes_made_at_the_kiosk_reach_the_source_wait_through_its_outage_and_a
     // Online: a registration made at the kiosk reaches the source.
     assert_eq!(
         post(
-            &kiosk,
+            kiosk,
             "/api/v1/attendees/create",
             &person("Ana Site", "ana.site@exemplo.com", &price)
         )
@@ -109,7 +164,7 @@ async fn writes_made_at_the_kiosk_reach_the_source_wait_through_its_outage_and_a
     );
     assert_eq!(
         post(
-            &kiosk,
+            kiosk,
             "/api/v1/attendees/create",
             &person("Bia Site", "bia@exemplo.com", &price)
         )
@@ -121,7 +176,7 @@ async fn writes_made_at_the_kiosk_reach_the_source_wait_through_its_outage_and_a
     let checkin = json!([{"checkin_code": first["checkin_code"].to_string(), "checkin": 1,
                           "checkin_date": "2026-09-15T08:00:00"}]);
     assert_eq!(
-        post(&kiosk, "/api/v1/checkin/attendees", &checkin)
+        post(kiosk, "/api/v1/checkin/attendees", &checkin)
             .await
             .status,
         200
@@ -173,14 +228,12 @@ async fn writes_made_at_the_kiosk_reach_the_source_wait_through_its_outage_and_a
     let undo = json!([{"checkin_code": first["checkin_code"].to_string(), "checkin": 0,
                        "checkin_date": "2026-09-15T09:00:00"}]);
     assert_eq!(
-        post(&kiosk, "/api/v1/checkin/attendees", &undo)
-            .await
-            .status,
+        post(kiosk, "/api/v1/checkin/attendees", &undo).await.status,
         200
     );
     assert_eq!(
         post(
-            &kiosk,
+            kiosk,
             "/api/v1/attendees/create",
             &person("Caio Site", "caio.site@exemplo.com", &price)
         )
@@ -192,10 +245,7 @@ async fn writes_made_at_the_kiosk_reach_the_source_wait_through_its_outage_and_a
     assert_eq!(waiting["bundles"]["demo"]["pending"], 2, "{waiting}");
 
     // It comes back at the same address: they arrive, in order.
-    let listener = TcpListener::bind(addr)
-        .await
-        .expect("the same address again");
-    let source = serve_app_on(listener, source_app.clone(), |_| {});
+    let source = source_at.again().await;
     until(
         Duration::from_secs(15),
         "the waiting writes at the source",
@@ -234,7 +284,7 @@ async fn writes_made_at_the_kiosk_reach_the_source_wait_through_its_outage_and_a
     );
     assert_eq!(
         post(
-            &kiosk,
+            kiosk,
             "/api/v1/attendees/create",
             &person("Dora Site", "dora.site@exemplo.com", &price)
         )
@@ -253,7 +303,7 @@ async fn writes_made_at_the_kiosk_reach_the_source_wait_through_its_outage_and_a
     let checkin = json!([{"checkin_code": dora["checkin_code"].to_string(), "checkin": 1,
                           "checkin_date": "2026-09-15T10:00:00"}]);
     assert_eq!(
-        post(&kiosk, "/api/v1/checkin/attendees", &checkin)
+        post(kiosk, "/api/v1/checkin/attendees", &checkin)
             .await
             .status,
         200
@@ -261,7 +311,7 @@ async fn writes_made_at_the_kiosk_reach_the_source_wait_through_its_outage_and_a
     let at_activity = json!([{"id_attendees": dora["id_attendees"], "id_session": session,
                               "checkin": 1, "checkin_date": "2026-09-15T10:05:00"}]);
     assert_eq!(
-        post(&kiosk, "/api/v1/checkin/sessions", &at_activity)
+        post(kiosk, "/api/v1/checkin/sessions", &at_activity)
             .await
             .status,
         200

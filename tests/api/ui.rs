@@ -7,14 +7,13 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use eventbox::app::App;
-use eventbox::config::{ServeOptions, WatchKind};
 use fantoccini::{ClientBuilder, Locator};
 use serde_json::json;
 use tokio::net::TcpListener;
 
-use crate::helpers::{serve_app, serve_app_on, TempData, DEMO_TOKEN};
-use crate::kiosk::{pull_into, until};
+use crate::forward::{Desk, Source};
+use crate::helpers::DEMO_TOKEN;
+use crate::kiosk::until;
 
 /// ChromeDriver, stopped on drop.
 struct Driver(Child);
@@ -42,32 +41,15 @@ async fn the_status_page_shows_a_source_going_offline_and_back_and_the_writes_wa
         return;
     };
 
-    // The source, which will go away and come back at the same address.
-    let source_data = TempData::new();
-    source_data.with_demo("demo");
-    let source_app = App::new(source_data.path());
-    source_app.load().expect("the source loads");
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let source = serve_app_on(listener, source_app.clone(), |_| {});
-
-    // The kiosk, following it every 200 ms, with its writes kept and forwarded.
-    let kiosk_data = TempData::new();
-    pull_into(&source.base, &kiosk_data.path().join("demo")).await;
-    let state = tempfile::tempdir().expect("tempdir");
-    let app = App::with_options(&ServeOptions {
-        watch: WatchKind::Off,
-        refresh_every: Some(Duration::from_millis(200)),
-        offline_after: 1,
-        state: Some(state.path().to_path_buf()),
-        journal: 50,
-        ..ServeOptions::for_folder(kiosk_data.path())
-    });
-    app.open_state().expect("the state folder opens");
-    app.load().expect("the kiosk loads");
-    let _refresher = app.refresh_as_configured().expect("refreshing");
-    let _forwarder = app.forward_as_configured().expect("forwarding");
-    let kiosk = serve_app(app).await;
+    // The source, which will go away and come back; the desk, following it every 200 ms.
+    let (source_at, source) = Source::start().await;
+    let desk = Desk::of(&source, |o| {
+        o.refresh_every = Some(Duration::from_millis(200));
+        o.offline_after = 1;
+        o.journal = 50;
+    })
+    .await;
+    let kiosk = &desk.server;
 
     // ChromeDriver on a free port; ready when its /status answers.
     let port = TcpListener::bind("127.0.0.1:0")
@@ -109,12 +91,18 @@ async fn the_status_page_shows_a_source_going_offline_and_back_and_the_writes_wa
         .await
         .expect("a browser session");
 
-    let state_shown = |browser: fantoccini::Client| async move {
-        let e = browser
-            .find(Locator::Css("[data-bundle=demo] [data-state]"))
-            .await
-            .ok()?;
-        e.attr("data-state").await.ok().flatten()
+    // What the page shows of the demo bundle: its source's state and the writes waiting.
+    let shown = |browser: fantoccini::Client| async move {
+        let attr = |css: &'static str, name: &'static str| {
+            let browser = browser.clone();
+            async move {
+                let e = browser.find(Locator::Css(css)).await.ok()?;
+                e.attr(name).await.ok().flatten()
+            }
+        };
+        let state = attr("[data-bundle=demo] [data-state]", "data-state").await;
+        let pending = attr("[data-bundle=demo] [data-pending]", "data-pending").await;
+        (state, pending)
     };
     browser
         .goto(&format!("{}/_ui", kiosk.base))
@@ -125,7 +113,7 @@ async fn the_status_page_shows_a_source_going_offline_and_back_and_the_writes_wa
         "the page to show the source online",
         || {
             let b = browser.clone();
-            async move { (state_shown(b).await.as_deref() == Some("online")).then_some(()) }
+            async move { (shown(b).await.0.as_deref() == Some("online")).then_some(()) }
         },
     )
     .await;
@@ -152,16 +140,9 @@ async fn the_status_page_shows_a_source_going_offline_and_back_and_the_writes_wa
         || {
             let b = browser.clone();
             async move {
-                let offline = state_shown(b.clone()).await.as_deref() == Some("offline");
-                let waiting = b
-                    .find(Locator::Css("[data-bundle=demo] [data-pending]"))
-                    .await
-                    .ok()?
-                    .attr("data-pending")
-                    .await
-                    .ok()
-                    .flatten();
-                (offline && waiting.as_deref() == Some("1")).then_some(())
+                let (state, waiting) = shown(b).await;
+                (state.as_deref() == Some("offline") && waiting.as_deref() == Some("1"))
+                    .then_some(())
             }
         },
     )
@@ -176,26 +157,16 @@ async fn the_status_page_shows_a_source_going_offline_and_back_and_the_writes_wa
     assert!(png.starts_with(b"\x89PNG"), "a PNG");
 
     // It comes back: online again, and the write has gone through.
-    let listener = TcpListener::bind(addr)
-        .await
-        .expect("the same address again");
-    let _source = serve_app_on(listener, source_app.clone(), |_| {});
+    let _source = source_at.again().await;
     until(
         Duration::from_secs(20),
         "the page to show online, nothing waiting",
         || {
             let b = browser.clone();
             async move {
-                let online = state_shown(b.clone()).await.as_deref() == Some("online");
-                let waiting = b
-                    .find(Locator::Css("[data-bundle=demo] [data-pending]"))
-                    .await
-                    .ok()?
-                    .attr("data-pending")
-                    .await
-                    .ok()
-                    .flatten();
-                (online && waiting.as_deref() == Some("0")).then_some(())
+                let (state, waiting) = shown(b).await;
+                (state.as_deref() == Some("online") && waiting.as_deref() == Some("0"))
+                    .then_some(())
             }
         },
     )
