@@ -493,6 +493,7 @@ where
     let received = || Received {
         path: parts.uri.path().to_string(),
         body: value.clone(),
+        forward: bundle.source.is_some(),
     };
     let done = match kind {
         WriteKind::Register => bodies::attendee_create_body(&value, &mut diag)

@@ -113,6 +113,9 @@ struct Logged {
 pub(crate) struct Received {
     pub(crate) path: String,
     pub(crate) body: Value,
+    /// Whether its bundle named a source when it came: only then is it queued for forwarding.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) forward: bool,
 }
 
 /// The id and check-in code a registration got here (what the source will know by others).
@@ -544,7 +547,7 @@ impl Writes {
                 continue;
             };
             self.seq.fetch_max(logged.seq, Ordering::AcqRel);
-            if let Some(request) = &logged.request {
+            if let Some(request) = logged.request.as_ref().filter(|r| r.forward) {
                 let local = local_ids(&logged.writes);
                 self.queue
                     .push(logged.seq, &logged.bundle, request.clone(), local, true);
@@ -630,8 +633,10 @@ impl Writes {
         }
         let (seq, wait) = match self.log(bundle, Some(request.clone()), &writes) {
             Some((seq, wait)) => {
-                self.queue
-                    .push(seq, bundle, request, local_ids(&writes), false);
+                if request.forward {
+                    self.queue
+                        .push(seq, bundle, request, local_ids(&writes), false);
+                }
                 (seq, Some(wait))
             }
             None => (0, None),

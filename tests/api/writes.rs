@@ -404,6 +404,9 @@ async fn eight_concurrent_writers_lose_none_and_a_restart_keeps_them_all() {
         );
         assert_eq!(line["writes"][0]["write"], "registration");
     }
+    // The demo names no source: nothing waits to be forwarded.
+    let queue = app.send(Method::GET, "/_queue", None, None).await.json();
+    assert_eq!(queue, json!({"bundles": {}}));
     drop(app);
 
     let again = demo_app(Some(state.path()), false).await;
