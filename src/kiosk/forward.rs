@@ -81,8 +81,17 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
                 left_behind = true;
                 continue;
             }
-            let token =
-                reloader.with_catalog(|c| c.entry(&bundle).and_then(|e| e.tokens.first().cloned()));
+            // The catalog's lock is a blocking one (a reload may hold it): off the async threads.
+            let token = {
+                let (reloader, name) = (Arc::clone(&reloader), bundle.clone());
+                tokio::task::spawn_blocking(move || {
+                    reloader
+                        .with_catalog(|c| c.entry(&name).and_then(|e| e.tokens.first().cloned()))
+                })
+                .await
+                .ok()
+                .flatten()
+            };
             let Some(token) = token else { continue };
             let base = health.url();
             while let Some(entry) = writes.queue.next_for(&bundle) {
