@@ -227,6 +227,12 @@ impl Queue {
     /// `/status` with each bundle's `queue` (`pending`, `rejected`) added, when any bundle has
     /// one; the prepared body as it is otherwise (no work while nothing was written).
     pub(crate) fn with_queue(&self, status: &bytes::Bytes) -> bytes::Bytes {
+        {
+            let inner = self.inner();
+            if inner.pending.is_empty() && inner.rejected.is_empty() {
+                return status.clone();
+            }
+        }
         let queue = self.body();
         let Ok(Value::Object(mut queues)) = serde_json::from_slice::<Value>(&queue) else {
             return status.clone();
