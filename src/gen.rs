@@ -1139,67 +1139,14 @@ struct Kind {
     weight: u64,
 }
 
+#[rustfmt::skip]
 const KINDS: [Kind; 6] = [
-    Kind {
-        name: "Conferência",
-        opening: "Conferência: ",
-        credit_hour: "1",
-        minutes: 60,
-        capacity: (300, 800),
-        speakers: (1, 1),
-        cents: 0,
-        weight: 10,
-    },
-    Kind {
-        name: "Palestra",
-        opening: "",
-        credit_hour: "1",
-        minutes: 50,
-        capacity: (80, 200),
-        speakers: (1, 1),
-        cents: 0,
-        weight: 30,
-    },
-    Kind {
-        name: "Mesa-redonda",
-        opening: "Mesa-redonda: ",
-        credit_hour: "2",
-        minutes: 100,
-        capacity: (80, 200),
-        speakers: (2, 3),
-        cents: 0,
-        weight: 20,
-    },
-    Kind {
-        name: "Minicurso",
-        opening: "Minicurso: ",
-        credit_hour: "4",
-        minutes: 240,
-        capacity: (25, 60),
-        speakers: (1, 2),
-        cents: 12_000,
-        weight: 15,
-    },
-    Kind {
-        name: "Oficina",
-        opening: "Oficina: ",
-        credit_hour: "2",
-        minutes: 120,
-        capacity: (20, 40),
-        speakers: (1, 1),
-        cents: 5_000,
-        weight: 10,
-    },
-    Kind {
-        name: "Apresentação de trabalhos",
-        opening: "Sessão de trabalhos: ",
-        credit_hour: "2",
-        minutes: 120,
-        capacity: (60, 120),
-        speakers: (1, 2),
-        cents: 0,
-        weight: 15,
-    },
+    Kind { name: "Conferência",               opening: "Conferência: ",         credit_hour: "1", minutes: 60,  capacity: (300, 800), speakers: (1, 1), cents: 0,      weight: 10 },
+    Kind { name: "Palestra",                  opening: "",                      credit_hour: "1", minutes: 50,  capacity: (80, 200),  speakers: (1, 1), cents: 0,      weight: 30 },
+    Kind { name: "Mesa-redonda",              opening: "Mesa-redonda: ",        credit_hour: "2", minutes: 100, capacity: (80, 200),  speakers: (2, 3), cents: 0,      weight: 20 },
+    Kind { name: "Minicurso",                 opening: "Minicurso: ",           credit_hour: "4", minutes: 240, capacity: (25, 60),   speakers: (1, 2), cents: 12_000, weight: 15 },
+    Kind { name: "Oficina",                   opening: "Oficina: ",             credit_hour: "2", minutes: 120, capacity: (20, 40),   speakers: (1, 1), cents: 5_000,  weight: 10 },
+    Kind { name: "Apresentação de trabalhos", opening: "Sessão de trabalhos: ", credit_hour: "2", minutes: 120, capacity: (60, 120),  speakers: (1, 2), cents: 0,      weight: 15 },
 ];
 
 /// The index in [`KINDS`] of the minicourse, the kind held on two days.
@@ -1787,12 +1734,7 @@ mod tests {
     fn an_activity_lists_a_speaker_with_its_id_session_after_id_speaker() {
         let speaker = json!({"id_event": 1, "id_speaker": 2, "name": "Ana", "site": ""});
         let listed = session_speaker(&speaker, 9);
-        let keys: Vec<&str> = listed
-            .as_object()
-            .expect("an object")
-            .keys()
-            .map(String::as_str)
-            .collect();
+        let keys = crate::model::keys(&listed);
         assert_eq!(
             keys,
             ["id_event", "id_speaker", "id_session", "name", "site"]

@@ -166,6 +166,14 @@ pub(crate) struct Source {
 }
 
 /// `bundle.toml`, for docs/bundles.md: its keys, as [`bundle_config`] reads them.
+/// A JSON object's keys in order (tests of the served field order).
+#[cfg(test)]
+pub(crate) fn keys(v: &Value) -> Vec<&str> {
+    v.as_object()
+        .map(|o| o.keys().map(String::as_str).collect())
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 pub(crate) const BUNDLE_TOML_DOC: bodies::BodyDoc = bodies::BodyDoc {
     holds: "The tokens that open the bundle (a client sends one as `Authorization-Token`), and \

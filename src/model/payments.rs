@@ -455,26 +455,27 @@ mod shape_tests {
 
     #[test]
     fn wrong_shapes_read_as_the_other_lists_do() {
-        assert_eq!(
-            messages(r#"{"data": "x"}"#),
-            ["data: expected an array at data, found the string \"x\""]
-        );
-        assert_eq!(
-            messages(r#"{"data": 12.50}"#),
-            ["data: expected an array at data, found the number 12.50"]
-        );
-        assert_eq!(
-            messages(r#"{"data": {"a": 1}}"#),
-            ["data: expected an array at data, found an object"]
-        );
-        assert_eq!(
-            messages(r#""x""#),
-            [": expected an object at the file, found the string \"x\""]
-        );
-        assert_eq!(
-            messages(r#"{"count": 0}"#),
-            ["data: missing required field"]
-        );
+        for (text, expected) in [
+            (
+                r#"{"data": "x"}"#,
+                "data: expected an array at data, found the string \"x\"",
+            ),
+            (
+                r#"{"data": 12.50}"#,
+                "data: expected an array at data, found the number 12.50",
+            ),
+            (
+                r#"{"data": {"a": 1}}"#,
+                "data: expected an array at data, found an object",
+            ),
+            (
+                r#""x""#,
+                ": expected an object at the file, found the string \"x\"",
+            ),
+            (r#"{"count": 0}"#, "data: missing required field"),
+        ] {
+            assert_eq!(messages(text), [expected], "{text}");
+        }
     }
 
     #[test]

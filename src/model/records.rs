@@ -949,12 +949,7 @@ mod tests {
         let s = submission(&v, "", &mut diag).expect("a submission");
         assert_eq!(s.abstract_, "a.pdf");
         let served = serde_json::to_value(&s).expect("serialises");
-        let keys: Vec<&str> = served
-            .as_object()
-            .expect("an object")
-            .keys()
-            .map(String::as_str)
-            .collect();
+        let keys = crate::model::keys(&served);
         assert_eq!(
             keys[8..11],
             ["abstract", "proceedings_abstract", "proceedings_full_paper"]
