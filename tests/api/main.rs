@@ -25,6 +25,7 @@ mod openapi;
 mod operations;
 mod probe;
 mod programme;
+mod properties;
 mod pull;
 mod records;
 mod reload;
