@@ -53,6 +53,9 @@ mod catalog;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod config;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 #[cfg(feature = "gen")]
 pub mod gen;
 pub mod http;

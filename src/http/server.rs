@@ -123,30 +123,30 @@ pub(crate) struct Shared {
     pub(crate) body_timeout: Duration,
 }
 
-/// Serves until `shutdown` completes, then stops accepting and lets requests in flight finish
-/// (up to [`DRAIN_TIMEOUT`]). Takes an already bound listener, so tests bind `127.0.0.1:0`.
-pub async fn serve(
-    listener: TcpListener,
-    service: Service,
-    shutdown: impl Future<Output = ()>,
-) -> std::io::Result<()> {
-    let shared = Arc::new(Shared {
-        store: Arc::clone(&service.store),
-        access_log: service.access_log,
-        body_timeout: service.limits.body_timeout,
-        ctx: Context {
-            local: listener.local_addr()?,
-            metrics: Arc::clone(&service.metrics),
-            compression: service.compression,
-            cors: service.cors.clone(),
-            allow_control_headers: service.allow_control_headers,
-            max_delay: service.max_delay,
-            journal: service.journal.clone(),
-            writes: Arc::clone(&service.writes),
-            admin_token: service.admin_token.clone(),
-        },
-    });
-    let limits = service.limits;
+impl Service {
+    /// What every request of a server listening at `local` shares.
+    fn shared(&self, local: std::net::SocketAddr) -> Arc<Shared> {
+        Arc::new(Shared {
+            store: Arc::clone(&self.store),
+            access_log: self.access_log,
+            body_timeout: self.limits.body_timeout,
+            ctx: Context {
+                local,
+                metrics: Arc::clone(&self.metrics),
+                compression: self.compression,
+                cors: self.cors.clone(),
+                allow_control_headers: self.allow_control_headers,
+                max_delay: self.max_delay,
+                journal: self.journal.clone(),
+                writes: Arc::clone(&self.writes),
+                admin_token: self.admin_token.clone(),
+            },
+        })
+    }
+}
+
+/// The HTTP/1.1 and HTTP/2 connection settings of `limits`.
+fn connection_builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http1()
@@ -157,6 +157,52 @@ pub async fn serve(
         .http2()
         .timer(TokioTimer::new())
         .max_header_list_size(u32::try_from(limits.max_header_bytes).unwrap_or(u32::MAX));
+    builder
+}
+
+/// Serves one connection's bytes as the server does (the same settings and pipeline; no
+/// faults, idle timeout or connection limits; a half-close ends the input) and returns what it
+/// answered: the request
+/// pipeline driven without a socket, for the fuzzer and its regression test.
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) async fn answer_bytes(service: &Service, request: &[u8]) -> std::io::Result<Vec<u8>> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let local = std::net::SocketAddr::from(([127, 0, 0, 1], 8080));
+    let peer = std::net::SocketAddr::from(([127, 0, 0, 1], 40000));
+    let shared = service.shared(local);
+    let (mut client, server) = tokio::io::duplex(64 * 1024);
+    let svc = service_fn(move |req| {
+        let shared = Arc::clone(&shared);
+        async move { pipeline::answer(req, &shared, None, peer).await }
+    });
+    let mut builder = connection_builder(&service.limits);
+    // The input ends with a half-close: pipelined requests before it are still answered.
+    builder.http1().half_close(true);
+    let connection = tokio::spawn(async move {
+        let _ = builder.serve_connection(TokioIo::new(server), svc).await;
+    });
+    let (mut reader, mut writer) = tokio::io::split(&mut client);
+    let written = async {
+        let _ = writer.write_all(request).await;
+        let _ = writer.shutdown().await;
+    };
+    let mut answered = Vec::new();
+    let (_, read) = tokio::join!(written, reader.read_to_end(&mut answered));
+    read?;
+    let _ = connection.await;
+    Ok(answered)
+}
+
+/// Serves until `shutdown` completes, then stops accepting and lets requests in flight finish
+/// (up to [`DRAIN_TIMEOUT`]). Takes an already bound listener, so tests bind `127.0.0.1:0`.
+pub async fn serve(
+    listener: TcpListener,
+    service: Service,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let shared = service.shared(listener.local_addr()?);
+    let limits = service.limits;
+    let builder = connection_builder(&limits);
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let per_ip = PerIp::new(limits.max_connections_per_ip);
     let graceful = GracefulShutdown::new();

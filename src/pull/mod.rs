@@ -612,6 +612,25 @@ fn payment_references(body: &[u8]) -> Result<Vec<String>, PullError> {
     Ok(out)
 }
 
+/// The fuzzer's way in (`crate::fuzzing::upstream`): an upstream answer through every parse
+/// `pull` makes of one. Re-indenting valid JSON gives back the same value.
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) fn fuzz_upstream(body: &[u8]) {
+    if let Ok(references) = payment_references(body) {
+        assert!(references.iter().all(|r| unsafe_reference(r).is_none()));
+    }
+    for endpoint in &api::API {
+        let _ = count_records(endpoint, body);
+    }
+    if let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) {
+        let mut out = Vec::new();
+        reindent(body, &mut out);
+        let again: serde_json::Value =
+            serde_json::from_slice(&out).expect("re-indented JSON is JSON");
+        assert_eq!(again, value, "re-indenting keeps the value");
+    }
+}
+
 /// `text` with every occurrence of `token` (trimmed) replaced by its hint: server-provided text
 /// (an error body, a `Location`, a reference, a loader's problem) may echo the token.
 pub(crate) fn hide_token(text: &str, token: &str) -> String {
