@@ -490,7 +490,9 @@ impl Catalog {
                 }
             }
         }
-        Snapshot::new(by_token, self.status_body()).with_watch_lost(self.watch_lost.is_some())
+        Snapshot::new(by_token, self.status_body())
+            .with_watch_lost(self.watch_lost.is_some())
+            .with_storage_failing(self.storage_failing.is_some())
     }
 
     /// How many problems of a severity the catalog has.

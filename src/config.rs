@@ -196,6 +196,12 @@ pub struct ServeOptions {
           default_value = "250ms")]
     #[serde(with = "duration_text")]
     pub poll_interval: Duration,
+    /// With --data s3://...: the longest one request to the store may take; a store that
+    /// hangs longer fails that poll (the last good bundles keep serving)
+    #[arg(long, env = "EVENTBOX_STORE_TIMEOUT", value_parser = parse_duration,
+          default_value = "30s")]
+    #[serde(with = "duration_text")]
+    pub store_timeout: Duration,
     /// How long changes must settle before a reload, e.g. 100ms
     #[arg(long, env = "EVENTBOX_DEBOUNCE", value_parser = parse_duration, default_value = "100ms")]
     #[serde(with = "duration_text")]

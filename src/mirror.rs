@@ -7,7 +7,7 @@
 //! at (one consistent set of versions) is the staging folder swapped in whole (`crate::stage`)
 //! and the bundle reloaded (`crate::reload`), as the file watcher does. Otherwise it is retried
 //! at the next poll. A bundle gone from storage is removed locally. A failed poll (no such
-//! bucket, refused credentials, a store that hangs past [`TIMEOUT`]) is logged and changes
+//! bucket, refused credentials, a store that hangs past `--store-timeout`) is logged and changes
 //! nothing: the last good bundles keep serving.
 //!
 //! Credentials and endpoint come from the standard AWS environment variables
@@ -27,9 +27,6 @@ use object_store::{ClientOptions, ObjectStore};
 use crate::catalog::Scope;
 use crate::reload::Reloader;
 use crate::stage::Staging;
-
-/// The longest one request to the store may take (a store that hangs fails the poll).
-pub(crate) const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Where bundles come from: `s3://bucket/prefix`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,23 +75,41 @@ pub(crate) struct Mirror {
     dir: PathBuf,
     /// What each bundle held when it was last swapped in.
     synced: BTreeMap<String, Listing>,
+    /// `--store-timeout`: one request; a listing or a read may take twice that (a retry).
+    timeout: Duration,
 }
 
 /// Why a poll failed.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum SyncError {
-    #[error("cannot list {from}: {error}")]
+    #[error("cannot list {from}: {}", chain(error))]
     List {
         from: Source,
         error: object_store::Error,
     },
-    #[error("{0} did not answer within {TIMEOUT:?}")]
-    Timeout(Source),
+    #[error("{from} did not answer within {}", humantime::format_duration(*.within))]
+    Timeout { from: Source, within: Duration },
+}
+
+/// An error and each error under it, `: `-separated: what the store's client said at every level
+/// (the bottom one is the useful one: "operation timed out", "connection refused").
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        let said = e.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        source = e.source();
+    }
+    text
 }
 
 impl Mirror {
     /// A mirror of `source` into `dir` (created when missing), configured from the environment.
-    pub(crate) fn new(source: Source, dir: PathBuf) -> Result<Mirror, String> {
+    pub(crate) fn new(source: Source, dir: PathBuf, timeout: Duration) -> Result<Mirror, String> {
         std::fs::create_dir_all(&dir)
             .map_err(|e| format!("cannot create the mirror folder {}: {e}", dir.display()))?;
         let store = AmazonS3Builder::from_env()
@@ -106,12 +121,12 @@ impl Mirror {
                         std::env::var("AWS_ALLOW_HTTP")
                             .is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1"),
                     )
-                    .with_timeout(TIMEOUT)
+                    .with_timeout(timeout)
                     .with_connect_timeout(Duration::from_secs(5)),
             )
             .with_retry(object_store::RetryConfig {
                 max_retries: 2,
-                retry_timeout: TIMEOUT,
+                retry_timeout: timeout,
                 ..Default::default()
             })
             .build()
@@ -121,6 +136,7 @@ impl Mirror {
             store: Arc::new(store),
             dir,
             synced: BTreeMap::new(),
+            timeout,
         })
     }
 
@@ -139,14 +155,19 @@ impl Mirror {
         &self,
         under: Option<&StorePath>,
     ) -> Result<BTreeMap<String, Listing>, SyncError> {
-        let listed =
-            tokio::time::timeout(TIMEOUT * 2, self.store.list(under).try_collect::<Vec<_>>())
-                .await
-                .map_err(|_| SyncError::Timeout(self.source.clone()))?
-                .map_err(|error| SyncError::List {
-                    from: self.source.clone(),
-                    error,
-                })?;
+        let listed = tokio::time::timeout(
+            self.timeout * 2,
+            self.store.list(under).try_collect::<Vec<_>>(),
+        )
+        .await
+        .map_err(|_| SyncError::Timeout {
+            from: self.source.clone(),
+            within: self.timeout * 2,
+        })?
+        .map_err(|error| SyncError::List {
+            from: self.source.clone(),
+            error,
+        })?;
         let root: Vec<String> = self
             .root()
             .map(|r| r.parts().map(|p| p.as_ref().to_string()).collect())
@@ -241,10 +262,15 @@ impl Mirror {
         for file in listing.keys() {
             let location = StorePath::from(format!("{bundle}/{file}"));
             let read = async { self.store.get(&location).await?.bytes().await };
-            let bytes = tokio::time::timeout(TIMEOUT * 2, read)
+            let bytes = tokio::time::timeout(self.timeout * 2, read)
                 .await
-                .map_err(|_| format!("{location} did not arrive within {:?}", TIMEOUT * 2))?
-                .map_err(|e| format!("cannot read {location}: {e}"))?;
+                .map_err(|_| {
+                    format!(
+                        "{location} did not arrive within {}",
+                        humantime::format_duration(self.timeout * 2)
+                    )
+                })?
+                .map_err(|e| format!("cannot read {location}: {}", chain(&e)))?;
             let path = staging.path().join(file);
             if let Some(parent) = path.parent() {
                 std::fs::create_dir_all(parent)

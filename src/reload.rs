@@ -158,9 +158,17 @@ impl Reloader {
     #[cfg(feature = "object-store")]
     pub(crate) fn set_storage_failing(&self, reason: Option<String>) {
         let mut catalog = self.catalog.lock().unwrap_or_else(PoisonError::into_inner);
-        catalog.set_storage_failing(reason);
         if self.store.snapshot().is_ready() {
+            catalog.set_storage_failing(reason);
             self.store.replace(catalog.snapshot());
+        } else {
+            // Before the first load: the not-ready answers say what is awaited.
+            let waiting = match &reason {
+                Some(r) => crate::store::Snapshot::waiting(&format!("Object storage: {r}")),
+                None => crate::store::Snapshot::default(),
+            };
+            catalog.set_storage_failing(reason);
+            self.store.replace(waiting);
         }
     }
 

@@ -25,6 +25,12 @@ pub(crate) struct Snapshot {
     ready: bool,
     /// The file watch is lost (the data folder was removed or replaced): `/readyz` says so.
     watch_lost: bool,
+    /// Object storage is failing (`--data s3://...`): the last good bundles are served and
+    /// `/readyz` says so.
+    storage_failing: bool,
+    /// Before the first load: why it has not happened yet (object storage that cannot be read),
+    /// the `not_ready` answer with that reason in its message.
+    waiting: Option<Bytes>,
 }
 
 impl Snapshot {
@@ -35,7 +41,36 @@ impl Snapshot {
             status,
             ready: true,
             watch_lost: false,
+            storage_failing: false,
+            waiting: None,
         }
+    }
+
+    /// The snapshot served before the first load, saying why it has not happened (`reason`).
+    pub(crate) fn waiting(reason: &str) -> Snapshot {
+        Snapshot {
+            waiting: Some(crate::http::errors::detailed_body(
+                crate::http::errors::ApiError::NotReady,
+                reason,
+            )),
+            ..Snapshot::default()
+        }
+    }
+
+    /// Marks object storage as failing (or not).
+    pub(crate) fn with_storage_failing(mut self, failing: bool) -> Snapshot {
+        self.storage_failing = failing;
+        self
+    }
+
+    /// Whether object storage is failing: the bundles served are the last good ones.
+    pub(crate) fn storage_failing(&self) -> bool {
+        self.storage_failing
+    }
+
+    /// Why the first load has not happened, as the `not_ready` answer's body, when known.
+    pub(crate) fn waiting_body(&self) -> Option<&Bytes> {
+        self.waiting.as_ref()
     }
 
     /// Marks the file watch as lost (or not).

@@ -52,6 +52,10 @@ const HEALTHY: &[u8] = b"{\"status\":\"ok\"}";
 const READY: &[u8] = b"{\"status\":\"ready\"}";
 /// Ready, with stale data possible: answers keep coming, but changes on disk are not seen.
 const READY_WATCH_LOST: &[u8] = b"{\"status\":\"ready\",\"watch\":\"lost\"}";
+/// Ready on the last good bundles: object storage cannot be read (`/status` says why).
+const READY_STORAGE_FAILING: &[u8] = b"{\"status\":\"ready\",\"storage\":\"failing\"}";
+const READY_BOTH_FAILING: &[u8] =
+    b"{\"status\":\"ready\",\"watch\":\"lost\",\"storage\":\"failing\"}";
 /// Clients may keep answers but must revalidate (cheap: ETag and 304), so a reload shows at once.
 const NO_CACHE: HeaderValue = HeaderValue::from_static("no-cache");
 const ACCEPT_ENCODING_VARY: HeaderValue = HeaderValue::from_static("accept-encoding");
@@ -92,7 +96,12 @@ fn json(status: StatusCode, body: Bytes) -> Response<Bytes> {
 }
 
 pub(crate) fn error(e: ApiError) -> Response<Bytes> {
-    let mut res = json(e.status(), e.body());
+    error_with_body(e, e.body())
+}
+
+/// The answer of `e` with `body` (its envelope with a more precise message) and its headers.
+fn error_with_body(e: ApiError, body: Bytes) -> Response<Bytes> {
+    let mut res = json(e.status(), body);
     match e {
         ApiError::MethodNotAllowed => {
             res.headers_mut().insert(ALLOW, GET_HEAD);
@@ -257,12 +266,18 @@ fn checked<'s, B>(
         (_, Some(Operation::OpenApi)) => {
             return Checked::Answered(represent(req.headers(), prepare::openapi(), ctx))
         }
-        _ if !snapshot.is_ready() => return Checked::Answered(error(ApiError::NotReady)),
+        _ if !snapshot.is_ready() => {
+            return Checked::Answered(match snapshot.waiting_body() {
+                Some(body) => error_with_body(ApiError::NotReady, body.clone()),
+                None => error(ApiError::NotReady),
+            })
+        }
         (_, Some(Operation::Readyz)) => {
-            let body = if snapshot.watch_lost() {
-                READY_WATCH_LOST
-            } else {
-                READY
+            let body = match (snapshot.watch_lost(), snapshot.storage_failing()) {
+                (false, false) => READY,
+                (true, false) => READY_WATCH_LOST,
+                (false, true) => READY_STORAGE_FAILING,
+                (true, true) => READY_BOTH_FAILING,
             };
             return Checked::Answered(json(StatusCode::OK, Bytes::from_static(body)));
         }

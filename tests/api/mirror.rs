@@ -29,6 +29,11 @@ impl Drop for Moto {
 /// Installs (once) and starts moto on a free port, once it answers; `None` (with the reason
 /// printed) when it cannot be installed here.
 async fn moto() -> Option<Moto> {
+    moto_with(&[]).await
+}
+
+/// As [`moto`], with moto's own environment variables set (its authentication, say).
+async fn moto_with(env: &[(&str, &str)]) -> Option<Moto> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let installed = Command::new("bash")
         .arg(root.join(".ci/moto.sh"))
@@ -61,6 +66,7 @@ async fn moto() -> Option<Moto> {
             "-p",
             &port.to_string(),
         ])
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -247,6 +253,16 @@ async fn bundles_from_s3_are_served_and_follow_changes_within_two_polls() {
     assert!(served
         .stderr()
         .contains("the last good bundles keep serving"));
+    let readyz = client()
+        .get(format!("{}/readyz", served.base))
+        .send()
+        .await
+        .expect("readyz");
+    assert_eq!(readyz.status(), 200, "still ready: it serves");
+    assert_eq!(
+        readyz.text().await.expect("body"),
+        r#"{"status":"ready","storage":"failing"}"#
+    );
     let (status, body) = get_event(&served.base, "demo-token").await;
     assert_eq!(status, 200);
     assert_eq!(body["data"][0]["title"], "Changed in storage");
@@ -262,15 +278,104 @@ async fn a_bucket_that_does_not_exist_is_not_ready_and_says_so() {
             .contains("cannot list s3://no-such-bucket/events")
     })
     .await;
-    let res = client()
-        .get(format!("{}/readyz", served.base))
-        .send()
-        .await
-        .expect("readyz");
-    assert_eq!(res.status(), 503);
+    not_ready_naming(&served, "cannot list s3://no-such-bucket/events").await;
     assert!(served
         .stderr()
         .contains("not ready until the first sync succeeds"));
+}
+
+/// `/readyz` answers 503 with a message naming `what`, once the first sync has failed.
+async fn not_ready_naming(served: &Served, what: &str) {
+    let url = format!("{}/readyz", served.base);
+    wait_for("/readyz naming what is awaited", served, async || {
+        let res = client().get(&url).send().await.expect("readyz");
+        let status = res.status();
+        let body: serde_json::Value =
+            serde_json::from_slice(&res.bytes().await.expect("a body")).expect("a JSON body");
+        assert_eq!(status, 503, "{body}");
+        assert_eq!(body["erros"][0]["description"], "not_ready", "{body}");
+        body["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Object storage:") && m.contains(what))
+    })
+    .await;
+    // Alive all along: only readiness waits for storage.
+    let health = client()
+        .get(format!("{}/healthz", served.base))
+        .send()
+        .await
+        .expect("healthz");
+    assert_eq!(health.status(), 200);
+}
+
+#[tokio::test]
+async fn storage_that_hangs_fails_the_poll_after_the_store_timeout_and_says_so() {
+    // A store that accepts connections and never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    let served = start_binary(
+        &[
+            "--addr",
+            "127.0.0.1:0",
+            "--data",
+            "s3://hanging/events",
+            "--poll-interval",
+            "200ms",
+            "--store-timeout",
+            "300ms",
+        ],
+        &[
+            ("AWS_ACCESS_KEY_ID", "test"),
+            ("AWS_SECRET_ACCESS_KEY", "test"),
+            ("AWS_REGION", "us-east-1"),
+            ("AWS_ENDPOINT_URL", &url),
+            ("AWS_ALLOW_HTTP", "true"),
+        ],
+    );
+    not_ready_naming(&served, "s3://hanging/events").await;
+    let log = served.stderr();
+    assert!(
+        log.contains("timed out") || log.contains("did not answer within"),
+        "{log}"
+    );
+}
+
+#[tokio::test]
+async fn wrong_credentials_are_refused_by_the_store_and_said_so() {
+    // moto checks signatures once its authentication is on; no such key exists in it.
+    let Some(moto) = moto_with(&[("INITIAL_NO_AUTH_ACTION_COUNT", "0")]).await else {
+        return;
+    };
+    let mut env = moto.env();
+    for (k, v) in &mut env {
+        if *k == "AWS_ACCESS_KEY_ID" {
+            *v = "AKIAWRONGWRONGWRONG0".into();
+        }
+    }
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let served = start_binary(
+        &[
+            "--addr",
+            "127.0.0.1:0",
+            "--data",
+            "s3://bundles/events",
+            "--poll-interval",
+            "200ms",
+        ],
+        &env,
+    );
+    not_ready_naming(&served, "cannot list s3://bundles/events").await;
+    let log = served.stderr();
+    assert!(
+        log.contains("InvalidAccessKeyId") || log.contains("403"),
+        "the store's refusal is in the log: {log}"
+    );
 }
 
 #[tokio::test]
