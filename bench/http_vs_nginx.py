@@ -2,6 +2,7 @@
 """HTTP benchmark: eventbox against nginx serving the same bytes, in one run, interleaved.
 
     cargo build --release && python3 bench/http_vs_nginx.py [--passes 3] [--duration 10] [--warmup 3]
+        [--connections 32,256] [--only LABEL]
 
 What it does:
 - makes a bundle from the shared deterministic fixture generator (../shared/bench/gen_fixture.py:
@@ -9,11 +10,14 @@ What it does:
 - starts eventbox (target/release) and two nginx instances (Debian's nginx-light, installed with
   wrk if missing): one serving the files with sendfile and the token checked by a `map` (the
   physical-limit reference), one with `gzip on` (compressing on the fly), all on loopback;
-- for each pass, for each case, measures eventbox and nginx one after the other with
-  `wrk -t1 -c32 --latency` (keep-alive, 32 connections) after a warm-up: small and large body,
-  without and with `Accept-Encoding: gzip, br`;
-- prints requests/s, p50, p99, server CPU per request (from /proc, the server's process tree
-  only), peak RSS, and the eventbox/nginx ratio of each; medians over the passes.
+- for each pass, for each case, for each connection count (`--connections`, default 32),
+  measures eventbox and nginx one after the other with `wrk -t1 -c<N> --latency` (keep-alive)
+  after a warm-up: small and large body, without and with `Accept-Encoding: gzip, br`; p99.9
+  and the maximum come from wrk's own histogram through a Lua `done` hook;
+- prints requests/s, p50, p99, p99.9, server CPU per request (from /proc, the server's process
+  tree only), peak RSS, and the eventbox/nginx ratio of each; medians over the passes; then the
+  same medians as a markdown table (req/s, p99, p99.9 and their ratios) ready to paste into
+  docs/performance.md.
 
 Client and server share the machine's cores: compare ratios within one run, not absolute figures
 across runs. Speed is shown here, never in tests.
@@ -34,6 +38,14 @@ BINARY = os.environ.get("EVENTBOX_BIN", os.path.join(ROOT, "target", "release", 
 GEN = os.path.join(ROOT, "..", "shared", "bench", "gen_fixture.py")
 TOKEN = "demo"
 HZ = os.sysconf("SC_CLK_TCK")
+
+# wrk's `--latency` lists p50..p99 only; this prints the tail from the same histogram (µs).
+TAIL_LUA = """
+done = function(summary, latency, requests)
+  io.write(string.format("TAIL %.1f %.1f %.1f\\n",
+    latency:percentile(99.9), latency:percentile(99.99), latency.max))
+end
+"""
 
 NGINX_CONF = """
 worker_processes 2;
@@ -141,28 +153,32 @@ def to_ms(token):
     return {"us": v / 1000, "ms": v, "s": v * 1000, "m": v * 60000}[unit]
 
 
-def wrk(url, seconds, headers, latency=True):
-    args = ["wrk", "-t1", "-c32", f"-d{seconds}s", "-H", f"Authorization-Token: {TOKEN}"]
+def wrk(url, seconds, headers, connections, script=None):
+    args = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "-H",
+            f"Authorization-Token: {TOKEN}"]
     for h in headers:
         args += ["-H", h]
-    if latency:
-        args.append("--latency")
+    if script:
+        args += ["--latency", "-s", script]
     return subprocess.run(args + [url], capture_output=True, text=True).stdout
 
 
-def measure(pid, url, headers, duration, warmup):
-    wrk(url, warmup, headers, latency=False)
+def measure(pid, url, headers, duration, warmup, connections, script):
+    wrk(url, warmup, headers, connections)
     t0, s0 = ticks(pid), time.monotonic()
-    out = wrk(url, duration, headers)
+    out = wrk(url, duration, headers, connections, script)
     t1, s1 = ticks(pid), time.monotonic()
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
     p50 = to_ms(re.search(r"^\s+50%\s+(\S+)", out, re.M).group(1))
     p99 = to_ms(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))
+    p999, p9999, pmax = (float(x) / 1000 for x in
+                         re.search(r"^TAIL (\S+) (\S+) (\S+)", out, re.M).groups())
     bad = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
     errors = re.search(r"Socket errors:.*", out)
     requests = rps * (s1 - s0)
     cpu_us = (t1 - t0) / HZ / max(requests, 1) * 1e6
-    return {"rps": rps, "p50": p50, "p99": p99, "cpu_us": cpu_us,
+    return {"rps": rps, "p50": p50, "p99": p99, "p999": p999, "p9999": p9999, "max": pmax,
+            "cpu_us": cpu_us,
             "bad": int(bad.group(1)) if bad else 0, "errors": errors.group(0) if errors else ""}
 
 
@@ -172,12 +188,15 @@ def main():
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--only", default="", help="run only the cases whose label contains this")
+    ap.add_argument("--connections", default="32",
+                    help="wrk connection counts, comma-separated (e.g. 32,256)")
     args = ap.parse_args()
     if not os.path.exists(BINARY):
         sys.exit("build it first: cargo build --release")
     if not os.path.exists(GEN):
         sys.exit(f"fixture generator not found: {GEN}")
     ensure_tools()
+    conns = [int(c) for c in args.connections.split(",")]
 
     work = tempfile.mkdtemp(prefix="eventbox-bench-")
     os.chmod(work, 0o755)  # nginx workers run as nobody and must read the fixture
@@ -206,8 +225,9 @@ def main():
             procs.append(p)
             ports[name] = (port, p)
         port = free_port()
+        # One client address opens every connection: lift the per-address limit (64).
         p = subprocess.Popen([BINARY, "--data", os.path.join(work, "data"), "--addr", f"127.0.0.1:{port}",
-                              "--no-watch"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              "--no-watch", "--max-connections-per-ip", str(max(conns) + 64)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              env={**os.environ, "RUST_LOG": "warn"})
         procs.append(p)
         ports["eventbox"] = (port, p)
@@ -221,31 +241,55 @@ def main():
             ("event, gzip/br asked", "event", [compressed], "nginx-gzip"),
             ("payments, gzip/br asked", "payments", [compressed], "nginx-gzip"),
         ]
-        cases = [c for c in cases if args.only in c[0]]
+        cases = [(f"{label}, {c} conn" if len(conns) > 1 else label, ep, headers, reference, c)
+                 for label, ep, headers, reference in cases if args.only in label for c in conns]
+        script = os.path.join(work, "tail.lua")
+        with open(script, "w") as f:
+            f.write(TAIL_LUA)
         results = {}
         for n in range(args.passes):
             print(f"pass {n + 1}/{args.passes}...", file=sys.stderr)
-            for label, ep, headers, reference in cases:
+            for label, ep, headers, reference, c in cases:
                 for server in ("eventbox", reference):
                     port, p = ports[server]
                     r = measure(p.pid, f"http://127.0.0.1:{port}/api/v1/{ep}", headers,
-                                args.duration, args.warmup)
+                                args.duration, args.warmup, c, script)
                     results.setdefault((label, server), []).append(r)
 
         def med(label, server, key):
             return statistics.median(r[key] for r in results[(label, server)])
 
-        print(f"\n{'case':<26} {'server':<11} {'req/s':>9} {'p50 ms':>7} {'p99 ms':>7} "
-              f"{'CPU µs/req':>10} {'peak RSS MiB':>12}")
-        for label, _, _, reference in cases:
+        def ratio(label, reference, key):
+            return med(label, "eventbox", key) / med(label, reference, key)
+
+        w = max(26, max(len(c[0]) for c in cases))
+        print(f"\n{'case':<{w}} {'server':<11} {'req/s':>9} {'p50 ms':>7} {'p99 ms':>7} "
+              f"{'p99.9 ms':>8} {'max ms':>7} {'CPU µs/req':>10} {'peak RSS MiB':>12}")
+        for label, _, _, reference, _ in cases:
             for server in ("eventbox", reference):
                 pid = ports[server][1].pid
-                print(f"{label:<26} {server:<11} {med(label, server, 'rps'):>9.0f} "
+                print(f"{label:<{w}} {server:<11} {med(label, server, 'rps'):>9.0f} "
                       f"{med(label, server, 'p50'):>7.2f} {med(label, server, 'p99'):>7.2f} "
+                      f"{med(label, server, 'p999'):>8.2f} {med(label, server, 'max'):>7.1f} "
                       f"{med(label, server, 'cpu_us'):>10.1f} {peak_rss_kib(pid) / 1024:>12.1f}")
-            ratio = lambda key: med(label, "eventbox", key) / med(label, reference, key)
-            print(f"{'':<26} {'ratio':<11} {ratio('rps'):>8.2f}x {ratio('p50'):>6.2f}x "
-                  f"{ratio('p99'):>6.2f}x {ratio('cpu_us'):>9.2f}x")
+            r = lambda key: ratio(label, reference, key)  # noqa: E731
+            print(f"{'':<{w}} {'ratio':<11} {r('rps'):>8.2f}x {r('p50'):>6.2f}x "
+                  f"{r('p99'):>6.2f}x {r('p999'):>7.2f}x {r('max'):>6.2f}x {r('cpu_us'):>9.2f}x")
+        load = os.getloadavg()
+        print(f"\nMarkdown (medians of {args.passes} passes of {args.duration} s, `wrk -t1`, "
+              f"load average {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} at the end):\n")
+        print("| case | conns | eventbox req/s | nginx req/s | ratio | eventbox p99 ms | "
+              "nginx p99 ms | ratio | eventbox p99.9 ms | nginx p99.9 ms | ratio |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for label, _, _, reference, c in cases:
+            base = label.rsplit(f", {c} conn", 1)[0]
+            m = lambda server, key: med(label, server, key)  # noqa: E731
+            n = lambda v: f"{v:,.0f}".replace(",", " ")  # noqa: E731
+            print(f"| {base} | {c} | {n(m('eventbox', 'rps'))} | {n(m(reference, 'rps'))} | "
+                  f"{ratio(label, reference, 'rps'):.2f}× | {m('eventbox', 'p99'):.2f} | "
+                  f"{m(reference, 'p99'):.2f} | {ratio(label, reference, 'p99'):.2f}× | "
+                  f"{m('eventbox', 'p999'):.2f} | {m(reference, 'p999'):.2f} | "
+                  f"{ratio(label, reference, 'p999'):.2f}× |")
         bad = [(k, r) for k, rs in results.items() for r in rs if r["bad"] or r["errors"]]
         for (label, server), r in bad:
             print(f"warning: {server} {label}: {r['bad']} non-2xx, {r['errors']}")

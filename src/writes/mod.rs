@@ -15,7 +15,7 @@
 pub(crate) mod log;
 pub(crate) mod queue;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -147,7 +147,7 @@ impl Refused {
 }
 
 /// An attendee of a view: one of the base's, or one registered here.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Who {
     Base(usize),
     Created(usize),
@@ -170,20 +170,24 @@ struct Created {
 }
 
 /// The writes folded over one base.
+///
+/// Its maps grow one write at a time under the writes' lock, so they are B-trees: a hash map
+/// rehashes everything it holds each time it doubles, and every write waiting on the lock (on
+/// every runtime thread) waited with it: 150 ms at 115,000 registrations, 270 ms at 230,000.
 #[derive(Debug)]
 struct View {
     base: Arc<Base>,
     created: Vec<Created>,
-    emails: HashMap<String, usize>,
-    codes: HashMap<String, usize>,
-    ids: HashMap<i64, usize>,
+    emails: BTreeMap<String, usize>,
+    codes: BTreeMap<String, usize>,
+    ids: BTreeMap<i64, usize>,
     next_id: i64,
     next_code: i64,
-    marks: HashMap<Who, Marks>,
+    marks: BTreeMap<Who, Marks>,
     /// The id and code a logged registration had, when folding gave it other ones or found it
     /// in the base (by e-mail): where its later check-ins go. Consulted before the base.
-    alias_ids: HashMap<i64, Who>,
-    alias_codes: HashMap<String, Who>,
+    alias_ids: BTreeMap<i64, Who>,
+    alias_codes: BTreeMap<String, Who>,
     /// The attendees answers with the writes, made when first asked for after a change.
     listed: Option<Arc<Listed>>,
 }
@@ -195,12 +199,12 @@ impl View {
             next_code: base.max_code.saturating_add(1).max(10_000_001),
             base,
             created: Vec::new(),
-            emails: HashMap::new(),
-            codes: HashMap::new(),
-            ids: HashMap::new(),
-            marks: HashMap::new(),
-            alias_ids: HashMap::new(),
-            alias_codes: HashMap::new(),
+            emails: BTreeMap::new(),
+            codes: BTreeMap::new(),
+            ids: BTreeMap::new(),
+            marks: BTreeMap::new(),
+            alias_ids: BTreeMap::new(),
+            alias_codes: BTreeMap::new(),
             listed: None,
         }
     }
