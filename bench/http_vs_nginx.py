@@ -11,7 +11,8 @@ What it does:
   wrk if missing): one serving the files with sendfile and the token checked by a `map` (the
   physical-limit reference), one with `gzip on` (compressing on the fly), all on loopback;
 - for each pass, for each case, for each connection count (`--connections`, default 32),
-  measures eventbox and nginx one after the other with `wrk -t1 -c<N> --latency` (keep-alive)
+  measures eventbox and nginx one after the other (eventbox first in odd passes, nginx first in
+  even ones) with `wrk -t1 -c<N> --latency` (keep-alive)
   after a warm-up: small and large body, without and with `Accept-Encoding: gzip, br`; p99.9
   and the maximum come from wrk's own histogram through a Lua `done` hook;
 - prints requests/s, p50, p99, p99.9, server CPU per request (from /proc, the server's process
@@ -250,7 +251,9 @@ def main():
         for n in range(args.passes):
             print(f"pass {n + 1}/{args.passes}...", file=sys.stderr)
             for label, ep, headers, reference, c in cases:
-                for server in ("eventbox", reference):
+                # Who goes first alternates: on a shared machine the order alone moves figures.
+                order = ("eventbox", reference) if n % 2 == 0 else (reference, "eventbox")
+                for server in order:
                     port, p = ports[server]
                     r = measure(p.pid, f"http://127.0.0.1:{port}/api/v1/{ep}", headers,
                                 args.duration, args.warmup, c, script)
