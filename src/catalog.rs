@@ -92,6 +92,18 @@ pub(crate) struct Entry {
     pub(crate) serving: Option<Arc<Version>>,
     /// When the folder was last read.
     pub(crate) checked_at: DateTime<Utc>,
+    /// The digests of the folder the candidate was prepared from ([`load::fingerprint`]), when
+    /// known: a reload finding the same bytes keeps the prepared answers.
+    fingerprint: Option<load::Fingerprint>,
+}
+
+/// What reading a bundle folder again gave.
+enum Attempt {
+    /// A load, and the folder's digests when nothing in it changed during the load.
+    Read(Box<BundleReport>, Option<load::Fingerprint>),
+    /// The folder holds the bytes the candidate was prepared from (as it is now: its
+    /// modification times may be new): nothing was loaded.
+    Unchanged(load::Fingerprint),
 }
 
 impl Entry {
@@ -106,6 +118,7 @@ impl Entry {
             last_good: None,
             serving: None,
             checked_at: report.loaded_at,
+            fingerprint: None,
         };
         entry.update(report, compression, sources);
         entry
@@ -145,6 +158,21 @@ impl Entry {
         self.problems = report.problems;
         self.tokens = report.tokens;
         self.checked_at = report.loaded_at;
+    }
+
+    /// A new version of the candidate sharing its prepared answers, for a folder that reads the
+    /// same (its problems, warnings only, stay what they were).
+    fn renew(&mut self) {
+        let now = Utc::now();
+        if let Some(c) = &self.candidate {
+            self.candidate = Some(Arc::new(Version {
+                prepared: Arc::new(c.prepared.renewed()),
+                tokens: c.tokens.clone(),
+                summary: c.summary.clone(),
+                loaded_at: now,
+            }));
+        }
+        self.checked_at = now;
     }
 
     /// Every problem: the latest attempt's, then token clashes.
@@ -311,15 +339,22 @@ impl Catalog {
             if self.entries.contains_key(&name) && !scope.includes(&name) {
                 continue;
             }
-            let report = self.load_timed(&name);
-            match self.entries.get_mut(&name) {
-                Some(entry) => entry.update(report, self.compression, &self.sources),
-                None => {
-                    self.entries.insert(
-                        name.clone(),
-                        Entry::new(report, self.compression, &self.sources),
-                    );
+            match (self.load_timed(&name), self.entries.get_mut(&name)) {
+                (Attempt::Unchanged(fingerprint), Some(entry)) => {
+                    tracing::debug!(bundle = %name, "bundle folder holds the same bytes; its prepared answers are kept");
+                    entry.renew();
+                    entry.fingerprint = Some(fingerprint);
                 }
+                (Attempt::Read(report, fingerprint), Some(entry)) => {
+                    entry.update(*report, self.compression, &self.sources);
+                    entry.fingerprint = fingerprint.filter(|_| entry.candidate.is_some());
+                }
+                (Attempt::Read(report, fingerprint), None) => {
+                    let mut entry = Entry::new(*report, self.compression, &self.sources);
+                    entry.fingerprint = fingerprint.filter(|_| entry.candidate.is_some());
+                    self.entries.insert(name.clone(), entry);
+                }
+                (Attempt::Unchanged(_), None) => {} // not asked for without an entry
             }
             loaded.push(name);
         }
@@ -329,17 +364,42 @@ impl Catalog {
     /// Loads one bundle under [`timed::LOAD_TIME_LIMIT`]; past it, the load is abandoned and the
     /// bundle gets an error naming the file it was on (it keeps its last good version and its
     /// tokens, and is read again on its next change).
-    fn load_timed(&self, name: &str) -> BundleReport {
+    ///
+    /// Every load is digested ([`load::fingerprint`]): first the folder's stamps and bytes, then
+    /// after the load its stamps again; the digests are kept when the stamps did not change (so
+    /// they name what the load read). A reload of a bundle with a candidate first compares: the
+    /// same stamps, or else the same bytes, and nothing is loaded or prepared again.
+    fn load_timed(&self, name: &str) -> Attempt {
         let dir = self.data_dir.join(name);
         let max = self.max_file_bytes;
         let (d, n) = (dir.clone(), name.to_string());
+        let previous = self
+            .entries
+            .get(name)
+            .filter(|e| e.candidate.is_some())
+            .and_then(|e| e.fingerprint);
         match timed::run(self.load_time_limit, move |progress| {
-            load::load_bundle_tracked(&d, &n, max, progress)
+            if let Some(previous) = previous {
+                if load::stamps(&d) == Some(previous.stamps) {
+                    return Attempt::Unchanged(previous);
+                }
+            }
+            let before = load::fingerprint(&d, max, progress);
+            if let (Some(now), Some(previous)) = (before, previous) {
+                if now.bytes == previous.bytes {
+                    return Attempt::Unchanged(now);
+                }
+            }
+            let report = load::load_bundle_tracked(&d, &n, max, progress);
+            let same = before.is_some()
+                && report.bundle.is_some()
+                && load::stamps(&d) == before.map(|b| b.stamps);
+            Attempt::Read(Box::new(report), before.filter(|_| same))
         }) {
-            Ok(report) => report,
+            Ok(attempt) => attempt,
             Err(abandoned) => {
                 let file = abandoned.file.unwrap_or_else(|| dir.clone());
-                BundleReport {
+                let report = BundleReport {
                     name: name.to_string(),
                     dir,
                     bundle: None,
@@ -357,7 +417,8 @@ impl Catalog {
                         .get(name)
                         .map(|e| e.tokens.clone())
                         .unwrap_or_default(),
-                }
+                };
+                Attempt::Read(Box::new(report), None)
             }
         }
     }
@@ -700,5 +761,100 @@ mod arbitration {
 
         assert_eq!(served, vec![some("beta"), None, some("alpha")]);
         assert!(conflicts(&catalog, "beta").is_empty());
+    }
+}
+
+#[cfg(test)]
+mod reuse {
+    use std::path::Path;
+
+    use super::*;
+
+    /// Copies the demo bundle (files and its folder of detail files) to `data/demo`.
+    fn copy_demo(data: &Path) -> PathBuf {
+        fn copy(from: &Path, to: &Path) {
+            std::fs::create_dir_all(to).expect("folder");
+            for entry in std::fs::read_dir(from).expect("demo folder") {
+                let path = entry.expect("entry").path();
+                let target = to.join(path.file_name().expect("name"));
+                if path.is_dir() {
+                    copy(&path, &target);
+                } else {
+                    std::fs::copy(&path, &target).expect("copy");
+                }
+            }
+        }
+        let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/demo");
+        copy(&demo, &data.join("demo"));
+        data.join("demo")
+    }
+
+    /// Reloads everything, publishes, and returns the version served.
+    fn reload(catalog: &mut Catalog) -> Arc<Version> {
+        catalog.refresh(&Scope::All).expect("the data folder lists");
+        catalog.snapshot();
+        let entry = catalog.entry("demo").expect("the demo bundle");
+        assert!(!entry.has_errors(), "{:?}", entry.problems);
+        Arc::clone(entry.serving.as_ref().expect("served"))
+    }
+
+    #[test]
+    fn a_folder_read_with_the_same_bytes_keeps_its_answers_and_any_change_prepares_them_again() {
+        let data = tempfile::tempdir().expect("temporary folder");
+        let dir = copy_demo(data.path());
+        let mut catalog = Catalog::new(data.path());
+        let first = reload(&mut catalog);
+        // Nothing changed (the same stamps): a new version, same answers.
+        let second = reload(&mut catalog);
+        assert!(
+            !Arc::ptr_eq(&first, &second),
+            "a reload makes a new version"
+        );
+        assert!(second.prepared.shares_answers(&first.prepared));
+
+        // Rewritten with the same bytes (a new modification time): a new version, same answers.
+        let payments = dir.join("payments.json");
+        let bytes = std::fs::read(&payments).expect("payments");
+        std::fs::write(&payments, &bytes).expect("rewrite");
+        let third = reload(&mut catalog);
+        assert!(
+            !Arc::ptr_eq(&second, &third),
+            "a reload makes a new version"
+        );
+        assert!(third.prepared.shares_answers(&second.prepared));
+        assert!(third.loaded_at >= second.loaded_at);
+
+        // One byte more in a detail file (in the bundle's sub-folder): prepared again.
+        let detail = dir.join("payment_details/PG2026000104.json");
+        let mut changed = std::fs::read(&detail).expect("detail");
+        changed.push(b'\n');
+        std::fs::write(&detail, &changed).expect("change");
+        let fourth = reload(&mut catalog);
+        assert!(!fourth.prepared.shares_answers(&third.prepared));
+
+        // A new file in the folder: prepared again too.
+        std::fs::write(dir.join("notes.txt"), "hello").expect("new file");
+        let fifth = reload(&mut catalog);
+        assert!(!fifth.prepared.shares_answers(&fourth.prepared));
+        let sixth = reload(&mut catalog);
+        assert!(sixth.prepared.shares_answers(&fifth.prepared));
+    }
+
+    #[test]
+    fn a_bundle_with_errors_is_read_again_whatever_its_bytes() {
+        let data = tempfile::tempdir().expect("temporary folder");
+        let dir = copy_demo(data.path());
+        let mut catalog = Catalog::new(data.path());
+        let good = reload(&mut catalog);
+        std::fs::write(dir.join("event.json"), "{\"data\": 3}").expect("break");
+        for _ in 0..2 {
+            catalog.refresh(&Scope::All).expect("lists");
+            catalog.snapshot();
+            let entry = catalog.entry("demo").expect("the demo bundle");
+            assert!(entry.has_errors());
+            assert!(entry.fingerprint.is_none());
+            let serving = entry.serving.as_ref().expect("the last good version");
+            assert!(Arc::ptr_eq(serving, &good));
+        }
     }
 }

@@ -424,6 +424,7 @@ impl BundleLoader<'_> {
                 return None;
             }
         };
+        let size = file.size();
         let mut reader = BufReader::with_capacity(256 * 1024, file);
         // A byte-order mark is not JSON, but editors on some systems add one.
         if reader
@@ -433,7 +434,8 @@ impl BundleLoader<'_> {
             reader.consume(3);
         }
         let mut diag = Diag::default();
-        let result = payments::from_json_reader(reader, &mut diag, PaymentsWriter::default());
+        let writer = PaymentsWriter::sized(usize::try_from(size).unwrap_or(0));
+        let result = payments::from_json_reader(reader, &mut diag, writer);
         self.push_findings(&path, diag);
         match result {
             Ok(p) => p.map(Some),
@@ -604,6 +606,124 @@ fn char_column_in_file(path: &Path, line: usize, byte_column: usize, max: u64) -
 fn split_known(name: &str) -> Option<(&str, Format)> {
     let (stem, ext) = name.rsplit_once('.')?;
     Some((stem, Format::from_extension(ext)?))
+}
+
+/// What a bundle folder holds, as two digests (XXH3-128, entries in name order, sub-folders
+/// included): `stamps` of every entry's name, kind, size, modification and change times and
+/// inode (from its metadata alone), and `bytes` of every entry's name and kind and every file's
+/// bytes, each file opened as the load opens it (only a regular file, at most the size limit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fingerprint {
+    pub(crate) stamps: u128,
+    pub(crate) bytes: u128,
+}
+
+/// The folder's [`Fingerprint`]; `None` when anything in it cannot be read as a regular file or
+/// a folder (the load then says what).
+pub(crate) fn fingerprint(
+    dir: &Path,
+    max_file_bytes: u64,
+    progress: &Progress,
+) -> Option<Fingerprint> {
+    let mut stamps = xxhash_rust::xxh3::Xxh3::new();
+    let mut bytes = xxhash_rust::xxh3::Xxh3::new();
+    let mut digest = Digests {
+        max: max_file_bytes,
+        progress,
+        stamps: &mut stamps,
+        bytes: Some(&mut bytes),
+    };
+    digest.folder(dir, 0).ok()?;
+    Some(Fingerprint {
+        stamps: stamps.digest128(),
+        bytes: bytes.digest128(),
+    })
+}
+
+/// The `stamps` digest of a [`Fingerprint`] alone: no file is opened.
+pub(crate) fn stamps(dir: &Path) -> Option<u128> {
+    let mut stamps = xxhash_rust::xxh3::Xxh3::new();
+    let progress = Progress::default();
+    let mut digest = Digests {
+        max: 0,
+        progress: &progress,
+        stamps: &mut stamps,
+        bytes: None,
+    };
+    digest.folder(dir, 0).ok()?;
+    Some(stamps.digest128())
+}
+
+/// How deep a digest goes (a bundle has one level of folders; links could loop).
+const DIGEST_DEPTH: usize = 4;
+
+struct Digests<'a> {
+    max: u64,
+    progress: &'a Progress,
+    stamps: &'a mut xxhash_rust::xxh3::Xxh3,
+    /// `None`: metadata only.
+    bytes: Option<&'a mut xxhash_rust::xxh3::Xxh3>,
+}
+
+impl Digests<'_> {
+    fn both(&mut self, data: &[u8]) {
+        self.stamps.update(data);
+        if let Some(bytes) = self.bytes.as_deref_mut() {
+            bytes.update(data);
+        }
+    }
+
+    fn folder(&mut self, dir: &Path, depth: usize) -> io::Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        if depth > DIGEST_DEPTH {
+            return Err(io::Error::other("too deep"));
+        }
+        let entries = sorted_entries(dir)?;
+        self.both(&(entries.len() as u64).to_le_bytes());
+        for (name, path, is_dir) in entries {
+            self.both(&(name.len() as u64).to_le_bytes());
+            self.both(name.as_bytes());
+            // Links followed, as the load follows them.
+            let meta = fs::metadata(&path)?;
+            for n in [
+                meta.len() as i64,
+                meta.mtime(),
+                meta.mtime_nsec(),
+                meta.ctime(),
+                meta.ctime_nsec(),
+                meta.ino() as i64,
+                meta.dev() as i64,
+            ] {
+                self.stamps.update(&n.to_le_bytes());
+            }
+            if is_dir {
+                self.both(b"d");
+                self.folder(&path, depth + 1)?;
+            } else if let Some(bytes) = self.bytes.as_deref_mut() {
+                self.progress.set(&path);
+                let file = read::open(&path, self.max).map_err(io::Error::other)?;
+                let mut reader = BufReader::with_capacity(256 * 1024, file);
+                let len = io::copy(&mut reader, &mut Digest(bytes))?;
+                bytes.update(b"f");
+                bytes.update(&len.to_le_bytes());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Bytes written into a digest.
+struct Digest<'a>(&'a mut xxhash_rust::xxh3::Xxh3);
+
+impl io::Write for Digest<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// A folder's entries as (name, path, is a folder), in name order. Names that are not UTF-8 are

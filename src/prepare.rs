@@ -123,38 +123,72 @@ impl Body {
 
     /// Makes the compressed variants if they are not there yet.
     pub(crate) fn compress(&self) {
-        self.compressed.get_or_init(|| {
-            let large = self.identity.len() > EAGER_COMPRESS_MAX;
-            let (gzip_level, br_quality) = if large { (6, 5) } else { (9, 9) };
-            Box::new(Compressed {
-                gzip: gzip(&self.identity, gzip_level),
-                br: brotli(&self.identity, br_quality),
+        self.compress_while(&|| true);
+    }
+
+    /// Makes the compressed variants unless `keep` turns false on the way (it is asked between
+    /// chunks of a megabyte): a version unpublished while its large body is being compressed
+    /// stops costing CPU and memory. Returns whether the variants exist.
+    fn compress_while(&self, keep: &dyn Fn() -> bool) -> bool {
+        if self.compressed.get().is_some() {
+            return true;
+        }
+        let large = self.identity.len() > EAGER_COMPRESS_MAX;
+        let (gzip_level, br_quality) = if large { (6, 5) } else { (9, 9) };
+        let made = gzip(&self.identity, gzip_level, keep).and_then(|gz| {
+            Some(Compressed {
+                gzip: gz,
+                br: brotli(&self.identity, br_quality, keep)?,
                 gzip_etag: etag(self.hash, "-gzip"),
                 br_etag: etag(self.hash, "-br"),
             })
         });
+        match made {
+            Some(c) => {
+                // Another thread may have made them meanwhile: the same bytes either way.
+                let _ = self.compressed.set(Box::new(c));
+                true
+            }
+            None => false,
+        }
     }
 }
 
-fn gzip(data: &[u8], level: u32) -> Bytes {
+/// How much is compressed between two questions to `keep`.
+const COMPRESS_CHUNK: usize = 1 << 20;
+
+fn gzip(data: &[u8], level: u32, keep: &dyn Fn() -> bool) -> Option<Bytes> {
     use std::io::Write;
     let mut enc = flate2::write::GzEncoder::new(
         Vec::with_capacity(data.len() / 4),
         flate2::Compression::new(level),
     );
-    // Writing into a Vec cannot fail.
-    let _ = enc.write_all(data);
-    Bytes::from(enc.finish().unwrap_or_default())
+    for chunk in data.chunks(COMPRESS_CHUNK) {
+        if !keep() {
+            return None;
+        }
+        // Writing into a Vec cannot fail.
+        let _ = enc.write_all(chunk);
+    }
+    let mut out = enc.finish().unwrap_or_default();
+    out.shrink_to_fit();
+    Some(Bytes::from(out))
 }
 
-fn brotli(data: &[u8], quality: u32) -> Bytes {
+fn brotli(data: &[u8], quality: u32, keep: &dyn Fn() -> bool) -> Option<Bytes> {
     use std::io::Write;
     let mut out = Vec::with_capacity(data.len() / 4);
     {
         let mut w = ::brotli::CompressorWriter::new(&mut out, 64 * 1024, quality, 22);
-        let _ = w.write_all(data);
+        for chunk in data.chunks(COMPRESS_CHUNK) {
+            if !keep() {
+                return None;
+            }
+            let _ = w.write_all(chunk);
+        }
     }
-    Bytes::from(out)
+    out.shrink_to_fit();
+    Some(Bytes::from(out))
 }
 
 /// A payment's detail answer.
@@ -204,8 +238,8 @@ pub(crate) enum Answers {
 #[derive(Debug)]
 pub(crate) struct Prepared {
     pub(crate) name: Arc<str>,
-    /// Indexed like [`crate::api::API`].
-    answers: Vec<Answers>,
+    /// Indexed like [`crate::api::API`]; shared with the versions [`Prepared::renewed`] makes.
+    answers: Arc<Vec<Answers>>,
     /// The index of the streamed payments body, which derived detail rows are copied from.
     stream: Option<usize>,
     /// What `[simulate]` in bundle.toml asks for; its sequence starts with this version.
@@ -302,7 +336,7 @@ impl Prepared {
         let writes = writes_base(bundle, &answers);
         let prepared = Prepared {
             name: bundle.name.as_str().into(),
-            answers,
+            answers: Arc::new(answers),
             stream,
             simulation: bundle.config.simulate.as_ref().map(Simulation::new),
             writes,
@@ -317,6 +351,26 @@ impl Prepared {
             }
         }
         Ok(prepared)
+    }
+
+    /// A new version with the same answers (shared, not copied, compressed variants included),
+    /// for a bundle read again with the same bytes: it starts what a reload starts (the
+    /// simulation's sequence) and costs no memory for its bodies.
+    pub(crate) fn renewed(&self) -> Prepared {
+        Prepared {
+            name: Arc::clone(&self.name),
+            answers: Arc::clone(&self.answers),
+            stream: self.stream,
+            simulation: self.simulation.as_ref().map(Simulation::renewed),
+            writes: self.writes.clone(),
+            source: self.source.clone(),
+        }
+    }
+
+    /// Whether two versions share their answers (one is the other [`Prepared::renewed`]).
+    #[cfg(test)]
+    pub(crate) fn shares_answers(&self, other: &Prepared) -> bool {
+        Arc::ptr_eq(&self.answers, &other.answers)
     }
 
     /// Every body of the bundle.
@@ -358,11 +412,12 @@ impl Prepared {
         })
     }
 
-    /// Compresses the bodies too large to compress when prepared (run it on a background thread).
-    pub(crate) fn compress_large(&self) {
+    /// Compresses the bodies too large to compress when prepared (run it on a background
+    /// thread), stopping as soon as `keep` turns false.
+    pub(crate) fn compress_large(&self, keep: &dyn Fn() -> bool) {
         for body in self.bodies() {
-            if body.identity.len() > EAGER_COMPRESS_MAX {
-                body.compress();
+            if body.identity.len() > EAGER_COMPRESS_MAX && !body.compress_while(keep) {
+                return;
             }
         }
     }
@@ -558,7 +613,16 @@ pub(crate) struct PaymentsWriter {
 
 impl Default for PaymentsWriter {
     fn default() -> Self {
-        let mut body = Vec::with_capacity(4096);
+        PaymentsWriter::sized(4096)
+    }
+}
+
+impl PaymentsWriter {
+    /// A writer for a file of about `bytes` bytes: the body is about as long as the file, so it
+    /// is allocated once rather than grown by doubling (each doubling a copy, and up to twice
+    /// the memory at the moment it happens).
+    pub(crate) fn sized(bytes: usize) -> PaymentsWriter {
+        let mut body = Vec::with_capacity(bytes.max(64));
         body.extend_from_slice(b"{\"data\":[");
         PaymentsWriter {
             body,
@@ -805,6 +869,26 @@ mod tests {
 
         assert!(one.len() < 200 && !one.contains("qqqq"), "{one}");
         assert_eq!(many, "ByReference(10000 references)");
+    }
+
+    #[test]
+    fn a_compression_given_up_midway_leaves_nothing_and_can_be_made_later() {
+        // Three chunks: `keep` says no at the third question, inside brotli's loop.
+        let text: Vec<u8> = (0..3 * COMPRESS_CHUNK).map(|i| (i % 251) as u8).collect();
+        let body = Body::new(Bytes::from(text.clone()));
+        let asked = std::sync::atomic::AtomicUsize::new(0);
+        let keep = || asked.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < 4;
+
+        assert!(!body.compress_while(&keep));
+        assert!(body.ready(Encoding::Gzip).is_none());
+        assert_eq!(asked.load(std::sync::atomic::Ordering::Relaxed), 5);
+
+        assert!(body.compress_while(&|| true));
+        let (gz, _) = body.ready(Encoding::Gzip).expect("made");
+        let mut plain = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz[..]), &mut plain)
+            .expect("gzip");
+        assert_eq!(plain, text);
     }
 
     #[test]

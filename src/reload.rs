@@ -7,11 +7,12 @@
 //! changes.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use crate::catalog::{Catalog, Entry, Refreshed, Scope};
 use crate::load::LoadError;
 use crate::metrics::Metrics;
+use crate::prepare::Prepared;
 use crate::problem::Severity;
 use crate::store::Store;
 
@@ -51,12 +52,69 @@ fn log_entry(entry: &Entry) {
     }
 }
 
+/// The background compression of large bodies: one thread at a time, on versions still served.
+///
+/// It holds published versions weakly: one unpublished before its turn is freed and skipped,
+/// and one unpublished while being compressed is given up within a megabyte of work (nothing but
+/// the compressor holds it then). So reloads in a row never keep old versions alive, nor start
+/// one compression each.
+#[derive(Debug, Default)]
+struct Compressor {
+    queue: Arc<Mutex<Queue>>,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    waiting: std::collections::VecDeque<Weak<Prepared>>,
+    running: bool,
+}
+
+impl Compressor {
+    fn submit(&self, fresh: &[Arc<Prepared>]) {
+        if fresh.is_empty() {
+            return;
+        }
+        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        queue.waiting.extend(fresh.iter().map(Arc::downgrade));
+        if queue.running {
+            return;
+        }
+        let shared = Arc::clone(&self.queue);
+        let spawned = std::thread::Builder::new()
+            .name("eventbox-compress".into())
+            .spawn(move || loop {
+                let next = {
+                    let mut queue = shared.lock().unwrap_or_else(PoisonError::into_inner);
+                    match queue.waiting.pop_front() {
+                        Some(next) => next,
+                        None => {
+                            queue.running = false;
+                            return;
+                        }
+                    }
+                };
+                if let Some(prepared) = next.upgrade() {
+                    // Only this thread holds it: it is served no more.
+                    prepared.compress_large(&|| Arc::strong_count(&prepared) > 1);
+                }
+            });
+        match spawned {
+            Ok(_) => queue.running = true,
+            Err(e) => {
+                queue.waiting.clear();
+                tracing::warn!(error = %e, "cannot start background compression; large bodies are sent plain");
+            }
+        }
+    }
+}
+
 /// Reloads the catalog and publishes snapshots to the store.
 #[derive(Debug)]
 pub(crate) struct Reloader {
     catalog: Mutex<Catalog>,
     store: Arc<Store>,
     metrics: Arc<Metrics>,
+    compressor: Compressor,
 }
 
 impl Reloader {
@@ -66,6 +124,7 @@ impl Reloader {
             catalog: Mutex::new(catalog),
             store,
             metrics,
+            compressor: Compressor::default(),
         }
     }
 
@@ -118,19 +177,12 @@ impl Reloader {
         if catalog.compression() {
             // Bodies too large to compress while preparing: in the background, identity being
             // served until they are ready.
-            let fresh: Vec<Arc<crate::prepare::Prepared>> = catalog
+            let fresh: Vec<Arc<Prepared>> = catalog
                 .entries()
                 .filter(|e| refreshed.loaded.contains(&e.name))
                 .filter_map(|e| e.serving.as_ref().map(|v| Arc::clone(&v.prepared)))
                 .collect();
-            if !fresh.is_empty() {
-                let spawned = std::thread::Builder::new()
-                    .name("eventbox-compress".into())
-                    .spawn(move || fresh.iter().for_each(|p| p.compress_large()));
-                if let Err(e) = spawned {
-                    tracing::warn!(error = %e, "cannot start background compression; large bodies are sent plain");
-                }
-            }
+            self.compressor.submit(&fresh);
         }
         Ok(refreshed)
     }

@@ -27,21 +27,36 @@ pub(crate) struct Draw {
 #[derive(Debug)]
 pub(crate) struct Simulation {
     seed: u64,
+    /// The seed bundle.toml names, if any (else `seed` came from the clock).
+    configured: Option<u64>,
     endpoints: Vec<Settings>,
     next: AtomicU64,
+}
+
+/// A seed from the clock, for a `[simulate]` that names none.
+fn clock_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 impl Simulation {
     /// A fresh sequence for `config` (seeded from the clock when it names no seed).
     pub(crate) fn new(config: &Simulate) -> Simulation {
-        let seed = config.seed.unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64)
-        });
         Simulation {
-            seed,
+            seed: config.seed.unwrap_or_else(clock_seed),
+            configured: config.seed,
             endpoints: config.endpoints.clone(),
+            next: AtomicU64::new(0),
+        }
+    }
+
+    /// The sequence started again, as [`Simulation::new`] with the same configuration would.
+    pub(crate) fn renewed(&self) -> Simulation {
+        Simulation {
+            seed: self.configured.unwrap_or_else(clock_seed),
+            configured: self.configured,
+            endpoints: self.endpoints.clone(),
             next: AtomicU64::new(0),
         }
     }
