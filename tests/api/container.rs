@@ -35,12 +35,12 @@ fn tag() -> String {
 }
 
 /// A line on the test output even when libtest captures the test's own output.
-fn say(line: &str) {
+pub(crate) fn say(line: &str) {
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "{line}");
 }
 
-fn docker(args: &[&str]) -> Output {
+pub(crate) fn docker(args: &[&str]) -> Output {
     Command::new("docker")
         .args(args)
         .output()
@@ -48,7 +48,7 @@ fn docker(args: &[&str]) -> Output {
 }
 
 /// `docker ARGS`, which must succeed; its stdout, trimmed.
-fn docker_ok(args: &[&str]) -> String {
+pub(crate) fn docker_ok(args: &[&str]) -> String {
     let out = docker(args);
     assert!(
         out.status.success(),
@@ -61,7 +61,7 @@ fn docker_ok(args: &[&str]) -> String {
 
 /// The image to run, or `None` (after saying why, once) when Docker is not there. Builds it
 /// once per test run when it is missing or older than its sources; a failed build fails.
-fn image() -> Option<String> {
+pub(crate) fn image() -> Option<String> {
     static IMAGE: OnceLock<Result<String, String>> = OnceLock::new();
     let ready = IMAGE.get_or_init(|| {
         let info = Command::new("docker")

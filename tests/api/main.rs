@@ -5,6 +5,7 @@ mod admin;
 mod attendees;
 mod cli;
 mod company;
+mod compose;
 mod configmap;
 mod container;
 mod docs;

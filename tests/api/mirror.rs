@@ -88,23 +88,9 @@ async fn moto_with(env: &[(&str, &str)]) -> Option<Moto> {
 }
 
 impl Moto {
-    /// A new bucket (moto takes an unsigned PUT) and a client for it.
+    /// A new bucket and a client for it.
     async fn bucket(&self, name: &str) -> AmazonS3 {
-        let res = client()
-            .put(format!("{}/{name}", self.url))
-            .send()
-            .await
-            .expect("create bucket");
-        assert!(res.status().is_success(), "create bucket: {}", res.status());
-        AmazonS3Builder::new()
-            .with_endpoint(&self.url)
-            .with_allow_http(true)
-            .with_region("us-east-1")
-            .with_access_key_id("test")
-            .with_secret_access_key("test")
-            .with_bucket_name(name)
-            .build()
-            .expect("S3 client")
+        moto_bucket(&self.url, name).await
     }
 
     /// The AWS environment that points eventbox at this moto.
@@ -119,7 +105,26 @@ impl Moto {
     }
 }
 
-async fn put(store: &AmazonS3, key: &str, body: impl Into<bytes::Bytes>) {
+/// A new bucket in the moto at `url` (moto takes an unsigned PUT) and a client for it.
+pub(crate) async fn moto_bucket(url: &str, name: &str) -> AmazonS3 {
+    let res = client()
+        .put(format!("{url}/{name}"))
+        .send()
+        .await
+        .expect("create bucket");
+    assert!(res.status().is_success(), "create bucket: {}", res.status());
+    AmazonS3Builder::new()
+        .with_endpoint(url)
+        .with_allow_http(true)
+        .with_region("us-east-1")
+        .with_access_key_id("test")
+        .with_secret_access_key("test")
+        .with_bucket_name(name)
+        .build()
+        .expect("S3 client")
+}
+
+pub(crate) async fn put(store: &AmazonS3, key: &str, body: impl Into<bytes::Bytes>) {
     let body: bytes::Bytes = body.into();
     store
         .put(&StorePath::from(key), body.into())
@@ -128,7 +133,7 @@ async fn put(store: &AmazonS3, key: &str, body: impl Into<bytes::Bytes>) {
 }
 
 /// Every file of the demo bundle under `prefix/demo/`.
-async fn put_demo(store: &AmazonS3, prefix: &str) {
+pub(crate) async fn put_demo(store: &AmazonS3, prefix: &str) {
     fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
         for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
             let p = e.path();
