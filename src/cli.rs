@@ -402,7 +402,10 @@ pub async fn serve(options: &ServeOptions) -> u8 {
             None => match tempfile::Builder::new().prefix("eventbox-mirror").tempdir() {
                 Ok(t) => _mirror_tmp.insert(t).path().to_path_buf(),
                 Err(e) => {
-                    tracing::error!("cannot create a folder to mirror {source} into: {e}");
+                    tracing::error!(
+                        "cannot create a folder to mirror {source} into: {e}; give --state DIR, \
+                         a writable folder (in the image: a volume at /state)"
+                    );
                     return EXIT_UNUSABLE;
                 }
             },

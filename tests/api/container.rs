@@ -554,6 +554,26 @@ async fn sigterm_answers_the_request_in_flight_and_exits_within_the_drain_timeou
     assert!(stderr.contains("shutting down"), "{stderr}");
 }
 
+#[test]
+fn object_storage_without_a_state_folder_exits_saying_to_give_one() {
+    let Some(image) = image() else { return };
+    // Read-only and FROM scratch: no /tmp to mirror into.
+    let container = Container::run(
+        &image,
+        &HARDENED,
+        &["serve", "--data", "s3://bundles/events"],
+    );
+    let code = docker_ok(&["wait", &container.name]);
+    let (stdout, stderr) = container.logs();
+    let said = format!("{stdout}{stderr}");
+    assert_eq!(code, "2", "{said}");
+    assert!(
+        said.contains("cannot create a folder to mirror s3://bundles/events into")
+            && said.contains("give --state DIR"),
+        "{said}"
+    );
+}
+
 #[tokio::test]
 async fn the_health_check_turns_healthy() {
     let Some(image) = image() else { return };
