@@ -5,11 +5,15 @@
 
 Measures, with the release build of eventbox:
 - the time from process start to `/readyz` answering 200;
-- peak RSS (VmHWM) after the load and the background compression of the large body, as a
-  multiple of the bundle's bytes on disk;
+- peak RSS (VmHWM) after the load and the background compression of the large body, and RSS
+  two seconds later (settled), as multiples of the bundle's bytes on disk;
 - requests/s on the event endpoint (wrk, 32 connections) while the bundle is reloaded every
-  second (payments.json rewritten with the same bytes, which the watcher picks up), the number
-  of failed requests (non-2xx, socket errors), and the peak RSS after those reloads.
+  second (payments.json rewritten, which the watcher picks up), the number of failed requests
+  (non-2xx, socket errors), and the peak RSS after those reloads. `--reload changed` (the
+  default) alternates two versions that differ in one payment, so every reload parses, prepares
+  and compresses the whole body again; `--reload same` rewrites the same bytes (which a reload
+  recognises and shares: only the digest is computed). `--write in-place` rewrites the file
+  as cp does instead of renaming a temporary file over it.
 Uses ../shared/bench/gen_fixture.py for the data (deterministic) and wrk (Debian package).
 """
 import argparse
@@ -57,6 +61,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--payments", type=int, default=200_000)
     ap.add_argument("--duration", type=int, default=15)
+    ap.add_argument("--reload", choices=("changed", "same"), default="changed")
+    ap.add_argument("--write", choices=("rename", "in-place"), default="rename",
+                    help="write a temporary file and rename it over payments.json (as pull and "
+                         "careful tools do), or rewrite payments.json in place (as cp does: the "
+                         "watcher may see it half-written)")
     args = ap.parse_args()
     for needed, hint in ((BINARY, "cargo build --release"), (GEN, "the shared bench folder")):
         if not os.path.exists(needed):
@@ -100,23 +109,43 @@ def main():
             time.sleep(0.05)
         variants = time.monotonic() - started
         rss_ready = vm(proc.pid, "VmHWM") * 1024
+        # Steady: what stays once the transient memory of the load and the compression is
+        # returned (jemalloc gives freed pages back within a second).
+        time.sleep(2)
+        rss_steady = vm(proc.pid, "VmRSS") * 1024
 
         payments = os.path.join(bundle, "payments.json")
         with open(payments, "rb") as f:
             payload = f.read()
+        versions = [payload]
+        if args.reload == "changed":
+            # The same size, other bytes: one payment's note ends in "!" instead of ".".
+            note = b'"note_payment":"Pagamento confirmado manualmente.'
+            if note not in payload:
+                sys.exit("the fixture has no payment note to change")
+            versions.append(payload.replace(note, note[:-1] + b"!", 1))
         stop = threading.Event()
         reloads = [0]
 
         def rewrite():
             while not stop.wait(1.0):
-                with open(payments, "wb") as f:
-                    f.write(payload)
                 reloads[0] += 1
+                target = payments if args.write == "in-place" else os.path.join(bundle, ".payments.tmp")
+                with open(target, "wb") as f:
+                    f.write(versions[reloads[0] % len(versions)])
+                if target != payments:
+                    os.rename(target, payments)
 
+        def load():
+            return subprocess.run(["wrk", "-t1", "-c32", f"-d{args.duration}s", "-H",
+                                   "Authorization-Token: demo", "--latency", f"{base}/api/v1/event"],
+                                  capture_output=True, text=True).stdout
+
+        # The reference: the same load without reloads, in the same run.
+        quiet = float(re.search(r"Requests/sec:\s+([\d.]+)", load()).group(1))
         writer = threading.Thread(target=rewrite)
         writer.start()
-        out = subprocess.run(["wrk", "-t1", "-c32", f"-d{args.duration}s", "-H", "Authorization-Token: demo",
-                              "--latency", f"{base}/api/v1/event"], capture_output=True, text=True).stdout
+        out = load()
         stop.set()
         writer.join()
         time.sleep(1)
@@ -132,7 +161,10 @@ def main():
         print(f"start to ready:            {ready:.2f} s")
         print(f"compressed variants made:  {variants:.2f} s after start")
         print(f"peak RSS after load:       {rss_ready / mib:.1f} MiB = {rss_ready / disk:.2f}x the bytes on disk")
-        print(f"event endpoint, reloading: {rps:.0f} req/s, p99 {p99}, {reloads[0]} reloads in {args.duration} s")
+        print(f"RSS once settled:          {rss_steady / mib:.1f} MiB = {rss_steady / disk:.2f}x the bytes on disk")
+        print(f"event endpoint, reloading: {rps:.0f} req/s, p99 {p99}, {reloads[0]} reloads "
+              f"({args.reload} bytes, {args.write}) in {args.duration} s")
+        print(f"  without reloads:         {quiet:.0f} req/s; reloading/quiet = {rps / quiet:.2f}")
         print(f"failed requests:           {int(non2xx.group(1)) if non2xx else 0} non-2xx; "
               f"{sock.group(0) if sock else 'no socket errors'}")
         print(f"peak RSS over the reloads: {rss_after / mib:.1f} MiB = {rss_after / disk:.2f}x; "

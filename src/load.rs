@@ -218,9 +218,12 @@ impl BundleLoader<'_> {
         // Which references a detail file may belong to; unknown when payments had an error.
         let stream = api::API.iter().position(|e| matches!(e.feed, Feed::Stream));
         let known: Option<HashSet<String>> = match stream.and_then(|i| slots.get(i)) {
-            Some(Some(Some(Slot::Stream(p)))) => {
-                Some(p.derived.iter().map(|(r, _)| r.clone()).collect())
-            }
+            Some(Some(Some(Slot::Stream(p)))) => Some(
+                p.derived
+                    .iter()
+                    .filter_map(|r| r.reference(&p.body))
+                    .collect(),
+            ),
             Some(_) => None,
             None => Some(HashSet::new()),
         };
@@ -678,7 +681,10 @@ impl Digests<'_> {
         if depth > DIGEST_DEPTH {
             return Err(io::Error::other("too deep"));
         }
-        let entries = sorted_entries(dir)?;
+        // What the load reads, only: a temporary file being written beside a bundle file (to be
+        // renamed over it) must not make the same bytes look changed.
+        let mut entries = sorted_entries(dir)?;
+        entries.retain(|(name, _, _)| !ignored(name));
         self.both(&(entries.len() as u64).to_le_bytes());
         for (name, path, is_dir) in entries {
             self.both(&(name.len() as u64).to_le_bytes());
@@ -770,6 +776,26 @@ mod tests {
         for name in ["summit", "summit_", "a.b", "-x"] {
             assert!(!ignored(name), "{name}");
         }
+    }
+
+    #[test]
+    fn the_fingerprint_follows_the_bytes_read_and_not_ignored_files() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let bundle = tmp.path();
+        fs::write(bundle.join("event.json"), "{}").expect("file");
+        let progress = Progress::default();
+        let digest = || fingerprint(bundle, 1 << 20, &progress).expect("digested");
+        let first = digest();
+
+        fs::write(bundle.join(".event.json.tmp"), "{\"partial").expect("file");
+        fs::create_dir(bundle.join("_old")).expect("folder");
+        let with_ignored = digest();
+        fs::write(bundle.join("event.json"), "{ }").expect("file");
+        let changed = digest();
+
+        assert_eq!(with_ignored.bytes, first.bytes);
+        assert_eq!(with_ignored.stamps, first.stamps);
+        assert_ne!(changed.bytes, first.bytes);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use eventbox::cli::{self, Cli, Command};
 use eventbox::config::{LogFormat, ServeOptions};
 
 /// jemalloc rather than the C library's malloc: the memory a reload frees goes back to the
-/// system within a second (its settings are built in: .cargo/config.toml), instead of staying in
+/// system at once (its settings are built in: .cargo/config.toml), instead of staying in
 /// the arena of the thread that freed it. docs/performance.md has the figures.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

@@ -179,7 +179,10 @@ fn brotli(data: &[u8], quality: u32, keep: &dyn Fn() -> bool) -> Option<Bytes> {
     use std::io::Write;
     let mut out = Vec::with_capacity(data.len() / 4);
     {
-        let mut w = ::brotli::CompressorWriter::new(&mut out, 64 * 1024, quality, 22);
+        // The window no larger than the body (at most brotli's 4 MiB default): the encoder's
+        // tables grow with the window, tens of megabytes at 22 bits even for a small body.
+        let lgwin = (usize::BITS - data.len().leading_zeros()).clamp(10, 22);
+        let mut w = ::brotli::CompressorWriter::new(&mut out, 64 * 1024, quality, lgwin);
         for chunk in data.chunks(COMPRESS_CHUNK) {
             if !keep() {
                 return None;
@@ -191,15 +194,59 @@ fn brotli(data: &[u8], quality: u32, keep: &dyn Fn() -> bool) -> Option<Bytes> {
     Some(Bytes::from(out))
 }
 
-/// A payment's detail answer.
-#[derive(Debug)]
-pub(crate) enum Detail {
-    /// The bundle's detail file for that reference, prepared.
-    File(Box<Body>),
-    /// The row derived from the payment: its values are in the payments body already, so the
-    /// row is assembled when asked for instead of being kept (it would double a large event's
-    /// memory).
-    Derived(DerivedRow),
+/// The answers for payment references (`GET /payments/details?reference=`): the bundle's
+/// detail files, prepared; for every other payment, its row derived when asked for from its
+/// record in the payments body. A payment costs 20 bytes here (two places in that body and its
+/// place in the order of references), not an answer or a map entry of its own: a large event
+/// has 200,000 of them, and a reload holds two versions at once.
+pub(crate) struct ByReference {
+    files: HashMap<Box<str>, Body>,
+    /// The payments body the rows point into (shared with the payments answer).
+    payments: Bytes,
+    rows: Vec<DerivedRow>,
+    /// Indexes into `rows`, in the order of the references as serialised in `payments`.
+    sorted: Vec<u32>,
+}
+
+impl ByReference {
+    pub(crate) fn new(
+        files: HashMap<Box<str>, Body>,
+        payments: Bytes,
+        rows: Vec<DerivedRow>,
+    ) -> ByReference {
+        let mut sorted: Vec<u32> = (0..rows.len())
+            .filter_map(|i| u32::try_from(i).ok())
+            .collect();
+        sorted.sort_unstable_by(|&a, &b| {
+            let key = |i: u32| rows[i as usize].reference_json(&payments);
+            key(a).cmp(key(b))
+        });
+        ByReference {
+            files,
+            payments,
+            rows,
+            sorted,
+        }
+    }
+
+    /// The answer for `reference`: its detail file, else the row derived from its payment.
+    pub(crate) fn get(&self, reference: &str) -> Option<Answer<'_>> {
+        if let Some(body) = self.files.get(reference) {
+            return Some(Answer::Prepared(body));
+        }
+        // The references are compared as the body has them: serialised by serde_json.
+        let key = serde_json::to_vec(reference).ok()?;
+        let at = self
+            .sorted
+            .binary_search_by(|&i| {
+                self.rows[i as usize]
+                    .reference_json(&self.payments)
+                    .cmp(&key)
+            })
+            .ok()?;
+        let row = self.rows[self.sorted[at] as usize];
+        Some(Answer::Made(Body::new(row.bytes(&self.payments))))
+    }
 }
 
 /// A body to answer with: prepared and borrowed from the snapshot, or made for this request.
@@ -231,7 +278,7 @@ pub(crate) enum Answers {
     /// Events picked per request by a date range (`custom/*`).
     Ranged(Ranged),
     /// The answer for every payment reference (and every detail file).
-    ByReference(HashMap<Box<str>, Detail>),
+    ByReference(ByReference),
 }
 
 /// One bundle's answers.
@@ -240,8 +287,6 @@ pub(crate) struct Prepared {
     pub(crate) name: Arc<str>,
     /// Indexed like [`crate::api::API`]; shared with the versions [`Prepared::renewed`] makes.
     answers: Arc<Vec<Answers>>,
-    /// The index of the streamed payments body, which derived detail rows are copied from.
-    stream: Option<usize>,
     /// What `[simulate]` in bundle.toml asks for; its sequence starts with this version.
     pub(crate) simulation: Option<Simulation>,
     /// What the writes fold over and are checked against.
@@ -269,7 +314,12 @@ impl std::fmt::Debug for Answers {
             Answers::List(l) => write!(f, "List({} records, {:?})", l.len(), l.body),
             Answers::ItemOf(i) => write!(f, "ItemOf({i})"),
             Answers::Ranged(r) => write!(f, "Ranged({} events)", r.events.len()),
-            Answers::ByReference(map) => write!(f, "ByReference({} references)", map.len()),
+            Answers::ByReference(by) => write!(
+                f,
+                "ByReference({} detail files, {} payments)",
+                by.files.len(),
+                by.rows.len()
+            ),
         }
     }
 }
@@ -284,10 +334,7 @@ impl Prepared {
     /// `compression`, bodies from [`MIN_COMPRESS`] up to [`EAGER_COMPRESS_MAX`] are compressed
     /// now.
     pub(crate) fn new(bundle: &Bundle, compression: bool) -> serde_json::Result<Prepared> {
-        let derived: &[(String, DerivedRow)] =
-            bundle.payments().map_or(&[], |p| p.derived.as_slice());
         let mut answers = Vec::with_capacity(bundle.slots.len());
-        let mut stream = None;
         for (i, (slot, e)) in bundle.slots.iter().zip(&api::API).enumerate() {
             answers.push(match slot {
                 Slot::Body(body) => {
@@ -312,24 +359,19 @@ impl Prepared {
                     }
                     _ => Answers::ItemOf(i),
                 },
-                Slot::Stream(payments) => {
-                    stream = Some(i);
-                    Answers::One(Body::new(payments.body.clone()))
-                }
+                Slot::Stream(payments) => Answers::One(Body::new(payments.body.clone())),
                 Slot::PerReference(files) => {
-                    let mut by = HashMap::with_capacity(derived.len() + files.len());
-                    for (reference, row) in derived {
-                        if !files.contains_key(reference) {
-                            by.insert(reference.as_str().into(), Detail::Derived(*row));
-                        }
-                    }
-                    for (reference, body) in files {
-                        by.insert(
-                            reference.as_str().into(),
-                            Detail::File(Box::new(to_body(body.to_json())?)),
-                        );
-                    }
-                    Answers::ByReference(by)
+                    let files = files
+                        .iter()
+                        .map(|(reference, body)| {
+                            Ok((reference.as_str().into(), to_body(body.to_json())?))
+                        })
+                        .collect::<serde_json::Result<_>>()?;
+                    let (payments, rows) =
+                        bundle.payments().map_or((Bytes::new(), Vec::new()), |p| {
+                            (p.body.clone(), p.derived.clone())
+                        });
+                    Answers::ByReference(ByReference::new(files, payments, rows))
                 }
             });
         }
@@ -337,7 +379,6 @@ impl Prepared {
         let prepared = Prepared {
             name: bundle.name.as_str().into(),
             answers: Arc::new(answers),
-            stream,
             simulation: bundle.config.simulate.as_ref().map(Simulation::new),
             writes,
             source: None,
@@ -360,7 +401,6 @@ impl Prepared {
         Prepared {
             name: Arc::clone(&self.name),
             answers: Arc::clone(&self.answers),
-            stream: self.stream,
             simulation: self.simulation.as_ref().map(Simulation::renewed),
             writes: self.writes.clone(),
             source: self.source.clone(),
@@ -382,10 +422,7 @@ impl Prepared {
                     Answers::One(body) => Box::new(std::iter::once(body)),
                     Answers::List(l) => Box::new(std::iter::once(&l.body)),
                     Answers::ItemOf(_) | Answers::Ranged(_) => Box::new(std::iter::empty()),
-                    Answers::ByReference(by) => Box::new(by.values().filter_map(|d| match d {
-                        Detail::File(body) => Some(body.as_ref()),
-                        Detail::Derived(_) => None,
-                    })),
+                    Answers::ByReference(by) => Box::new(by.files.values()),
                 }
             })
     }
@@ -400,16 +437,7 @@ impl Prepared {
         let Some(Answers::ByReference(by)) = self.answers.get(index) else {
             return None;
         };
-        Some(match by.get(reference)? {
-            Detail::File(body) => Answer::Prepared(body),
-            Detail::Derived(row) => {
-                let payments = match self.stream.and_then(|i| self.answers.get(i)) {
-                    Some(Answers::One(body)) => body.identity(),
-                    _ => return None,
-                };
-                Answer::Made(Body::new(row.bytes(payments)))
-            }
-        })
+        by.get(reference)
     }
 
     /// Compresses the bodies too large to compress when prepared (run it on a background
@@ -536,48 +564,34 @@ pub(crate) struct Payments {
     /// The body of `GET /api/v1/payments`: `{"data": [...], "count": n}` and any members the
     /// file added.
     pub(crate) body: Bytes,
-    /// For every payment, in file order: its reference and the detail row derived from it (served
-    /// when the bundle has no detail file for that reference), as places in `body`.
-    pub(crate) derived: Vec<(String, DerivedRow)>,
+    /// For every payment, in file order: where its record and its reference are in `body` (its
+    /// detail row is derived from them when the bundle has no detail file for that reference).
+    pub(crate) derived: Vec<DerivedRow>,
 }
 
-/// The members of [`Purchase`], in the order of a [`DerivedRow`]'s spans.
-const PURCHASE_KEYS: [&str; DERIVED_VALUES] = [
-    "id_event",
-    "id_payment",
-    "reference_payment",
-    "buyer",
-    "email_buyer",
-    "document_buyer",
-    "description_payment",
-    "amount_payment",
-];
-
-/// How many of a payment's values its derived row repeats.
-const DERIVED_VALUES: usize = 8;
-
-/// A payment's derived detail row, as the places (start, end) in the payments body of the values
-/// it repeats: `id_event`, `id_payment`, `reference_payment`, `buyer`, `email_buyer`,
-/// `document_buyer`, `description_payment`, `amount_payment`, each as serialised JSON.
+/// A payment in the payments body: where its record and its reference (each serialised JSON)
+/// lie. Its detail row is read back from the record when asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct DerivedRow {
-    spans: [(u32, u32); DERIVED_VALUES],
+    record: (u32, u32),
+    reference: (u32, u32),
 }
 
 impl DerivedRow {
-    /// The detail answer, from the payments body it was made with: the payment's values read
+    /// The reference as the body has it: a JSON string, quotes and escapes included.
+    fn reference_json<'b>(&self, body: &'b [u8]) -> &'b [u8] {
+        span(body, self.reference)
+    }
+
+    /// The payment's reference.
+    pub(crate) fn reference(&self, body: &[u8]) -> Option<String> {
+        serde_json::from_slice(self.reference_json(body)).ok()
+    }
+
+    /// The detail answer, from the payments body it was made with: the payment's record read
     /// back and split into rows by the one rule, [`PaymentDetail::rows_of`].
     pub(crate) fn bytes(&self, body: &[u8]) -> Bytes {
-        let mut purchase = b"{".to_vec();
-        for (i, (key, &(start, end))) in PURCHASE_KEYS.iter().zip(&self.spans).enumerate() {
-            if i > 0 {
-                purchase.push(b',');
-            }
-            purchase.extend_from_slice(format!("\"{key}\":").as_bytes());
-            purchase.extend_from_slice(body.get(start as usize..end as usize).unwrap_or_default());
-        }
-        purchase.push(b'}');
-        let rows = serde_json::from_slice::<Purchase>(&purchase)
+        let rows = serde_json::from_slice::<Purchase>(span(body, self.record))
             .map(|p| PaymentDetail::rows_of(&p))
             .unwrap_or_default();
         let list = bodies::List {
@@ -586,6 +600,11 @@ impl DerivedRow {
         };
         Bytes::from(serde_json::to_vec(&list).unwrap_or_default())
     }
+}
+
+/// The bytes at `(start, end)` of `body` (none when out of range).
+fn span(body: &[u8], (start, end): (u32, u32)) -> &[u8] {
+    body.get(start as usize..end as usize).unwrap_or_default()
 }
 
 impl Default for Payments {
@@ -608,7 +627,7 @@ impl Payments {
 #[derive(Debug)]
 pub(crate) struct PaymentsWriter {
     body: Vec<u8>,
-    derived: Vec<(String, DerivedRow)>,
+    derived: Vec<DerivedRow>,
 }
 
 impl Default for PaymentsWriter {
@@ -639,7 +658,7 @@ impl Sink for PaymentsWriter {
             self.body.push(b',');
         }
         let row = write_payment(&payment, &mut self.body)?;
-        self.derived.push((payment.reference_payment, row));
+        self.derived.push(row);
         Ok(())
     }
 
@@ -667,6 +686,9 @@ impl Sink for PaymentsWriter {
 /// Appends a payment to the body exactly as its derived `Serialize` writes it (a test holds the
 /// two equal), noting where the values its derived detail row repeats lie.
 fn write_payment(p: &Payment, out: &mut Vec<u8>) -> Result<DerivedRow, String> {
+    fn offset(n: usize) -> Result<u32, String> {
+        u32::try_from(n).map_err(|_| "the payments body would exceed 4 GiB".to_string())
+    }
     /// Writes `"key":value` (after a comma unless first) and returns where the value lies.
     fn entry<T: Serialize + ?Sized>(
         out: &mut Vec<u8>,
@@ -681,25 +703,23 @@ fn write_payment(p: &Payment, out: &mut Vec<u8>) -> Result<DerivedRow, String> {
         out.push(b':');
         let start = out.len();
         serde_json::to_writer(&mut *out, value).map_err(|e| e.to_string())?;
-        let offset = |n: usize| {
-            u32::try_from(n).map_err(|_| "the payments body would exceed 4 GiB".to_string())
-        };
         Ok((offset(start)?, offset(out.len())?))
     }
+    let start = offset(out.len())?;
     out.push(b'{');
-    let id_event = entry(out, true, "id_event", &p.id_event)?;
-    let id_payment = entry(out, false, "id_payment", &p.id_payment)?;
+    entry(out, true, "id_event", &p.id_event)?;
+    entry(out, false, "id_payment", &p.id_payment)?;
     let reference = entry(out, false, "reference_payment", &p.reference_payment)?;
-    let buyer = entry(out, false, "buyer", &p.buyer)?;
-    let email = entry(out, false, "email_buyer", &p.email_buyer)?;
+    entry(out, false, "buyer", &p.buyer)?;
+    entry(out, false, "email_buyer", &p.email_buyer)?;
     entry(out, false, "country_buyer", &p.country_buyer)?;
-    let document = entry(out, false, "document_buyer", &p.document_buyer)?;
-    let description = entry(out, false, "description_payment", &p.description_payment)?;
+    entry(out, false, "document_buyer", &p.document_buyer)?;
+    entry(out, false, "description_payment", &p.description_payment)?;
     entry(out, false, "date_payment", &p.date_payment)?;
     entry(out, false, "hour_payment", &p.hour_payment)?;
     entry(out, false, "type_payment", &p.type_payment)?;
     entry(out, false, "method_payment", &p.method_payment)?;
-    let amount = entry(out, false, "amount_payment", &p.amount_payment)?;
+    entry(out, false, "amount_payment", &p.amount_payment)?;
     entry(
         out,
         false,
@@ -714,16 +734,8 @@ fn write_payment(p: &Payment, out: &mut Vec<u8>) -> Result<DerivedRow, String> {
     }
     out.push(b'}');
     Ok(DerivedRow {
-        spans: [
-            id_event,
-            id_payment,
-            reference,
-            buyer,
-            email,
-            document,
-            description,
-            amount,
-        ],
+        record: (start, offset(out.len())?),
+        reference,
     })
 }
 
@@ -857,18 +869,19 @@ mod tests {
     #[test]
     fn debug_shows_sizes_never_bytes_or_every_reference() {
         let body = Body::new(Bytes::from(vec![b'q'; 1 << 20]));
-        let refs: HashMap<Box<str>, Detail> = (0..10_000)
+        let files: HashMap<Box<str>, Body> = (0..10_000)
             .map(|i| {
                 let body = Body::new(Bytes::from(format!("{{\"row\":{i}}}")));
-                (format!("PG{i:08}").into(), Detail::File(Box::new(body)))
+                (format!("PG{i:08}").into(), body)
             })
             .collect();
+        let refs = ByReference::new(files, Bytes::new(), Vec::new());
 
         let one = format!("{:?}", Answers::One(body));
         let many = format!("{:?}", Answers::ByReference(refs));
 
         assert!(one.len() < 200 && !one.contains("qqqq"), "{one}");
-        assert_eq!(many, "ByReference(10000 references)");
+        assert_eq!(many, "ByReference(10000 detail files, 0 payments)");
     }
 
     #[test]

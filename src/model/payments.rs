@@ -359,6 +359,43 @@ mod tests {
     }
 
     #[test]
+    fn every_reference_finds_its_own_row_escaped_or_not_and_a_file_comes_first() {
+        let references = ["Z9", "A\"quoted\"", "Ção", "a\\b", "B", "AA", "a"];
+        let data: Vec<Value> = references
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let mut v: Value = serde_json::from_str(TWO).expect("valid");
+                let mut p = v["data"][0].take();
+                p["reference_payment"] = (*r).into();
+                p["id_payment"] = i.into();
+                p
+            })
+            .collect();
+        let value = serde_json::json!({ "data": data });
+        let payments = from_value(&value, &mut Diag::default()).expect("no errors");
+        let file = crate::prepare::Body::new(bytes::Bytes::from_static(b"{\"file\":1}"));
+        let by = crate::prepare::ByReference::new(
+            [("B".into(), file)].into_iter().collect(),
+            payments.body.clone(),
+            payments.derived.clone(),
+        );
+        for (i, reference) in references.iter().enumerate() {
+            let answer = by.get(reference).expect("found");
+            let json: Value = serde_json::from_slice(answer.identity()).expect("JSON");
+            if *reference == "B" {
+                assert_eq!(json, serde_json::json!({"file": 1}));
+            } else {
+                assert_eq!(json["data"][0]["id_payment"], i, "{reference}: {json}");
+                assert_eq!(json["data"][0]["reference_payment"], *reference);
+            }
+        }
+        for absent in ["", "b", "Z", "Ca\u{0327}o", "A\\\"quoted\\\""] {
+            assert!(by.get(absent).is_none(), "{absent:?}");
+        }
+    }
+
+    #[test]
     fn records_and_derived_rows_are_what_serde_writes() {
         // The hand-written payment writer and the row pieces mirror `Payment`'s `Serialize` and
         // `PaymentDetail::derived_from`: escapes, non-ASCII text, numbers as written and fields
@@ -376,8 +413,11 @@ mod tests {
         let mut expected_body = b"{\"data\":[".to_vec();
         for (i, item) in value["data"].as_array().expect("a list").iter().enumerate() {
             let payment = records::payment(item, "data", &mut diag).expect("a payment");
-            let (reference, row) = &payments.derived[i];
-            assert_eq!(reference, &payment.reference_payment);
+            let row = &payments.derived[i];
+            assert_eq!(
+                row.reference(&payments.body).as_ref(),
+                Some(&payment.reference_payment)
+            );
             let expected_row = serde_json::to_vec(&List {
                 data: PaymentDetail::derived_from(&payment),
                 extra: Map::new(),
