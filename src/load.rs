@@ -499,8 +499,11 @@ impl BundleLoader<'_> {
             }
         };
         // A byte-order mark is not JSON, but editors on some systems add one.
-        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-        let value = match model::parse_text(text, format) {
+        let parsed = model::parse_text(text.strip_prefix('\u{feff}').unwrap_or(&text), format);
+        // The text is not needed once parsed: freed before the value is decoded (a large file's
+        // text, value tree and records would otherwise be held at once).
+        drop(text);
+        let value = match parsed {
             Ok(v) => v,
             Err(e) => {
                 self.problems.push(Problem::error(
