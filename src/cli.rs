@@ -122,7 +122,9 @@ pub struct PullArgs {
     /// The token that opens the event (EVENTBOX_TOKEN keeps it out of the process list)
     #[arg(long, env = "EVENTBOX_TOKEN", hide_env_values = true)]
     pub(crate) token: crate::pull::Token,
-    /// The bundle folder to create or replace: absent, empty, or a bundle (it has bundle.toml)
+    /// The bundle folder to create or replace: absent, empty, or a bundle (it has bundle.toml);
+    /// or s3://bucket/prefix/NAME, written with its manifest last (credentials from the AWS_*
+    /// variables)
     #[arg(long, value_name = "DIR/NAME")]
     pub(crate) into: PathBuf,
     /// Replace --into even when it holds other bundles or files (all of them are deleted)
@@ -199,7 +201,41 @@ pub struct GenArgs {
 /// same way: the pull is dropped, which removes its staging folder.
 pub async fn pull(args: &PullArgs) -> u8 {
     use crate::pull::PullError;
-    let options = args.options();
+    let mut options = args.options();
+    // `--into s3://bucket/prefix/NAME`: pulled into a temporary folder as usual (the same checks
+    // before anything is written), then published there, its manifest last (src/mirror.rs).
+    let publish = match crate::mirror::Source::parse(&args.into) {
+        None => None,
+        Some(Err(e)) => {
+            eprintln!("eventbox pull: {e}");
+            return EXIT_UNUSABLE;
+        }
+        Some(Ok(target)) => {
+            let (prefix, name) = target
+                .prefix
+                .rsplit_once('/')
+                .unwrap_or(("", &target.prefix));
+            let parent = crate::mirror::Source {
+                bucket: target.bucket.clone(),
+                prefix: prefix.to_string(),
+            };
+            let folder = tempfile::Builder::new().prefix("eventbox-pull").tempdir();
+            match folder {
+                Ok(folder) if !name.is_empty() => {
+                    options.into = folder.path().join(name);
+                    Some((parent, name.to_string(), folder))
+                }
+                Ok(_) => {
+                    eprintln!("eventbox pull: --into {target}: name the bundle, as s3://bucket/prefix/NAME");
+                    return EXIT_UNUSABLE;
+                }
+                Err(e) => {
+                    eprintln!("eventbox pull: cannot create a temporary folder: {e}");
+                    return 1;
+                }
+            }
+        }
+    };
     let stop = stop_signal();
     let result = tokio::select! {
         r = crate::pull::run(&options) => r,
@@ -212,7 +248,23 @@ pub async fn pull(args: &PullArgs) -> u8 {
     match result {
         Ok(summary) => {
             say(format_args!("{summary}"));
-            0
+            let Some((target, name, folder)) = publish else {
+                return 0;
+            };
+            let dir = folder.path().join(&name);
+            match crate::mirror::publish(&target, &name, &dir, args.timeout).await {
+                Ok(files) => {
+                    say(format_args!(
+                        "published {files} files to {}/{name}, its manifest last",
+                        target.to_string().trim_end_matches('/')
+                    ));
+                    0
+                }
+                Err(e) => {
+                    eprintln!("eventbox pull: {e}");
+                    1
+                }
+            }
         }
         Err(e) => {
             eprintln!("eventbox pull: {e}");

@@ -6,7 +6,11 @@
 //! copy; the bundle is listed again, and only when that listing is the one the objects were read
 //! at (one consistent set of versions) is the staging folder swapped in whole (`crate::stage`)
 //! and the bundle reloaded (`crate::reload`), as the file watcher does. Otherwise it is retried
-//! at the next poll. A bundle gone from storage is removed locally. A failed poll (no such
+//! at the next poll. A bundle gone from storage is removed locally.
+//!
+//! A bundle with a manifest object ([`MANIFEST`], written last by `pull --into s3://...`, see
+//! [`publish`]) is taken only when its objects are exactly the manifest's files, with its sizes
+//! and SHA-256 digests: a writer replacing a bundle object by object is never served half-way. A failed poll (no such
 //! bucket, refused credentials, a store that hangs past `--store-timeout`) is logged and changes
 //! nothing: the last good bundles keep serving.
 //!
@@ -57,6 +61,75 @@ impl std::fmt::Display for Source {
     }
 }
 
+/// The manifest object of a bundle, `prefix/NAME/_manifest.json` (a `_` name: the loader never
+/// serves it). Its writer puts it last; see [`Manifest`].
+pub(crate) const MANIFEST: &str = "_manifest.json";
+
+/// What a bundle is made of when complete: each file (its path in the bundle folder) with its
+/// size and the hex SHA-256 of its bytes.
+#[derive(Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Manifest {
+    pub(crate) files: BTreeMap<String, ManifestFile>,
+}
+
+#[derive(Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ManifestFile {
+    pub(crate) size: u64,
+    pub(crate) sha256: String,
+}
+
+impl Manifest {
+    /// Why `listing` (the manifest itself aside) is not the bundle the manifest describes, or
+    /// `None` when it is, as far as a listing tells (the digests are checked on the bytes read).
+    fn mismatch(&self, listing: &Listing) -> Option<String> {
+        let mut missing = Vec::new();
+        let mut sizes = Vec::new();
+        for (file, want) in &self.files {
+            match listing.get(file) {
+                None => missing.push(file.as_str()),
+                Some(v) if v.size != want.size => sizes.push(format!(
+                    "{file} is {} bytes, the manifest says {}",
+                    v.size, want.size
+                )),
+                Some(_) => {}
+            }
+        }
+        let extra: Vec<&str> = listing
+            .keys()
+            .filter(|f| f.as_str() != MANIFEST && !self.files.contains_key(*f))
+            .map(String::as_str)
+            .collect();
+        let mut why = Vec::new();
+        if !missing.is_empty() {
+            why.push(format!("missing {}", missing.join(", ")));
+        }
+        if !extra.is_empty() {
+            why.push(format!("not in the manifest: {}", extra.join(", ")));
+        }
+        why.extend(sizes);
+        (!why.is_empty()).then(|| why.join("; "))
+    }
+}
+
+/// The hex SHA-256 of `bytes`, as a manifest gives it.
+pub(crate) fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// What became of a bundle's copy.
+#[derive(Debug)]
+enum Copied {
+    /// Read whole at one set of versions and swapped in.
+    Swapped,
+    /// Its objects changed while they were read.
+    ChangedWhileRead,
+    /// Its manifest says it is not all there yet (why).
+    Incomplete(String),
+}
+
 /// One object as listed: what tells a version apart.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Version {
@@ -75,6 +148,9 @@ pub(crate) struct Mirror {
     dir: PathBuf,
     /// What each bundle held when it was last swapped in.
     synced: BTreeMap<String, Listing>,
+    /// Bundles found incomplete (their manifest disagreeing), as listed then: not read again
+    /// until their listing changes.
+    waiting: BTreeMap<String, Listing>,
     /// `--store-timeout`: one request; a listing or a read may take twice that (a retry).
     timeout: Duration,
 }
@@ -107,35 +183,42 @@ fn chain(error: &dyn std::error::Error) -> String {
     text
 }
 
+/// A client for `source`'s bucket, configured from the standard AWS environment variables
+/// (and instance metadata when they name no key), never from flags.
+fn store(source: &Source, timeout: Duration) -> Result<Arc<dyn ObjectStore>, String> {
+    let store = AmazonS3Builder::from_env()
+        .with_bucket_name(&source.bucket)
+        .with_client_options(
+            // These options replace the ones `from_env` read: `AWS_ALLOW_HTTP` is read again.
+            ClientOptions::new()
+                .with_allow_http(
+                    std::env::var("AWS_ALLOW_HTTP")
+                        .is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1"),
+                )
+                .with_timeout(timeout)
+                .with_connect_timeout(Duration::from_secs(5)),
+        )
+        .with_retry(object_store::RetryConfig {
+            max_retries: 2,
+            retry_timeout: timeout,
+            ..Default::default()
+        })
+        .build()
+        .map_err(|e| format!("cannot use {source}: {e}"))?;
+    Ok(Arc::new(store))
+}
+
 impl Mirror {
     /// A mirror of `source` into `dir` (created when missing), configured from the environment.
     pub(crate) fn new(source: Source, dir: PathBuf, timeout: Duration) -> Result<Mirror, String> {
         std::fs::create_dir_all(&dir)
             .map_err(|e| format!("cannot create the mirror folder {}: {e}", dir.display()))?;
-        let store = AmazonS3Builder::from_env()
-            .with_bucket_name(&source.bucket)
-            .with_client_options(
-                // These options replace the ones `from_env` read: `AWS_ALLOW_HTTP` is read again.
-                ClientOptions::new()
-                    .with_allow_http(
-                        std::env::var("AWS_ALLOW_HTTP")
-                            .is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1"),
-                    )
-                    .with_timeout(timeout)
-                    .with_connect_timeout(Duration::from_secs(5)),
-            )
-            .with_retry(object_store::RetryConfig {
-                max_retries: 2,
-                retry_timeout: timeout,
-                ..Default::default()
-            })
-            .build()
-            .map_err(|e| format!("cannot use {source}: {e}"))?;
         Ok(Mirror {
+            store: store(&source, timeout)?,
             source,
-            store: Arc::new(store),
             dir,
             synced: BTreeMap::new(),
+            waiting: BTreeMap::new(),
             timeout,
         })
     }
@@ -150,7 +233,8 @@ impl Mirror {
     }
 
     /// Lists `under` (the prefix, or one bundle in it): bundle name → its objects. Keys that
-    /// cannot name a bundle file safely (a name the loader ignores, an odd segment) are skipped.
+    /// cannot name a bundle file safely (a name the loader ignores, an odd segment) are skipped,
+    /// but for the bundle's [`MANIFEST`].
     async fn list(
         &self,
         under: Option<&StorePath>,
@@ -183,7 +267,8 @@ impl Mirror {
                 continue;
             };
             let [name, file @ ..] = rest else { continue };
-            if file.is_empty() || !safe(name) || !file.iter().all(|s| safe(s)) {
+            let manifest = matches!(file, [only] if only == MANIFEST);
+            if file.is_empty() || !safe(name) || !(manifest || file.iter().all(|s| safe(s))) {
                 continue;
             }
             bundles.entry(name.clone()).or_default().insert(
@@ -204,18 +289,26 @@ impl Mirror {
         let remote = self.list(self.root().as_ref()).await?;
         let mut changed = BTreeSet::new();
         for (name, listing) in &remote {
-            if self.synced.get(name) == Some(listing) {
+            if self.synced.get(name) == Some(listing) || self.waiting.get(name) == Some(listing) {
                 continue;
             }
+            self.waiting.remove(name);
             match self.copy(name, listing).await {
-                Ok(true) => {
+                Ok(Copied::Swapped) => {
                     self.synced.insert(name.clone(), listing.clone());
                     changed.insert(name.clone());
                 }
-                Ok(false) => tracing::info!(
+                Ok(Copied::ChangedWhileRead) => tracing::info!(
                     bundle = %name,
                     "bundle changed in storage while it was read; retried at the next poll"
                 ),
+                Ok(Copied::Incomplete(why)) => {
+                    tracing::info!(
+                        bundle = %name,
+                        "bundle not complete in storage by its manifest ({why}); the last good copy keeps serving until it is"
+                    );
+                    self.waiting.insert(name.clone(), listing.clone());
+                }
                 Err(e) => {
                     tracing::error!(bundle = %name, "cannot mirror the bundle: {e}; the last good copy keeps serving")
                 }
@@ -238,6 +331,7 @@ impl Mirror {
                     .filter(|n| safe(n) && !remote.contains_key(n)),
             );
         }
+        self.waiting.retain(|n, _| remote.contains_key(n));
         for name in gone {
             self.synced.remove(&name);
             let local = self.dir.join(&name);
@@ -250,42 +344,185 @@ impl Mirror {
         Ok(changed)
     }
 
-    /// Downloads every object of `name` into a staging folder; swaps it in when a new listing
-    /// of the bundle matches `listing` (`Ok(false)` when it does not).
-    async fn copy(&self, name: &str, listing: &Listing) -> Result<bool, String> {
+    /// Downloads every object of `name` into a staging folder; swaps it in when the bundle's
+    /// manifest, if it has one, agrees with what was read and a new listing of the bundle
+    /// matches `listing`.
+    async fn copy(&self, name: &str, listing: &Listing) -> Result<Copied, String> {
         let target = self.dir.join(name);
         let staging = Staging::create(&target, "mirror", true).map_err(|e| e.to_string())?;
         let bundle = match self.root() {
             Some(r) => r.child(name),
             None => StorePath::from(name),
         };
-        for file in listing.keys() {
-            let location = StorePath::from(format!("{bundle}/{file}"));
-            let read = async { self.store.get(&location).await?.bytes().await };
-            let bytes = tokio::time::timeout(self.timeout * 2, read)
-                .await
-                .map_err(|_| {
-                    format!(
-                        "{location} did not arrive within {}",
-                        humantime::format_duration(self.timeout * 2)
-                    )
-                })?
-                .map_err(|e| format!("cannot read {location}: {}", chain(&e)))?;
-            let path = staging.path().join(file);
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent)
-                    .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+        let manifest = match listing.get(MANIFEST) {
+            None => None,
+            Some(_) => {
+                let location = StorePath::from(format!("{bundle}/{MANIFEST}"));
+                let bytes = self.read(&location).await?;
+                let manifest: Manifest = serde_json::from_slice(&bytes)
+                    .map_err(|e| format!("{location} is not a manifest: {e}"))?;
+                if let Some(why) = manifest.mismatch(listing) {
+                    return Ok(Copied::Incomplete(why));
+                }
+                write(&staging.path().join(MANIFEST), &bytes)?;
+                Some(manifest)
             }
-            std::fs::write(&path, &bytes)
-                .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        };
+        for file in listing.keys().filter(|f| f.as_str() != MANIFEST) {
+            let location = StorePath::from(format!("{bundle}/{file}"));
+            let bytes = self.read(&location).await?;
+            if let Some(want) = manifest.as_ref().and_then(|m| m.files.get(file)) {
+                let got = sha256(&bytes);
+                if !got.eq_ignore_ascii_case(&want.sha256) {
+                    return Ok(Copied::Incomplete(format!(
+                        "{file} has other bytes than the manifest's (SHA-256 {got}, the manifest says {})",
+                        want.sha256
+                    )));
+                }
+            }
+            write(&staging.path().join(file), &bytes)?;
         }
         let again = self.list(Some(&bundle)).await.map_err(|e| e.to_string())?;
         if again.get(name) != Some(listing) {
-            return Ok(false);
+            return Ok(Copied::ChangedWhileRead);
         }
         staging.commit().map_err(|e| e.to_string())?;
-        Ok(true)
+        Ok(Copied::Swapped)
     }
+
+    /// One object's bytes, within twice the store timeout (a request and its retry).
+    async fn read(&self, location: &StorePath) -> Result<bytes::Bytes, String> {
+        let read = async { self.store.get(location).await?.bytes().await };
+        tokio::time::timeout(self.timeout * 2, read)
+            .await
+            .map_err(|_| {
+                format!(
+                    "{location} did not arrive within {}",
+                    humantime::format_duration(self.timeout * 2)
+                )
+            })?
+            .map_err(|e| format!("cannot read {location}: {}", chain(&e)))
+    }
+}
+
+/// Writes a file, creating its folder.
+fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
+    }
+    std::fs::write(path, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// `eventbox pull --into s3://bucket/prefix/NAME`: uploads the bundle folder `dir` as bundle
+/// `name` of `source`. Every file first; then the bundle's objects that are no longer in it are
+/// deleted; then its [`Manifest`], last. A mirror reading the bundle meanwhile finds its objects
+/// disagreeing with the manifest it has (the old one, or none yet: then the listing's
+/// stability is the rule) and keeps serving its last good copy. Returns how many files.
+pub(crate) async fn publish(
+    source: &Source,
+    name: &str,
+    dir: &Path,
+    timeout: Duration,
+) -> Result<usize, String> {
+    if !safe(name) {
+        return Err(format!("{name:?} cannot name a bundle in {source}"));
+    }
+    let store = store(source, timeout)?;
+    let bundle = if source.prefix.is_empty() {
+        StorePath::from(name)
+    } else {
+        StorePath::from(format!("{}/{name}", source.prefix))
+    };
+    let mut files = Vec::new();
+    walk(dir, "", &mut files)?;
+    let mut manifest = Manifest {
+        files: BTreeMap::new(),
+    };
+    for (rel, path) in &files {
+        let bytes = crate::read::read(path, crate::read::DEFAULT_MAX_FILE_BYTES)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        manifest.files.insert(
+            rel.clone(),
+            ManifestFile {
+                size: bytes.len() as u64,
+                sha256: sha256(&bytes),
+            },
+        );
+        let location = StorePath::from(format!("{bundle}/{rel}"));
+        put(&*store, &location, bytes, timeout).await?;
+    }
+    let stale: Vec<StorePath> = store
+        .list(Some(&bundle))
+        .try_collect::<Vec<_>>()
+        .await
+        .map_err(|e| format!("cannot list {bundle}: {}", chain(&e)))?
+        .into_iter()
+        .map(|m| m.location)
+        .filter(|l| {
+            let rel = l
+                .as_ref()
+                .strip_prefix(&format!("{bundle}/"))
+                .unwrap_or_default();
+            rel != MANIFEST && !manifest.files.contains_key(rel)
+        })
+        .collect();
+    for location in stale {
+        store
+            .delete(&location)
+            .await
+            .map_err(|e| format!("cannot delete {location}: {}", chain(&e)))?;
+    }
+    let body = serde_json::to_vec_pretty(&manifest).map_err(|e| e.to_string())?;
+    let location = StorePath::from(format!("{bundle}/{MANIFEST}"));
+    put(&*store, &location, body, timeout).await?;
+    Ok(files.len())
+}
+
+async fn put(
+    store: &dyn ObjectStore,
+    location: &StorePath,
+    bytes: Vec<u8>,
+    timeout: Duration,
+) -> Result<(), String> {
+    tokio::time::timeout(timeout * 2, store.put(location, bytes.into()))
+        .await
+        .map_err(|_| {
+            format!(
+                "{location} was not written within {}",
+                humantime::format_duration(timeout * 2)
+            )
+        })?
+        .map(|_| ())
+        .map_err(|e| format!("cannot write {location}: {}", chain(&e)))
+}
+
+/// The files of a bundle folder, as (path in the bundle with `/`, path on disk); names the
+/// loader ignores are left out.
+fn walk(dir: &Path, under: &str, out: &mut Vec<(String, PathBuf)>) -> Result<(), String> {
+    let entries =
+        std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        if !safe(&name) {
+            continue;
+        }
+        let rel = if under.is_empty() {
+            name
+        } else {
+            format!("{under}/{name}")
+        };
+        let path = entry.path();
+        if path.is_dir() {
+            walk(&path, &rel, out)?;
+        } else {
+            out.push((rel, path));
+        }
+    }
+    Ok(())
 }
 
 /// A path segment that is a plain name the loader does not ignore.
@@ -369,6 +606,44 @@ mod tests {
             }))
         );
         assert!(matches!(Source::parse(Path::new("s3:///x")), Some(Err(_))));
+    }
+
+    #[test]
+    fn a_listing_is_its_manifests_bundle_only_with_the_same_files_and_sizes() {
+        let v = |size| Version { etag: None, size };
+        let file = |size| ManifestFile {
+            size,
+            sha256: "ab".into(),
+        };
+        let manifest = Manifest {
+            files: [("a.json".into(), file(2)), ("d/b.json".into(), file(3))].into(),
+        };
+        let whole: Listing = [
+            ("a.json".into(), v(2)),
+            ("d/b.json".into(), v(3)),
+            (MANIFEST.into(), v(9)),
+        ]
+        .into();
+        assert_eq!(manifest.mismatch(&whole), None);
+
+        let mut missing = whole.clone();
+        missing.remove("d/b.json");
+        assert_eq!(
+            manifest.mismatch(&missing).as_deref(),
+            Some("missing d/b.json")
+        );
+        let mut extra = whole.clone();
+        extra.insert("c.json".into(), v(1));
+        assert_eq!(
+            manifest.mismatch(&extra).as_deref(),
+            Some("not in the manifest: c.json")
+        );
+        let mut resized = whole;
+        resized.insert("a.json".into(), v(4));
+        assert_eq!(
+            manifest.mismatch(&resized).as_deref(),
+            Some("a.json is 4 bytes, the manifest says 2")
+        );
     }
 
     #[test]

@@ -435,3 +435,172 @@ async fn a_bundle_gone_from_storage_leaves_the_mirror_even_one_from_an_earlier_r
     })
     .await;
 }
+
+/// The manifest a bundle folder's files make (what `pull --into s3://` writes last).
+fn manifest_of(files: &[(&str, Vec<u8>)]) -> String {
+    use sha2::Digest;
+    let files: serde_json::Map<String, serde_json::Value> = files
+        .iter()
+        .map(|(name, bytes)| {
+            let sha = hex::encode(sha2::Sha256::digest(bytes));
+            (
+                (*name).to_string(),
+                serde_json::json!({"size": bytes.len(), "sha256": sha}),
+            )
+        })
+        .collect();
+    serde_json::json!({ "files": files }).to_string()
+}
+
+#[tokio::test]
+async fn a_bundle_with_a_manifest_is_served_only_when_its_objects_are_the_manifests() {
+    let Some(moto) = moto().await else { return };
+    let store = moto.bucket("manifested").await;
+    let demo = demo_data().join("demo");
+    let read = |name: &str| std::fs::read(demo.join(name)).expect("read");
+    let (toml, event) = (read("bundle.toml"), read("event.json"));
+    let mut renamed: serde_json::Value = serde_json::from_slice(&event).expect("JSON");
+    let title = renamed["data"][0]["title"]
+        .as_str()
+        .expect("a title")
+        .to_string();
+    // Same length as the original title, other bytes: only the digest tells them apart.
+    let other: String = title.chars().rev().collect();
+    renamed["data"][0]["title"] = other.clone().into();
+    let renamed = serde_json::to_vec(&renamed).expect("JSON");
+    let event =
+        serde_json::to_vec(&serde_json::from_slice::<serde_json::Value>(&event).expect("JSON"))
+            .expect("JSON");
+    assert_eq!(renamed.len(), event.len());
+
+    // The manifest first, naming a file not uploaded yet: not served.
+    let manifest = manifest_of(&[("bundle.toml", toml.clone()), ("event.json", event.clone())]);
+    put(&store, "events/demo/_manifest.json", manifest).await;
+    put(&store, "events/demo/bundle.toml", toml.clone()).await;
+    let served = serve("s3://manifested/events", "200ms", &moto);
+    wait_for("the incomplete bundle reported", &served, async || {
+        served.stderr().contains("missing event.json")
+    })
+    .await;
+    assert_eq!(get_event(&served.base, "demo-token").await.0, 401);
+
+    // The file with the right size and other bytes: refused by its digest.
+    put(&store, "events/demo/event.json", renamed.clone()).await;
+    wait_for("the digest mismatch reported", &served, async || {
+        served
+            .stderr()
+            .contains("event.json has other bytes than the manifest's")
+    })
+    .await;
+    assert_eq!(get_event(&served.base, "demo-token").await.0, 401);
+
+    // The manifest's bytes: served.
+    put(&store, "events/demo/event.json", event).await;
+    wait_for("the complete bundle served", &served, async || {
+        get_event(&served.base, "demo-token").await.0 == 200
+    })
+    .await;
+    assert_eq!(
+        get_event(&served.base, "demo-token").await.1["data"][0]["title"],
+        title.as_str()
+    );
+
+    // A new version: its file first (old manifest: not taken), then its manifest (taken).
+    put(&store, "events/demo/event.json", renamed.clone()).await;
+    wait_for(
+        "the file ahead of its manifest reported",
+        &served,
+        async || {
+            served
+                .stderr()
+                .matches("has other bytes than the manifest's")
+                .count()
+                >= 2
+        },
+    )
+    .await;
+    assert_eq!(
+        get_event(&served.base, "demo-token").await.1["data"][0]["title"],
+        title.as_str()
+    );
+    put(
+        &store,
+        "events/demo/_manifest.json",
+        manifest_of(&[("bundle.toml", toml), ("event.json", renamed)]),
+    )
+    .await;
+    wait_for("the new version served", &served, async || {
+        get_event(&served.base, "demo-token").await.1["data"][0]["title"] == other.as_str()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn pull_into_s3_publishes_a_bundle_that_serve_reads_back_byte_for_byte() {
+    let Some(moto) = moto().await else { return };
+    let store = moto.bucket("published").await;
+    // Something stale under the bundle, from an earlier version: deleted by the publish.
+    put(&store, "events/copy/stale.json", "{}").await;
+    let source = crate::helpers::spawn_app(&demo_data()).await;
+    let env = moto.env();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_eventbox"))
+        .args(["pull", "--progress", "plain", "--from", &source.base])
+        .args(["--into", "s3://published/events/copy"])
+        .env("EVENTBOX_TOKEN", "demo-token")
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .output()
+        .await
+        .expect("run eventbox pull");
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("files to s3://published/events/copy, its manifest last"),
+        "{said}"
+    );
+
+    let manifest = store
+        .get(&StorePath::from("events/copy/_manifest.json"))
+        .await
+        .expect("the manifest")
+        .bytes()
+        .await
+        .expect("its bytes");
+    let manifest: serde_json::Value = serde_json::from_slice(&manifest).expect("JSON");
+    let names: Vec<&String> = manifest["files"]
+        .as_object()
+        .expect("files")
+        .keys()
+        .collect();
+    assert!(
+        names.iter().any(|n| *n == "bundle.toml") && names.iter().any(|n| *n == "payments.json"),
+        "{names:?}"
+    );
+    assert!(
+        store
+            .head(&StorePath::from("events/copy/stale.json"))
+            .await
+            .is_err(),
+        "the stale object is gone"
+    );
+
+    let served = serve("s3://published/events", "200ms", &moto);
+    for path in ["/api/v1/event", "/api/v1/payments", "/api/v1/attendees"] {
+        let get = |base: String| async move {
+            let res = client()
+                .get(format!("{base}{path}"))
+                .header("Authorization-Token", "demo-token")
+                .send()
+                .await
+                .expect("GET");
+            (res.status().as_u16(), res.bytes().await.expect("body"))
+        };
+        assert_eq!(get_event(&served.base, "demo-token").await.0, 200);
+        let (want, got) = (
+            get(source.base.clone()).await,
+            get(served.base.clone()).await,
+        );
+        assert_eq!(want.0, 200, "{path}");
+        assert_eq!(want, got, "{path}");
+    }
+}
