@@ -211,23 +211,16 @@ pub async fn pull(args: &PullArgs) -> u8 {
             return EXIT_UNUSABLE;
         }
         Some(Ok(target)) => {
-            let (prefix, name) = target
-                .prefix
-                .rsplit_once('/')
-                .unwrap_or(("", &target.prefix));
-            let parent = crate::mirror::Source {
-                bucket: target.bucket.clone(),
-                prefix: prefix.to_string(),
+            let Some((parent, name)) = target.parent_and_name() else {
+                eprintln!(
+                    "eventbox pull: --into {target}: name the bundle, as s3://bucket/prefix/NAME"
+                );
+                return EXIT_UNUSABLE;
             };
-            let folder = tempfile::Builder::new().prefix("eventbox-pull").tempdir();
-            match folder {
-                Ok(folder) if !name.is_empty() => {
-                    options.into = folder.path().join(name);
-                    Some((parent, name.to_string(), folder))
-                }
-                Ok(_) => {
-                    eprintln!("eventbox pull: --into {target}: name the bundle, as s3://bucket/prefix/NAME");
-                    return EXIT_UNUSABLE;
+            match tempfile::Builder::new().prefix("eventbox-pull").tempdir() {
+                Ok(folder) => {
+                    options.into = folder.path().join(&name);
+                    Some((parent, name, folder))
                 }
                 Err(e) => {
                     eprintln!("eventbox pull: cannot create a temporary folder: {e}");
@@ -255,8 +248,7 @@ pub async fn pull(args: &PullArgs) -> u8 {
             match crate::mirror::publish(&target, &name, &dir, args.timeout).await {
                 Ok(files) => {
                     say(format_args!(
-                        "published {files} files to {}/{name}, its manifest last",
-                        target.to_string().trim_end_matches('/')
+                        "published {files} files to {target}/{name}, its manifest last"
                     ));
                     0
                 }

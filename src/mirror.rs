@@ -32,32 +32,81 @@ use crate::catalog::Scope;
 use crate::reload::Reloader;
 use crate::stage::Staging;
 
-/// Where bundles come from: `s3://bucket/prefix`.
+/// The stores bundles can come from, by the scheme of their URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Amazon S3 and compatible stores: `s3://bucket/prefix`.
+    S3,
+    /// Google Cloud Storage: `gs://bucket/prefix`.
+    Gcs,
+    /// Azure Blob Storage: `az://container/prefix`.
+    Azure,
+    /// A WebDAV server (listing by `PROPFIND`): `http://host[:port]/prefix`, or `https://`.
+    Http { tls: bool },
+}
+
+/// Each scheme and its store: the one table.
+const SCHEMES: [(&str, Kind); 5] = [
+    ("s3", Kind::S3),
+    ("gs", Kind::Gcs),
+    ("az", Kind::Azure),
+    ("http", Kind::Http { tls: false }),
+    ("https", Kind::Http { tls: true }),
+];
+
+/// Where bundles come from: `s3://bucket/prefix` (or `gs://`, `az://`, `http(s)://`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Source {
+    pub(crate) kind: Kind,
+    /// The bucket (the container on Azure; `host[:port]` for a WebDAV server).
     pub(crate) bucket: String,
     /// Without leading or trailing `/`; empty for the whole bucket.
     pub(crate) prefix: String,
 }
 
 impl Source {
-    /// `s3://bucket[/prefix]` read from a `--data` value; `None` for a local folder.
+    /// A source read from a `--data` or `--into` value; `None` for a local folder.
     pub(crate) fn parse(data: &Path) -> Option<Result<Source, String>> {
-        let rest = data.to_str()?.strip_prefix("s3://")?;
+        let text = data.to_str()?;
+        let (kind, rest) = SCHEMES.iter().find_map(|(scheme, kind)| {
+            let rest = text.strip_prefix(scheme)?.strip_prefix("://")?;
+            Some((*kind, rest))
+        })?;
         let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
         if bucket.is_empty() {
-            return Some(Err(format!("--data {}: no bucket named", data.display())));
+            return Some(Err(format!("{text}: no bucket named")));
         }
         Some(Ok(Source {
+            kind,
             bucket: bucket.to_string(),
             prefix: prefix.trim_matches('/').to_string(),
         }))
+    }
+
+    /// `prefix/NAME` split into the source of the bundles and the bundle's name (`pull --into`).
+    pub(crate) fn parent_and_name(&self) -> Option<(Source, String)> {
+        let (prefix, name) = self.prefix.rsplit_once('/').unwrap_or(("", &self.prefix));
+        (!name.is_empty()).then(|| {
+            let parent = Source {
+                prefix: prefix.to_string(),
+                ..self.clone()
+            };
+            (parent, name.to_string())
+        })
     }
 }
 
 impl std::fmt::Display for Source {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "s3://{}/{}", self.bucket, self.prefix)
+        let scheme = SCHEMES
+            .iter()
+            .find(|(_, k)| *k == self.kind)
+            .map_or("s3", |(s, _)| s);
+        write!(f, "{scheme}://{}", self.bucket)?;
+        if !self.prefix.is_empty() {
+            write!(f, "/{}", self.prefix)?;
+        }
+        Ok(())
     }
 }
 
@@ -183,29 +232,56 @@ fn chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-/// A client for `source`'s bucket, configured from the standard AWS environment variables
-/// (and instance metadata when they name no key), never from flags.
+/// A client for `source`'s bucket, configured from each store's standard environment variables
+/// (`AWS_*`, `GOOGLE_*`, `AZURE_*`) and its instance metadata when they name no key, never from
+/// flags. Plain HTTP only where asked for (`AWS_ALLOW_HTTP`, `GOOGLE_ALLOW_HTTP`,
+/// `AZURE_ALLOW_HTTP`, or an `http://` WebDAV source): these options replace the ones the
+/// builders read from the environment.
 fn store(source: &Source, timeout: Duration) -> Result<Arc<dyn ObjectStore>, String> {
-    let store = AmazonS3Builder::from_env()
-        .with_bucket_name(&source.bucket)
-        .with_client_options(
-            // These options replace the ones `from_env` read: `AWS_ALLOW_HTTP` is read again.
-            ClientOptions::new()
-                .with_allow_http(
-                    std::env::var("AWS_ALLOW_HTTP")
-                        .is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1"),
-                )
-                .with_timeout(timeout)
-                .with_connect_timeout(Duration::from_secs(5)),
-        )
-        .with_retry(object_store::RetryConfig {
-            max_retries: 2,
-            retry_timeout: timeout,
-            ..Default::default()
-        })
-        .build()
-        .map_err(|e| format!("cannot use {source}: {e}"))?;
-    Ok(Arc::new(store))
+    use object_store::azure::MicrosoftAzureBuilder;
+    use object_store::gcp::GoogleCloudStorageBuilder;
+    use object_store::http::HttpBuilder;
+    let allowed =
+        |name: &str| std::env::var(name).is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
+    let client = |allow_http: bool| {
+        ClientOptions::new()
+            .with_allow_http(allow_http)
+            .with_timeout(timeout)
+            .with_connect_timeout(Duration::from_secs(5))
+    };
+    let retry = object_store::RetryConfig {
+        max_retries: 2,
+        retry_timeout: timeout,
+        ..Default::default()
+    };
+    let bucket = &source.bucket;
+    let built: object_store::Result<Arc<dyn ObjectStore>> = match source.kind {
+        Kind::S3 => AmazonS3Builder::from_env()
+            .with_bucket_name(bucket)
+            .with_client_options(client(allowed("AWS_ALLOW_HTTP")))
+            .with_retry(retry)
+            .build()
+            .map(|s| Arc::new(s) as Arc<dyn ObjectStore>),
+        Kind::Gcs => GoogleCloudStorageBuilder::from_env()
+            .with_bucket_name(bucket)
+            .with_client_options(client(allowed("GOOGLE_ALLOW_HTTP")))
+            .with_retry(retry)
+            .build()
+            .map(|s| Arc::new(s) as Arc<dyn ObjectStore>),
+        Kind::Azure => MicrosoftAzureBuilder::from_env()
+            .with_container_name(bucket)
+            .with_client_options(client(allowed("AZURE_ALLOW_HTTP")))
+            .with_retry(retry)
+            .build()
+            .map(|s| Arc::new(s) as Arc<dyn ObjectStore>),
+        Kind::Http { tls } => HttpBuilder::new()
+            .with_url(format!("{}://{bucket}", if tls { "https" } else { "http" }))
+            .with_client_options(client(!tls))
+            .with_retry(retry)
+            .build()
+            .map(|s| Arc::new(s) as Arc<dyn ObjectStore>),
+    };
+    built.map_err(|e| format!("cannot use {source}: {}", chain(&e)))
 }
 
 impl Mirror {
@@ -594,6 +670,7 @@ mod tests {
         assert_eq!(
             Source::parse(Path::new("s3://b/p/q/")),
             Some(Ok(Source {
+                kind: Kind::S3,
                 bucket: "b".into(),
                 prefix: "p/q".into()
             }))
@@ -601,11 +678,37 @@ mod tests {
         assert_eq!(
             Source::parse(Path::new("s3://b")),
             Some(Ok(Source {
+                kind: Kind::S3,
                 bucket: "b".into(),
                 prefix: String::new()
             }))
         );
         assert!(matches!(Source::parse(Path::new("s3:///x")), Some(Err(_))));
+        assert_eq!(Source::parse(Path::new("ftp://b/p")), None);
+        for (url, kind) in [
+            ("gs://b/p", Kind::Gcs),
+            ("az://b/p", Kind::Azure),
+            ("http://127.0.0.1:8000/p", Kind::Http { tls: false }),
+            ("https://dav.example/p", Kind::Http { tls: true }),
+        ] {
+            let source = Source::parse(Path::new(url))
+                .expect("a source")
+                .expect("valid");
+            assert_eq!(source.kind, kind, "{url}");
+            assert_eq!(source.to_string(), url);
+        }
+        let into = Source::parse(Path::new("s3://b/events/summit"))
+            .expect("a source")
+            .expect("valid");
+        let (parent, name) = into.parent_and_name().expect("a bundle named");
+        assert_eq!(
+            (parent.to_string().as_str(), name.as_str()),
+            ("s3://b/events", "summit")
+        );
+        let bare = Source::parse(Path::new("s3://b"))
+            .expect("a source")
+            .expect("valid");
+        assert_eq!(bare.parent_and_name(), None);
     }
 
     #[test]

@@ -12,19 +12,23 @@ use object_store::ObjectStore;
 
 use crate::cli::{get_event, start_binary, Served};
 use crate::helpers::{client, demo_data};
+use crate::pull::pull_binary_with;
 
-/// moto, killed when the test ends.
-struct Moto {
+/// A storage server started by a test (moto, WsgiDAV), killed when the test ends.
+struct Server {
     child: Child,
     url: String,
 }
 
-impl Drop for Moto {
+impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
+
+/// moto, the S3 of these tests.
+type Moto = Server;
 
 /// Installs (once) and starts moto on a free port, once it answers; `None` (with the reason
 /// printed) when it cannot be installed here.
@@ -34,6 +38,18 @@ async fn moto() -> Option<Moto> {
 
 /// As [`moto`], with moto's own environment variables set (its authentication, say).
 async fn moto_with(env: &[(&str, &str)]) -> Option<Moto> {
+    start_server(
+        "moto",
+        &["-m", "moto.server", "-H", "127.0.0.1", "-p", "{port}"],
+        env,
+    )
+    .await
+}
+
+/// Runs the venv's python of .ci/moto.sh (installed once) with `args` (`{port}` becomes a free
+/// port) until `http://127.0.0.1:{port}` answers: these servers print nothing reliable when
+/// ready, their answering is the signal. `None` (said) when the venv cannot be installed.
+async fn start_server(what: &str, args: &[&str], env: &[(&str, &str)]) -> Option<Server> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let installed = Command::new("bash")
         .arg(root.join(".ci/moto.sh"))
@@ -43,7 +59,7 @@ async fn moto_with(env: &[(&str, &str)]) -> Option<Moto> {
         Ok(out) if out.status.success() => String::from_utf8_lossy(&out.stdout).trim().to_string(),
         Ok(out) => {
             eprintln!(
-                "skipped: moto could not be installed (.ci/moto.sh exited {})",
+                "skipped: {what} could not be installed (.ci/moto.sh exited {})",
                 out.status
             );
             return None;
@@ -56,38 +72,31 @@ async fn moto_with(env: &[(&str, &str)]) -> Option<Moto> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
-        .port();
+        .port()
+        .to_string();
     let child = Command::new(root.join(&python))
-        .args([
-            "-m",
-            "moto.server",
-            "-H",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-        ])
+        .args(args.iter().map(|a| a.replace("{port}", &port)))
         .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .expect("start moto");
-    let moto = Moto {
+        .unwrap_or_else(|e| panic!("start {what}: {e}"));
+    let server = Server {
         child,
         url: format!("http://127.0.0.1:{port}"),
     };
-    // moto prints nothing reliable when ready: its answering is the signal.
     let start = Instant::now();
-    while client().get(&moto.url).send().await.is_err() {
+    while client().get(&server.url).send().await.is_err() {
         assert!(
             start.elapsed() < Duration::from_secs(30),
-            "moto did not start"
+            "{what} did not start"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    Some(moto)
+    Some(server)
 }
 
-impl Moto {
+impl Server {
     /// A new bucket and a client for it.
     async fn bucket(&self, name: &str) -> AmazonS3 {
         moto_bucket(&self.url, name).await
@@ -543,17 +552,10 @@ async fn pull_into_s3_publishes_a_bundle_that_serve_reads_back_byte_for_byte() {
     put(&store, "events/copy/stale.json", "{}").await;
     let source = crate::helpers::spawn_app(&demo_data()).await;
     let env = moto.env();
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_eventbox"))
-        .args(["pull", "--progress", "plain", "--from", &source.base])
-        .args(["--into", "s3://published/events/copy"])
-        .env("EVENTBOX_TOKEN", "demo-token")
-        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-        .output()
-        .await
-        .expect("run eventbox pull");
-    let said =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{said}");
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let into = Path::new("s3://published/events/copy");
+    let (code, said) = pull_binary_with(&source.base, "demo-token", into, &[], &env).await;
+    assert_eq!(code, 0, "{said}");
     assert!(
         said.contains("files to s3://published/events/copy, its manifest last"),
         "{said}"
@@ -585,22 +587,91 @@ async fn pull_into_s3_publishes_a_bundle_that_serve_reads_back_byte_for_byte() {
     );
 
     let served = serve("s3://published/events", "200ms", &moto);
-    for path in ["/api/v1/event", "/api/v1/payments", "/api/v1/attendees"] {
-        let get = |base: String| async move {
-            let res = client()
-                .get(format!("{base}{path}"))
-                .header("Authorization-Token", "demo-token")
-                .send()
-                .await
-                .expect("GET");
-            (res.status().as_u16(), res.bytes().await.expect("body"))
-        };
-        assert_eq!(get_event(&served.base, "demo-token").await.0, 200);
-        let (want, got) = (
-            get(source.base.clone()).await,
-            get(served.base.clone()).await,
-        );
+    assert_served_as(
+        &source.base,
+        &served,
+        &["/api/v1/event", "/api/v1/payments", "/api/v1/attendees"],
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_webdav_server_is_a_store_too_published_into_and_served_from() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let folder = root.path().to_str().expect("UTF-8");
+    let args = [
+        "-c",
+        "from wsgidav.server.server_cli import run; run()",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "{port}",
+        "--auth",
+        "anonymous",
+        "--root",
+        folder,
+    ];
+    let Some(dav) = start_server("WsgiDAV", &args, &[]).await else {
+        return;
+    };
+    let source = crate::helpers::spawn_app(&demo_data()).await;
+    let into = format!("{}/events/copy", dav.url);
+    let (code, said) =
+        pull_binary_with(&source.base, "demo-token", Path::new(&into), &[], &[]).await;
+    assert_eq!(code, 0, "{said}");
+    assert!(
+        root.path().join("events/copy/_manifest.json").is_file(),
+        "{said}"
+    );
+    assert!(
+        root.path().join("events/copy/payment_details").is_dir(),
+        "{said}"
+    );
+
+    let served = start_binary(
+        &[
+            "--addr",
+            "127.0.0.1:0",
+            "--data",
+            &format!("{}/events", dav.url),
+            "--poll-interval",
+            "200ms",
+        ],
+        &[],
+    );
+    assert_served_as(
+        &source.base,
+        &served,
+        &[
+            "/api/v1/event",
+            "/api/v1/payments",
+            "/api/v1/payments/details?reference=PG2026000104",
+        ],
+    )
+    .await;
+}
+
+/// Once `served` serves the demo token, each of `paths` answers it with the status and the
+/// bytes `source` answers.
+async fn assert_served_as(source: &str, served: &Served, paths: &[&str]) {
+    assert_eq!(
+        get_event(&served.base, "demo-token").await.0,
+        200,
+        "{}",
+        served.stderr()
+    );
+    let get = async |base: &str, path: &str| {
+        let res = client()
+            .get(format!("{base}{path}"))
+            .header("Authorization-Token", "demo-token")
+            .send()
+            .await
+            .expect("GET");
+        (res.status().as_u16(), res.bytes().await.expect("body"))
+    };
+    for path in paths {
+        let want = get(source, path).await;
         assert_eq!(want.0, 200, "{path}");
-        assert_eq!(want, got, "{path}");
+        assert_eq!(want, get(&served.base, path).await, "{path}");
     }
 }

@@ -785,11 +785,24 @@ type Headers = Vec<(&'static str, String)>;
 /// Runs `eventbox pull` (plain progress, token from the environment) and returns its exit code
 /// and its stdout and stderr together.
 async fn pull_binary(from: &str, token: &str, into: &Path, extra: &[&str]) -> (i32, String) {
+    pull_binary_with(from, token, into, extra, &[]).await
+}
+
+/// `eventbox pull` run as a process, with `env` added to its environment: (exit code, what it
+/// printed on stdout then stderr).
+pub(crate) async fn pull_binary_with(
+    from: &str,
+    token: &str,
+    into: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (i32, String) {
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_eventbox"))
         .args(["pull", "--progress", "plain", "--from", from, "--into"])
         .arg(into)
         .args(extra)
         .env("EVENTBOX_TOKEN", token)
+        .envs(env.iter().copied())
         .output()
         .await
         .expect("run eventbox pull");
