@@ -287,10 +287,21 @@ fn store(source: &Source, timeout: Duration) -> Result<Arc<dyn ObjectStore>, Str
 impl Mirror {
     /// A mirror of `source` into `dir` (created when missing), configured from the environment.
     pub(crate) fn new(source: Source, dir: PathBuf, timeout: Duration) -> Result<Mirror, String> {
+        let store = store(&source, timeout)?;
+        Mirror::over(source, store, dir, timeout)
+    }
+
+    /// A mirror of `source` read through `store`.
+    fn over(
+        source: Source,
+        store: Arc<dyn ObjectStore>,
+        dir: PathBuf,
+        timeout: Duration,
+    ) -> Result<Mirror, String> {
         std::fs::create_dir_all(&dir)
             .map_err(|e| format!("cannot create the mirror folder {}: {e}", dir.display()))?;
         Ok(Mirror {
-            store: store(&source, timeout)?,
+            store,
             source,
             dir,
             synced: BTreeMap::new(),
@@ -444,9 +455,21 @@ impl Mirror {
                 Some(manifest)
             }
         };
+        let kept = self.synced.get(name);
         for file in listing.keys().filter(|f| f.as_str() != MANIFEST) {
             let location = StorePath::from(format!("{bundle}/{file}"));
-            let bytes = self.read(&location).await?;
+            // An object at the version (ETag and size) last swapped in is copied from the local
+            // copy, not read again: one changed file among 200,000 detail files is one read.
+            let unchanged = kept
+                .and_then(|k| k.get(file))
+                .is_some_and(|v| v.etag.is_some() && listing.get(file) == Some(v));
+            let local = unchanged
+                .then(|| std::fs::read(target.join(file)).ok())
+                .flatten();
+            let bytes = match local {
+                Some(bytes) => bytes::Bytes::from(bytes),
+                None => self.read(&location).await?,
+            };
             if let Some(want) = manifest.as_ref().and_then(|m| m.files.get(file)) {
                 let got = sha256(&bytes);
                 if !got.eq_ignore_ascii_case(&want.sha256) {
@@ -747,6 +770,152 @@ mod tests {
             manifest.mismatch(&resized).as_deref(),
             Some("a.json is 4 bytes, the manifest says 2")
         );
+    }
+
+    /// An in-memory store that records the objects read and, once, changes an object while
+    /// another is being read.
+    #[derive(Debug, Default)]
+    struct Storage {
+        inner: object_store::memory::InMemory,
+        reads: std::sync::Mutex<Vec<String>>,
+        /// When the first path is read: the second is written with these bytes first.
+        change_on_read: std::sync::Mutex<Option<(String, String, &'static str)>>,
+    }
+
+    impl std::fmt::Display for Storage {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("Storage")
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl ObjectStore for Storage {
+        async fn put_opts(
+            &self,
+            location: &StorePath,
+            payload: object_store::PutPayload,
+            opts: object_store::PutOptions,
+        ) -> object_store::Result<object_store::PutResult> {
+            self.inner.put_opts(location, payload, opts).await
+        }
+        async fn put_multipart_opts(
+            &self,
+            location: &StorePath,
+            opts: object_store::PutMultipartOptions,
+        ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
+            self.inner.put_multipart_opts(location, opts).await
+        }
+        async fn get_opts(
+            &self,
+            location: &StorePath,
+            options: object_store::GetOptions,
+        ) -> object_store::Result<object_store::GetResult> {
+            self.reads.lock().expect("lock").push(location.to_string());
+            let got = self.inner.get_opts(location, options).await?;
+            let due = {
+                let mut change = self.change_on_read.lock().expect("lock");
+                if change
+                    .as_ref()
+                    .is_some_and(|(when, _, _)| when == location.as_ref())
+                {
+                    change.take()
+                } else {
+                    None
+                }
+            };
+            if let Some((_, what, bytes)) = due {
+                let bytes = bytes::Bytes::from_static(bytes.as_bytes());
+                self.inner.put(&StorePath::from(what), bytes.into()).await?;
+            }
+            Ok(got)
+        }
+        async fn delete(&self, location: &StorePath) -> object_store::Result<()> {
+            self.inner.delete(location).await
+        }
+        fn list(
+            &self,
+            prefix: Option<&StorePath>,
+        ) -> futures_util::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>>
+        {
+            self.inner.list(prefix)
+        }
+        async fn list_with_delimiter(
+            &self,
+            prefix: Option<&StorePath>,
+        ) -> object_store::Result<object_store::ListResult> {
+            self.inner.list_with_delimiter(prefix).await
+        }
+        async fn copy(&self, from: &StorePath, to: &StorePath) -> object_store::Result<()> {
+            self.inner.copy(from, to).await
+        }
+        async fn copy_if_not_exists(
+            &self,
+            from: &StorePath,
+            to: &StorePath,
+        ) -> object_store::Result<()> {
+            self.inner.copy_if_not_exists(from, to).await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_bundle_changed_while_read_is_taken_at_the_next_poll_and_unchanged_objects_are_not_read_again(
+    ) {
+        let storage = Arc::new(Storage::default());
+        for (key, body) in [
+            ("events/demo/bundle.toml", "tokens = [\"t\"]\n"),
+            ("events/demo/a.json", "\"a1\""),
+            ("events/demo/b.json", "\"b1\""),
+        ] {
+            storage
+                .put(
+                    &StorePath::from(key),
+                    bytes::Bytes::from_static(body.as_bytes()).into(),
+                )
+                .await
+                .expect("put");
+        }
+        let tmp = tempfile::tempdir().expect("tmp");
+        let source = Source::parse(Path::new("s3://bucket/events"))
+            .expect("s3")
+            .expect("valid");
+        let mut mirror = Mirror::over(
+            source,
+            storage.clone(),
+            tmp.path().join("mirror"),
+            Duration::from_secs(5),
+        )
+        .expect("mirror");
+        let local =
+            |file: &str| std::fs::read_to_string(tmp.path().join("mirror/demo").join(file)).ok();
+
+        // b.json is rewritten while a.json is read: nothing is swapped in.
+        *storage.change_on_read.lock().expect("lock") = Some((
+            "events/demo/a.json".into(),
+            "events/demo/b.json".into(),
+            "\"b2\"",
+        ));
+        let changed = mirror.sync().await.expect("listed");
+        assert!(changed.is_empty(), "{changed:?}");
+        assert_eq!(local("b.json"), None);
+
+        // The next poll reads one consistent set.
+        let changed = mirror.sync().await.expect("listed");
+        assert_eq!(changed.into_iter().collect::<Vec<_>>(), ["demo"]);
+        assert_eq!(local("b.json").as_deref(), Some("\"b2\""));
+
+        // One object changes: only it is read again.
+        storage.reads.lock().expect("lock").clear();
+        storage
+            .put(
+                &StorePath::from("events/demo/a.json"),
+                bytes::Bytes::from_static(b"\"a2\"").into(),
+            )
+            .await
+            .expect("put");
+        mirror.sync().await.expect("listed");
+        assert_eq!(*storage.reads.lock().expect("lock"), ["events/demo/a.json"]);
+        assert_eq!(local("a.json").as_deref(), Some("\"a2\""));
+        assert_eq!(local("b.json").as_deref(), Some("\"b2\""));
     }
 
     #[test]
