@@ -123,8 +123,8 @@ pub struct PullArgs {
     #[arg(long, env = "EVENTBOX_TOKEN", hide_env_values = true)]
     pub(crate) token: crate::pull::Token,
     /// The bundle folder to create or replace: absent, empty, or a bundle (it has bundle.toml);
-    /// or s3://bucket/prefix/NAME, written with its manifest last (credentials from the AWS_*
-    /// variables)
+    /// or a bundle in object storage, s3://bucket/prefix/NAME (or gs://, az://, a WebDAV
+    /// http(s)://), written with its manifest last, credentials from the environment
     #[arg(long, value_name = "DIR/NAME")]
     pub(crate) into: PathBuf,
     /// Replace --into even when it holds other bundles or files (all of them are deleted)

@@ -115,15 +115,14 @@ impl std::fmt::Display for Source {
 pub(crate) const MANIFEST: &str = "_manifest.json";
 
 /// What a bundle is made of when complete: each file (its path in the bundle folder) with its
-/// size and the hex SHA-256 of its bytes.
+/// size and the hex SHA-256 of its bytes. Other members are ignored, so a writer may add its
+/// own (who wrote it, when).
 #[derive(Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(crate) struct Manifest {
     pub(crate) files: BTreeMap<String, ManifestFile>,
 }
 
 #[derive(Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
 pub(crate) struct ManifestFile {
     pub(crate) size: u64,
     pub(crate) sha256: String,
