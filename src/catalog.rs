@@ -232,6 +232,8 @@ pub(crate) struct Catalog {
     storage_failing: Option<prepare::WatchLost>,
     /// The sources bundles name (`crate::kiosk`).
     sources: Arc<Sources>,
+    /// The pieces of large bodies alive in its versions: a reload shares those it makes again.
+    pieces: prepare::Pieces,
 }
 
 impl Catalog {
@@ -247,6 +249,7 @@ impl Catalog {
             data_folder_error: None,
             load_time_limit: timed::LOAD_TIME_LIMIT,
             sources: Arc::default(),
+            pieces: prepare::Pieces::default(),
         }
     }
 
@@ -372,7 +375,7 @@ impl Catalog {
     fn load_timed(&self, name: &str) -> Attempt {
         let dir = self.data_dir.join(name);
         let max = self.max_file_bytes;
-        let (d, n) = (dir.clone(), name.to_string());
+        let (d, n, pieces) = (dir.clone(), name.to_string(), self.pieces.clone());
         let previous = self
             .entries
             .get(name)
@@ -390,7 +393,7 @@ impl Catalog {
                     return Attempt::Unchanged(now);
                 }
             }
-            let report = load::load_bundle_tracked(&d, &n, max, progress);
+            let report = load::load_bundle_tracked(&d, &n, max, progress, &pieces);
             let same = before.is_some()
                 && report.bundle.is_some()
                 && load::stamps(&d) == before.map(|b| b.stamps);

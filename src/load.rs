@@ -16,7 +16,7 @@ use crate::api::{self, Decode, Feed, FileBody};
 use crate::model::decode::Diag;
 use crate::model::payments;
 use crate::model::{self, Bundle, Format, Slot};
-use crate::prepare::{Payments, PaymentsWriter};
+use crate::prepare::{Payments, PaymentsWriter, Pieces};
 use crate::problem::{Location, Problem};
 use crate::read;
 pub use crate::read::DEFAULT_MAX_FILE_BYTES;
@@ -146,16 +146,24 @@ pub(crate) fn load_bundle(dir: &Path, name: &str) -> BundleReport {
 
 /// Loads one bundle folder; a file over `max_file_bytes` is an error, not read.
 pub(crate) fn load_bundle_capped(dir: &Path, name: &str, max_file_bytes: u64) -> BundleReport {
-    load_bundle_tracked(dir, name, max_file_bytes, &Progress::default())
+    load_bundle_tracked(
+        dir,
+        name,
+        max_file_bytes,
+        &Progress::default(),
+        &Pieces::default(),
+    )
 }
 
 /// As [`load_bundle_capped`], noting in `progress` each file as it is read (so a load abandoned
-/// for its time limit can name the file it was on).
+/// for its time limit can name the file it was on), and sharing through `pieces` the pieces of
+/// a large body that a version already loaded holds (`prepare::Pieces`).
 pub(crate) fn load_bundle_tracked(
     dir: &Path,
     name: &str,
     max_file_bytes: u64,
     progress: &Progress,
+    pieces: &Pieces,
 ) -> BundleReport {
     progress.set(dir);
     let mut problems = Vec::new();
@@ -164,6 +172,7 @@ pub(crate) fn load_bundle_tracked(
         dir,
         max_file_bytes,
         progress,
+        pieces,
         problems: &mut problems,
         tokens: &mut tokens,
     }
@@ -185,6 +194,8 @@ struct BundleLoader<'a> {
     max_file_bytes: u64,
     /// The file being read, for a load abandoned for its time limit.
     progress: &'a Progress,
+    /// The pieces of large bodies alive in the catalog.
+    pieces: &'a Pieces,
     problems: &'a mut Vec<Problem>,
     tokens: &'a mut Vec<Token>,
 }
@@ -218,12 +229,9 @@ impl BundleLoader<'_> {
         // Which references a detail file may belong to; unknown when payments had an error.
         let stream = api::API.iter().position(|e| matches!(e.feed, Feed::Stream));
         let known: Option<HashSet<String>> = match stream.and_then(|i| slots.get(i)) {
-            Some(Some(Some(Slot::Stream(p)))) => Some(
-                p.derived
-                    .iter()
-                    .filter_map(|r| r.reference(&p.body))
-                    .collect(),
-            ),
+            Some(Some(Some(Slot::Stream(p)))) => {
+                Some(p.derived.iter().filter_map(|&r| p.reference(r)).collect())
+            }
             Some(_) => None,
             None => Some(HashSet::new()),
         };
@@ -412,9 +420,10 @@ impl BundleLoader<'_> {
             Err(()) => return None,
         };
         if format == Format::Toml {
+            let writer = PaymentsWriter::new(self.pieces);
             return self
                 .file(&path, format, |v, diag| {
-                    payments::from_value(v, diag, PaymentsWriter::default())
+                    payments::from_value(v, diag, writer)
                 })
                 .map(Some);
         }
@@ -427,7 +436,6 @@ impl BundleLoader<'_> {
                 return None;
             }
         };
-        let size = file.size();
         let mut reader = BufReader::with_capacity(256 * 1024, file);
         // A byte-order mark is not JSON, but editors on some systems add one.
         if reader
@@ -437,7 +445,7 @@ impl BundleLoader<'_> {
             reader.consume(3);
         }
         let mut diag = Diag::default();
-        let writer = PaymentsWriter::sized(usize::try_from(size).unwrap_or(0));
+        let writer = PaymentsWriter::new(self.pieces);
         let result = payments::from_json_reader(reader, &mut diag, writer);
         self.push_findings(&path, diag);
         match result {

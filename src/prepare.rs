@@ -10,6 +10,7 @@
 //! record at a time as `load` streams them ([`PaymentsWriter`]).
 
 mod listed;
+mod pieces;
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, OnceLock};
@@ -32,6 +33,7 @@ use crate::writes;
 use serde_json::{Map, Value};
 
 pub(crate) use listed::Listed;
+pub(crate) use pieces::{Payload, Piece, Pieces};
 
 /// A content coding eventbox can send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,8 +63,8 @@ pub(crate) const EAGER_COMPRESS_MAX: usize = 1 << 20;
 /// The compressed variants of a body, and their `ETag`s.
 #[derive(Debug)]
 pub(crate) struct Compressed {
-    pub(crate) gzip: Bytes,
-    pub(crate) br: Bytes,
+    pub(crate) gzip: Payload,
+    pub(crate) br: Payload,
     gzip_etag: HeaderValue,
     br_etag: HeaderValue,
 }
@@ -70,7 +72,10 @@ pub(crate) struct Compressed {
 /// One answer: its bytes and `ETag`, and its compressed variants with theirs, each made once
 /// (when prepared, in the background, or on first demand) and then kept.
 pub(crate) struct Body {
-    identity: Bytes,
+    identity: Payload,
+    /// For a body in pieces (a large payments body): its pieces, whose compressed forms make
+    /// its own.
+    pieces: Option<Arc<[Arc<Piece>]>>,
     hash: u64,
     etag: HeaderValue,
     compressed: OnceLock<Box<Compressed>>,
@@ -89,22 +94,49 @@ impl Body {
         Body {
             hash,
             etag: etag(hash, ""),
-            identity,
+            identity: Payload::One(identity),
+            pieces: None,
             compressed: OnceLock::new(),
         }
     }
 
-    pub(crate) fn identity(&self) -> &Bytes {
+    /// A body made of `pieces` (one piece is a body like any other). Its tag is that of the
+    /// same bytes in one buffer.
+    pub(crate) fn from_pieces(pieces: Arc<[Arc<Piece>]>) -> Body {
+        if let [one] = &pieces[..] {
+            return Body::new(one.bytes.clone());
+        }
+        let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+        for p in pieces.iter() {
+            hasher.update(&p.bytes);
+        }
+        let hash = hasher.digest();
+        Body {
+            hash,
+            etag: etag(hash, ""),
+            identity: Payload::pieces(pieces.iter().map(|p| p.bytes.clone())),
+            pieces: Some(pieces),
+            compressed: OnceLock::new(),
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn identity(&self) -> &Payload {
         &self.identity
+    }
+
+    /// The length of the identity body.
+    pub(crate) fn len(&self) -> u64 {
+        self.identity.len()
     }
 
     /// Too small to be worth compressing (when the client accepts identity).
     pub(crate) fn is_small(&self) -> bool {
-        self.identity.len() < MIN_COMPRESS
+        self.len() < MIN_COMPRESS as u64
     }
 
     /// The bytes of an encoding and their `ETag`, if they are ready (identity always is).
-    pub(crate) fn ready(&self, encoding: Encoding) -> Option<(&Bytes, &HeaderValue)> {
+    pub(crate) fn ready(&self, encoding: Encoding) -> Option<(&Payload, &HeaderValue)> {
         match encoding {
             Encoding::Identity => Some((&self.identity, &self.etag)),
             Encoding::Gzip => self.compressed.get().map(|c| (&c.gzip, &c.gzip_etag)),
@@ -114,7 +146,7 @@ impl Body {
 
     /// The bytes of an encoding and their `ETag`, compressing now if needed (CPU work: for a
     /// large body, call it off the async threads).
-    pub(crate) fn encoded(&self, encoding: Encoding) -> (&Bytes, &HeaderValue) {
+    pub(crate) fn encoded(&self, encoding: Encoding) -> (&Payload, &HeaderValue) {
         if encoding != Encoding::Identity {
             self.compress();
         }
@@ -133,15 +165,21 @@ impl Body {
         if self.compressed.get().is_some() {
             return true;
         }
-        let large = self.identity.len() > EAGER_COMPRESS_MAX;
-        let (gzip_level, br_quality) = if large { (6, 5) } else { (9, 9) };
-        let made = gzip(&self.identity, gzip_level, keep).and_then(|gz| {
-            Some(Compressed {
-                gzip: gz,
-                br: brotli(&self.identity, br_quality, keep)?,
-                gzip_etag: etag(self.hash, "-gzip"),
-                br_etag: etag(self.hash, "-br"),
-            })
+        let made = match (&self.pieces, &self.identity) {
+            (Some(pieces), _) => pieces::compressed(pieces, keep),
+            (None, Payload::One(identity)) => {
+                let large = identity.len() > EAGER_COMPRESS_MAX;
+                let (gzip_level, br_quality) = if large { (6, 5) } else { (9, 9) };
+                gzip(identity, gzip_level, keep)
+                    .and_then(|gz| Some((gz.into(), brotli(identity, br_quality, keep)?.into())))
+            }
+            (None, Payload::Pieces(..)) => None,
+        };
+        let made = made.map(|(gzip, br)| Compressed {
+            gzip,
+            br,
+            gzip_etag: etag(self.hash, "-gzip"),
+            br_etag: etag(self.hash, "-br"),
         });
         match made {
             Some(c) => {
@@ -201,30 +239,25 @@ fn brotli(data: &[u8], quality: u32, keep: &dyn Fn() -> bool) -> Option<Bytes> {
 /// has 200,000 of them, and a reload holds two versions at once.
 pub(crate) struct ByReference {
     files: HashMap<Box<str>, Body>,
-    /// The payments body the rows point into (shared with the payments answer).
-    payments: Bytes,
-    rows: Vec<DerivedRow>,
-    /// Indexes into `rows`, in the order of the references as serialised in `payments`.
+    /// The payments body (its pieces shared with the payments answer) and each payment's row.
+    payments: Payments,
+    /// Indexes into the rows, in the order of the references as serialised in the body.
     sorted: Vec<u32>,
 }
 
 impl ByReference {
-    pub(crate) fn new(
-        files: HashMap<Box<str>, Body>,
-        payments: Bytes,
-        rows: Vec<DerivedRow>,
-    ) -> ByReference {
+    pub(crate) fn new(files: HashMap<Box<str>, Body>, payments: Payments) -> ByReference {
+        let rows = &payments.derived;
         let mut sorted: Vec<u32> = (0..rows.len())
             .filter_map(|i| u32::try_from(i).ok())
             .collect();
         sorted.sort_unstable_by(|&a, &b| {
-            let key = |i: u32| rows[i as usize].reference_json(&payments);
+            let key = |i: u32| payments.span(rows[i as usize].reference);
             key(a).cmp(key(b))
         });
         ByReference {
             files,
             payments,
-            rows,
             sorted,
         }
     }
@@ -236,16 +269,13 @@ impl ByReference {
         }
         // The references are compared as the body has them: serialised by serde_json.
         let key = serde_json::to_vec(reference).ok()?;
+        let rows = &self.payments.derived;
         let at = self
             .sorted
-            .binary_search_by(|&i| {
-                self.rows[i as usize]
-                    .reference_json(&self.payments)
-                    .cmp(&key)
-            })
+            .binary_search_by(|&i| self.payments.span(rows[i as usize].reference).cmp(&key[..]))
             .ok()?;
-        let row = self.rows[self.sorted[at] as usize];
-        Some(Answer::Made(Body::new(row.bytes(&self.payments))))
+        let row = rows[self.sorted[at] as usize];
+        Some(Answer::Made(Body::new(self.payments.detail(row))))
     }
 }
 
@@ -318,7 +348,7 @@ impl std::fmt::Debug for Answers {
                 f,
                 "ByReference({} detail files, {} payments)",
                 by.files.len(),
-                by.rows.len()
+                by.payments.count()
             ),
         }
     }
@@ -338,11 +368,11 @@ impl Prepared {
         for (i, (slot, e)) in bundle.slots.iter().zip(&api::API).enumerate() {
             answers.push(match slot {
                 Slot::Body(body) => {
-                    let prepared = to_body(body.to_json())?;
+                    let json = Bytes::from(body.to_json()?);
                     match (body.ids(), body.ranged()) {
-                        (Some(ids), _) => Answers::List(Arc::new(Listed::new(prepared, ids)?)),
-                        (None, Some(by)) => Answers::Ranged(Ranged::new(&prepared, by)?),
-                        (None, None) => Answers::One(prepared),
+                        (Some(ids), _) => Answers::List(Arc::new(Listed::new(json, ids)?)),
+                        (None, Some(by)) => Answers::Ranged(Ranged::new(&json, by)?),
+                        (None, None) => Answers::One(Body::new(json)),
                     }
                 }
                 Slot::Elsewhere => match e.feed {
@@ -359,7 +389,9 @@ impl Prepared {
                     }
                     _ => Answers::ItemOf(i),
                 },
-                Slot::Stream(payments) => Answers::One(Body::new(payments.body.clone())),
+                Slot::Stream(payments) => {
+                    Answers::One(Body::from_pieces(Arc::clone(&payments.pieces)))
+                }
                 Slot::PerReference(files) => {
                     let files = files
                         .iter()
@@ -367,11 +399,8 @@ impl Prepared {
                             Ok((reference.as_str().into(), to_body(body.to_json())?))
                         })
                         .collect::<serde_json::Result<_>>()?;
-                    let (payments, rows) =
-                        bundle.payments().map_or((Bytes::new(), Vec::new()), |p| {
-                            (p.body.clone(), p.derived.clone())
-                        });
-                    Answers::ByReference(ByReference::new(files, payments, rows))
+                    let payments = bundle.payments().cloned().unwrap_or_default();
+                    Answers::ByReference(ByReference::new(files, payments))
                 }
             });
         }
@@ -385,8 +414,7 @@ impl Prepared {
         };
         if compression {
             for body in prepared.bodies() {
-                let len = body.identity.len();
-                if (MIN_COMPRESS..=EAGER_COMPRESS_MAX).contains(&len) {
+                if (MIN_COMPRESS as u64..=EAGER_COMPRESS_MAX as u64).contains(&body.len()) {
                     body.compress();
                 }
             }
@@ -444,7 +472,7 @@ impl Prepared {
     /// thread), stopping as soon as `keep` turns false.
     pub(crate) fn compress_large(&self, keep: &dyn Fn() -> bool) {
         for body in self.bodies() {
-            if body.identity.len() > EAGER_COMPRESS_MAX && !body.compress_while(keep) {
+            if body.len() > EAGER_COMPRESS_MAX as u64 && !body.compress_while(keep) {
                 return;
             }
         }
@@ -461,12 +489,12 @@ pub(crate) struct Ranged {
 }
 
 impl Ranged {
-    fn new(prepared: &Body, by: RangeBy) -> serde_json::Result<Ranged> {
+    fn new(prepared: &[u8], by: RangeBy) -> serde_json::Result<Ranged> {
         #[derive(serde::Deserialize)]
         struct Events {
             data: Vec<Map<String, Value>>,
         }
-        let Events { data } = serde_json::from_slice(prepared.identity())?;
+        let Events { data } = serde_json::from_slice(prepared)?;
         let events = data
             .into_iter()
             .map(|e| {
@@ -561,37 +589,60 @@ fn writes_base(bundle: &Bundle, answers: &[Answers]) -> Option<Arc<writes::Base>
 /// The payments of a bundle, ready to serve.
 #[derive(Debug, Clone)]
 pub(crate) struct Payments {
-    /// The body of `GET /api/v1/payments`: `{"data": [...], "count": n}` and any members the
-    /// file added.
-    pub(crate) body: Bytes,
-    /// For every payment, in file order: where its record and its reference are in `body` (its
-    /// detail row is derived from them when the bundle has no detail file for that reference).
+    /// The body of `GET /api/v1/payments`, `{"data": [...], "count": n}` and any members the
+    /// file added, in pieces cut after records (see [`pieces`]).
+    pub(crate) pieces: Arc<[Arc<Piece>]>,
+    /// Where each piece starts in the body.
+    starts: Arc<[u32]>,
+    /// For every payment, in file order: where its record and its reference are in the body
+    /// (its detail row is derived from them when the bundle has no detail file for that
+    /// reference).
     pub(crate) derived: Vec<DerivedRow>,
 }
 
 /// A payment in the payments body: where its record and its reference (each serialised JSON)
-/// lie. Its detail row is read back from the record when asked for.
+/// lie, both within one piece. Its detail row is read back from the record when asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct DerivedRow {
     record: (u32, u32),
     reference: (u32, u32),
 }
 
-impl DerivedRow {
-    /// The reference as the body has it: a JSON string, quotes and escapes included.
-    fn reference_json<'b>(&self, body: &'b [u8]) -> &'b [u8] {
-        span(body, self.reference)
+impl Default for Payments {
+    fn default() -> Self {
+        PaymentsWriter::new(&Pieces::default()).finish(&Map::new())
+    }
+}
+
+impl Payments {
+    pub(crate) fn count(&self) -> usize {
+        self.derived.len()
     }
 
-    /// The payment's reference.
-    pub(crate) fn reference(&self, body: &[u8]) -> Option<String> {
-        serde_json::from_slice(self.reference_json(body)).ok()
+    /// The bytes at `(start, end)` of the body (none when out of range or across pieces).
+    fn span(&self, (start, end): (u32, u32)) -> &[u8] {
+        let i = self
+            .starts
+            .partition_point(|&s| s <= start)
+            .saturating_sub(1);
+        let (Some(piece), Some(&at)) = (self.pieces.get(i), self.starts.get(i)) else {
+            return &[];
+        };
+        piece
+            .bytes
+            .get((start - at) as usize..(end.saturating_sub(at)) as usize)
+            .unwrap_or_default()
     }
 
-    /// The detail answer, from the payments body it was made with: the payment's record read
-    /// back and split into rows by the one rule, [`PaymentDetail::rows_of`].
-    pub(crate) fn bytes(&self, body: &[u8]) -> Bytes {
-        let rows = serde_json::from_slice::<Purchase>(span(body, self.record))
+    /// A payment's reference, as the body has it.
+    pub(crate) fn reference(&self, row: DerivedRow) -> Option<String> {
+        serde_json::from_slice(self.span(row.reference)).ok()
+    }
+
+    /// The detail answer of a payment: its record read back and split into rows by the one
+    /// rule, [`PaymentDetail::rows_of`].
+    pub(crate) fn detail(&self, row: DerivedRow) -> Bytes {
+        let rows = serde_json::from_slice::<Purchase>(self.span(row.record))
             .map(|p| PaymentDetail::rows_of(&p))
             .unwrap_or_default();
         let list = bodies::List {
@@ -600,53 +651,57 @@ impl DerivedRow {
         };
         Bytes::from(serde_json::to_vec(&list).unwrap_or_default())
     }
-}
 
-/// The bytes at `(start, end)` of `body` (none when out of range).
-fn span(body: &[u8], (start, end): (u32, u32)) -> &[u8] {
-    body.get(start as usize..end as usize).unwrap_or_default()
-}
-
-impl Default for Payments {
-    fn default() -> Self {
-        Payments {
-            body: Bytes::from_static(b"{\"data\":[],\"count\":0}"),
-            derived: Vec::new(),
-        }
+    /// The whole body in one buffer (a copy): for tests.
+    #[cfg(test)]
+    pub(crate) fn body(&self) -> Bytes {
+        Payload::pieces(self.pieces.iter().map(|p| p.bytes.clone())).to_bytes()
     }
 }
 
-impl Payments {
-    pub(crate) fn count(&self) -> usize {
-        self.derived.len()
-    }
-}
+/// A piece is cut after a record once it holds this much, when the record's hash says so...
+const PIECE_MIN: usize = 64 * 1024;
+/// ... which one record in this many does ...
+const PIECE_EVERY: u64 = 512;
+/// ... and always once it holds this much.
+const PIECE_MAX: usize = 1 << 20;
 
 /// Writes decoded payments into the payments body, one at a time (the [`Sink`] of
-/// `model::payments`), noting for each where the values its derived detail row repeats lie.
+/// `model::payments`), in pieces shared through [`Pieces`] with any version holding the same
+/// bytes, noting for each payment where the values its derived detail row repeats lie.
 #[derive(Debug)]
 pub(crate) struct PaymentsWriter {
-    body: Vec<u8>,
+    pieces: Pieces,
+    /// The piece being written, and where it starts in the body.
+    current: Vec<u8>,
+    base: usize,
+    done: Vec<Arc<Piece>>,
+    starts: Vec<u32>,
     derived: Vec<DerivedRow>,
 }
 
-impl Default for PaymentsWriter {
-    fn default() -> Self {
-        PaymentsWriter::sized(4096)
-    }
-}
-
 impl PaymentsWriter {
-    /// A writer for a file of about `bytes` bytes: the body is about as long as the file, so it
-    /// is allocated once rather than grown by doubling (each doubling a copy, and up to twice
-    /// the memory at the moment it happens).
-    pub(crate) fn sized(bytes: usize) -> PaymentsWriter {
-        let mut body = Vec::with_capacity(bytes.max(64));
-        body.extend_from_slice(b"{\"data\":[");
+    /// A writer whose pieces are shared through `pieces`.
+    pub(crate) fn new(pieces: &Pieces) -> PaymentsWriter {
+        let mut current = Vec::with_capacity(PIECE_MIN);
+        current.extend_from_slice(b"{\"data\":[");
         PaymentsWriter {
-            body,
+            pieces: pieces.clone(),
+            current,
+            base: 0,
+            done: Vec::new(),
+            starts: Vec::new(),
             derived: Vec::new(),
         }
+    }
+
+    /// Ends the current piece.
+    fn cut(&mut self) -> Result<(), String> {
+        self.starts.push(offset(self.base)?);
+        self.done.push(self.pieces.intern(&self.current));
+        self.base += self.current.len();
+        self.current.clear();
+        Ok(())
     }
 }
 
@@ -655,43 +710,56 @@ impl Sink for PaymentsWriter {
 
     fn payment(&mut self, payment: Payment) -> Result<(), String> {
         if !self.derived.is_empty() {
-            self.body.push(b',');
+            self.current.push(b',');
         }
-        let row = write_payment(&payment, &mut self.body)?;
+        let at = self.current.len();
+        let row = write_payment(&payment, self.base, &mut self.current)?;
         self.derived.push(row);
+        let len = self.current.len();
+        let record = self.current.get(at..).unwrap_or_default();
+        if len >= PIECE_MAX
+            || (len >= PIECE_MIN && xxhash_rust::xxh3::xxh3_64(record) % PIECE_EVERY == 0)
+        {
+            self.cut()?;
+        }
         Ok(())
     }
 
     /// `count` and the members the file added, then the end of the envelope.
     fn finish(mut self, extra: &Map<String, Value>) -> Payments {
-        self.body.extend_from_slice(b"],\"count\":");
-        self.body
+        self.current.extend_from_slice(b"],\"count\":");
+        self.current
             .extend_from_slice(self.derived.len().to_string().as_bytes());
         for (k, v) in extra {
-            self.body.push(b',');
+            self.current.push(b',');
             // Keys and values come from a parsed document: serialisation cannot fail.
-            let _ = serde_json::to_writer(&mut self.body, k);
-            self.body.push(b':');
-            let _ = serde_json::to_writer(&mut self.body, v);
+            let _ = serde_json::to_writer(&mut self.current, k);
+            self.current.push(b':');
+            let _ = serde_json::to_writer(&mut self.current, v);
         }
-        self.body.push(b'}');
-        self.body.shrink_to_fit();
+        self.current.push(b'}');
+        // The body is under 4 GiB, or writing a payment failed already.
+        let _ = self.cut();
         Payments {
-            body: Bytes::from(self.body),
+            pieces: self.done.into(),
+            starts: self.starts.into(),
             derived: self.derived,
         }
     }
 }
 
+/// An offset in the payments body, which is kept under 4 GiB.
+fn offset(n: usize) -> Result<u32, String> {
+    u32::try_from(n).map_err(|_| "the payments body would exceed 4 GiB".to_string())
+}
+
 /// Appends a payment to the body exactly as its derived `Serialize` writes it (a test holds the
 /// two equal), noting where the values its derived detail row repeats lie.
-fn write_payment(p: &Payment, out: &mut Vec<u8>) -> Result<DerivedRow, String> {
-    fn offset(n: usize) -> Result<u32, String> {
-        u32::try_from(n).map_err(|_| "the payments body would exceed 4 GiB".to_string())
-    }
+fn write_payment(p: &Payment, base: usize, out: &mut Vec<u8>) -> Result<DerivedRow, String> {
     /// Writes `"key":value` (after a comma unless first) and returns where the value lies.
     fn entry<T: Serialize + ?Sized>(
         out: &mut Vec<u8>,
+        base: usize,
         first: bool,
         key: &str,
         value: &T,
@@ -701,40 +769,47 @@ fn write_payment(p: &Payment, out: &mut Vec<u8>) -> Result<DerivedRow, String> {
         }
         serde_json::to_writer(&mut *out, key).map_err(|e| e.to_string())?;
         out.push(b':');
-        let start = out.len();
+        let start = base + out.len();
         serde_json::to_writer(&mut *out, value).map_err(|e| e.to_string())?;
-        Ok((offset(start)?, offset(out.len())?))
+        Ok((offset(start)?, offset(base + out.len())?))
     }
-    let start = offset(out.len())?;
+    let start = offset(base + out.len())?;
     out.push(b'{');
-    entry(out, true, "id_event", &p.id_event)?;
-    entry(out, false, "id_payment", &p.id_payment)?;
-    let reference = entry(out, false, "reference_payment", &p.reference_payment)?;
-    entry(out, false, "buyer", &p.buyer)?;
-    entry(out, false, "email_buyer", &p.email_buyer)?;
-    entry(out, false, "country_buyer", &p.country_buyer)?;
-    entry(out, false, "document_buyer", &p.document_buyer)?;
-    entry(out, false, "description_payment", &p.description_payment)?;
-    entry(out, false, "date_payment", &p.date_payment)?;
-    entry(out, false, "hour_payment", &p.hour_payment)?;
-    entry(out, false, "type_payment", &p.type_payment)?;
-    entry(out, false, "method_payment", &p.method_payment)?;
-    entry(out, false, "amount_payment", &p.amount_payment)?;
+    entry(out, base, true, "id_event", &p.id_event)?;
+    entry(out, base, false, "id_payment", &p.id_payment)?;
+    let reference = entry(out, base, false, "reference_payment", &p.reference_payment)?;
+    entry(out, base, false, "buyer", &p.buyer)?;
+    entry(out, base, false, "email_buyer", &p.email_buyer)?;
+    entry(out, base, false, "country_buyer", &p.country_buyer)?;
+    entry(out, base, false, "document_buyer", &p.document_buyer)?;
     entry(
         out,
+        base,
+        false,
+        "description_payment",
+        &p.description_payment,
+    )?;
+    entry(out, base, false, "date_payment", &p.date_payment)?;
+    entry(out, base, false, "hour_payment", &p.hour_payment)?;
+    entry(out, base, false, "type_payment", &p.type_payment)?;
+    entry(out, base, false, "method_payment", &p.method_payment)?;
+    entry(out, base, false, "amount_payment", &p.amount_payment)?;
+    entry(
+        out,
+        base,
         false,
         "amount_receive_payment",
         &p.amount_receive_payment,
     )?;
-    entry(out, false, "status_payment", &p.status_payment)?;
-    entry(out, false, "cupom_payment", &p.cupom_payment)?;
-    entry(out, false, "note_payment", &p.note_payment)?;
+    entry(out, base, false, "status_payment", &p.status_payment)?;
+    entry(out, base, false, "cupom_payment", &p.cupom_payment)?;
+    entry(out, base, false, "note_payment", &p.note_payment)?;
     for (k, v) in &p.extra {
-        entry(out, false, k, v)?;
+        entry(out, base, false, k, v)?;
     }
     out.push(b'}');
     Ok(DerivedRow {
-        record: (start, offset(out.len())?),
+        record: (start, offset(base + out.len())?),
         reference,
     })
 }
@@ -875,7 +950,7 @@ mod tests {
                 (format!("PG{i:08}").into(), body)
             })
             .collect();
-        let refs = ByReference::new(files, Bytes::new(), Vec::new());
+        let refs = ByReference::new(files, Payments::default());
 
         let one = format!("{:?}", Answers::One(body));
         let many = format!("{:?}", Answers::ByReference(refs));
@@ -899,8 +974,11 @@ mod tests {
         assert!(body.compress_while(&|| true));
         let (gz, _) = body.ready(Encoding::Gzip).expect("made");
         let mut plain = Vec::new();
-        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz[..]), &mut plain)
-            .expect("gzip");
+        std::io::Read::read_to_end(
+            &mut flate2::read::GzDecoder::new(&gz.to_bytes()[..]),
+            &mut plain,
+        )
+        .expect("gzip");
         assert_eq!(plain, text);
     }
 
@@ -916,11 +994,11 @@ mod tests {
         assert!(before.is_none());
         let (bytes, tag) = body.ready(Encoding::Identity).expect("identity is ready");
         assert_eq!(
-            (&bytes[..], tag.to_str().ok()),
+            (&bytes.to_bytes()[..], tag.to_str().ok()),
             (&text[..], Some(&*format!("\"{hash}\"")))
         );
         let (gz, tag) = body.ready(Encoding::Gzip).expect("compressed");
-        assert!(gz.len() < text.len());
+        assert!(gz.len() < text.len() as u64);
         assert_eq!(tag.to_str().ok(), Some(&*format!("\"{hash}-gzip\"")));
         let (_, tag) = body.ready(Encoding::Brotli).expect("compressed");
         assert_eq!(tag.to_str().ok(), Some(&*format!("\"{hash}-br\"")));

@@ -111,13 +111,6 @@ impl Read for Capped {
     }
 }
 
-impl Capped {
-    /// The file's length when opened (capped at the limit).
-    pub fn size(&self) -> u64 {
-        self.file.metadata().map_or(0, |m| m.len()).min(self.max)
-    }
-}
-
 /// Opens a bundle file: only a regular file (links followed) of at most `max` bytes.
 pub fn open(path: &Path, max: u64) -> Result<Capped, ReadError> {
     // The path first, for a clear word on a socket (which cannot be opened at all).

@@ -24,6 +24,8 @@ use hyper::body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
+use crate::prepare::Payload;
+
 pub(crate) use super::control::Fault;
 
 /// A request failed on purpose; hyper sends no answer for it.
@@ -34,7 +36,9 @@ pub(crate) struct FaultError(pub Fault);
 /// The body of every answer: whole, or cut in half by `X-Eventbox-Fault: truncate`.
 #[derive(Debug)]
 pub(crate) struct ReplyBody {
-    data: Option<Bytes>,
+    /// What is left to send, in order, and its length.
+    data: std::collections::VecDeque<Bytes>,
+    left: u64,
     /// For a truncated body: the length announced; the body fails once `data` is sent.
     truncated: Option<u64>,
     /// For a truncated HTTP/1 body: the connection to cut once `data` is written.
@@ -43,21 +47,26 @@ pub(crate) struct ReplyBody {
 
 impl ReplyBody {
     /// The whole body.
-    pub(crate) fn full(data: Bytes) -> ReplyBody {
+    pub(crate) fn full(data: Payload) -> ReplyBody {
         ReplyBody {
-            data: (!data.is_empty()).then_some(data),
+            left: data.len(),
+            data: data
+                .parts()
+                .iter()
+                .filter(|p| !p.is_empty())
+                .cloned()
+                .collect(),
             truncated: None,
             cut: None,
         }
     }
 
     /// Half of `data`, announced at its full length, then an error.
-    pub(crate) fn truncated(data: Bytes) -> ReplyBody {
-        let full = data.len() as u64;
+    pub(crate) fn truncated(data: Payload) -> ReplyBody {
+        let full = data.len();
         ReplyBody {
-            data: Some(data.slice(..data.len() / 2)).filter(|d| !d.is_empty()),
             truncated: Some(full),
-            cut: None,
+            ..ReplyBody::full(data.prefix(full / 2))
         }
     }
 
@@ -78,7 +87,8 @@ impl Body for ReplyBody {
         mut self: Pin<&mut Self>,
         _cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, FaultError>>> {
-        if let Some(data) = self.data.take() {
+        if let Some(data) = self.data.pop_front() {
+            self.left -= data.len() as u64;
             return Poll::Ready(Some(Ok(Frame::data(data))));
         }
         if let Some(connection) = &self.cut {
@@ -93,15 +103,11 @@ impl Body for ReplyBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.data.is_none() && self.truncated.is_none()
+        self.data.is_empty() && self.truncated.is_none()
     }
 
     fn size_hint(&self) -> SizeHint {
-        match (self.truncated, &self.data) {
-            (Some(full), _) => SizeHint::with_exact(full),
-            (None, Some(d)) => SizeHint::with_exact(d.len() as u64),
-            (None, None) => SizeHint::with_exact(0),
-        }
+        SizeHint::with_exact(self.truncated.unwrap_or(self.left))
     }
 }
 

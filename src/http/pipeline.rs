@@ -28,7 +28,7 @@ use super::journal::{self, Journal};
 use super::router::{self, TOKEN_HEADER};
 use super::server::Shared;
 use crate::api::{Operation, Route};
-use crate::prepare::Prepared;
+use crate::prepare::{Payload, Prepared};
 use crate::problem::token_head;
 use crate::token::{NotText, Token, TokenRef};
 
@@ -42,7 +42,7 @@ const CLOSE: HeaderValue = HeaderValue::from_static("close");
 /// What the router made of a request, for the steps after it.
 #[derive(Debug)]
 pub(crate) struct Handled {
-    pub(crate) response: Response<Bytes>,
+    pub(crate) response: Response<Payload>,
     /// The payment reference asked for or found (kept only when the journal is on).
     pub(crate) reference: Option<Box<str>>,
     /// The request body, when the handler read one (kept only when the journal is on; the
@@ -54,7 +54,7 @@ pub(crate) struct Handled {
 
 impl Handled {
     /// An answer with no reference and no fault.
-    pub(crate) fn plain(response: Response<Bytes>) -> Handled {
+    pub(crate) fn plain(response: Response<Payload>) -> Handled {
         Handled {
             response,
             reference: None,
@@ -118,7 +118,7 @@ pub(crate) async fn answer(
     };
     let unanswered = matches!(fault, Some(Fault::Reset | Fault::Empty));
     let mut res = response.map(|body| match (head, fault) {
-        (true, _) => ReplyBody::full(Bytes::new()),
+        (true, _) => ReplyBody::full(Payload::default()),
         (false, Some(Fault::Truncate)) => ReplyBody::truncated(body),
         (false, _) => ReplyBody::full(body),
     });

@@ -33,7 +33,7 @@ use crate::api::{Feed, Operation, WriteKind, API};
 use crate::metrics::{self, Metrics};
 use crate::model::bodies;
 use crate::model::decode::Diag;
-use crate::prepare::{self, Answer, Answers, Encoding, Listed, Prepared};
+use crate::prepare::{self, Answer, Answers, Encoding, Listed, Payload, Prepared};
 use crate::store::Snapshot;
 use crate::token::Token;
 use crate::writes::{Received, Writes};
@@ -85,7 +85,8 @@ pub(crate) struct Context {
     pub(crate) admin_token: Option<Token>,
 }
 
-fn json(status: StatusCode, body: Bytes) -> Response<Bytes> {
+fn json(status: StatusCode, body: impl Into<Payload>) -> Response<Payload> {
+    let body = body.into();
     let len = HeaderValue::from(body.len());
     let mut res = Response::new(body);
     *res.status_mut() = status;
@@ -95,12 +96,12 @@ fn json(status: StatusCode, body: Bytes) -> Response<Bytes> {
     res
 }
 
-pub(crate) fn error(e: ApiError) -> Response<Bytes> {
+pub(crate) fn error(e: ApiError) -> Response<Payload> {
     error_with_body(e, e.body())
 }
 
 /// The answer of `e` with `body` (its envelope with a more precise message) and its headers.
-fn error_with_body(e: ApiError, body: Bytes) -> Response<Bytes> {
+fn error_with_body(e: ApiError, body: Bytes) -> Response<Payload> {
     let mut res = json(e.status(), body);
     match e {
         ApiError::MethodNotAllowed => {
@@ -122,7 +123,7 @@ fn error_with_body(e: ApiError, body: Bytes) -> Response<Bytes> {
 }
 
 /// 405, with `Allow` naming the methods the route's table entry answers.
-fn not_allowed(route: Route) -> Response<Bytes> {
+fn not_allowed(route: Route) -> Response<Payload> {
     let mut res = error(ApiError::MethodNotAllowed);
     res.headers_mut().insert(ALLOW, methods(route, false));
     res
@@ -198,7 +199,7 @@ where
 /// What the checks made of a request.
 enum Checked<'s, B> {
     /// Answered already: an operations route, or a refusal.
-    Answered(Response<Bytes>),
+    Answered(Response<Payload>),
     /// An API request that passed, with its endpoint's index and its bundle.
     Api(Request<B>, usize, &'s Prepared),
     /// `POST /_writes/reset` with the token of this bundle.
@@ -370,7 +371,7 @@ async fn simulated<B>(
     bundle: &Prepared,
     control: Control,
     ctx: &Context,
-) -> (Response<Bytes>, Read)
+) -> (Response<Payload>, Read)
 where
     B: Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -390,7 +391,7 @@ where
             let _ = Limited::new(req.into_body(), BODY_LIMIT).collect().await;
         }
         // No answer is sent: the pipeline fails the request (see `fault`).
-        return (Response::new(Bytes::new()), Read::default());
+        return (Response::new(Payload::default()), Read::default());
     }
     let status = control.status.or(draw.and_then(|d| d.error));
     if let Some(status) = status {
@@ -471,7 +472,7 @@ async fn write<B>(
     bundle: &Prepared,
     ctx: &Context,
     keep: Option<&mut Read>,
-) -> Response<Bytes>
+) -> Response<Payload>
 where
     B: Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -608,17 +609,17 @@ fn is_json_type(content_type: &str) -> bool {
 }
 
 /// The error `e` with what exactly was wrong after its message.
-fn detailed(e: ApiError, detail: &str) -> Response<Bytes> {
+fn detailed(e: ApiError, detail: &str) -> Response<Payload> {
     let mut res = error(e);
     let body = detailed_body(e, detail);
     res.headers_mut()
         .insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
-    *res.body_mut() = body;
+    *res.body_mut() = body.into();
     res
 }
 
-fn no_content() -> Response<Bytes> {
-    let mut res = Response::new(Bytes::new());
+fn no_content() -> Response<Payload> {
+    let mut res = Response::new(Payload::default());
     *res.status_mut() = StatusCode::NO_CONTENT;
     res
 }
@@ -630,7 +631,7 @@ fn journal(
     method: &Method,
     query: Option<&str>,
     journal: Option<&Journal>,
-) -> Response<Bytes> {
+) -> Response<Payload> {
     let Some(journal) = journal else {
         return error(ApiError::JournalDisabled);
     };
@@ -652,7 +653,7 @@ fn journal(
         Method::GET | Method::HEAD => json(StatusCode::OK, journal.body(&filter)),
         Method::DELETE => {
             journal.clear();
-            let mut res = Response::new(Bytes::new());
+            let mut res = Response::new(Payload::default());
             *res.status_mut() = StatusCode::NO_CONTENT;
             res
         }
@@ -663,7 +664,7 @@ fn journal(
 /// The answer for a prepared body: the encoding `Accept-Encoding` picks, its `ETag`, and 304 when
 /// `If-None-Match` names that tag. No compression happens here unless a client refuses identity
 /// for a body still being compressed in the background.
-fn represent(headers: &HeaderMap, body: &prepare::Body, ctx: &Context) -> Response<Bytes> {
+fn represent(headers: &HeaderMap, body: &prepare::Body, ctx: &Context) -> Response<Payload> {
     let accept = headers.get(ACCEPT_ENCODING).and_then(|v| v.to_str().ok());
     let Some(wanted) = negotiate::choose(accept, ctx.compression, body.is_small()) else {
         let mut res = error(ApiError::NotAcceptable);
@@ -678,7 +679,7 @@ fn represent(headers: &HeaderMap, body: &prepare::Body, ctx: &Context) -> Respon
         // Identity refused and the variant not made yet: a small body is compressed now (a few
         // ms); a large one is being compressed in the background, so ask the client to retry
         // rather than hold a worker for seconds.
-        None if body.identity().len() > prepare::EAGER_COMPRESS_MAX => {
+        None if body.len() > prepare::EAGER_COMPRESS_MAX as u64 => {
             let mut res = error(ApiError::NotReady);
             res.headers_mut().insert(VARY, ACCEPT_ENCODING_VARY);
             return res;
@@ -690,7 +691,7 @@ fn represent(headers: &HeaderMap, body: &prepare::Body, ctx: &Context) -> Respon
         None => false,
     };
     let mut res = if matched {
-        let mut res = Response::new(Bytes::new());
+        let mut res = Response::new(Payload::default());
         *res.status_mut() = StatusCode::NOT_MODIFIED;
         res
     } else {

@@ -316,17 +316,18 @@ mod tests {
     use super::*;
     use crate::model::bodies::List;
     use crate::model::records::PaymentDetail;
-    use crate::prepare::{Payments, PaymentsWriter};
+    use crate::prepare::{Payments, PaymentsWriter, Pieces};
+    use std::sync::Arc;
 
     pub(super) fn from_value(v: &Value, diag: &mut Diag) -> Option<Payments> {
-        super::from_value(v, diag, PaymentsWriter::default())
+        super::from_value(v, diag, PaymentsWriter::new(&Pieces::default()))
     }
 
     pub(super) fn from_json_reader(
         reader: &[u8],
         diag: &mut Diag,
     ) -> Result<Option<Payments>, serde_json::Error> {
-        super::from_json_reader(reader, diag, PaymentsWriter::default())
+        super::from_json_reader(reader, diag, PaymentsWriter::new(&Pieces::default()))
     }
 
     const TWO: &str = r#"{"count": 2, "data": [
@@ -343,9 +344,10 @@ mod tests {
         let value: Value = serde_json::from_str(TWO).expect("valid");
         let mut d2 = Diag::default();
         let parsed = from_value(&value, &mut d2).expect("no errors");
-        assert_eq!(streamed.body, parsed.body);
+        assert_eq!(streamed.body(), parsed.body());
         assert_eq!(streamed.derived.len(), 2);
-        let body = std::str::from_utf8(&streamed.body).expect("UTF-8");
+        let body = streamed.body();
+        let body = std::str::from_utf8(&body).expect("UTF-8");
         assert!(
             body.starts_with(r#"{"data":[{"id_event":1,"id_payment":1,"reference_payment":"A""#),
             "{body}"
@@ -358,36 +360,105 @@ mod tests {
         assert!(d1.findings.is_empty() && d2.findings.is_empty());
     }
 
-    #[test]
-    fn every_reference_finds_its_own_row_escaped_or_not_and_a_file_comes_first() {
-        let references = ["Z9", "A\"quoted\"", "Ção", "a\\b", "B", "AA", "a"];
+    /// A payments document of `references`, each payment's note `note` long.
+    fn payments_of(references: &[String], note: usize) -> Value {
         let data: Vec<Value> = references
             .iter()
             .enumerate()
             .map(|(i, r)| {
                 let mut v: Value = serde_json::from_str(TWO).expect("valid");
                 let mut p = v["data"][0].take();
-                p["reference_payment"] = (*r).into();
+                p["reference_payment"] = r.as_str().into();
                 p["id_payment"] = i.into();
+                p["note_payment"] = format!("{i:0note$}").into();
                 p
             })
             .collect();
-        let value = serde_json::json!({ "data": data });
-        let payments = from_value(&value, &mut Diag::default()).expect("no errors");
-        let file = crate::prepare::Body::new(bytes::Bytes::from_static(b"{\"file\":1}"));
-        let by = crate::prepare::ByReference::new(
-            [("B".into(), file)].into_iter().collect(),
-            payments.body.clone(),
-            payments.derived.clone(),
+        serde_json::json!({ "data": data })
+    }
+
+    #[test]
+    fn every_reference_finds_its_own_row_escaped_or_not_and_a_file_comes_first() {
+        let mut references: Vec<String> = ["Z9", "A\"quoted\"", "Ção", "a\\b", "B", "AA", "a"]
+            .map(String::from)
+            .to_vec();
+        // Small, and large enough to be cut into pieces: the rows lie in every piece.
+        for (many, note) in [(0, 0), (6_000, 200)] {
+            references.extend((0..many).map(|i| format!("PG{i:06}")));
+            let value = payments_of(&references, note);
+            let payments = from_value(&value, &mut Diag::default()).expect("no errors");
+            assert_eq!(
+                payments.pieces.len() > 1,
+                many > 0,
+                "{}",
+                payments.pieces.len()
+            );
+            let file = crate::prepare::Body::new(bytes::Bytes::from_static(b"{\"file\":1}"));
+            let by = crate::prepare::ByReference::new(
+                [("B".into(), file)].into_iter().collect(),
+                payments,
+            );
+            every_reference_found(&by, &references);
+        }
+    }
+
+    #[test]
+    fn a_version_changed_in_one_record_shares_every_other_piece_with_the_last() {
+        let pieces = Pieces::default();
+        let load = |v: &Value| {
+            super::from_value(v, &mut Diag::default(), PaymentsWriter::new(&pieces))
+                .expect("no errors")
+        };
+        let references: Vec<String> = (0..8_000).map(|i| format!("PG{i:06}")).collect();
+        let mut value = payments_of(&references, 100);
+        let before = load(&value);
+        // The same length, other bytes.
+        let note = value["data"][4_000]["note_payment"]
+            .as_str()
+            .unwrap_or_default();
+        value["data"][4_000]["note_payment"] = note.replace('0', "1").into();
+        let after = load(&value);
+        // A record inserted near the start moves no cut after the piece it lands in.
+        let mut inserted = value.clone();
+        let mut extra = inserted["data"][10].clone();
+        extra["reference_payment"] = "NEW".into();
+        extra["id_payment"] = 99_999.into();
+        inserted["data"]
+            .as_array_mut()
+            .expect("a list")
+            .insert(3, extra);
+        let grown = load(&inserted);
+
+        let shared = |a: &Payments, b: &Payments| {
+            b.pieces
+                .iter()
+                .filter(|p| a.pieces.iter().any(|q| Arc::ptr_eq(p, q)))
+                .count()
+        };
+        let n = before.pieces.len();
+        assert!(n >= 8, "{n} pieces");
+        assert_eq!(after.pieces.len(), n);
+        assert_eq!(shared(&before, &after), n - 1);
+        // The first piece (the insertion) and the last (the count) are new.
+        assert_eq!(
+            shared(&after, &grown),
+            n - 2,
+            "{} pieces",
+            grown.pieces.len()
         );
+        assert_eq!(after.body().len(), before.body().len());
+        assert_eq!(after.derived.len(), before.derived.len());
+    }
+
+    fn every_reference_found(by: &crate::prepare::ByReference, references: &[String]) {
         for (i, reference) in references.iter().enumerate() {
             let answer = by.get(reference).expect("found");
-            let json: Value = serde_json::from_slice(answer.identity()).expect("JSON");
+            let json: Value = serde_json::from_slice(&answer.identity().to_bytes()).expect("JSON");
             if *reference == "B" {
                 assert_eq!(json, serde_json::json!({"file": 1}));
             } else {
                 assert_eq!(json["data"][0]["id_payment"], i, "{reference}: {json}");
-                assert_eq!(json["data"][0]["reference_payment"], *reference);
+                assert_eq!(json["data"][0]["reference_payment"], reference.as_str());
             }
         }
         for absent in ["", "b", "Z", "Ca\u{0327}o", "A\\\"quoted\\\""] {
@@ -415,7 +486,7 @@ mod tests {
             let payment = records::payment(item, "data", &mut diag).expect("a payment");
             let row = &payments.derived[i];
             assert_eq!(
-                row.reference(&payments.body).as_ref(),
+                payments.reference(*row).as_ref(),
                 Some(&payment.reference_payment)
             );
             let expected_row = serde_json::to_vec(&List {
@@ -424,7 +495,7 @@ mod tests {
             })
             .expect("serialisable");
             assert_eq!(
-                String::from_utf8_lossy(&row.bytes(&payments.body)),
+                String::from_utf8_lossy(&payments.detail(*row)),
                 String::from_utf8_lossy(&expected_row)
             );
             if i > 0 {
@@ -434,7 +505,7 @@ mod tests {
         }
         expected_body.extend_from_slice(b"],\"count\":2,\"source\":\"export\"}");
         assert_eq!(
-            String::from_utf8_lossy(&payments.body),
+            String::from_utf8_lossy(&payments.body()),
             String::from_utf8_lossy(&expected_body)
         );
     }

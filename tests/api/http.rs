@@ -544,3 +544,103 @@ async fn connections_over_the_cap_wait_for_a_free_slot() {
         200
     );
 }
+
+/// A payments file of `n` payments, each note 200 bytes of `note`.
+fn many_payments(n: usize, note: char) -> String {
+    let one: serde_json::Value = serde_json::from_str(fixtures::PAYMENTS_JSON).expect("JSON");
+    let data: Vec<serde_json::Value> = (0..n)
+        .map(|i| {
+            let mut p = one[0].clone();
+            p["id_payment"] = i.into();
+            p["reference_payment"] = format!("PG{i:06}").into();
+            p["note_payment"] = note.to_string().repeat(200).into();
+            p
+        })
+        .collect();
+    serde_json::to_string(&serde_json::json!({ "data": data })).expect("JSON")
+}
+
+/// Asks for `path` until `done` holds for the answer (at most a minute).
+async fn until(
+    app: &crate::helpers::TestApp,
+    path: &str,
+    headers: &[(&str, &str)],
+    done: impl Fn(&Answer) -> bool,
+) -> Answer {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let res = app.get_with(path, TOKEN, headers).await;
+        if done(&res) {
+            return res;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never: {path} {headers:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// A large body is served in pieces (a reload shares the unchanged ones): every encoding is one
+/// valid stream of the whole, its length announced, and a reload serves the new bytes whole.
+#[tokio::test]
+async fn a_large_body_in_pieces_is_whole_in_every_encoding_and_after_a_reload() {
+    let data = TempData::new();
+    fixtures::write_json(&data, "big");
+    let path = data.path().join("big/payments.json");
+    std::fs::write(&path, many_payments(12_000, 'a')).expect("write");
+    // As `serve` does: watch first, then load.
+    let app = App::new(data.path());
+    let _watch = app
+        .watch(
+            eventbox::watch::WatchMode::Native,
+            std::time::Duration::from_millis(50),
+        )
+        .await
+        .expect("watching starts");
+    app.load().expect("loads");
+    let app = serve_app(app).await;
+    let mut before: Option<String> = None;
+
+    for note in ['a', 'b'] {
+        if note != 'a' {
+            // The same length, other bytes in every record but the envelope.
+            std::fs::write(&path, many_payments(12_000, note)).expect("write");
+        }
+        let plain = until(&app, "/api/v1/payments", &[], |r| {
+            r.header("etag").map(str::to_string) != before
+        })
+        .await;
+        before = plain.header("etag").map(str::to_string);
+        assert_eq!(plain.status, 200);
+        let json: serde_json::Value = serde_json::from_slice(&plain.body).expect("JSON");
+        assert_eq!(json["count"], 12_000);
+        let noted = note.to_string().repeat(200);
+        assert_eq!(json["data"][11_999]["note_payment"], noted);
+        assert!(plain.body.len() > 4 << 20, "{} bytes", plain.body.len());
+        for accept in ["gzip", "br"] {
+            // Compressed in the background: identity is sent until the variant is ready.
+            let headers = [("accept-encoding", accept)];
+            let res = until(&app, "/api/v1/payments", &headers, |r| {
+                r.header("content-encoding").is_some()
+            })
+            .await;
+            assert_eq!(res.header("content-encoding"), Some(accept));
+            assert_eq!(
+                res.header("content-length"),
+                Some(res.body.len().to_string().as_str())
+            );
+            assert_eq!(decode(&res), plain.body.to_vec(), "{accept}");
+            assert!(res.body.len() < plain.body.len() / 5, "{accept} compressed");
+            let head = app
+                .request(Method::HEAD, "/api/v1/payments", TOKEN, &headers)
+                .await;
+            assert_eq!(head.header("content-length"), res.header("content-length"));
+            assert_eq!(head.header("etag"), res.header("etag"));
+        }
+        let detail = app
+            .get("/api/v1/payments/details?reference=PG011999", TOKEN)
+            .await;
+        assert_eq!(detail.json()["data"][0]["reference_payment"], "PG011999");
+    }
+}
