@@ -602,18 +602,54 @@ impl BundleLoader<'_> {
 /// through [`read::open`], so at most `max` bytes of a regular file); the byte column when the
 /// line cannot be read as text.
 fn char_column_in_file(path: &Path, line: usize, byte_column: usize, max: u64) -> usize {
-    let text = read::open(path, max)
+    read::open(path, max)
         .ok()
-        .and_then(|f| BufReader::new(f).lines().nth(line - 1))
-        .and_then(Result::ok);
-    match text {
-        // The parser read past a byte-order mark (see `payments`): columns start after it.
-        Some(t) if line == 1 => {
-            model::char_column(t.strip_prefix('\u{feff}').unwrap_or(&t), 1, byte_column)
-        }
-        Some(t) => model::char_column(&t, 1, byte_column),
-        None => byte_column.max(1),
+        .and_then(|f| chars_before(BufReader::new(f), line, byte_column))
+        .unwrap_or(byte_column)
+        .max(1)
+}
+
+/// How many characters of line `line` (from 1) start in its first `byte_column` bytes, reading
+/// the file as a stream: a one-line file of 100 MB is never held, only counted. A byte-order
+/// mark opening the file is not counted (the parser read past it).
+fn chars_before(mut reader: impl BufRead, line: usize, byte_column: usize) -> Option<usize> {
+    if reader.fill_buf().ok()?.starts_with(b"\xEF\xBB\xBF") {
+        reader.consume(3);
     }
+    let mut to_skip = line.saturating_sub(1);
+    while to_skip > 0 {
+        let buf = reader.fill_buf().ok()?;
+        if buf.is_empty() {
+            return None;
+        }
+        let n = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                to_skip -= 1;
+                i + 1
+            }
+            None => buf.len(),
+        };
+        reader.consume(n);
+    }
+    let (mut left, mut chars) = (byte_column, 0);
+    while left > 0 {
+        let buf = reader.fill_buf().ok()?;
+        let taken = &buf[..buf.len().min(left)];
+        let line_end = taken.iter().position(|&b| b == b'\n');
+        let taken = &taken[..line_end.unwrap_or(taken.len())];
+        if taken.is_empty() {
+            break;
+        }
+        // A character starts at every byte that is not a UTF-8 continuation byte.
+        chars += taken.iter().filter(|&&b| b & 0xC0 != 0x80).count();
+        let n = taken.len();
+        left -= n;
+        reader.consume(n);
+        if line_end.is_some() {
+            break;
+        }
+    }
+    Some(chars)
 }
 
 /// `stem.json` → (`stem`, Json); anything else → None.
@@ -764,6 +800,33 @@ fn sorted_entries(dir: &Path) -> io::Result<Vec<(String, PathBuf, bool)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_column_is_counted_in_characters_without_holding_the_line() {
+        let text = "{\"a\": 1,\n  \"é\": \"ção\", x\n\"last\"";
+        for (line, byte_column) in [
+            (1, 1),
+            (1, 8),
+            (1, 99),
+            (2, 1),
+            (2, 9),
+            (2, 10),
+            (2, 13),
+            (3, 2),
+        ] {
+            let expected = crate::model::char_column(text, line, byte_column).max(1);
+            let got = chars_before(text.as_bytes(), line, byte_column).map(|c| c.max(1));
+            assert_eq!(got, Some(expected), "line {line} column {byte_column}");
+        }
+        // A byte-order mark is not counted; a line past the end is unknown.
+        let marked = format!("\u{feff}{text}");
+        assert_eq!(
+            chars_before(marked.as_bytes(), 2, 9),
+            chars_before(text.as_bytes(), 2, 9)
+        );
+        assert_eq!(chars_before(marked.as_bytes(), 1, 3), Some(3));
+        assert_eq!(chars_before(text.as_bytes(), 9, 1), None);
+    }
 
     #[test]
     fn a_reports_debug_never_shows_a_token() {

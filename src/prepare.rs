@@ -252,7 +252,7 @@ impl ByReference {
             .filter_map(|i| u32::try_from(i).ok())
             .collect();
         sorted.sort_unstable_by(|&a, &b| {
-            let key = |i: u32| payments.span(rows[i as usize].reference);
+            let key = |i: u32| payments.reference_json(rows[i as usize]);
             key(a).cmp(key(b))
         });
         ByReference {
@@ -272,7 +272,7 @@ impl ByReference {
         let rows = &self.payments.derived;
         let at = self
             .sorted
-            .binary_search_by(|&i| self.payments.span(rows[i as usize].reference).cmp(&key[..]))
+            .binary_search_by(|&i| self.payments.reference_json(rows[i as usize]).cmp(&key[..]))
             .ok()?;
         let row = rows[self.sorted[at] as usize];
         Some(Answer::Made(Body::new(self.payments.detail(row))))
@@ -592,21 +592,24 @@ pub(crate) struct Payments {
     /// The body of `GET /api/v1/payments`, `{"data": [...], "count": n}` and any members the
     /// file added, in pieces cut after records (see [`pieces`]).
     pub(crate) pieces: Arc<[Arc<Piece>]>,
-    /// Where each piece starts in the body.
-    starts: Arc<[u32]>,
     /// For every payment, in file order: where its record and its reference are in the body
     /// (its detail row is derived from them when the bundle has no detail file for that
     /// reference).
     pub(crate) derived: Vec<DerivedRow>,
 }
 
-/// A payment in the payments body: where its record and its reference (each serialised JSON)
-/// lie, both within one piece. Its detail row is read back from the record when asked for.
+/// A payment in the payments body: the piece that holds it, and where in that piece its record
+/// and its reference (each serialised JSON) lie. Its detail row is read back from the record
+/// when asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct DerivedRow {
-    record: (u32, u32),
-    reference: (u32, u32),
+    piece: u32,
+    record: Span,
+    reference: Span,
 }
+
+/// Where bytes lie in a piece: from, to.
+type Span = (u32, u32);
 
 impl Default for Payments {
     fn default() -> Self {
@@ -619,30 +622,28 @@ impl Payments {
         self.derived.len()
     }
 
-    /// The bytes at `(start, end)` of the body (none when out of range or across pieces).
-    fn span(&self, (start, end): (u32, u32)) -> &[u8] {
-        let i = self
-            .starts
-            .partition_point(|&s| s <= start)
-            .saturating_sub(1);
-        let (Some(piece), Some(&at)) = (self.pieces.get(i), self.starts.get(i)) else {
-            return &[];
-        };
-        piece
-            .bytes
-            .get((start - at) as usize..(end.saturating_sub(at)) as usize)
+    /// The bytes at `(start, end)` of a piece (none when out of range).
+    fn span(&self, piece: u32, (start, end): Span) -> &[u8] {
+        self.pieces
+            .get(piece as usize)
+            .and_then(|p| p.bytes.get(start as usize..end as usize))
             .unwrap_or_default()
+    }
+
+    /// A payment's reference as serialised in the body.
+    fn reference_json(&self, row: DerivedRow) -> &[u8] {
+        self.span(row.piece, row.reference)
     }
 
     /// A payment's reference, as the body has it.
     pub(crate) fn reference(&self, row: DerivedRow) -> Option<String> {
-        serde_json::from_slice(self.span(row.reference)).ok()
+        serde_json::from_slice(self.reference_json(row)).ok()
     }
 
     /// The detail answer of a payment: its record read back and split into rows by the one
     /// rule, [`PaymentDetail::rows_of`].
     pub(crate) fn detail(&self, row: DerivedRow) -> Bytes {
-        let rows = serde_json::from_slice::<Purchase>(self.span(row.record))
+        let rows = serde_json::from_slice::<Purchase>(self.span(row.piece, row.record))
             .map(|p| PaymentDetail::rows_of(&p))
             .unwrap_or_default();
         let list = bodies::List {
@@ -672,11 +673,9 @@ const PIECE_MAX: usize = 1 << 20;
 #[derive(Debug)]
 pub(crate) struct PaymentsWriter {
     pieces: Pieces,
-    /// The piece being written, and where it starts in the body.
+    /// The piece being written.
     current: Vec<u8>,
-    base: usize,
     done: Vec<Arc<Piece>>,
-    starts: Vec<u32>,
     derived: Vec<DerivedRow>,
 }
 
@@ -688,20 +687,15 @@ impl PaymentsWriter {
         PaymentsWriter {
             pieces: pieces.clone(),
             current,
-            base: 0,
             done: Vec::new(),
-            starts: Vec::new(),
             derived: Vec::new(),
         }
     }
 
     /// Ends the current piece.
-    fn cut(&mut self) -> Result<(), String> {
-        self.starts.push(offset(self.base)?);
+    fn cut(&mut self) {
         self.done.push(self.pieces.intern(&self.current));
-        self.base += self.current.len();
         self.current.clear();
-        Ok(())
     }
 }
 
@@ -713,14 +707,19 @@ impl Sink for PaymentsWriter {
             self.current.push(b',');
         }
         let at = self.current.len();
-        let row = write_payment(&payment, self.base, &mut self.current)?;
-        self.derived.push(row);
+        let piece = offset(self.done.len())?;
+        let (record, reference) = write_payment(&payment, &mut self.current)?;
+        self.derived.push(DerivedRow {
+            piece,
+            record,
+            reference,
+        });
         let len = self.current.len();
         let record = self.current.get(at..).unwrap_or_default();
         if len >= PIECE_MAX
             || (len >= PIECE_MIN && xxhash_rust::xxh3::xxh3_64(record) % PIECE_EVERY == 0)
         {
-            self.cut()?;
+            self.cut();
         }
         Ok(())
     }
@@ -738,80 +737,67 @@ impl Sink for PaymentsWriter {
             let _ = serde_json::to_writer(&mut self.current, v);
         }
         self.current.push(b'}');
-        // The body is under 4 GiB, or writing a payment failed already.
-        let _ = self.cut();
+        self.cut();
         Payments {
             pieces: self.done.into(),
-            starts: self.starts.into(),
             derived: self.derived,
         }
     }
 }
 
-/// An offset in the payments body, which is kept under 4 GiB.
+/// A place in a piece (or a piece's index), which a `u32` holds.
 fn offset(n: usize) -> Result<u32, String> {
-    u32::try_from(n).map_err(|_| "the payments body would exceed 4 GiB".to_string())
+    u32::try_from(n).map_err(|_| "a payment over 4 GiB".to_string())
 }
 
 /// Appends a payment to the body exactly as its derived `Serialize` writes it (a test holds the
-/// two equal), noting where the values its derived detail row repeats lie.
-fn write_payment(p: &Payment, base: usize, out: &mut Vec<u8>) -> Result<DerivedRow, String> {
+/// two equal): where in `out` the record and its reference lie.
+fn write_payment(p: &Payment, out: &mut Vec<u8>) -> Result<(Span, Span), String> {
     /// Writes `"key":value` (after a comma unless first) and returns where the value lies.
     fn entry<T: Serialize + ?Sized>(
         out: &mut Vec<u8>,
-        base: usize,
         first: bool,
         key: &str,
         value: &T,
-    ) -> Result<(u32, u32), String> {
+    ) -> Result<Span, String> {
         if !first {
             out.push(b',');
         }
         serde_json::to_writer(&mut *out, key).map_err(|e| e.to_string())?;
         out.push(b':');
-        let start = base + out.len();
+        let start = out.len();
         serde_json::to_writer(&mut *out, value).map_err(|e| e.to_string())?;
-        Ok((offset(start)?, offset(base + out.len())?))
+        Ok((offset(start)?, offset(out.len())?))
     }
-    let start = offset(base + out.len())?;
+    let start = offset(out.len())?;
     out.push(b'{');
-    entry(out, base, true, "id_event", &p.id_event)?;
-    entry(out, base, false, "id_payment", &p.id_payment)?;
-    let reference = entry(out, base, false, "reference_payment", &p.reference_payment)?;
-    entry(out, base, false, "buyer", &p.buyer)?;
-    entry(out, base, false, "email_buyer", &p.email_buyer)?;
-    entry(out, base, false, "country_buyer", &p.country_buyer)?;
-    entry(out, base, false, "document_buyer", &p.document_buyer)?;
+    entry(out, true, "id_event", &p.id_event)?;
+    entry(out, false, "id_payment", &p.id_payment)?;
+    let reference = entry(out, false, "reference_payment", &p.reference_payment)?;
+    entry(out, false, "buyer", &p.buyer)?;
+    entry(out, false, "email_buyer", &p.email_buyer)?;
+    entry(out, false, "country_buyer", &p.country_buyer)?;
+    entry(out, false, "document_buyer", &p.document_buyer)?;
+    entry(out, false, "description_payment", &p.description_payment)?;
+    entry(out, false, "date_payment", &p.date_payment)?;
+    entry(out, false, "hour_payment", &p.hour_payment)?;
+    entry(out, false, "type_payment", &p.type_payment)?;
+    entry(out, false, "method_payment", &p.method_payment)?;
+    entry(out, false, "amount_payment", &p.amount_payment)?;
     entry(
         out,
-        base,
-        false,
-        "description_payment",
-        &p.description_payment,
-    )?;
-    entry(out, base, false, "date_payment", &p.date_payment)?;
-    entry(out, base, false, "hour_payment", &p.hour_payment)?;
-    entry(out, base, false, "type_payment", &p.type_payment)?;
-    entry(out, base, false, "method_payment", &p.method_payment)?;
-    entry(out, base, false, "amount_payment", &p.amount_payment)?;
-    entry(
-        out,
-        base,
         false,
         "amount_receive_payment",
         &p.amount_receive_payment,
     )?;
-    entry(out, base, false, "status_payment", &p.status_payment)?;
-    entry(out, base, false, "cupom_payment", &p.cupom_payment)?;
-    entry(out, base, false, "note_payment", &p.note_payment)?;
+    entry(out, false, "status_payment", &p.status_payment)?;
+    entry(out, false, "cupom_payment", &p.cupom_payment)?;
+    entry(out, false, "note_payment", &p.note_payment)?;
     for (k, v) in &p.extra {
-        entry(out, base, false, k, v)?;
+        entry(out, false, k, v)?;
     }
     out.push(b'}');
-    Ok(DerivedRow {
-        record: (start, offset(base + out.len())?),
-        reference,
-    })
+    Ok(((start, offset(out.len())?), reference))
 }
 
 /// The OpenAPI 3.1 document of the API as served (kept at the repository's root).

@@ -36,8 +36,9 @@ pub(crate) struct FaultError(pub Fault);
 /// The body of every answer: whole, or cut in half by `X-Eventbox-Fault: truncate`.
 #[derive(Debug)]
 pub(crate) struct ReplyBody {
-    /// What is left to send, in order, and its length.
-    data: std::collections::VecDeque<Bytes>,
+    /// What to send, the index of its next part, and how many bytes are left.
+    data: Payload,
+    next: usize,
     left: u64,
     /// For a truncated body: the length announced; the body fails once `data` is sent.
     truncated: Option<u64>,
@@ -50,12 +51,8 @@ impl ReplyBody {
     pub(crate) fn full(data: Payload) -> ReplyBody {
         ReplyBody {
             left: data.len(),
-            data: data
-                .parts()
-                .iter()
-                .filter(|p| !p.is_empty())
-                .cloned()
-                .collect(),
+            data,
+            next: 0,
             truncated: None,
             cut: None,
         }
@@ -87,9 +84,11 @@ impl Body for ReplyBody {
         mut self: Pin<&mut Self>,
         _cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, FaultError>>> {
-        if let Some(data) = self.data.pop_front() {
-            self.left -= data.len() as u64;
-            return Poll::Ready(Some(Ok(Frame::data(data))));
+        let next = self.next;
+        if let Some(part) = self.data.take_part(next) {
+            self.next += 1;
+            self.left -= part.len() as u64;
+            return Poll::Ready(Some(Ok(Frame::data(part))));
         }
         if let Some(connection) = &self.cut {
             // The half is in hyper's buffer now; the next flush writes it, then fails.
@@ -103,7 +102,7 @@ impl Body for ReplyBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.data.is_empty() && self.truncated.is_none()
+        self.left == 0 && self.truncated.is_none()
     }
 
     fn size_hint(&self) -> SizeHint {

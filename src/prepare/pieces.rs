@@ -73,6 +73,17 @@ impl Payload {
         }
     }
 
+    /// Part `i` to send (taken, when the payload is one buffer); none past the last, and no
+    /// empty part.
+    pub(crate) fn take_part(&mut self, i: usize) -> Option<Bytes> {
+        let part = match self {
+            Payload::One(b) if i == 0 => std::mem::take(b),
+            Payload::One(_) => return None,
+            Payload::Pieces(parts, _) => parts.get(i)?.clone(),
+        };
+        (!part.is_empty()).then_some(part)
+    }
+
     /// The first `n` bytes (all of them if fewer), without copying.
     pub(crate) fn prefix(&self, n: u64) -> Payload {
         let mut left = n;
