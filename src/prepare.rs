@@ -7,7 +7,8 @@
 //! [`EAGER_COMPRESS_MAX`] too, larger ones on a background thread after publishing, or on first
 //! demand. A payment without a detail file answers a row assembled per request from the payments
 //! body (see [`DerivedRow`]), formatted then. The payments body itself is written here too, one
-//! record at a time as `load` streams them ([`PaymentsWriter`]).
+//! record at a time as `load` streams them ([`PaymentsWriter`]), in pieces that versions share
+//! ([`pieces`]).
 
 mod listed;
 mod pieces;
@@ -234,8 +235,9 @@ fn brotli(data: &[u8], quality: u32, keep: &dyn Fn() -> bool) -> Option<Bytes> {
 
 /// The answers for payment references (`GET /payments/details?reference=`): the bundle's
 /// detail files, prepared; for every other payment, its row derived when asked for from its
-/// record in the payments body. A payment costs 20 bytes here (two places in that body and its
-/// place in the order of references), not an answer or a map entry of its own: a large event
+/// record in the payments body. A payment costs 24 bytes here (its piece of that body, two
+/// places in it, and its place in the order of references), not an answer or a map entry of its
+/// own: a large event
 /// has 200,000 of them, and a reload holds two versions at once.
 pub(crate) struct ByReference {
     files: HashMap<Box<str>, Body>,
