@@ -227,8 +227,13 @@ impl BundleLoader<'_> {
             });
         }
         // Which references a detail file may belong to; unknown when payments had an error.
+        // Only gathered when the bundle has detail files to check (200,000 strings otherwise).
         let stream = api::API.iter().position(|e| matches!(e.feed, Feed::Stream));
+        let details = api::API
+            .iter()
+            .any(|e| matches!(e.feed, Feed::PerReference(_)) && folders.contains_key(e.key));
         let known: Option<HashSet<String>> = match stream.and_then(|i| slots.get(i)) {
+            _ if !details => None,
             Some(Some(Some(Slot::Stream(p)))) => {
                 Some(p.derived.iter().filter_map(|&r| p.reference(r)).collect())
             }

@@ -241,27 +241,14 @@ fn brotli(data: &[u8], quality: u32, keep: &dyn Fn() -> bool) -> Option<Bytes> {
 /// has 200,000 of them, and a reload holds two versions at once.
 pub(crate) struct ByReference {
     files: HashMap<Box<str>, Body>,
-    /// The payments body (its pieces shared with the payments answer) and each payment's row.
+    /// The payments body (its pieces shared with the payments answer), each payment's row and
+    /// their order by reference.
     payments: Payments,
-    /// Indexes into the rows, in the order of the references as serialised in the body.
-    sorted: Vec<u32>,
 }
 
 impl ByReference {
     pub(crate) fn new(files: HashMap<Box<str>, Body>, payments: Payments) -> ByReference {
-        let rows = &payments.derived;
-        let mut sorted: Vec<u32> = (0..rows.len())
-            .filter_map(|i| u32::try_from(i).ok())
-            .collect();
-        sorted.sort_unstable_by(|&a, &b| {
-            let key = |i: u32| payments.reference_json(rows[i as usize]);
-            key(a).cmp(key(b))
-        });
-        ByReference {
-            files,
-            payments,
-            sorted,
-        }
+        ByReference { files, payments }
     }
 
     /// The answer for `reference`: its detail file, else the row derived from its payment.
@@ -273,10 +260,11 @@ impl ByReference {
         let key = serde_json::to_vec(reference).ok()?;
         let rows = &self.payments.derived;
         let at = self
+            .payments
             .sorted
             .binary_search_by(|&i| self.payments.reference_json(rows[i as usize]).cmp(&key[..]))
             .ok()?;
-        let row = rows[self.sorted[at] as usize];
+        let row = rows[self.payments.sorted[at] as usize];
         Some(Answer::Made(Body::new(self.payments.detail(row))))
     }
 }
@@ -597,7 +585,10 @@ pub(crate) struct Payments {
     /// For every payment, in file order: where its record and its reference are in the body
     /// (its detail row is derived from them when the bundle has no detail file for that
     /// reference).
-    pub(crate) derived: Vec<DerivedRow>,
+    pub(crate) derived: Arc<[DerivedRow]>,
+    /// Indexes into `derived`, in the order of the references as serialised in the body (the
+    /// first of equal ones first).
+    sorted: Arc<[u32]>,
 }
 
 /// A payment in the payments body: the piece that holds it, and where in that piece its record
@@ -679,6 +670,8 @@ pub(crate) struct PaymentsWriter {
     current: Vec<u8>,
     done: Vec<Arc<Piece>>,
     derived: Vec<DerivedRow>,
+    /// The order of references, once [`Sink::repeated`] made it.
+    sorted: Vec<u32>,
 }
 
 impl PaymentsWriter {
@@ -691,6 +684,7 @@ impl PaymentsWriter {
             current,
             done: Vec::new(),
             derived: Vec::new(),
+            sorted: Vec::new(),
         }
     }
 
@@ -726,6 +720,48 @@ impl Sink for PaymentsWriter {
         Ok(())
     }
 
+    /// Sorts the payments by reference (kept for the details' binary search) and reads the
+    /// repeats off it: equal references are neighbours, the first of each in file order first.
+    fn repeated(&mut self) -> Vec<(usize, usize, String)> {
+        // The pieces written so far, and the one being written, by index.
+        let piece = |i: u32| -> &[u8] {
+            match self.done.get(i as usize) {
+                Some(p) => &p.bytes,
+                None => &self.current,
+            }
+        };
+        let key = |row: &DerivedRow| {
+            piece(row.piece)
+                .get(row.reference.0 as usize..row.reference.1 as usize)
+                .unwrap_or_default()
+        };
+        let rows = &self.derived;
+        let mut sorted: Vec<u32> = (0..rows.len())
+            .filter_map(|i| u32::try_from(i).ok())
+            .collect();
+        sorted.sort_unstable_by(|&a, &b| {
+            key(&rows[a as usize])
+                .cmp(key(&rows[b as usize]))
+                .then(a.cmp(&b))
+        });
+        let mut repeats = Vec::new();
+        for pair in sorted.windows(2) {
+            let (a, b) = (pair[0] as usize, pair[1] as usize);
+            if key(&rows[a]) == key(&rows[b]) {
+                // The first of the run: the run is in file order, so go back to its start.
+                let first = repeats
+                    .last()
+                    .filter(|&&(i, _, _)| i == a)
+                    .map_or(a, |&(_, f, _)| f);
+                let reference = serde_json::from_slice(key(&rows[b])).unwrap_or_default();
+                repeats.push((b, first, reference));
+            }
+        }
+        repeats.sort_unstable_by_key(|&(i, _, _)| i);
+        self.sorted = sorted;
+        repeats
+    }
+
     /// `count` and the members the file added, then the end of the envelope.
     fn finish(mut self, extra: &Map<String, Value>) -> Payments {
         self.current.extend_from_slice(b"],\"count\":");
@@ -740,9 +776,13 @@ impl Sink for PaymentsWriter {
         }
         self.current.push(b'}');
         self.cut();
+        if self.sorted.len() != self.derived.len() {
+            let _ = self.repeated();
+        }
         Payments {
             pieces: self.done.into(),
-            derived: self.derived,
+            derived: self.derived.into(),
+            sorted: self.sorted.into(),
         }
     }
 }

@@ -7,7 +7,6 @@
 //! into the served body), then dropped.
 //! TOML files (and tests) feed the same builder from a parsed value.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::io::Read;
 
@@ -23,6 +22,9 @@ pub(crate) trait Sink {
     type Output;
     /// One valid payment; an `Err` is a message for the record's path.
     fn payment(&mut self, payment: Payment) -> Result<(), String>;
+    /// Every payment whose reference an earlier one has, as (its index, the earlier's index,
+    /// the reference), in file order: asked once, after the last payment.
+    fn repeated(&mut self) -> Vec<(usize, usize, String)>;
     /// The list is complete: close it, with the members the file added after its own.
     fn finish(self, extra: &Map<String, Value>) -> Self::Output;
 }
@@ -33,13 +35,9 @@ struct Builder<S> {
     /// `data` for the envelope, empty for a bare list.
     data_path: String,
     sink: S,
-    /// Reference → index of the record that has it.
-    seen: HashMap<String, usize>,
     records: usize,
-    /// No record (and no shape) error so far.
+    /// No record (and no shape) error so far: every record so far is in the sink, at its index.
     ok: bool,
-    /// Duplicate references, reported after `count` (as the non-streamed decoders order them).
-    duplicates: Vec<(String, String)>,
     saw_data: bool,
     declared_count: Option<Value>,
     extra: Map<String, Value>,
@@ -50,10 +48,8 @@ impl<S: Sink> Builder<S> {
         Builder {
             data_path: String::new(),
             sink,
-            seen: HashMap::new(),
             records: 0,
             ok: true,
-            duplicates: Vec::new(),
             saw_data: false,
             declared_count: None,
             extra: Map::new(),
@@ -69,19 +65,7 @@ impl<S: Sink> Builder<S> {
             self.ok = false;
             return;
         };
-        if let Some(&first) = self.seen.get(&payment.reference_payment) {
-            self.duplicates.push((
-                format!("{path}.reference_payment"),
-                format!(
-                    "{:?} is also the reference of {}; references must be unique",
-                    payment.reference_payment,
-                    join_index(&self.data_path, first)
-                ),
-            ));
-            return;
-        }
-        self.seen.insert(payment.reference_payment.clone(), index);
-        if !self.ok || !self.duplicates.is_empty() {
+        if !self.ok {
             return; // the bundle is rejected anyway: keep checking, stop building
         }
         match self.sink.payment(payment) {
@@ -118,8 +102,16 @@ impl<S: Sink> Builder<S> {
                 }
             }
         }
-        for (path, message) in std::mem::take(&mut self.duplicates) {
-            diag.error(&path, message);
+        // Duplicate references, found in the sink's order of references (no set of 200,000
+        // strings), reported after `count` as the non-streamed decoders order them.
+        for (index, first, reference) in self.sink.repeated() {
+            diag.error(
+                &format!("{}.reference_payment", join_index(&self.data_path, index)),
+                format!(
+                    "{reference:?} is also the reference of {}; references must be unique",
+                    join_index(&self.data_path, first)
+                ),
+            );
             self.ok = false;
         }
         if !self.ok {
@@ -597,6 +589,17 @@ mod shape_tests {
             [
                 "count: count is 3 but data has 2",
                 "data[1].reference_payment: \"A\" is also the reference of data[0]; references must be unique",
+            ]
+        );
+        // Three of one reference among others: each repeat names the first, in file order.
+        let other = one.replace("\"A\"", "\"B\"");
+        let third = one.replace("\"A\"", "\"C\"");
+        assert_eq!(
+            messages(&format!("[{one}, {other}, {one}, {third}, {one}, {other}]")),
+            [
+                "[2].reference_payment: \"A\" is also the reference of [0]; references must be unique",
+                "[4].reference_payment: \"A\" is also the reference of [0]; references must be unique",
+                "[5].reference_payment: \"B\" is also the reference of [1]; references must be unique",
             ]
         );
         let mut diag = Diag::default();
