@@ -603,9 +603,9 @@ impl BundleLoader<'_> {
     }
 }
 
-/// The character column of a byte column on one line of a file (reading only up to that line,
-/// through [`read::open`], so at most `max` bytes of a regular file); the byte column when the
-/// line cannot be read as text.
+/// The character column of a byte column on one line of a file (reading only up to that
+/// column, through [`read::open`], so at most `max` bytes of a regular file); the byte column
+/// when the file cannot be opened or has no such line.
 fn char_column_in_file(path: &Path, line: usize, byte_column: usize, max: u64) -> usize {
     read::open(path, max)
         .ok()
@@ -641,7 +641,11 @@ fn chars_before(mut reader: impl BufRead, line: usize, byte_column: usize) -> Op
         let buf = reader.fill_buf().ok()?;
         let taken = &buf[..buf.len().min(left)];
         let line_end = taken.iter().position(|&b| b == b'\n');
-        let taken = &taken[..line_end.unwrap_or(taken.len())];
+        let mut taken = &taken[..line_end.unwrap_or(taken.len())];
+        // A CRLF line ends before its `\r`.
+        if line_end.is_some() {
+            taken = taken.strip_suffix(b"\r").unwrap_or(taken);
+        }
         if taken.is_empty() {
             break;
         }
@@ -831,6 +835,15 @@ mod tests {
         );
         assert_eq!(chars_before(marked.as_bytes(), 1, 3), Some(3));
         assert_eq!(chars_before(text.as_bytes(), 9, 1), None);
+        // A CRLF line ends before its `\r`, as a LF line before its `\n`.
+        let crlf = text.replace('\n', "\r\n");
+        for (line, byte_column) in [(1, 99), (2, 13), (2, 99)] {
+            assert_eq!(
+                chars_before(crlf.as_bytes(), line, byte_column),
+                chars_before(text.as_bytes(), line, byte_column),
+                "line {line} column {byte_column}"
+            );
+        }
     }
 
     #[test]

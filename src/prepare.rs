@@ -146,12 +146,15 @@ impl Body {
     }
 
     /// The bytes of an encoding and their `ETag`, compressing now if needed (CPU work: for a
-    /// large body, call it off the async threads).
-    pub(crate) fn encoded(&self, encoding: Encoding) -> (&Payload, &HeaderValue) {
+    /// large body, call it off the async threads); identity, and says so, if compressing failed.
+    pub(crate) fn encoded(&self, encoding: Encoding) -> (Encoding, (&Payload, &HeaderValue)) {
         if encoding != Encoding::Identity {
             self.compress();
         }
-        self.ready(encoding).unwrap_or((&self.identity, &self.etag))
+        match self.ready(encoding) {
+            Some(ready) => (encoding, ready),
+            None => (Encoding::Identity, (&self.identity, &self.etag)),
+        }
     }
 
     /// Makes the compressed variants if they are not there yet.
@@ -166,14 +169,19 @@ impl Body {
         if self.compressed.get().is_some() {
             return true;
         }
+        let whole = |identity: &Bytes| {
+            let large = identity.len() > EAGER_COMPRESS_MAX;
+            let (gzip_level, br_quality) = if large { (6, 5) } else { (9, 9) };
+            gzip(identity, gzip_level, keep)
+                .and_then(|gz| Some((gz.into(), brotli(identity, br_quality, keep)?.into())))
+        };
         let made = match (&self.pieces, &self.identity) {
-            (Some(pieces), _) => pieces::compressed(pieces, keep),
-            (None, Payload::One(identity)) => {
-                let large = identity.len() > EAGER_COMPRESS_MAX;
-                let (gzip_level, br_quality) = if large { (6, 5) } else { (9, 9) };
-                gzip(identity, gzip_level, keep)
-                    .and_then(|gz| Some((gz.into(), brotli(identity, br_quality, keep)?.into())))
+            (_, Payload::One(identity)) => whole(identity),
+            // Up to a megabyte, a body in pieces is compressed whole, as any other that size.
+            (_, pieces @ Payload::Pieces(..)) if self.len() <= EAGER_COMPRESS_MAX as u64 => {
+                whole(&pieces.to_bytes())
             }
+            (Some(pieces), _) => pieces::compressed(pieces, keep),
             (None, Payload::Pieces(..)) => None,
         };
         let made = made.map(|(gzip, br)| Compressed {
@@ -462,7 +470,8 @@ impl Prepared {
     /// thread), stopping as soon as `keep` turns false.
     pub(crate) fn compress_large(&self, keep: &dyn Fn() -> bool) {
         for body in self.bodies() {
-            if body.len() > EAGER_COMPRESS_MAX as u64 && !body.compress_while(keep) {
+            // Stop once unpublished; an encoder that failed leaves that body plain.
+            if body.len() > EAGER_COMPRESS_MAX as u64 && !body.compress_while(keep) && !keep() {
                 return;
             }
         }
@@ -1008,6 +1017,38 @@ mod tests {
         )
         .expect("gzip");
         assert_eq!(plain, text);
+    }
+
+    #[test]
+    fn a_body_in_pieces_is_compressed_whole_up_to_a_megabyte_and_by_piece_above() {
+        fn gunzip(p: &Payload) -> Vec<u8> {
+            let mut out = Vec::new();
+            std::io::Read::read_to_end(
+                &mut flate2::read::GzDecoder::new(&p.to_bytes()[..]),
+                &mut out,
+            )
+            .expect("gzip");
+            out
+        }
+        let pieces = Pieces::default();
+        for (n, joined) in [(3, false), (12, true)] {
+            let parts: Vec<Vec<u8>> = (0..n)
+                .map(|i| format!("{i:0>8},").repeat(12_000).into_bytes())
+                .collect();
+            let held: Arc<[Arc<Piece>]> = parts.iter().map(|p| pieces.intern(p)).collect();
+            let body = Body::from_pieces(held);
+            body.compress();
+            let (gz, _) = body.ready(Encoding::Gzip).expect("compressed");
+            let (br, _) = body.ready(Encoding::Brotli).expect("compressed");
+            assert_eq!(gunzip(gz), parts.concat());
+            assert_eq!(
+                matches!(gz, Payload::Pieces(..)),
+                joined,
+                "{} bytes",
+                body.len()
+            );
+            assert_eq!(matches!(br, Payload::Pieces(..)), joined);
+        }
     }
 
     #[test]

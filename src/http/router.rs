@@ -673,9 +673,7 @@ fn represent(headers: &HeaderMap, body: &prepare::Body, ctx: &Context) -> Respon
     };
     let (encoding, (bytes, etag)) = match body.ready(wanted) {
         Some(ready) => (wanted, ready),
-        None if negotiate::accepts_identity(accept) => {
-            (Encoding::Identity, body.encoded(Encoding::Identity))
-        }
+        None if negotiate::accepts_identity(accept) => body.encoded(Encoding::Identity),
         // Identity refused and the variant not made yet: a small body is compressed now (a few
         // ms); a large one is being compressed in the background, so ask the client to retry
         // rather than hold a worker for seconds.
@@ -684,7 +682,7 @@ fn represent(headers: &HeaderMap, body: &prepare::Body, ctx: &Context) -> Respon
             res.headers_mut().insert(VARY, ACCEPT_ENCODING_VARY);
             return res;
         }
-        None => (wanted, body.encoded(wanted)),
+        None => body.encoded(wanted),
     };
     let matched = match headers.get(IF_NONE_MATCH).and_then(|v| v.to_str().ok()) {
         Some(inm) => negotiate::none_match(inm, etag.to_str().unwrap_or_default()),

@@ -3,7 +3,8 @@
 //! The payments body of a large event is a hundred megabytes, and a reload holds two versions
 //! at once. When a file changes in a few records, most of its body is the same bytes as before:
 //! written in [`Piece`]s cut where the content says (after a record whose hash ends in enough
-//! zero bits, so an inserted record moves no later cut), each piece is looked up in the
+//! zero bits, so the cuts after an inserted record fall back into line at the next cut the
+//! content decides), each piece is looked up in the
 //! catalog's [`Pieces`] by its hash and bytes, and a piece the previous version already holds is
 //! shared rather than made again, its compressed forms with it. A reload of a file that changed
 //! in one record costs one new piece, not a second body, and compresses one piece, not the body.
@@ -99,8 +100,7 @@ impl Payload {
         Payload::pieces(kept)
     }
 
-    /// The bytes in one buffer (a copy when in pieces): for tests.
-    #[cfg(test)]
+    /// The bytes in one buffer (a copy when in pieces).
     pub(crate) fn to_bytes(&self) -> Bytes {
         match self {
             Payload::One(b) => b.clone(),
@@ -271,7 +271,7 @@ impl Pieces {
             return Arc::new(Piece::new(Bytes::copy_from_slice(bytes)));
         }
         let piece = Arc::new(Piece::new(Bytes::copy_from_slice(bytes)));
-        // Entries of dropped pieces go once they outnumber the live ones.
+        // Entries of dropped pieces are cleared whenever the map reaches a power of two.
         if map.len() >= 64 && map.len().is_power_of_two() {
             map.retain(|_, w| w.strong_count() > 0);
         }
