@@ -5,7 +5,7 @@
 //! bundles and `check` can list everything at once. Only a data folder that cannot be listed at
 //! all is an `Err`. Deciding between bundles (token clashes, reloads) is `catalog`'s job.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -226,24 +226,16 @@ impl BundleLoader<'_> {
                 }
             });
         }
-        // Which references a detail file may belong to; unknown when payments had an error.
-        // Only gathered when the bundle has detail files to check (200,000 strings otherwise).
+        // The payments a detail file may belong to; unknown when payments had an error.
         let stream = api::API.iter().position(|e| matches!(e.feed, Feed::Stream));
-        let details = api::API
-            .iter()
-            .any(|e| matches!(e.feed, Feed::PerReference(_)) && folders.contains_key(e.key));
-        let known: Option<HashSet<String>> = match stream.and_then(|i| slots.get(i)) {
-            _ if !details => None,
-            Some(Some(Some(Slot::Stream(p)))) => {
-                Some(p.derived.iter().filter_map(|&r| p.reference(r)).collect())
-            }
-            Some(_) => None,
-            None => Some(HashSet::new()),
+        let payments = match stream.and_then(|i| slots.get(i)) {
+            Some(Some(Some(Slot::Stream(p)))) => Some(p.clone()),
+            _ => None,
         };
         for (slot, e) in slots.iter_mut().zip(&api::API) {
             if let Feed::PerReference(decode) = e.feed {
                 *slot = match folders.get(e.key) {
-                    Some(d) => self.by_reference(d, decode, known.as_ref()),
+                    Some(d) => self.by_reference(d, decode, payments.as_ref()),
                     None => Some(BTreeMap::new()),
                 }
                 .map(|m| Some(Slot::PerReference(m)));
@@ -541,7 +533,7 @@ impl BundleLoader<'_> {
         &mut self,
         dir: &Path,
         decode: &dyn Decode,
-        payments: Option<&HashSet<String>>,
+        payments: Option<&Payments>,
     ) -> Option<BTreeMap<String, Box<dyn FileBody>>> {
         let entries = match sorted_entries(dir) {
             Ok(e) => e,
@@ -584,7 +576,7 @@ impl BundleLoader<'_> {
                 ok = false;
                 continue;
             };
-            let known = payments.is_none_or(|p| p.contains(reference));
+            let known = payments.is_none_or(|p| p.find(reference).is_some());
             if !known {
                 self.problems.push(Problem::warning(
                     &path,

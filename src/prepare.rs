@@ -175,14 +175,12 @@ impl Body {
             gzip(identity, gzip_level, keep)
                 .and_then(|gz| Some((gz.into(), brotli(identity, br_quality, keep)?.into())))
         };
-        let made = match (&self.pieces, &self.identity) {
-            (_, Payload::One(identity)) => whole(identity),
-            // Up to a megabyte, a body in pieces is compressed whole, as any other that size.
-            (_, pieces @ Payload::Pieces(..)) if self.len() <= EAGER_COMPRESS_MAX as u64 => {
-                whole(&pieces.to_bytes())
+        let made = match &self.pieces {
+            Some(pieces) if self.len() > EAGER_COMPRESS_MAX as u64 => {
+                pieces::compressed(pieces, keep)
             }
-            (Some(pieces), _) => pieces::compressed(pieces, keep),
-            (None, Payload::Pieces(..)) => None,
+            // One buffer, or pieces up to a megabyte: compressed whole, as any body that size.
+            _ => whole(&self.identity.to_bytes()),
         };
         let made = made.map(|(gzip, br)| Compressed {
             gzip,
@@ -264,15 +262,7 @@ impl ByReference {
         if let Some(body) = self.files.get(reference) {
             return Some(Answer::Prepared(body));
         }
-        // The references are compared as the body has them: serialised by serde_json.
-        let key = serde_json::to_vec(reference).ok()?;
-        let rows = &self.payments.derived;
-        let at = self
-            .payments
-            .sorted
-            .binary_search_by(|&i| self.payments.reference_json(rows[i as usize]).cmp(&key[..]))
-            .ok()?;
-        let row = rows[self.payments.sorted[at] as usize];
+        let row = self.payments.find(reference)?;
         Some(Answer::Made(Body::new(self.payments.detail(row))))
     }
 }
@@ -615,7 +605,9 @@ type Span = (u32, u32);
 
 impl Default for Payments {
     fn default() -> Self {
-        PaymentsWriter::new(&Pieces::default()).finish(&Map::new())
+        PaymentsWriter::new(&Pieces::default())
+            .finish(&Map::new())
+            .0
     }
 }
 
@@ -637,7 +629,45 @@ impl Payments {
         self.span(row.piece, row.reference)
     }
 
+    /// Orders the payments by reference (for [`Payments::find`]) and reads the repeats off that
+    /// order: equal references are neighbours, each run in file order. Returns (index, index of
+    /// the first with that reference, the reference) for each repeat, in file order.
+    fn sort(&mut self) -> Vec<(usize, usize, String)> {
+        let rows = &self.derived;
+        let key = |i: u32| self.reference_json(rows[i as usize]);
+        let mut sorted: Vec<u32> = (0..rows.len())
+            .filter_map(|i| u32::try_from(i).ok())
+            .collect();
+        sorted.sort_unstable_by(|&a, &b| key(a).cmp(key(b)).then(a.cmp(&b)));
+        let mut repeated = Vec::new();
+        let mut first = None;
+        for pair in sorted.windows(2) {
+            if key(pair[0]) != key(pair[1]) {
+                first = None;
+                continue;
+            }
+            let start = *first.get_or_insert(pair[0] as usize);
+            let reference = serde_json::from_slice(key(pair[1])).unwrap_or_default();
+            repeated.push((pair[1] as usize, start, reference));
+        }
+        repeated.sort_unstable_by_key(|&(i, _, _)| i);
+        self.sorted = sorted.into();
+        repeated
+    }
+
+    /// The payment with `reference`: a binary search of the references as the body has them
+    /// (serialised by serde_json).
+    pub(crate) fn find(&self, reference: &str) -> Option<DerivedRow> {
+        let key = serde_json::to_vec(reference).ok()?;
+        let at = self
+            .sorted
+            .binary_search_by(|&i| self.reference_json(self.derived[i as usize]).cmp(&key[..]))
+            .ok()?;
+        Some(self.derived[self.sorted[at] as usize])
+    }
+
     /// A payment's reference, as the body has it.
+    #[cfg(test)]
     pub(crate) fn reference(&self, row: DerivedRow) -> Option<String> {
         serde_json::from_slice(self.reference_json(row)).ok()
     }
@@ -679,8 +709,6 @@ pub(crate) struct PaymentsWriter {
     current: Vec<u8>,
     done: Vec<Arc<Piece>>,
     derived: Vec<DerivedRow>,
-    /// The order of references, once [`Sink::repeated`] made it.
-    sorted: Vec<u32>,
 }
 
 impl PaymentsWriter {
@@ -693,7 +721,6 @@ impl PaymentsWriter {
             current,
             done: Vec::new(),
             derived: Vec::new(),
-            sorted: Vec::new(),
         }
     }
 
@@ -729,50 +756,8 @@ impl Sink for PaymentsWriter {
         Ok(())
     }
 
-    /// Sorts the payments by reference (kept for the details' binary search) and reads the
-    /// repeats off it: equal references are neighbours, the first of each in file order first.
-    fn repeated(&mut self) -> Vec<(usize, usize, String)> {
-        // The pieces written so far, and the one being written, by index.
-        let piece = |i: u32| -> &[u8] {
-            match self.done.get(i as usize) {
-                Some(p) => &p.bytes,
-                None => &self.current,
-            }
-        };
-        let key = |row: &DerivedRow| {
-            piece(row.piece)
-                .get(row.reference.0 as usize..row.reference.1 as usize)
-                .unwrap_or_default()
-        };
-        let rows = &self.derived;
-        let mut sorted: Vec<u32> = (0..rows.len())
-            .filter_map(|i| u32::try_from(i).ok())
-            .collect();
-        sorted.sort_unstable_by(|&a, &b| {
-            key(&rows[a as usize])
-                .cmp(key(&rows[b as usize]))
-                .then(a.cmp(&b))
-        });
-        let mut repeats = Vec::new();
-        for pair in sorted.windows(2) {
-            let (a, b) = (pair[0] as usize, pair[1] as usize);
-            if key(&rows[a]) == key(&rows[b]) {
-                // The first of the run: the run is in file order, so go back to its start.
-                let first = repeats
-                    .last()
-                    .filter(|&&(i, _, _)| i == a)
-                    .map_or(a, |&(_, f, _)| f);
-                let reference = serde_json::from_slice(key(&rows[b])).unwrap_or_default();
-                repeats.push((b, first, reference));
-            }
-        }
-        repeats.sort_unstable_by_key(|&(i, _, _)| i);
-        self.sorted = sorted;
-        repeats
-    }
-
     /// `count` and the members the file added, then the end of the envelope.
-    fn finish(mut self, extra: &Map<String, Value>) -> Payments {
+    fn finish(mut self, extra: &Map<String, Value>) -> (Payments, Vec<(usize, usize, String)>) {
         self.current.extend_from_slice(b"],\"count\":");
         self.current
             .extend_from_slice(self.derived.len().to_string().as_bytes());
@@ -785,14 +770,13 @@ impl Sink for PaymentsWriter {
         }
         self.current.push(b'}');
         self.cut();
-        if self.sorted.len() != self.derived.len() {
-            let _ = self.repeated();
-        }
-        Payments {
+        let mut payments = Payments {
             pieces: self.done.into(),
             derived: self.derived.into(),
-            sorted: self.sorted.into(),
-        }
+            sorted: Arc::from([]),
+        };
+        let repeated = payments.sort();
+        (payments, repeated)
     }
 }
 

@@ -22,11 +22,10 @@ pub(crate) trait Sink {
     type Output;
     /// One valid payment; an `Err` is a message for the record's path.
     fn payment(&mut self, payment: Payment) -> Result<(), String>;
-    /// Every payment whose reference an earlier one has, as (its index, the earlier's index,
-    /// the reference), in file order: asked once, after the last payment.
-    fn repeated(&mut self) -> Vec<(usize, usize, String)>;
-    /// The list is complete: close it, with the members the file added after its own.
-    fn finish(self, extra: &Map<String, Value>) -> Self::Output;
+    /// The list is complete: close it, with the members the file added after its own; with
+    /// every payment whose reference an earlier one has, as (its index, the earlier's index,
+    /// the reference), in file order.
+    fn finish(self, extra: &Map<String, Value>) -> (Self::Output, Vec<(usize, usize, String)>);
 }
 
 /// Decodes and checks payments one record at a time, handing each to a [`Sink`].
@@ -104,7 +103,8 @@ impl<S: Sink> Builder<S> {
         }
         // Duplicate references, found in the sink's order of references (no set of 200,000
         // strings), reported after `count` as the non-streamed decoders order them.
-        for (index, first, reference) in self.sink.repeated() {
+        let (output, repeated) = self.sink.finish(&self.extra);
+        for (index, first, reference) in repeated {
             diag.error(
                 &format!("{}.reference_payment", join_index(&self.data_path, index)),
                 format!(
@@ -114,10 +114,7 @@ impl<S: Sink> Builder<S> {
             );
             self.ok = false;
         }
-        if !self.ok {
-            return None;
-        }
-        Some(self.sink.finish(&self.extra))
+        self.ok.then_some(output)
     }
 }
 

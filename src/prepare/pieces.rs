@@ -17,7 +17,7 @@
 //! empty meta-block.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 
 use bytes::Bytes;
 
@@ -214,13 +214,10 @@ const DEFLATE_END: [u8; 2] = [0x03, 0x00];
 /// A brotli stream's last meta-block, empty (ISLAST, ISLASTEMPTY).
 const BR_END: [u8; 1] = [0x03];
 
-/// The brotli stream header for a window of `lgwin` bits (18 to 24) followed by an empty
-/// metadata meta-block that pads it to a byte boundary (RFC 7932 §9.1, §9.2).
-fn br_header(lgwin: u32) -> [u8; 2] {
-    // WBITS: a 1, then lgwin - 17 in three bits; ISLAST 0; MNIBBLES 3 (metadata); reserved 0;
-    // MSKIPBYTES 0; zeros to the byte boundary.
-    [(1 | ((lgwin - 17) << 1) | (0b11 << 5)) as u8, 0]
-}
+/// The brotli stream header for the pieces' window followed by an empty metadata meta-block
+/// that pads it to a byte boundary (RFC 7932 §9.1, §9.2): WBITS (a 1, then lgwin - 17 in three
+/// bits, for 18 to 24), ISLAST 0, MNIBBLES 3 (metadata), reserved 0, MSKIPBYTES 0, zeros.
+const BR_HEADER: [u8; 2] = [(1 | ((BR_LGWIN - 17) << 1) | (0b11 << 5)) as u8, 0];
 
 /// The gzip and brotli streams of a body made of `pieces`, from their compressed forms (made
 /// now where missing), or `None` if `keep` turned false between two pieces.
@@ -230,17 +227,18 @@ pub(crate) fn compressed(
 ) -> Option<(Payload, Payload)> {
     let mut crc = crc32fast::Hasher::new();
     let mut gzip = vec![Bytes::from_static(&GZIP_HEADER)];
-    let mut br = vec![Bytes::copy_from_slice(&br_header(BR_LGWIN))];
+    let mut br = vec![Bytes::from_static(&BR_HEADER)];
+    let mut len: u64 = 0;
     for piece in pieces {
         if piece.packed.get().is_none() && !keep() {
             return None;
         }
         let packed = piece.packed()?;
         crc.combine(&packed.crc);
+        len += piece.bytes.len() as u64;
         gzip.push(packed.deflate.clone());
         br.push(packed.br.clone());
     }
-    let len: u64 = pieces.iter().map(|p| p.bytes.len() as u64).sum();
     let mut trailer = DEFLATE_END.to_vec();
     trailer.extend_from_slice(&crc.finalize().to_le_bytes());
     // ISIZE: the length modulo 2^32.
@@ -260,15 +258,11 @@ impl Pieces {
     /// `bytes`, which the caller reuses).
     pub(crate) fn intern(&self, bytes: &[u8]) -> Arc<Piece> {
         let hash = xxhash_rust::xxh3::xxh3_64(bytes);
-        let Ok(mut map) = self.0.lock() else {
-            return Arc::new(Piece::new(Bytes::copy_from_slice(bytes)));
-        };
-        if let Some(live) = map.get(&hash).and_then(Weak::upgrade) {
-            if live.bytes == bytes {
-                return live;
-            }
-            // Two contents with one hash: the new one is simply not shared.
-            return Arc::new(Piece::new(Bytes::copy_from_slice(bytes)));
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let live = map.get(&hash).and_then(Weak::upgrade);
+        // The bytes are compared: of two contents with one hash, the newer takes the entry.
+        if let Some(live) = live.filter(|p| p.bytes == bytes) {
+            return live;
         }
         let piece = Arc::new(Piece::new(Bytes::copy_from_slice(bytes)));
         // Entries of dropped pieces are cleared whenever the map reaches a power of two.
@@ -279,7 +273,7 @@ impl Pieces {
         piece
     }
 
-    /// How many pieces are alive (for tests and `/status`-like reports).
+    /// How many pieces are alive.
     #[cfg(test)]
     pub(crate) fn live(&self) -> usize {
         self.0
