@@ -66,6 +66,9 @@ pub fn load(toml: bool, selector: u8, bytes: &[u8]) {
         "json"
     };
     std::fs::write(dir.join(format!("{name}.{format}")), bytes).expect("the fuzzed file");
+    if name == "payments" && format == "json" {
+        crate::model::payments::split_agrees(bytes);
+    }
 
     let report = crate::load::load_bundle(&dir, "bundle");
     match &report.bundle {

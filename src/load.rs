@@ -425,25 +425,39 @@ impl BundleLoader<'_> {
                 .map(Some);
         }
         self.progress.set(&path);
-        let file = match read::open(&path, self.max_file_bytes) {
-            Ok(f) => f,
-            Err(e) => {
-                self.problems
-                    .push(Problem::error(&path, Location::File, e.to_string()));
-                return None;
+        let max = self.max_file_bytes;
+        let open = || -> Result<_, read::ReadError> {
+            let mut reader = BufReader::with_capacity(256 * 1024, read::open(&path, max)?);
+            // A byte-order mark is not JSON, but editors on some systems add one.
+            if reader
+                .fill_buf()
+                .is_ok_and(|b| b.starts_with(b"\xEF\xBB\xBF"))
+            {
+                reader.consume(3);
+            }
+            Ok(reader)
+        };
+        // Split into records first (fast); a file that does not split or parse is read again
+        // as a stream, whose errors say where in the file they are.
+        let mut diag = Diag::default();
+        let split = open().ok().and_then(|reader| {
+            payments::from_json_split(reader, &mut diag, PaymentsWriter::new(self.pieces)).ok()
+        });
+        let result = match split {
+            Some(payments) => Ok(payments),
+            None => {
+                diag = Diag::default();
+                let reader = match open() {
+                    Ok(r) => r,
+                    Err(e) => {
+                        self.problems
+                            .push(Problem::error(&path, Location::File, e.to_string()));
+                        return None;
+                    }
+                };
+                payments::from_json_reader(reader, &mut diag, PaymentsWriter::new(self.pieces))
             }
         };
-        let mut reader = BufReader::with_capacity(256 * 1024, file);
-        // A byte-order mark is not JSON, but editors on some systems add one.
-        if reader
-            .fill_buf()
-            .is_ok_and(|b| b.starts_with(b"\xEF\xBB\xBF"))
-        {
-            reader.consume(3);
-        }
-        let mut diag = Diag::default();
-        let writer = PaymentsWriter::new(self.pieces);
-        let result = payments::from_json_reader(reader, &mut diag, writer);
         self.push_findings(&path, diag);
         match result {
             Ok(p) => p.map(Some),

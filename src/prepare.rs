@@ -7,8 +7,8 @@
 //! [`EAGER_COMPRESS_MAX`] too, larger ones on a background thread after publishing, or on first
 //! demand. A payment without a detail file answers a row assembled per request from the payments
 //! body (see [`DerivedRow`]), formatted then. The payments body itself is written here too, one
-//! record at a time as `load` streams them ([`PaymentsWriter`]), in pieces that versions share
-//! ([`pieces`]).
+//! record at a time as `load` reads them ([`PaymentsWriter`]), in pieces that versions share
+//! ([`pieces`]) and a reload takes whole for the chunks of the file it read before.
 
 mod listed;
 mod pieces;
@@ -33,8 +33,10 @@ use crate::simulate::Simulation;
 use crate::writes;
 use serde_json::{Map, Value};
 
+use crate::model::split::{cuts_after, PIECE_MIN};
 pub(crate) use listed::Listed;
 pub(crate) use pieces::{Payload, Piece, Pieces};
+use pieces::{Row, Span};
 
 /// A content coding eventbox can send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -241,10 +243,9 @@ fn brotli(data: &[u8], quality: u32, keep: &dyn Fn() -> bool) -> Option<Bytes> {
 
 /// The answers for payment references (`GET /payments/details?reference=`): the bundle's
 /// detail files, prepared; for every other payment, its row derived when asked for from its
-/// record in the payments body. A payment costs 24 bytes here (its piece of that body, two
-/// places in it, and its place in the order of references), not an answer or a map entry of its
-/// own: a large event
-/// has 200,000 of them, and a reload holds two versions at once.
+/// record in the payments body. A payment costs 24 bytes here (two places in the piece of that
+/// body that holds it, and its place in the order of references), not an answer or a map entry
+/// of its own: a large event has 200,000 of them, and a reload holds two versions at once.
 pub(crate) struct ByReference {
     files: HashMap<Box<str>, Body>,
     /// The payments body (its pieces shared with the payments answer), each payment's row and
@@ -579,15 +580,14 @@ fn writes_base(bundle: &Bundle, answers: &[Answers]) -> Option<Arc<writes::Base>
 #[derive(Debug, Clone)]
 pub(crate) struct Payments {
     /// The body of `GET /api/v1/payments`, `{"data": [...], "count": n}` and any members the
-    /// file added, in pieces cut after records (see [`pieces`]).
+    /// file added, in pieces cut after records (see [`pieces`]), each knowing where its
+    /// payments and their references lie (its detail row is derived from them when the bundle
+    /// has no detail file for that reference).
     pub(crate) pieces: Arc<[Arc<Piece>]>,
-    /// For every payment, in file order: where its record and its reference are in the body
-    /// (its detail row is derived from them when the bundle has no detail file for that
-    /// reference).
-    pub(crate) derived: Arc<[DerivedRow]>,
-    /// Indexes into `derived`, in the order of the references as serialised in the body (the
-    /// first of equal ones first).
-    sorted: Arc<[u32]>,
+    count: usize,
+    /// Every payment as (its piece, its row there), in the order of the references as
+    /// serialised in the body (the first of equal ones first).
+    sorted: Arc<[(u32, u32)]>,
 }
 
 /// A payment in the payments body: the piece that holds it, and where in that piece its record
@@ -600,9 +600,6 @@ pub(crate) struct DerivedRow {
     reference: Span,
 }
 
-/// Where bytes lie in a piece: from, to.
-type Span = (u32, u32);
-
 impl Default for Payments {
     fn default() -> Self {
         PaymentsWriter::new(&Pieces::default())
@@ -613,7 +610,17 @@ impl Default for Payments {
 
 impl Payments {
     pub(crate) fn count(&self) -> usize {
-        self.derived.len()
+        self.count
+    }
+
+    /// Row `j` of piece `piece`.
+    fn row(&self, (piece, j): (u32, u32)) -> Option<DerivedRow> {
+        let row = self.pieces.get(piece as usize)?.rows.get(j as usize)?;
+        Some(DerivedRow {
+            piece,
+            record: row.record,
+            reference: row.key,
+        })
     }
 
     /// The bytes at `(start, end)` of a piece (none when out of range).
@@ -624,31 +631,39 @@ impl Payments {
             .unwrap_or_default()
     }
 
-    /// A payment's reference as serialised in the body.
-    fn reference_json(&self, row: DerivedRow) -> &[u8] {
-        self.span(row.piece, row.reference)
+    /// The reference of row `j` of piece `piece` as serialised in the body.
+    fn reference_json(&self, at: (u32, u32)) -> &[u8] {
+        self.row(at)
+            .map(|row| self.span(row.piece, row.reference))
+            .unwrap_or_default()
     }
 
     /// Orders the payments by reference (for [`Payments::find`]) and reads the repeats off that
     /// order: equal references are neighbours, each run in file order. Returns (index, index of
     /// the first with that reference, the reference) for each repeat, in file order.
     fn sort(&mut self) -> Vec<(usize, usize, String)> {
-        let rows = &self.derived;
-        let key = |i: u32| self.reference_json(rows[i as usize]);
-        let mut sorted: Vec<u32> = (0..rows.len())
-            .filter_map(|i| u32::try_from(i).ok())
-            .collect();
+        let mut sorted = Vec::with_capacity(self.count);
+        // The index in the file of each piece's first payment.
+        let mut first = Vec::with_capacity(self.pieces.len());
+        for (i, piece) in self.pieces.iter().enumerate() {
+            first.push(sorted.len());
+            let i = offset(i).unwrap_or(u32::MAX);
+            sorted.extend((0..piece.rows.len()).filter_map(|j| Some((i, offset(j).ok()?))));
+        }
+        let key = |at: (u32, u32)| self.reference_json(at);
         sorted.sort_unstable_by(|&a, &b| key(a).cmp(key(b)).then(a.cmp(&b)));
+        let index =
+            |(piece, j): (u32, u32)| first.get(piece as usize).map_or(0, |f| f + j as usize);
         let mut repeated = Vec::new();
-        let mut first = None;
+        let mut run = None;
         for pair in sorted.windows(2) {
             if key(pair[0]) != key(pair[1]) {
-                first = None;
+                run = None;
                 continue;
             }
-            let start = *first.get_or_insert(pair[0] as usize);
+            let start = *run.get_or_insert(index(pair[0]));
             let reference = serde_json::from_slice(key(pair[1])).unwrap_or_default();
-            repeated.push((pair[1] as usize, start, reference));
+            repeated.push((index(pair[1]), start, reference));
         }
         repeated.sort_unstable_by_key(|&(i, _, _)| i);
         self.sorted = sorted.into();
@@ -661,15 +676,27 @@ impl Payments {
         let key = serde_json::to_vec(reference).ok()?;
         let at = self
             .sorted
-            .binary_search_by(|&i| self.reference_json(self.derived[i as usize]).cmp(&key[..]))
+            .binary_search_by(|&at| self.reference_json(at).cmp(&key[..]))
             .ok()?;
-        Some(self.derived[self.sorted[at] as usize])
+        self.row(self.sorted[at])
+    }
+
+    /// Every payment, in file order.
+    #[cfg(test)]
+    pub(crate) fn rows(&self) -> Vec<DerivedRow> {
+        (0..self.pieces.len())
+            .flat_map(|i| {
+                let n = self.pieces[i].rows.len();
+                (0..n).filter_map(move |j| Some((offset(i).ok()?, offset(j).ok()?)))
+            })
+            .filter_map(|at| self.row(at))
+            .collect()
     }
 
     /// A payment's reference, as the body has it.
     #[cfg(test)]
     pub(crate) fn reference(&self, row: DerivedRow) -> Option<String> {
-        serde_json::from_slice(self.reference_json(row)).ok()
+        serde_json::from_slice(self.span(row.piece, row.reference)).ok()
     }
 
     /// The detail answer of a payment: its record read back and split into rows by the one
@@ -685,49 +712,55 @@ impl Payments {
         Bytes::from(serde_json::to_vec(&list).unwrap_or_default())
     }
 
-    /// The whole body in one buffer (a copy): for tests.
-    #[cfg(test)]
+    /// The whole body in one buffer (a copy): for tests and the fuzzers.
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn body(&self) -> Bytes {
         Payload::pieces(self.pieces.iter().map(|p| p.bytes.clone())).to_bytes()
     }
 }
 
-/// A piece is cut after a record once it holds this much, when the record's hash says so...
-const PIECE_MIN: usize = 64 * 1024;
-/// ... which one record in this many does ...
-const PIECE_EVERY: u64 = 512;
-/// ... and always once it holds this much.
-const PIECE_MAX: usize = 1 << 20;
+/// The start of the payments body.
+const PAYMENTS_OPEN: &[u8] = b"{\"data\":[";
 
 /// Writes decoded payments into the payments body, one at a time (the [`Sink`] of
 /// `model::payments`), in pieces shared through [`Pieces`] with any version holding the same
-/// bytes, noting for each payment where the values its derived detail row repeats lie.
+/// bytes, noting for each payment where the values its derived detail row repeats lie. Pieces
+/// are cut where [`cuts_after`] says after the records written, or, when the model reads the
+/// file in chunks ([`Sink::end_chunk`]), after each chunk: then a chunk read before is not
+/// written again but taken whole ([`Sink::reuse`]).
 #[derive(Debug)]
 pub(crate) struct PaymentsWriter {
     pieces: Pieces,
-    /// The piece being written.
+    /// The piece being written, and its rows.
     current: Vec<u8>,
+    rows: Vec<Row>,
     done: Vec<Arc<Piece>>,
-    derived: Vec<DerivedRow>,
+    count: usize,
+    /// Cut where the model's chunks end, not where the records written say.
+    by_chunk: bool,
 }
 
 impl PaymentsWriter {
     /// A writer whose pieces are shared through `pieces`.
     pub(crate) fn new(pieces: &Pieces) -> PaymentsWriter {
         let mut current = Vec::with_capacity(PIECE_MIN);
-        current.extend_from_slice(b"{\"data\":[");
+        current.extend_from_slice(PAYMENTS_OPEN);
         PaymentsWriter {
             pieces: pieces.clone(),
             current,
+            rows: Vec::new(),
             done: Vec::new(),
-            derived: Vec::new(),
+            count: 0,
+            by_chunk: false,
         }
     }
 
     /// Ends the current piece.
     fn cut(&mut self) {
-        self.done.push(self.pieces.intern(&self.current));
+        self.done
+            .push(self.pieces.intern(&self.current, &self.rows));
         self.current.clear();
+        self.rows.clear();
     }
 }
 
@@ -735,32 +768,54 @@ impl Sink for PaymentsWriter {
     type Output = Payments;
 
     fn payment(&mut self, payment: Payment) -> Result<(), String> {
-        if !self.derived.is_empty() {
+        if self.count > 0 {
             self.current.push(b',');
         }
         let at = self.current.len();
-        let piece = offset(self.done.len())?;
-        let (record, reference) = write_payment(&payment, &mut self.current)?;
-        self.derived.push(DerivedRow {
-            piece,
-            record,
-            reference,
-        });
-        let len = self.current.len();
+        let (record, key) = write_payment(&payment, &mut self.current)?;
+        self.rows.push(Row { record, key });
+        self.count += 1;
         let record = self.current.get(at..).unwrap_or_default();
-        if len >= PIECE_MAX
-            || (len >= PIECE_MIN && xxhash_rust::xxh3::xxh3_64(record) % PIECE_EVERY == 0)
-        {
+        if !self.by_chunk && cuts_after(self.current.len(), record) {
             self.cut();
         }
         Ok(())
+    }
+
+    fn by_chunks(&mut self) {
+        self.by_chunk = true;
+    }
+
+    fn end_chunk(&mut self, input: u128, clean: bool) {
+        if self.rows.is_empty() {
+            return;
+        }
+        self.cut();
+        if let Some(piece) = self.done.last().filter(|_| clean) {
+            self.pieces.note_input(input, piece);
+        }
+    }
+
+    fn reuse(&mut self, input: u128) -> Option<usize> {
+        // Only at a chunk's start: nothing written since the last cut but the body's opening.
+        let at_start = self.rows.is_empty()
+            && (self.current.is_empty() || (self.count == 0 && self.current == PAYMENTS_OPEN));
+        if !at_start {
+            return None;
+        }
+        let piece = self.pieces.made_from(input)?;
+        let n = piece.rows.len();
+        self.current.clear();
+        self.done.push(piece);
+        self.count += n;
+        Some(n)
     }
 
     /// `count` and the members the file added, then the end of the envelope.
     fn finish(mut self, extra: &Map<String, Value>) -> (Payments, Vec<(usize, usize, String)>) {
         self.current.extend_from_slice(b"],\"count\":");
         self.current
-            .extend_from_slice(self.derived.len().to_string().as_bytes());
+            .extend_from_slice(self.count.to_string().as_bytes());
         for (k, v) in extra {
             self.current.push(b',');
             // Keys and values come from a parsed document: serialisation cannot fail.
@@ -772,7 +827,7 @@ impl Sink for PaymentsWriter {
         self.cut();
         let mut payments = Payments {
             pieces: self.done.into(),
-            derived: self.derived.into(),
+            count: self.count,
             sorted: Arc::from([]),
         };
         let repeated = payments.sort();
@@ -1019,7 +1074,7 @@ mod tests {
             let parts: Vec<Vec<u8>> = (0..n)
                 .map(|i| format!("{i:0>8},").repeat(12_000).into_bytes())
                 .collect();
-            let held: Arc<[Arc<Piece>]> = parts.iter().map(|p| pieces.intern(p)).collect();
+            let held: Arc<[Arc<Piece>]> = parts.iter().map(|p| pieces.intern(p, &[])).collect();
             let body = Body::from_pieces(held);
             body.compress();
             let (gz, _) = body.ready(Encoding::Gzip).expect("compressed");

@@ -20,6 +20,7 @@ pub(crate) mod payments;
 pub(crate) mod records;
 pub(crate) mod schedule;
 pub(crate) mod simulate;
+pub(crate) mod split;
 
 use std::collections::BTreeMap;
 

@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 
 use super::decode::{describe, join_index, Diag};
 use super::records::{self, Payment};
+use super::split::{cuts_after, NotSplit, Split};
 
 /// Where decoded payments go, one at a time, in file order: `prepare` writes them into the
 /// served body (the model only decodes and checks).
@@ -22,10 +23,52 @@ pub(crate) trait Sink {
     type Output;
     /// One valid payment; an `Err` is a message for the record's path.
     fn payment(&mut self, payment: Payment) -> Result<(), String>;
+    /// The payments will come in chunks of the file ([`Sink::end_chunk`]): cut only there.
+    fn by_chunks(&mut self);
+    /// The payments given since the last chunk are a chunk of the file, cut where
+    /// [`cuts_after`] says, whose bytes hash to `input`: remember what they made, for a later
+    /// version's [`Sink::reuse`], when `clean` (they gave no finding).
+    fn end_chunk(&mut self, input: u128, clean: bool);
+    /// A chunk whose bytes hash to `input`, in place of its payments, if what it made (its
+    /// payments, written) is still held: how many payments it holds.
+    fn reuse(&mut self, input: u128) -> Option<usize>;
     /// The list is complete: close it, with the members the file added after its own; with
     /// every payment whose reference an earlier one has, as (its index, the earlier's index,
     /// the reference), in file order.
     fn finish(self, extra: &Map<String, Value>) -> (Self::Output, Vec<(usize, usize, String)>);
+}
+
+/// Records of a file read since the last cut, joined by commas after a byte that says whether
+/// they open the list (the first piece of a body holds its opening): hashed, they say whether
+/// a version already made their piece.
+#[derive(Debug, Default)]
+struct Chunk {
+    bytes: Vec<u8>,
+    /// Where each record ends in `bytes`.
+    ends: Vec<usize>,
+}
+
+impl Chunk {
+    fn start(&mut self, first: bool) {
+        self.bytes.clear();
+        self.bytes.push(if first { b'[' } else { b',' });
+        self.ends.clear();
+    }
+
+    fn push(&mut self, record: &[u8]) {
+        if !self.ends.is_empty() {
+            self.bytes.push(b',');
+        }
+        self.bytes.extend_from_slice(record);
+        self.ends.push(self.bytes.len());
+    }
+
+    fn records(&self) -> impl Iterator<Item = &[u8]> {
+        let starts = std::iter::once(1).chain(self.ends.iter().map(|e| e + 1));
+        starts
+            .zip(&self.ends)
+            .map(|(start, &end)| self.bytes.get(start..end).unwrap_or_default())
+    }
 }
 
 /// Decodes and checks payments one record at a time, handing each to a [`Sink`].
@@ -74,6 +117,28 @@ impl<S: Sink> Builder<S> {
                 diag.error(&path, format!("cannot be prepared: {message}"));
             }
         }
+    }
+
+    /// Decodes the records of a chunk of the file, or, for a chunk that ends where
+    /// [`cuts_after`] cut (`cut`), takes what a version made of the same bytes when the sink
+    /// still holds it. `NotSplit` when a record does not parse.
+    fn chunk(&mut self, chunk: &Chunk, cut: bool, diag: &mut Diag) -> Result<(), NotSplit> {
+        let input = cut.then(|| xxhash_rust::xxh3::xxh3_128(&chunk.bytes));
+        if let Some(input) = input.filter(|_| self.ok) {
+            if let Some(n) = self.sink.reuse(input) {
+                self.records += n;
+                return Ok(());
+            }
+        }
+        let findings = diag.findings.len();
+        for record in chunk.records() {
+            let value: Value = serde_json::from_slice(record).map_err(|_| NotSplit)?;
+            self.record(&value, diag);
+        }
+        if let Some(input) = input.filter(|_| self.ok) {
+            self.sink.end_chunk(input, diag.findings.len() == findings);
+        }
+        Ok(())
     }
 
     /// Checks the envelope's `count` and closes the body.
@@ -190,6 +255,64 @@ pub(crate) fn from_json_reader<R: Read, S: Sink>(
     .deserialize(&mut de)?;
     de.end()?;
     Ok(b.finish(diag))
+}
+
+/// Payments from JSON read as [`split`](super::split) records, each parsed from its bytes: the
+/// same result as [`from_json_reader`] (a test and the `load_json` fuzzer hold them equal) at
+/// a fraction of its time. `NotSplit` for a file that does not split or does not parse, which
+/// the caller reads with [`from_json_reader`] for its errors' places.
+pub(crate) fn from_json_split<R: Read, S: Sink>(
+    reader: R,
+    diag: &mut Diag,
+    sink: S,
+) -> Result<Option<S::Output>, NotSplit> {
+    let mut split = Split::new(reader)?;
+    let mut b = Builder::new(sink);
+    b.data_path = split.data_path.into();
+    b.sink.by_chunks();
+    let mut chunk = Chunk::default();
+    chunk.start(true);
+    while let Some(record) = split.next_record()? {
+        chunk.push(record);
+        if cuts_after(chunk.bytes.len(), record) {
+            b.chunk(&chunk, true, diag)?;
+            chunk.start(false);
+        }
+    }
+    b.chunk(&chunk, false, diag)?;
+    // The envelope around the list: `count`, the members the file adds, `data` twice.
+    let skeleton = split.skeleton()?;
+    let mut de = serde_json::Deserializer::from_slice(&skeleton);
+    Stream {
+        b: &mut b,
+        diag: &mut *diag,
+        top: true,
+    }
+    .deserialize(&mut de)
+    .and_then(|()| de.end())
+    .map_err(|_| NotSplit)?;
+    Ok(b.finish(diag))
+}
+
+/// Panics unless [`from_json_split`] and [`from_json_reader`] agree on `bytes` wherever the
+/// split applies: the same findings, and the same body when it loads. For the tests and the
+/// `load_json` fuzzer.
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) fn split_agrees(bytes: &[u8]) {
+    use crate::prepare::{PaymentsWriter, Pieces};
+    let mut split_diag = Diag::default();
+    let Ok(split) = from_json_split(
+        bytes,
+        &mut split_diag,
+        PaymentsWriter::new(&Pieces::default()),
+    ) else {
+        return;
+    };
+    let mut diag = Diag::default();
+    let streamed = from_json_reader(bytes, &mut diag, PaymentsWriter::new(&Pieces::default()))
+        .expect("a file that splits and parses is valid JSON");
+    assert_eq!(split_diag.findings, diag.findings);
+    assert_eq!(split.map(|p| p.body()), streamed.map(|p| p.body()));
 }
 
 /// How serde_json (with `arbitrary_precision`) hands a number to a visitor: a one-entry map.
@@ -316,7 +439,15 @@ mod tests {
         reader: &[u8],
         diag: &mut Diag,
     ) -> Result<Option<Payments>, serde_json::Error> {
+        super::split_agrees(reader);
         super::from_json_reader(reader, diag, PaymentsWriter::new(&Pieces::default()))
+    }
+
+    /// Payments split from `text` (valid, without errors) into `sink`.
+    fn split(text: &str, sink: impl Sink<Output = Payments>) -> Payments {
+        super::from_json_split(text.as_bytes(), &mut Diag::default(), sink)
+            .expect("the file splits")
+            .expect("no errors")
     }
 
     const TWO: &str = r#"{"count": 2, "data": [
@@ -334,7 +465,9 @@ mod tests {
         let mut d2 = Diag::default();
         let parsed = from_value(&value, &mut d2).expect("no errors");
         assert_eq!(streamed.body(), parsed.body());
-        assert_eq!(streamed.derived.len(), 2);
+        let split = split(TWO, PaymentsWriter::new(&Pieces::default()));
+        assert_eq!(split.body(), parsed.body());
+        assert_eq!(streamed.count(), 2);
         let body = streamed.body();
         let body = std::str::from_utf8(&body).expect("UTF-8");
         assert!(
@@ -418,12 +551,6 @@ mod tests {
             .insert(3, extra);
         let grown = load(&inserted);
 
-        let shared = |a: &Payments, b: &Payments| {
-            b.pieces
-                .iter()
-                .filter(|p| a.pieces.iter().any(|q| Arc::ptr_eq(p, q)))
-                .count()
-        };
         let n = before.pieces.len();
         assert!(n >= 8, "{n} pieces");
         assert_eq!(after.pieces.len(), n);
@@ -436,7 +563,84 @@ mod tests {
             grown.pieces.len()
         );
         assert_eq!(after.body().len(), before.body().len());
-        assert_eq!(after.derived.len(), before.derived.len());
+        assert_eq!(after.count(), before.count());
+    }
+
+    #[test]
+    fn a_reload_reads_only_the_chunks_that_changed_and_writes_the_same_body() {
+        /// A writer that counts the payments it is given to decode.
+        struct Counting<'a>(PaymentsWriter, &'a std::cell::Cell<usize>);
+        impl Sink for Counting<'_> {
+            type Output = Payments;
+            fn payment(&mut self, payment: Payment) -> Result<(), String> {
+                self.1.set(self.1.get() + 1);
+                self.0.payment(payment)
+            }
+            fn by_chunks(&mut self) {
+                self.0.by_chunks();
+            }
+            fn end_chunk(&mut self, input: u128, clean: bool) {
+                self.0.end_chunk(input, clean);
+            }
+            fn reuse(&mut self, input: u128) -> Option<usize> {
+                self.0.reuse(input)
+            }
+            fn finish(self, extra: &Map<String, Value>) -> (Payments, Vec<(usize, usize, String)>) {
+                self.0.finish(extra)
+            }
+        }
+        let pieces = Pieces::default();
+        let decoded = std::cell::Cell::new(0);
+        let load = |text: &str| {
+            decoded.set(0);
+            let p = split(text, Counting(PaymentsWriter::new(&pieces), &decoded));
+            // What a first load (nothing to reuse) makes of the same text.
+            let fresh = split(text, PaymentsWriter::new(&Pieces::default()));
+            assert!(
+                p.body() == fresh.body(),
+                "the same body as a first load makes"
+            );
+            (p, decoded.get())
+        };
+        let references: Vec<String> = (0..8_000).map(|i| format!("PG{i:06}")).collect();
+        let mut value = payments_of(&references, 100);
+        let text = serde_json::to_string_pretty(&value).expect("JSON");
+        let (before, all) = load(&text);
+        assert_eq!(all, 8_000);
+        let n = before.pieces.len();
+        assert!(n >= 8, "{n} pieces");
+
+        // The same bytes again: only the last chunk is read (its piece holds the envelope's
+        // end); its bytes are the same, so its piece is shared too.
+        let (again, read) = load(&text);
+        assert!(read < all / 4, "{read} of {all} decoded");
+        assert_eq!(shared(&before, &again), n);
+
+        // One payment changed: its chunk and the last are read again, one piece is new.
+        value["data"][4_000]["buyer"] = "Changed".into();
+        let changed = serde_json::to_string_pretty(&value).expect("JSON");
+        let (after, read) = load(&changed);
+        assert!(read < all / 2, "{read} of {all} decoded");
+        assert_eq!(shared(&again, &after), n - 1);
+        let detail = |p: &Payments, reference| p.find(reference).map(|r| p.detail(r));
+        let changed_row = detail(&after, "PG004000").expect("found");
+        assert!(changed_row.windows(9).any(|w| w == b"\"Changed\""));
+        assert_eq!(detail(&after, "PG003999"), detail(&before, "PG003999"));
+
+        // Kept pieces come with their payments: every reference is found where it is.
+        assert_eq!(after.count(), 8_000);
+        for reference in ["PG000000", "PG003999", "PG004000", "PG007999"] {
+            let row = after.find(reference).expect("found");
+            assert_eq!(after.reference(row).as_deref(), Some(reference));
+        }
+    }
+
+    /// How many of `b`'s pieces `a` holds too.
+    fn shared(a: &Payments, b: &Payments) -> usize {
+        b.pieces
+            .iter()
+            .filter(|p| a.pieces.iter().any(|q| Arc::ptr_eq(p, q)))
+            .count()
     }
 
     fn every_reference_found(by: &crate::prepare::ByReference, references: &[String]) {
@@ -470,10 +674,11 @@ mod tests {
         let value: Value = serde_json::from_str(&text).expect("valid");
         let mut diag = Diag::default();
         let payments = from_value(&value, &mut diag).expect("no errors");
+        let rows = payments.rows();
         let mut expected_body = b"{\"data\":[".to_vec();
         for (i, item) in value["data"].as_array().expect("a list").iter().enumerate() {
             let payment = records::payment(item, "data", &mut diag).expect("a payment");
-            let row = &payments.derived[i];
+            let row = &rows[i];
             assert_eq!(
                 payments.reference(*row).as_ref(),
                 Some(&payment.reference_payment)

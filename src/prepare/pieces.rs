@@ -119,7 +119,20 @@ impl Payload {
 /// forms once made.
 pub(crate) struct Piece {
     pub(crate) bytes: Bytes,
+    /// Where each record of a list lies in `bytes`, with its key (a payment and its reference):
+    /// made with the bytes, so a version that takes the piece takes them too.
+    pub(crate) rows: Box<[Row]>,
     packed: OnceLock<Packed>,
+}
+
+/// Where bytes lie in a piece: from, to.
+pub(crate) type Span = (u32, u32);
+
+/// A record in a piece: its bytes, and its key's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Row {
+    pub(crate) record: Span,
+    pub(crate) key: Span,
 }
 
 /// Its size, never its bytes.
@@ -144,9 +157,10 @@ const BR_QUALITY: u32 = 5;
 const BR_LGWIN: u32 = 20;
 
 impl Piece {
-    fn new(bytes: Bytes) -> Piece {
+    fn new(bytes: Bytes, rows: &[Row]) -> Piece {
         Piece {
             bytes,
+            rows: rows.into(),
             packed: OnceLock::new(),
         }
     }
@@ -248,38 +262,69 @@ pub(crate) fn compressed(
     Some((Payload::pieces(gzip), Payload::pieces(br)))
 }
 
-/// The pieces alive in a catalog, by the hash of their bytes: a piece made again with the same
-/// bytes is the one already held. Holds no piece alive itself.
+/// The pieces alive in a catalog, by the hash of their bytes, and by the hash of the input they
+/// were made from: a piece made again with the same bytes is the one already held, and input
+/// seen before need not be read again. Holds no piece alive itself.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Pieces(Arc<Mutex<HashMap<u64, Weak<Piece>>>>);
+pub(crate) struct Pieces(Arc<Mutex<Held>>);
+
+#[derive(Debug, Default)]
+struct Held {
+    by_bytes: HashMap<u64, Weak<Piece>>,
+    by_input: HashMap<u128, Weak<Piece>>,
+}
+
+/// Adds an entry, first clearing the entries of dropped pieces whenever the map reaches a power
+/// of two.
+fn remember<K: std::hash::Hash + Eq>(
+    map: &mut HashMap<K, Weak<Piece>>,
+    key: K,
+    piece: &Arc<Piece>,
+) {
+    if map.len() >= 64 && map.len().is_power_of_two() {
+        map.retain(|_, w| w.strong_count() > 0);
+    }
+    map.insert(key, Arc::downgrade(piece));
+}
 
 impl Pieces {
-    /// The piece holding `bytes`: the live one with the same bytes, else a new one (copied from
-    /// `bytes`, which the caller reuses).
-    pub(crate) fn intern(&self, bytes: &[u8]) -> Arc<Piece> {
+    fn held(&self) -> std::sync::MutexGuard<'_, Held> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The piece holding `bytes` (with `rows`): the live one with the same bytes, else a new
+    /// one (copied from `bytes`, which the caller reuses).
+    pub(crate) fn intern(&self, bytes: &[u8], rows: &[Row]) -> Arc<Piece> {
         let hash = xxhash_rust::xxh3::xxh3_64(bytes);
-        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let live = map.get(&hash).and_then(Weak::upgrade);
+        let mut held = self.held();
+        let live = held.by_bytes.get(&hash).and_then(Weak::upgrade);
         // The bytes are compared: of two contents with one hash, the newer takes the entry.
         if let Some(live) = live.filter(|p| p.bytes == bytes) {
             return live;
         }
-        let piece = Arc::new(Piece::new(Bytes::copy_from_slice(bytes)));
-        // Entries of dropped pieces are cleared whenever the map reaches a power of two.
-        if map.len() >= 64 && map.len().is_power_of_two() {
-            map.retain(|_, w| w.strong_count() > 0);
-        }
-        map.insert(hash, Arc::downgrade(&piece));
+        let piece = Arc::new(Piece::new(Bytes::copy_from_slice(bytes), rows));
+        remember(&mut held.by_bytes, hash, &piece);
         piece
+    }
+
+    /// The live piece made from the input whose 128-bit hash is `input`.
+    pub(crate) fn made_from(&self, input: u128) -> Option<Arc<Piece>> {
+        self.held().by_input.get(&input).and_then(Weak::upgrade)
+    }
+
+    /// Notes that `piece` is what the input hashed `input` makes.
+    pub(crate) fn note_input(&self, input: u128, piece: &Arc<Piece>) {
+        remember(&mut self.held().by_input, input, piece);
     }
 
     /// How many pieces are alive.
     #[cfg(test)]
     pub(crate) fn live(&self) -> usize {
-        self.0
-            .lock()
-            .map(|m| m.values().filter(|w| w.strong_count() > 0).count())
-            .unwrap_or(0)
+        self.held()
+            .by_bytes
+            .values()
+            .filter(|w| w.strong_count() > 0)
+            .count()
     }
 }
 
@@ -328,7 +373,7 @@ mod tests {
             text(1 << 20, 4),
             text(17, 5),
         ];
-        let held: Vec<Arc<Piece>> = parts.iter().map(|p| pieces.intern(p)).collect();
+        let held: Vec<Arc<Piece>> = parts.iter().map(|p| pieces.intern(p, &[])).collect();
         let whole: Vec<u8> = parts.concat();
 
         let (gz, br) = compressed(&held, &|| true).expect("made");
@@ -342,7 +387,7 @@ mod tests {
     fn one_piece_and_no_piece_are_valid_streams_too() {
         for parts in [vec![], vec![text(5000, 9)]] {
             let pieces = Pieces::default();
-            let held: Vec<Arc<Piece>> = parts.iter().map(|p| pieces.intern(p)).collect();
+            let held: Vec<Arc<Piece>> = parts.iter().map(|p| pieces.intern(p, &[])).collect();
             let (gz, br) = compressed(&held, &|| true).expect("made");
             assert_eq!(gunzip(&gz), parts.concat());
             assert_eq!(unbrotli(&br), parts.concat());
@@ -352,9 +397,9 @@ mod tests {
     #[test]
     fn the_same_bytes_are_one_piece_while_it_lives() {
         let pieces = Pieces::default();
-        let a = pieces.intern(b"same bytes");
-        let b = pieces.intern(b"same bytes");
-        let c = pieces.intern(b"other bytes");
+        let a = pieces.intern(b"same bytes", &[]);
+        let b = pieces.intern(b"same bytes", &[]);
+        let c = pieces.intern(b"other bytes", &[]);
 
         assert!(Arc::ptr_eq(&a, &b));
         assert!(!Arc::ptr_eq(&a, &c));
@@ -362,7 +407,7 @@ mod tests {
         drop((a, b));
         assert_eq!(pieces.live(), 1);
         // Made again once dropped: nothing keeps a piece alive but its holders.
-        let again = pieces.intern(b"same bytes");
+        let again = pieces.intern(b"same bytes", &[]);
         assert_eq!(&again.bytes[..], b"same bytes");
     }
 
