@@ -786,6 +786,10 @@ impl Sink for PaymentsWriter {
         self.by_chunk = true;
     }
 
+    fn chunk_key(&self, chunk: &[u8]) -> u128 {
+        self.pieces.input_key(chunk)
+    }
+
     fn end_chunk(&mut self, input: u128, clean: bool) {
         if self.rows.is_empty() {
             return;

@@ -56,7 +56,14 @@ pub(crate) struct Split<R> {
     started: bool,
     /// Still reading the skeleton's beginning: keep every byte read.
     keep_all: bool,
+    /// The deepest a record may nest: as deep as serde_json's recursion limit lets it in the
+    /// file (where the list and the envelope count too), so that a record too deep for the
+    /// stream is not read by the split either.
+    max_depth: usize,
 }
+
+/// serde_json's recursion limit: values nest at most this deep.
+const SERDE_MAX_DEPTH: usize = 127;
 
 impl<R: Read> Split<R> {
     /// Reads up to the first record: the `[` of a bare list, or the `[` that is the value of
@@ -71,12 +78,14 @@ impl<R: Read> Split<R> {
             data_path: "",
             started: false,
             keep_all: true,
+            max_depth: SERDE_MAX_DEPTH - 1,
         };
         s.whitespace()?;
         match s.byte()? {
             b'[' => {}
             b'{' => {
                 s.data_path = "data";
+                s.max_depth = SERDE_MAX_DEPTH - 2;
                 loop {
                     s.whitespace()?;
                     let key = s.value()?;
@@ -91,7 +100,11 @@ impl<R: Read> Split<R> {
                         s.expect(b'[')?;
                         break;
                     }
-                    s.value()?;
+                    // A member before the list is checked now, not after the whole list.
+                    let value = s.value()?;
+                    if serde_json::from_slice::<serde::de::IgnoredAny>(value).is_err() {
+                        return Err(NotSplit);
+                    }
                     s.whitespace()?;
                     s.expect(b',')?;
                 }
@@ -116,7 +129,10 @@ impl<R: Read> Split<R> {
             self.whitespace()?;
         }
         self.started = true;
-        let (start, end) = self.span()?;
+        let (start, end, depth) = self.span()?;
+        if depth > self.max_depth {
+            return Err(NotSplit);
+        }
         Ok(self.buf.get(start..end))
     }
 
@@ -143,7 +159,7 @@ impl<R: Read> Split<R> {
             self.buf.drain(..self.pos);
             self.pos = 0;
         }
-        let want = more.max(BLOCK);
+        let want = (more - have).max(BLOCK);
         let len = self.buf.len();
         self.buf.resize(len + want, 0);
         let mut got = 0;
@@ -190,18 +206,20 @@ impl<R: Read> Split<R> {
 
     /// Skips one value; its bytes.
     fn value(&mut self) -> Result<&[u8], NotSplit> {
-        let (start, end) = self.span()?;
+        let (start, end, _) = self.span()?;
         Ok(self.buf.get(start..end).unwrap_or_default())
     }
 
     /// Finds the end of the value at `pos` (reading more as needed) and moves past it: where
-    /// it lies in `buf`.
-    fn span(&mut self) -> Result<(usize, usize), NotSplit> {
+    /// it lies in `buf`, and how deep it nests.
+    fn span(&mut self) -> Result<(usize, usize, usize), NotSplit> {
         loop {
-            if let Some(len) = value_len(self.buf.get(self.pos..).unwrap_or_default(), self.eof) {
+            if let Some((len, depth)) =
+                value_len(self.buf.get(self.pos..).unwrap_or_default(), self.eof)
+            {
                 let start = self.pos;
                 self.pos += len;
-                return Ok((start, self.pos));
+                return Ok((start, self.pos, depth));
             }
             // The value goes on past what is read: read as much again (so a long value is
             // scanned a bounded number of times), or give up at the end of the file.
@@ -216,26 +234,28 @@ impl<R: Read> Split<R> {
     }
 }
 
-/// The length of the JSON value at the start of `bytes`, tracking only strings and nesting
-/// (exact for valid JSON); `None` when it does not end within `bytes`. A scalar ends at the
-/// first byte that cannot be part of it, or at the end when `eof`.
-fn value_len(bytes: &[u8], eof: bool) -> Option<usize> {
+/// The length of the JSON value at the start of `bytes` and how deep it nests (0 for a
+/// scalar), tracking only strings and nesting (exact for valid JSON); `None` when it does not
+/// end within `bytes`. A scalar ends at the first byte that cannot be part of it, or at the end
+/// when `eof`.
+fn value_len(bytes: &[u8], eof: bool) -> Option<(usize, usize)> {
     match *bytes.first()? {
         b'{' | b'[' => {
-            let mut depth = 0usize;
+            let (mut depth, mut deepest) = (0usize, 0usize);
             let mut i = 0;
             while let Some(&b) = bytes.get(i) {
                 match b {
                     b'"' => i += string_len(bytes.get(i..)?)?,
                     b'{' | b'[' => {
                         depth += 1;
+                        deepest = deepest.max(depth);
                         i += 1;
                     }
                     b'}' | b']' => {
                         depth = depth.checked_sub(1)?;
                         i += 1;
                         if depth == 0 {
-                            return Some(i);
+                            return Some((i, deepest));
                         }
                     }
                     _ => i += 1,
@@ -243,14 +263,14 @@ fn value_len(bytes: &[u8], eof: bool) -> Option<usize> {
             }
             None
         }
-        b'"' => string_len(bytes),
+        b'"' => Some((string_len(bytes)?, 0)),
         _ => match bytes
             .iter()
             .position(|b| matches!(b, b',' | b']' | b'}' | b' ' | b'\n' | b'\r' | b'\t'))
         {
-            Some(0) => Some(1), // a stray delimiter: the parse of this "value" fails
-            Some(n) => Some(n),
-            None => eof.then_some(bytes.len()),
+            Some(0) => Some((1, 0)), // a stray delimiter: the parse of this "value" fails
+            Some(n) => Some((n, 0)),
+            None => eof.then_some((bytes.len(), 0)),
         },
     }
 }
@@ -337,6 +357,22 @@ mod tests {
     }
 
     #[test]
+    fn a_record_too_deep_for_the_stream_is_not_split_either() {
+        let nested = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        // In the envelope, the object and the list leave a record 125 levels; a bare list 126.
+        for (text, ok) in [
+            (format!("{{\"data\":[{}]}}", nested(125)), true),
+            (format!("{{\"data\":[{}]}}", nested(126)), false),
+            (format!("[{}]", nested(126)), true),
+            (format!("[{}]", nested(127)), false),
+        ] {
+            let streamed = serde_json::from_str::<serde_json::Value>(&text).is_ok();
+            assert_eq!(streamed, ok, "serde_json's own limit");
+            assert_eq!(split(&text, 4096).is_ok(), ok);
+        }
+    }
+
+    #[test]
     fn shapes_it_does_not_follow_and_broken_files_are_not_split() {
         for text in [
             "",
@@ -356,6 +392,7 @@ mod tests {
             "[1]]",
             "[1] x",
             "[\"\\\"]",
+            r#"{"source": tru, "data": [1]}"#,
         ] {
             for chunk in [1, 3, 4096] {
                 assert!(split(text, chunk).is_err(), "{text}");

@@ -265,8 +265,29 @@ pub(crate) fn compressed(
 /// The pieces alive in a catalog, by the hash of their bytes, and by the hash of the input they
 /// were made from: a piece made again with the same bytes is the one already held, and input
 /// seen before need not be read again. Holds no piece alive itself.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Pieces(Arc<Mutex<Held>>);
+#[derive(Debug, Clone)]
+pub(crate) struct Pieces(Arc<Shared>);
+
+#[derive(Debug)]
+struct Shared {
+    /// The seed of the input hashes, drawn per catalog: the bytes that made a piece are gone,
+    /// so a hash match is all that says a chunk is the same, and a bundle's author must not
+    /// be able to make a chunk that matches another bundle's.
+    seed: u64,
+    held: Mutex<Held>,
+}
+
+impl Default for Pieces {
+    fn default() -> Self {
+        use std::hash::BuildHasher;
+        // The standard library's randomly keyed hasher, as a source of one random number.
+        let seed = std::collections::hash_map::RandomState::new().hash_one(0u8);
+        Pieces(Arc::new(Shared {
+            seed,
+            held: Mutex::default(),
+        }))
+    }
+}
 
 #[derive(Debug, Default)]
 struct Held {
@@ -289,7 +310,12 @@ fn remember<K: std::hash::Hash + Eq>(
 
 impl Pieces {
     fn held(&self) -> std::sync::MutexGuard<'_, Held> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+        self.0.held.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The key of input `bytes` for [`Pieces::made_from`] and [`Pieces::note_input`].
+    pub(crate) fn input_key(&self, bytes: &[u8]) -> u128 {
+        xxhash_rust::xxh3::xxh3_128_with_seed(bytes, self.0.seed)
     }
 
     /// The piece holding `bytes` (with `rows`): the live one with the same bytes, else a new
@@ -300,6 +326,8 @@ impl Pieces {
         let live = held.by_bytes.get(&hash).and_then(Weak::upgrade);
         // The bytes are compared: of two contents with one hash, the newer takes the entry.
         if let Some(live) = live.filter(|p| p.bytes == bytes) {
+            // Pieces start at a record and records are written one way: the same rows.
+            debug_assert_eq!(live.rows[..], rows[..]);
             return live;
         }
         let piece = Arc::new(Piece::new(Bytes::copy_from_slice(bytes), rows));
@@ -307,12 +335,12 @@ impl Pieces {
         piece
     }
 
-    /// The live piece made from the input whose 128-bit hash is `input`.
+    /// The live piece made from the input whose key ([`Pieces::input_key`]) is `input`.
     pub(crate) fn made_from(&self, input: u128) -> Option<Arc<Piece>> {
         self.held().by_input.get(&input).and_then(Weak::upgrade)
     }
 
-    /// Notes that `piece` is what the input hashed `input` makes.
+    /// Notes that `piece` is what the input keyed `input` makes.
     pub(crate) fn note_input(&self, input: u128, piece: &Arc<Piece>) {
         remember(&mut self.held().by_input, input, piece);
     }
