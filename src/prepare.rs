@@ -103,11 +103,17 @@ impl Body {
         }
     }
 
-    /// A body made of `pieces` (one piece is a body like any other). Its tag is that of the
-    /// same bytes in one buffer.
+    /// A body made of `pieces`. Its tag is that of the same bytes in one buffer. A body up to
+    /// [`EAGER_COMPRESS_MAX`] is one buffer (copied from several pieces), served and compressed
+    /// as any body that size: pieces pay off only for large bodies.
     pub(crate) fn from_pieces(pieces: Arc<[Arc<Piece>]>) -> Body {
         if let [one] = &pieces[..] {
             return Body::new(one.bytes.clone());
+        }
+        let len: usize = pieces.iter().map(|p| p.bytes.len()).sum();
+        if len <= EAGER_COMPRESS_MAX {
+            let whole = Payload::pieces(pieces.iter().map(|p| p.bytes.clone()));
+            return Body::new(whole.to_bytes());
         }
         let mut hasher = xxhash_rust::xxh3::Xxh3::new();
         for p in pieces.iter() {
@@ -178,11 +184,8 @@ impl Body {
                 .and_then(|gz| Some((gz.into(), brotli(identity, br_quality, keep)?.into())))
         };
         let made = match &self.pieces {
-            Some(pieces) if self.len() > EAGER_COMPRESS_MAX as u64 => {
-                pieces::compressed(pieces, keep)
-            }
-            // One buffer, or pieces up to a megabyte: compressed whole, as any body that size.
-            _ => whole(&self.identity.to_bytes()),
+            Some(pieces) => pieces::compressed(pieces, keep),
+            None => whole(&self.identity.to_bytes()),
         };
         let made = made.map(|(gzip, br)| Compressed {
             gzip,
@@ -800,6 +803,10 @@ impl Sink for PaymentsWriter {
         }
     }
 
+    fn holds(&self, input: u128) -> bool {
+        self.pieces.made_from(input).is_some()
+    }
+
     fn reuse(&mut self, input: u128) -> Option<usize> {
         // Only at a chunk's start: nothing written since the last cut but the body's opening.
         let at_start = self.rows.is_empty()
@@ -1063,7 +1070,7 @@ mod tests {
     }
 
     #[test]
-    fn a_body_in_pieces_is_compressed_whole_up_to_a_megabyte_and_by_piece_above() {
+    fn a_body_in_pieces_is_one_buffer_up_to_a_megabyte_and_pieces_above() {
         fn gunzip(p: &Payload) -> Vec<u8> {
             let mut out = Vec::new();
             std::io::Read::read_to_end(
@@ -1081,6 +1088,15 @@ mod tests {
             let held: Arc<[Arc<Piece>]> = parts.iter().map(|p| pieces.intern(p, &[])).collect();
             let body = Body::from_pieces(held);
             body.compress();
+            let (identity, tag) = body.ready(Encoding::Identity).expect("identity");
+            assert_eq!(identity.parts().len() > 1, joined);
+            assert_eq!(
+                tag,
+                Body::new(Bytes::from(parts.concat()))
+                    .ready(Encoding::Identity)
+                    .expect("identity")
+                    .1
+            );
             let (gz, _) = body.ready(Encoding::Gzip).expect("compressed");
             let (br, _) = body.ready(Encoding::Brotli).expect("compressed");
             assert_eq!(gunzip(gz), parts.concat());

@@ -2,18 +2,23 @@
 //!
 //! The payments file is the one that grows large (a 200,000-payment event is about 100 MB of
 //! JSON). Holding it as text, as a value tree and as typed records at once would take several
-//! times its size, so it is read as a stream: each record is parsed on its own, decoded with the
-//! same rules as every other record, handed to a [`Sink`] (`prepare::PaymentsWriter` writes it
-//! into the served body), then dropped.
+//! times its size, so it is read record by record: each record is parsed on its own, decoded
+//! with the same rules as every other record, handed to a [`Sink`] (`prepare::PaymentsWriter`
+//! writes it into the served body), then dropped. [`from_json_split`] cuts the file into
+//! chunks of records ([`super::split`]), decodes them on as many threads as there are cores
+//! and takes a chunk a previous version read whole; [`from_json_reader`] streams it with
+//! serde_json, for the files the split does not take and for their errors' places.
 //! TOML files (and tests) feed the same builder from a parsed value.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::io::Read;
+use std::sync::{mpsc, Mutex};
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
-use super::decode::{describe, join_index, Diag};
+use super::decode::{describe, join_index, Diag, Finding};
 use super::records::{self, Payment};
 use super::split::{cuts_after, NotSplit, Split};
 
@@ -31,6 +36,8 @@ pub(crate) trait Sink {
     /// [`cuts_after`] says, whose bytes' key is `input`: remember what they made, for a later
     /// version's [`Sink::reuse`], when `clean` (they gave no finding).
     fn end_chunk(&mut self, input: u128, clean: bool);
+    /// Whether [`Sink::reuse`] would take the chunk keyed `input` now.
+    fn holds(&self, input: u128) -> bool;
     /// A chunk whose bytes' key is `input`, in place of its payments, if what it made (its
     /// payments, written) is still held: how many payments it holds.
     fn reuse(&mut self, input: u128) -> Option<usize>;
@@ -102,45 +109,66 @@ impl<S: Sink> Builder<S> {
 
     /// Decodes, checks and serialises one record.
     fn record(&mut self, value: &Value, diag: &mut Diag) {
+        let path = join_index(&self.data_path, self.records);
+        let payment = records::payment(value, &path, diag);
+        self.accept(payment, diag);
+    }
+
+    /// Counts a decoded record, and hands a valid one to the sink while every record so far
+    /// was valid (the bundle is rejected otherwise: keep checking, stop building).
+    fn accept(&mut self, payment: Option<Payment>, diag: &mut Diag) {
         let index = self.records;
         self.records += 1;
-        let path = join_index(&self.data_path, index);
-        let Some(payment) = records::payment(value, &path, diag) else {
+        let Some(payment) = payment else {
             self.ok = false;
             return;
         };
         if !self.ok {
-            return; // the bundle is rejected anyway: keep checking, stop building
+            return;
         }
-        match self.sink.payment(payment) {
-            Ok(()) => {}
-            Err(message) => {
-                self.ok = false;
-                diag.error(&path, format!("cannot be prepared: {message}"));
-            }
+        if let Err(message) = self.sink.payment(payment) {
+            self.ok = false;
+            let path = join_index(&self.data_path, index);
+            diag.error(&path, format!("cannot be prepared: {message}"));
         }
     }
 
-    /// Decodes the records of a chunk of the file, or, for a chunk that ends where
-    /// [`cuts_after`] cut (`cut`), takes what a version made of the same bytes when the sink
-    /// still holds it. `NotSplit` when a record does not parse.
-    fn chunk(&mut self, chunk: &Chunk, cut: bool, diag: &mut Diag) -> Result<(), NotSplit> {
-        let input = cut.then(|| self.sink.chunk_key(&chunk.bytes));
-        if let Some(input) = input.filter(|_| self.ok) {
-            if let Some(n) = self.sink.reuse(input) {
-                self.records += n;
-                return Ok(());
+    /// Takes the next chunk of the file: what a version made of the same bytes, when the sink
+    /// still holds it, else its records decoded (on a decoding thread, or here), then
+    /// remembered by its key when it ends where [`cuts_after`] cut.
+    fn take(
+        &mut self,
+        pending: Pending,
+        data_path: &str,
+        diag: &mut Diag,
+    ) -> Result<Buffers, NotSplit> {
+        let (mut buffers, key) = match pending {
+            Pending::Decoding(reply, key) => {
+                let (buffers, parsed) = reply.recv().map_err(|_| NotSplit)?;
+                parsed?;
+                (buffers, key)
             }
+            Pending::Known(mut buffers, first, key) => {
+                if self.ok {
+                    if let Some(n) = self.sink.reuse(key) {
+                        self.records += n;
+                        return Ok(buffers);
+                    }
+                }
+                decode(&mut buffers, first, data_path)?;
+                (buffers, Some(key))
+            }
+        };
+        let mut clean = true;
+        for (payment, findings) in buffers.decoded.drain(..) {
+            clean &= findings.is_empty();
+            diag.findings.extend(findings);
+            self.accept(payment, diag);
         }
-        let findings = diag.findings.len();
-        for record in chunk.records() {
-            let value: Value = serde_json::from_slice(record).map_err(|_| NotSplit)?;
-            self.record(&value, diag);
+        if let Some(key) = key.filter(|_| self.ok) {
+            self.sink.end_chunk(key, clean);
         }
-        if let Some(input) = input.filter(|_| self.ok) {
-            self.sink.end_chunk(input, diag.findings.len() == findings);
-        }
-        Ok(())
+        Ok(buffers)
     }
 
     /// Checks the envelope's `count` and closes the body.
@@ -259,9 +287,54 @@ pub(crate) fn from_json_reader<R: Read, S: Sink>(
     Ok(b.finish(diag))
 }
 
-/// Payments from JSON read as [`split`](super::split) records, each parsed from its bytes: the
-/// same result as [`from_json_reader`] (a test and the `load_json` fuzzer hold them equal) at
-/// a fraction of its time. `NotSplit` for a file that does not split or does not parse, which
+/// A chunk's records decoded: each payment (none when it has an error) with its findings.
+type Decoded = Vec<(Option<Payment>, Vec<Finding>)>;
+
+/// A chunk and its records decoded. They go round between the split and the decoding threads
+/// rather than being made for each chunk: eventbox's allocator returns freed pages at once, and
+/// a megabyte allocated and freed per chunk on several threads cost a third of a load in the
+/// kernel.
+#[derive(Debug, Default)]
+struct Buffers {
+    chunk: Chunk,
+    decoded: Decoded,
+}
+
+/// A chunk to decode, the index of its first record in the list, and where the result goes.
+type Job = (Buffers, usize, mpsc::SyncSender<Decoding>);
+
+/// A decoded chunk: its buffers, and whether every record parsed.
+type Decoding = (Buffers, Result<(), NotSplit>);
+
+/// A chunk between the split and the sink.
+enum Pending {
+    /// Being decoded on a decoding thread; its key if it ends where [`cuts_after`] cut.
+    Decoding(mpsc::Receiver<Decoding>, Option<u128>),
+    /// A chunk (and its first record's index) whose key the sink held a piece for when it was
+    /// split: taken whole, or decoded here if that piece is gone by then.
+    Known(Buffers, usize, u128),
+}
+
+/// How many chunks may wait between the split and the sink (each at most about 1 MiB).
+const IN_FLIGHT: usize = 4;
+
+/// Parses and decodes the records of `chunk` into `decoded`, the first at index `first` of the
+/// list at `data_path`, with the rules of every other record. `NotSplit` when a record does
+/// not parse.
+fn decode(buffers: &mut Buffers, first: usize, data_path: &str) -> Result<(), NotSplit> {
+    buffers.decoded.clear();
+    for (i, record) in buffers.chunk.records().enumerate() {
+        let value: Value = serde_json::from_slice(record).map_err(|_| NotSplit)?;
+        let mut diag = Diag::default();
+        let payment = records::payment(&value, &join_index(data_path, first + i), &mut diag);
+        buffers.decoded.push((payment, diag.findings));
+    }
+    Ok(())
+}
+
+/// Payments from JSON read as [`split`](super::split) records, each parsed from its bytes, a
+/// chunk at a time on decoding threads: the same result as [`from_json_reader`] (a test and the
+/// `load_json` fuzzer hold them equal) at a fraction of its time. `NotSplit` for a file that does not split or does not parse, which
 /// the caller reads with [`from_json_reader`] for its errors' places.
 pub(crate) fn from_json_split<R: Read, S: Sink>(
     reader: R,
@@ -270,18 +343,78 @@ pub(crate) fn from_json_split<R: Read, S: Sink>(
 ) -> Result<Option<S::Output>, NotSplit> {
     let mut split = Split::new(reader)?;
     let mut b = Builder::new(sink);
-    b.data_path = split.data_path.into();
+    let data_path = split.data_path;
+    b.data_path = data_path.into();
     b.sink.by_chunks();
-    let mut chunk = Chunk::default();
-    chunk.start(true);
-    while let Some(record) = split.next_record()? {
-        chunk.push(record);
-        if cuts_after(chunk.bytes.len(), record) {
-            b.chunk(&chunk, true, diag)?;
-            chunk.start(false);
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    // The records are parsed and decoded on `workers` threads, a chunk at a time, and written
+    // here in file order, with at most `IN_FLIGHT` chunks between the split and the sink.
+    let (jobs, queue) = mpsc::sync_channel::<Job>(IN_FLIGHT);
+    let queue = Mutex::new(queue);
+    std::thread::scope(|scope| -> Result<(), NotSplit> {
+        // Dropped when this returns, however it returns: the workers then stop.
+        let jobs = jobs;
+        let mut spawned = 0;
+        for _ in 0..workers {
+            let queue = &queue;
+            let worker = move || loop {
+                let job = match queue.lock() {
+                    Ok(queue) => queue.recv(),
+                    Err(_) => return,
+                };
+                let Ok((mut buffers, first, reply)) = job else {
+                    return; // the split is over
+                };
+                let parsed = decode(&mut buffers, first, data_path);
+                let _ = reply.send((buffers, parsed));
+            };
+            let thread = std::thread::Builder::new().name("eventbox-decode".into());
+            if thread.spawn_scoped(scope, worker).is_ok() {
+                spawned += 1;
+            }
         }
-    }
-    b.chunk(&chunk, false, diag)?;
+        if spawned == 0 {
+            return Err(NotSplit); // no thread to decode on: the stream reads it
+        }
+        let mut pending = VecDeque::new();
+        let mut spare: Vec<Buffers> = Vec::new();
+        let mut current = Buffers::default();
+        current.chunk.start(true);
+        let (mut first, mut records) = (0, 0);
+        loop {
+            let record = split.next_record()?;
+            let end = record.is_none();
+            if let Some(record) = record {
+                current.chunk.push(record);
+                records += 1;
+                if !cuts_after(current.chunk.bytes.len(), record) {
+                    continue;
+                }
+            }
+            // A chunk is complete; one that ends where `cuts_after` cut has a key.
+            let key = (!end).then(|| b.sink.chunk_key(&current.chunk.bytes));
+            let mut full = spare.pop().unwrap_or_default();
+            full.chunk.start(false);
+            std::mem::swap(&mut full, &mut current);
+            match key.filter(|&k| b.sink.holds(k)) {
+                Some(key) => pending.push_back(Pending::Known(full, first, key)),
+                None => {
+                    let (reply, decoded) = mpsc::sync_channel(1);
+                    jobs.send((full, first, reply)).map_err(|_| NotSplit)?;
+                    pending.push_back(Pending::Decoding(decoded, key));
+                }
+            }
+            first = records;
+            while pending.len() > IN_FLIGHT || (end && !pending.is_empty()) {
+                if let Some(next) = pending.pop_front() {
+                    spare.push(b.take(next, data_path, diag)?);
+                }
+            }
+            if end {
+                return Ok(());
+            }
+        }
+    })?;
     // The envelope around the list: `count`, the members the file adds, `data` twice.
     let skeleton = split.skeleton()?;
     let mut de = serde_json::Deserializer::from_slice(&skeleton);
@@ -592,6 +725,9 @@ mod tests {
             fn end_chunk(&mut self, input: u128, clean: bool) {
                 self.0.end_chunk(input, clean);
             }
+            fn holds(&self, input: u128) -> bool {
+                self.0.holds(input)
+            }
             fn reuse(&mut self, input: u128) -> Option<usize> {
                 self.0.reuse(input)
             }
@@ -643,6 +779,46 @@ mod tests {
             let row = after.find(reference).expect("found");
             assert_eq!(after.reference(row).as_deref(), Some(reference));
         }
+    }
+
+    #[test]
+    fn chunks_decoded_on_threads_report_in_file_order_and_a_broken_one_stops_the_split() {
+        let references: Vec<String> = (0..8_000).map(|i| format!("PG{i:06}")).collect();
+        let mut value = payments_of(&references, 100);
+        for i in [10, 3_000, 7_999] {
+            value["data"][i]["hour_payment"] = "25:00".into();
+        }
+        value["data"][5_000]["amount_receive_payment"] = serde_json::json!(99);
+        let text = serde_json::to_string(&value).expect("JSON");
+        // The same findings in the same order as the stream (it panics otherwise).
+        super::split_agrees(text.as_bytes());
+        let mut diag = Diag::default();
+        let split = super::from_json_split(
+            text.as_bytes(),
+            &mut diag,
+            PaymentsWriter::new(&Pieces::default()),
+        );
+        assert!(matches!(split, Ok(None)), "rejected, not unsplit");
+        let paths: Vec<&str> = diag.findings.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "data[10].hour_payment",
+                "data[3000].hour_payment",
+                "data[5000].amount_receive_payment",
+                "data[7999].hour_payment"
+            ]
+        );
+        // A record that splits but does not parse, in a middle chunk: the split gives up (and
+        // the loader reads the file as a stream), without waiting for ever.
+        let broken = text.replacen("\"id_payment\":4000,", "\"id_payment\":4000.0.0,", 1);
+        assert_ne!(broken, text);
+        let result = super::from_json_split(
+            broken.as_bytes(),
+            &mut Diag::default(),
+            PaymentsWriter::new(&Pieces::default()),
+        );
+        assert!(matches!(result, Err(NotSplit)));
     }
 
     /// How many of `b`'s pieces `a` holds too.
