@@ -1081,7 +1081,7 @@ mod tests {
             out
         }
         let pieces = Pieces::default();
-        for (n, joined) in [(3, false), (12, true)] {
+        for (n, in_pieces) in [(3, false), (12, true)] {
             let parts: Vec<Vec<u8>> = (0..n)
                 .map(|i| format!("{i:0>8},").repeat(12_000).into_bytes())
                 .collect();
@@ -1089,7 +1089,7 @@ mod tests {
             let body = Body::from_pieces(held);
             body.compress();
             let (identity, tag) = body.ready(Encoding::Identity).expect("identity");
-            assert_eq!(identity.parts().len() > 1, joined);
+            assert_eq!(identity.parts().len() > 1, in_pieces);
             assert_eq!(
                 tag,
                 Body::new(Bytes::from(parts.concat()))
@@ -1102,11 +1102,11 @@ mod tests {
             assert_eq!(gunzip(gz), parts.concat());
             assert_eq!(
                 matches!(gz, Payload::Pieces(..)),
-                joined,
+                in_pieces,
                 "{} bytes",
                 body.len()
             );
-            assert_eq!(matches!(br, Payload::Pieces(..)), joined);
+            assert_eq!(matches!(br, Payload::Pieces(..)), in_pieces);
         }
     }
 

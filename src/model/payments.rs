@@ -5,8 +5,8 @@
 //! times its size, so it is read record by record: each record is parsed on its own, decoded
 //! with the same rules as every other record, handed to a [`Sink`] (`prepare::PaymentsWriter`
 //! writes it into the served body), then dropped. [`from_json_split`] cuts the file into
-//! chunks of records ([`super::split`]), decodes them on as many threads as there are cores
-//! and takes a chunk a previous version read whole; [`from_json_reader`] streams it with
+//! chunks of records ([`super::split`]), decodes them on a thread a core (up to four) and
+//! takes a chunk a previous version read whole; [`from_json_reader`] streams it with
 //! serde_json, for the files the split does not take and for their errors' places.
 //! TOML files (and tests) feed the same builder from a parsed value.
 
@@ -148,15 +148,13 @@ impl<S: Sink> Builder<S> {
                 parsed?;
                 (buffers, key)
             }
-            Pending::Known(mut buffers, first, key) => {
-                if self.ok {
-                    if let Some(n) = self.sink.reuse(key) {
-                        self.records += n;
-                        return Ok(buffers);
-                    }
+            Pending::Here(mut buffers, first, key) => {
+                if let Some(n) = key.filter(|_| self.ok).and_then(|k| self.sink.reuse(k)) {
+                    self.records += n;
+                    return Ok(buffers);
                 }
                 decode(&mut buffers, first, data_path)?;
-                (buffers, Some(key))
+                (buffers, key)
             }
         };
         let mut clean = true;
@@ -310,13 +308,21 @@ type Decoding = (Buffers, Result<(), NotSplit>);
 enum Pending {
     /// Being decoded on a decoding thread; its key if it ends where [`cuts_after`] cut.
     Decoding(mpsc::Receiver<Decoding>, Option<u128>),
-    /// A chunk (and its first record's index) whose key the sink held a piece for when it was
-    /// split: taken whole, or decoded here if that piece is gone by then.
-    Known(Buffers, usize, u128),
+    /// A chunk (with its first record's index and its key) to take here: whole, when the sink
+    /// holds the piece its key names; else decoded on this thread (a chunk the sink held a
+    /// piece for when it was split, the last chunk of a small file, or any chunk when no
+    /// thread could start).
+    Here(Buffers, usize, Option<u128>),
 }
 
-/// How many chunks may wait between the split and the sink (each at most about 1 MiB).
+/// How many chunks, and how many of their bytes, may wait between the split and the sink (a
+/// chunk is about 64 KiB to 1 MiB, or one record if a record is longer: one is always let
+/// through).
 const IN_FLIGHT: usize = 4;
+const IN_FLIGHT_BYTES: usize = 8 << 20;
+
+/// The most decoding threads a load starts (one a core, up to this).
+const MAX_WORKERS: usize = 4;
 
 /// Parses and decodes the records of `chunk` into `decoded`, the first at index `first` of the
 /// list at `data_path`, with the rules of every other record. `NotSplit` when a record does
@@ -346,74 +352,100 @@ pub(crate) fn from_json_split<R: Read, S: Sink>(
     let data_path = split.data_path;
     b.data_path = data_path.into();
     b.sink.by_chunks();
-    let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
-    // The records are parsed and decoded on `workers` threads, a chunk at a time, and written
-    // here in file order, with at most `IN_FLIGHT` chunks between the split and the sink.
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_WORKERS));
+    // The records are parsed and decoded on up to `workers` threads, a chunk at a time, and
+    // written here in file order; the threads start with the first chunk that must be decoded
+    // (a small file, or a reload that takes every chunk but the last, starts none).
     let (jobs, queue) = mpsc::sync_channel::<Job>(IN_FLIGHT);
     let queue = Mutex::new(queue);
-    std::thread::scope(|scope| -> Result<(), NotSplit> {
-        // Dropped when this returns, however it returns: the workers then stop.
-        let jobs = jobs;
-        let mut spawned = 0;
-        for _ in 0..workers {
-            let queue = &queue;
-            let worker = move || loop {
-                let job = match queue.lock() {
-                    Ok(queue) => queue.recv(),
-                    Err(_) => return,
-                };
-                let Ok((mut buffers, first, reply)) = job else {
-                    return; // the split is over
-                };
-                let parsed = decode(&mut buffers, first, data_path);
-                let _ = reply.send((buffers, parsed));
-            };
-            let thread = std::thread::Builder::new().name("eventbox-decode".into());
-            if thread.spawn_scoped(scope, worker).is_ok() {
-                spawned += 1;
-            }
-        }
-        if spawned == 0 {
-            return Err(NotSplit); // no thread to decode on: the stream reads it
-        }
-        let mut pending = VecDeque::new();
-        let mut spare: Vec<Buffers> = Vec::new();
-        let mut current = Buffers::default();
-        current.chunk.start(true);
-        let (mut first, mut records) = (0, 0);
-        loop {
-            let record = split.next_record()?;
-            let end = record.is_none();
-            if let Some(record) = record {
-                current.chunk.push(record);
-                records += 1;
-                if !cuts_after(current.chunk.bytes.len(), record) {
-                    continue;
+    std::thread::scope(|scope| {
+        let mut threads = Vec::new();
+        let run = || -> Result<(), NotSplit> {
+            // Dropped when this returns, however it returns: the workers then stop.
+            let jobs = jobs;
+            let mut spawned = None;
+            let mut spawn = || {
+                let mut n = 0;
+                for _ in 0..workers {
+                    let queue = &queue;
+                    let worker = move || loop {
+                        let job = match queue.lock() {
+                            Ok(queue) => queue.recv(),
+                            Err(_) => return,
+                        };
+                        let Ok((mut buffers, first, reply)) = job else {
+                            return; // the split is over
+                        };
+                        let parsed = decode(&mut buffers, first, data_path);
+                        let _ = reply.send((buffers, parsed));
+                    };
+                    let thread = std::thread::Builder::new().name("eventbox-decode".into());
+                    if let Ok(handle) = thread.spawn_scoped(scope, worker) {
+                        threads.push(handle);
+                        n += 1;
+                    }
                 }
-            }
-            // A chunk is complete; one that ends where `cuts_after` cut has a key.
-            let key = (!end).then(|| b.sink.chunk_key(&current.chunk.bytes));
-            let mut full = spare.pop().unwrap_or_default();
-            full.chunk.start(false);
-            std::mem::swap(&mut full, &mut current);
-            match key.filter(|&k| b.sink.holds(k)) {
-                Some(key) => pending.push_back(Pending::Known(full, first, key)),
-                None => {
+                n
+            };
+            let mut pending = VecDeque::new();
+            let mut pending_bytes = 0;
+            let mut spare: Vec<Buffers> = Vec::new();
+            let mut current = Buffers::default();
+            current.chunk.start(true);
+            let (mut first, mut records) = (0, 0);
+            loop {
+                let record = split.next_record()?;
+                let end = record.is_none();
+                if let Some(record) = record {
+                    current.chunk.push(record);
+                    records += 1;
+                    if !cuts_after(current.chunk.bytes.len(), record) {
+                        continue;
+                    }
+                }
+                // A chunk is complete; one that ends where `cuts_after` cut has a key.
+                let key = (!end).then(|| b.sink.chunk_key(&current.chunk.bytes));
+                let mut full = spare.pop().unwrap_or_default();
+                full.chunk.start(false);
+                std::mem::swap(&mut full, &mut current);
+                pending_bytes += full.chunk.bytes.len();
+                let known = key.is_some_and(|k| b.sink.holds(k));
+                // The list's last chunk when no thread runs yet (a small file): decoded here.
+                let threads = if known || (end && spawned.is_none()) {
+                    0
+                } else {
+                    *spawned.get_or_insert_with(&mut spawn)
+                };
+                if threads == 0 {
+                    pending.push_back(Pending::Here(full, first, key));
+                } else {
                     let (reply, decoded) = mpsc::sync_channel(1);
                     jobs.send((full, first, reply)).map_err(|_| NotSplit)?;
                     pending.push_back(Pending::Decoding(decoded, key));
                 }
-            }
-            first = records;
-            while pending.len() > IN_FLIGHT || (end && !pending.is_empty()) {
-                if let Some(next) = pending.pop_front() {
-                    spare.push(b.take(next, data_path, diag)?);
+                first = records;
+                while pending.len() > IN_FLIGHT
+                    || (pending.len() > 1 && pending_bytes > IN_FLIGHT_BYTES)
+                    || (end && !pending.is_empty())
+                {
+                    if let Some(next) = pending.pop_front() {
+                        let buffers = b.take(next, data_path, diag)?;
+                        pending_bytes -= buffers.chunk.bytes.len();
+                        spare.push(buffers);
+                    }
+                }
+                if end {
+                    return Ok(());
                 }
             }
-            if end {
-                return Ok(());
-            }
+        };
+        let result = run();
+        // Joined, not only finished: a thread still exiting (its thread-locals being freed)
+        // when the load returns would count as leaked memory to the fuzzers' leak check.
+        for thread in threads.drain(..) {
+            let _ = thread.join();
         }
+        result
     })?;
     // The envelope around the list: `count`, the members the file adds, `data` twice.
     let skeleton = split.skeleton()?;
@@ -434,12 +466,14 @@ pub(crate) fn from_json_split<R: Read, S: Sink>(
 /// second one that takes the chunks the first read. For the tests and the `load_json` fuzzer.
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) fn split_agrees(bytes: &[u8]) {
-    use crate::prepare::{PaymentsWriter, Pieces};
+    use crate::prepare::{Payments, PaymentsWriter, Pieces};
     let pieces = Pieces::default();
     let split = || {
         let mut diag = Diag::default();
-        from_json_split(bytes, &mut diag, PaymentsWriter::new(&pieces))
-            .map(|p| (p.map(|p| p.body()), diag.findings))
+        from_json_split(bytes, &mut diag, PaymentsWriter::new(&pieces)).map(|p| (p, diag.findings))
+    };
+    let body = |(p, findings): &(Option<Payments>, Vec<super::decode::Finding>)| {
+        (p.as_ref().map(Payments::body), findings.clone())
     };
     let Ok(first) = split() else {
         return;
@@ -448,11 +482,14 @@ pub(crate) fn split_agrees(bytes: &[u8]) {
     let streamed = from_json_reader(bytes, &mut diag, PaymentsWriter::new(&Pieces::default()))
         .expect("a file that splits and parses is valid JSON");
     let streamed = (streamed.map(|p| p.body()), diag.findings);
-    assert!(first == streamed, "the split and the stream agree");
+    assert!(body(&first) == streamed, "the split and the stream agree");
+    // Again while the first load's pieces live: its chunks are taken, not decoded.
+    let again = split().expect("the same bytes split again");
     assert!(
-        split() == Ok(streamed),
+        body(&again) == streamed,
         "a load taking chunks read before agrees"
     );
+    drop(first);
 }
 
 /// How serde_json (with `arbitrary_precision`) hands a number to a visitor: a one-entry map.
@@ -779,6 +816,19 @@ mod tests {
             let row = after.find(reference).expect("found");
             assert_eq!(after.reference(row).as_deref(), Some(reference));
         }
+
+        // Errors in a changed chunk and in the first: the chunks held are decoded, not taken
+        // (the bundle is refused: each record is checked), and reported as the stream does.
+        value["data"][6_000]["hour_payment"] = "26:00".into();
+        value["data"][10]["hour_payment"] = "25:00".into();
+        let broken = serde_json::to_string_pretty(&value).expect("JSON");
+        let mut diag = Diag::default();
+        let refused =
+            super::from_json_split(broken.as_bytes(), &mut diag, PaymentsWriter::new(&pieces))
+                .expect("splits");
+        assert!(refused.is_none());
+        let paths: Vec<&str> = diag.findings.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["data[10].hour_payment", "data[6000].hour_payment"]);
     }
 
     #[test]

@@ -24,9 +24,17 @@ impl From<io::Error> for NotSplit {
 
 /// A list is cut into chunks (and a body into pieces) after a record once the chunk holds this
 /// much, when the record's hash says so...
+#[cfg(not(fuzzing))]
 pub(crate) const PIECE_MIN: usize = 64 * 1024;
 /// ... which one record in this many does ...
+#[cfg(not(fuzzing))]
 const PIECE_EVERY: u64 = 512;
+/// Fuzzing builds (`cargo fuzz` sets `--cfg fuzzing`) cut after a few records, so that the
+/// short inputs a fuzzer makes have chunks to decode on threads and to take again.
+#[cfg(fuzzing)]
+pub(crate) const PIECE_MIN: usize = 64;
+#[cfg(fuzzing)]
+const PIECE_EVERY: u64 = 2;
 /// ... and always once it holds this much.
 const PIECE_MAX: usize = 1 << 20;
 
