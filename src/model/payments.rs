@@ -678,9 +678,22 @@ mod tests {
 
     #[test]
     fn every_reference_finds_its_own_row_escaped_or_not_and_a_file_comes_first() {
-        let mut references: Vec<String> = ["Z9", "A\"quoted\"", "Ção", "a\\b", "B", "AA", "a"]
-            .map(String::from)
-            .to_vec();
+        // Short ones, and long ones sharing their first 16 bytes (the sort's integer key).
+        let mut references: Vec<String> = [
+            "Z9",
+            "A\"quoted\"",
+            "Ção",
+            "a\\b",
+            "B",
+            "AA",
+            "a",
+            "LONGPREFIX-0123456789-B",
+            "LONGPREFIX-0123456789",
+            "LONGPREFIX-0123456789-A",
+            "LONGPREFIX-01234",
+        ]
+        .map(String::from)
+        .to_vec();
         // Small, and large enough to be cut into pieces: the rows lie in every piece.
         for (many, note) in [(0, 0), (6_000, 200)] {
             references.extend((0..many).map(|i| format!("PG{i:06}")));
