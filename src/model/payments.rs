@@ -338,10 +338,26 @@ fn decode(buffers: &mut Buffers, first: usize, data_path: &str) -> Result<(), No
     Ok(())
 }
 
+/// A decoding thread: decodes the chunks it is sent until the split is over.
+fn decoder(queue: &Mutex<mpsc::Receiver<Job>>, data_path: &str) {
+    loop {
+        let job = match queue.lock() {
+            Ok(queue) => queue.recv(),
+            Err(_) => return,
+        };
+        let Ok((mut buffers, first, reply)) = job else {
+            return; // the split is over
+        };
+        let parsed = decode(&mut buffers, first, data_path);
+        let _ = reply.send((buffers, parsed));
+    }
+}
+
 /// Payments from JSON read as [`split`](super::split) records, each parsed from its bytes, a
 /// chunk at a time on decoding threads: the same result as [`from_json_reader`] (a test and the
-/// `load_json` fuzzer hold them equal) at a fraction of its time. `NotSplit` for a file that does not split or does not parse, which
-/// the caller reads with [`from_json_reader`] for its errors' places.
+/// `load_json` fuzzer hold them equal) at a fraction of its time. `NotSplit` for a file that
+/// does not split or does not parse, which the caller reads with [`from_json_reader`] for its
+/// errors' places.
 pub(crate) fn from_json_split<R: Read, S: Sink>(
     reader: R,
     diag: &mut Diag,
@@ -368,17 +384,7 @@ pub(crate) fn from_json_split<R: Read, S: Sink>(
                 let mut n = 0;
                 for _ in 0..workers {
                     let queue = &queue;
-                    let worker = move || loop {
-                        let job = match queue.lock() {
-                            Ok(queue) => queue.recv(),
-                            Err(_) => return,
-                        };
-                        let Ok((mut buffers, first, reply)) = job else {
-                            return; // the split is over
-                        };
-                        let parsed = decode(&mut buffers, first, data_path);
-                        let _ = reply.send((buffers, parsed));
-                    };
+                    let worker = move || decoder(queue, data_path);
                     let thread = std::thread::Builder::new().name("eventbox-decode".into());
                     if let Ok(handle) = thread.spawn_scoped(scope, worker) {
                         threads.push(handle);
