@@ -587,7 +587,6 @@ pub(crate) struct Payments {
     /// payments and their references lie (its detail row is derived from them when the bundle
     /// has no detail file for that reference).
     pub(crate) pieces: Arc<[Arc<Piece>]>,
-    count: usize,
     /// Every payment as (its piece, its row there), in the order of the references as
     /// serialised in the body (the first of equal ones first).
     sorted: Arc<[(u32, u32)]>,
@@ -613,7 +612,7 @@ impl Default for Payments {
 
 impl Payments {
     pub(crate) fn count(&self) -> usize {
-        self.count
+        self.sorted.len()
     }
 
     /// Row `j` of piece `piece`.
@@ -649,7 +648,7 @@ impl Payments {
         // the key: most references fit, so most comparisons are one integer comparison, not a
         // read of two places in a hundred megabytes of pieces (which made the sort half of a
         // reload). Equal prefixes are compared in full.
-        let mut keyed = Vec::with_capacity(self.count);
+        let mut keyed = Vec::with_capacity(self.pieces.iter().map(|p| p.rows.len()).sum());
         // The index in the file of each piece's first payment.
         let mut first = Vec::with_capacity(self.pieces.len());
         for (i, piece) in self.pieces.iter().enumerate() {
@@ -854,7 +853,6 @@ impl Sink for PaymentsWriter {
         self.cut();
         let mut payments = Payments {
             pieces: self.done.into(),
-            count: self.count,
             sorted: Arc::from([]),
         };
         let repeated = payments.sort();

@@ -136,12 +136,7 @@ impl<S: Sink> Builder<S> {
     /// Takes the next chunk of the file: what a version made of the same bytes, when the sink
     /// still holds it, else its records decoded (on a decoding thread, or here), then
     /// remembered by its key when it ends where [`cuts_after`] cut.
-    fn take(
-        &mut self,
-        pending: Pending,
-        data_path: &str,
-        diag: &mut Diag,
-    ) -> Result<Buffers, NotSplit> {
+    fn take(&mut self, pending: Pending, diag: &mut Diag) -> Result<Buffers, NotSplit> {
         let (mut buffers, key) = match pending {
             Pending::Decoding(reply, key) => {
                 let (buffers, parsed) = reply.recv().map_err(|_| NotSplit)?;
@@ -153,7 +148,7 @@ impl<S: Sink> Builder<S> {
                     self.records += n;
                     return Ok(buffers);
                 }
-                decode(&mut buffers, first, data_path)?;
+                decode(&mut buffers, first, &self.data_path)?;
                 (buffers, key)
             }
         };
@@ -435,7 +430,7 @@ pub(crate) fn from_json_split<R: Read, S: Sink>(
                     || (end && !pending.is_empty())
                 {
                     if let Some(next) = pending.pop_front() {
-                        let buffers = b.take(next, data_path, diag)?;
+                        let buffers = b.take(next, diag)?;
                         pending_bytes -= buffers.chunk.bytes.len();
                         spare.push(buffers);
                     }
