@@ -1,19 +1,24 @@
 #!/usr/bin/env python3
 """Scale run: a bundle of 200,000 payments (about 100 MB of JSON).
 
-    cargo build --release && python3 bench/scale.py [--payments 200000] [--duration 15]
+    cargo build --release && python3 bench/scale.py [--payments 200000] [--duration 5] [--rounds 4]
 
 Measures, with the release build of eventbox:
 - the time from process start to `/readyz` answering 200;
 - peak RSS (VmHWM) after the load and the background compression of the large body, and RSS
   two seconds later (settled), as multiples of the bundle's bytes on disk;
 - requests/s on the event endpoint (wrk, 32 connections) while the bundle is reloaded every
-  second (payments.json rewritten, which the watcher picks up), the number of failed requests
-  (non-2xx, socket errors), and the peak RSS after those reloads. `--reload changed` (the
-  default) alternates two versions that differ in one payment, so every reload parses, prepares
-  and compresses the whole body again; `--reload same` rewrites the same bytes (which a reload
-  recognises and shares: only the digest is computed). `--write in-place` rewrites the file
-  as cp does instead of renaming a temporary file over it;
+  second (payments.json rewritten, which the watcher picks up), against the same load without
+  reloads: windows of `--duration` seconds, quiet and reloading in turn, `--rounds` pairs, so
+  that the machine's drift (single 15 s runs of one build moved by a fifth) falls on both sides
+  alike, and the same file written every second in both (in the quiet windows into a folder
+  eventbox does not read: writing 100 MB takes CPU on the shared cores too); also how many bundle loads the server counted in the reloading windows, the number of
+  failed requests (non-2xx, socket errors), and the peak RSS after those reloads.
+  `--reload changed` (the default) alternates two versions that differ in one payment, so every
+  reload reads and hashes the whole file, and decodes, prepares and compresses the part that
+  changed; `--reload same` rewrites the same bytes (which a reload recognises and shares: only
+  the digest is computed). `--write in-place` rewrites the file as cp does instead of renaming
+  a temporary file over it;
 - the CPU time (user and system) the server spends on a reload without requests, over eight
   reloads 1.5 s apart.
 Uses ../shared/bench/gen_fixture.py for the data (deterministic) and wrk (Debian package).
@@ -54,6 +59,12 @@ def compressed(url):
     return status(req) == 200
 
 
+def loads(base):
+    """Bundle loads published with no error so far (the server's own counter)."""
+    text = urllib.request.urlopen(f"{base}/metrics", timeout=5).read().decode()
+    return int(float(re.search(r'^eventbox_bundle_loads_total\{result="ok"\} (\S+)', text, re.M).group(1)))
+
+
 def vm(pid, key):
     with open(f"/proc/{pid}/status") as f:
         return int(re.search(rf"{key}:\s+(\d+)", f.read()).group(1))
@@ -62,14 +73,16 @@ def vm(pid, key):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--payments", type=int, default=200_000)
-    ap.add_argument("--duration", type=int, default=15)
+    ap.add_argument("--duration", type=int, default=5, help="seconds of each load window")
+    ap.add_argument("--rounds", type=int, default=4, help="pairs of windows, quiet then reloading")
     ap.add_argument("--reload", choices=("changed", "same"), default="changed")
     ap.add_argument("--write", choices=("rename", "in-place"), default="rename",
                     help="write a temporary file and rename it over payments.json (as pull and "
                          "careful tools do), or rewrite payments.json in place (as cp does: the "
                          "watcher may see it half-written)")
+    ap.add_argument("--binary", default=BINARY, help="the eventbox to run (another build, to compare)")
     args = ap.parse_args()
-    for needed, hint in ((BINARY, "cargo build --release"), (GEN, "the shared bench folder")):
+    for needed, hint in ((args.binary, "cargo build --release"), (GEN, "the shared bench folder")):
         if not os.path.exists(needed):
             sys.exit(f"missing {needed} ({hint})")
     if shutil.which("wrk") is None:
@@ -93,7 +106,7 @@ def main():
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         started = time.monotonic()
-        proc = subprocess.Popen([BINARY, "--data", os.path.join(work, "data"), "--addr", f"127.0.0.1:{port}"],
+        proc = subprocess.Popen([args.binary, "--data", os.path.join(work, "data"), "--addr", f"127.0.0.1:{port}"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 env={**os.environ, "RUST_LOG": "warn"})
         while status(f"{base}/readyz") != 200:
@@ -126,20 +139,37 @@ def main():
             if note not in payload:
                 sys.exit("the fixture has no payment note to change")
             versions.append(payload.replace(note, note[:-1] + b"!", 1))
-        stop = threading.Event()
-        reloads = [0]
+        written = {}
 
-        def write(n):
-            target = payments if args.write == "in-place" else os.path.join(bundle, ".payments.tmp")
+        # The quiet windows write the same files at the same rate into a folder eventbox does
+        # not read, so that the two kinds of window differ only in eventbox's reloads (writing
+        # 100 MB a second takes CPU of its own on the shared cores).
+        elsewhere = os.path.join(work, "elsewhere")
+        os.makedirs(elsewhere)
+
+        def write(n, folder=bundle):
+            final = os.path.join(folder, "payments.json")
+            target = final if args.write == "in-place" else os.path.join(folder, ".payments.tmp")
             with open(target, "wb") as f:
                 f.write(versions[n % len(versions)])
-            if target != payments:
-                os.rename(target, payments)
+            if target != final:
+                os.rename(target, final)
 
-        def rewrite():
+        def rewrite(stop, folder):
             while not stop.wait(1.0):
-                reloads[0] += 1
-                write(reloads[0])
+                written[folder] = written.get(folder, 0) + 1
+                write(written[folder], folder)
+
+        def windowed(folder):
+            """wrk's output for one window while `folder` is rewritten every second."""
+            stop = threading.Event()
+            writer = threading.Thread(target=rewrite, args=(stop, folder))
+            writer.start()
+            try:
+                return load()
+            finally:
+                stop.set()
+                writer.join()
 
         # CPU the server spends on a reload, without requests: eight reloads 1.5 s apart.
         def cpu_seconds():
@@ -157,18 +187,28 @@ def main():
                                    "Authorization-Token: demo", "--latency", f"{base}/api/v1/event"],
                                   capture_output=True, text=True).stdout
 
-        # The reference: the same load without reloads, in the same run.
-        quiet = float(re.search(r"Requests/sec:\s+([\d.]+)", load()).group(1))
-        writer = threading.Thread(target=rewrite)
-        writer.start()
-        out = load()
-        stop.set()
-        writer.join()
-        time.sleep(1)
-        rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-        p99 = re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1)
-        non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
-        sock = re.search(r"Socket errors:.*", out)
+        def rps(out):
+            return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+
+        def failures(out):
+            non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+            sock = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+            return (int(non2xx.group(1)) if non2xx else 0) + (sum(map(int, sock.groups())) if sock else 0)
+
+        # The reference, the same load without reloads, in the same run: quiet and reloading
+        # windows in turn, the same files written in both.
+        quiet, busy, failed, published, p99s = [], [], 0, 0, []
+        for _ in range(args.rounds):
+            out = windowed(elsewhere)
+            quiet.append(rps(out))
+            failed += failures(out)
+            loads_before = loads(base)
+            out = windowed(bundle)
+            published += loads(base) - loads_before
+            busy.append(rps(out))
+            failed += failures(out)
+            p99s.append(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))
+            time.sleep(1)
         rss_after = vm(proc.pid, "VmHWM") * 1024
         rss_now = vm(proc.pid, "VmRSS") * 1024
 
@@ -178,11 +218,12 @@ def main():
         print(f"compressed variants made:  {variants:.2f} s after start")
         print(f"peak RSS after load:       {rss_ready / mib:.1f} MiB = {rss_ready / disk:.2f}x the bytes on disk")
         print(f"RSS once settled:          {rss_steady / mib:.1f} MiB = {rss_steady / disk:.2f}x the bytes on disk")
-        print(f"event endpoint, reloading: {rps:.0f} req/s, p99 {p99}, {reloads[0]} reloads "
-              f"({args.reload} bytes, {args.write}) in {args.duration} s")
-        print(f"  without reloads:         {quiet:.0f} req/s; reloading/quiet = {rps / quiet:.2f}")
-        print(f"failed requests:           {int(non2xx.group(1)) if non2xx else 0} non-2xx; "
-              f"{sock.group(0) if sock else 'no socket errors'}")
+        pairs = " ".join(f"{b / q:.2f}" for q, b in zip(quiet, busy))
+        print(f"event endpoint, reloading: {sum(busy) / len(busy):.0f} req/s, p99 {' '.join(p99s)}; "
+              f"{written.get(bundle, 0)} writes ({args.reload} bytes, {args.write}), {published} bundle loads (the server's count)")
+        print(f"  without reloads:         {sum(quiet) / len(quiet):.0f} req/s; reloading/quiet = "
+              f"{sum(busy) / sum(quiet):.2f} (by round: {pairs})")
+        print(f"failed requests:           {failed} (non-2xx and socket errors)")
         print(f"CPU a reload, no requests: {per_reload:.3f} s (server user + system, 8 reloads)")
         print(f"peak RSS over the reloads: {rss_after / mib:.1f} MiB = {rss_after / disk:.2f}x; "
               f"RSS at the end {rss_now / mib:.1f} MiB")
