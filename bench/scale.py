@@ -2,6 +2,7 @@
 """Scale run: a bundle of 200,000 payments (about 100 MB of JSON).
 
     cargo build --release && python3 bench/scale.py [--payments 200000] [--duration 5] [--rounds 4]
+        [--reload changed|same] [--write rename|in-place] [--binary path/to/another/eventbox]
 
 Measures, with the release build of eventbox:
 - the time from process start to `/readyz` answering 200;
@@ -9,11 +10,13 @@ Measures, with the release build of eventbox:
   two seconds later (settled), as multiples of the bundle's bytes on disk;
 - requests/s on the event endpoint (wrk, 32 connections) while the bundle is reloaded every
   second (payments.json rewritten, which the watcher picks up), against the same load without
-  reloads: windows of `--duration` seconds, quiet and reloading in turn, `--rounds` pairs, so
-  that the machine's drift (single 15 s runs of one build moved by a fifth) falls on both sides
-  alike, and the same file written every second in both (in the quiet windows into a folder
-  eventbox does not read: writing 100 MB takes CPU on the shared cores too); also how many bundle loads the server counted in the reloading windows, the number of
-  failed requests (non-2xx, socket errors), and the peak RSS after those reloads.
+  reloads: windows of `--duration` seconds, quiet and reloading in turn, `--rounds` pairs (which
+  goes first alternates), so that the machine's drift (single 15 s runs of one build moved by a
+  fifth) falls on both sides alike; the same file is written every second in both kinds of
+  window, in the quiet ones into a folder eventbox does not read (writing 100 MB takes CPU on
+  the shared cores too). Printed: the ratio of the windows' summed requests/s, each round's
+  ratio, how many bundle loads the server counted for the reloading windows, the failed
+  requests (non-2xx, socket errors), and the peak RSS after those reloads.
   `--reload changed` (the default) alternates two versions that differ in one payment, so every
   reload reads and hashes the whole file, and decodes, prepares and compresses the part that
   changed; `--reload same` rewrites the same bytes (which a reload recognises and shares: only
@@ -155,21 +158,29 @@ def main():
             if target != final:
                 os.rename(target, final)
 
-        def rewrite(stop, folder):
-            while not stop.wait(1.0):
-                written[folder] = written.get(folder, 0) + 1
-                write(written[folder], folder)
+        def rewrite(stop, folder, failed):
+            try:
+                while True:
+                    written[folder] = written.get(folder, 0) + 1
+                    write(written[folder], folder)
+                    if stop.wait(1.0):
+                        return
+            except OSError as e:
+                failed.append(e)
 
         def windowed(folder):
-            """wrk's output for one window while `folder` is rewritten every second."""
-            stop = threading.Event()
-            writer = threading.Thread(target=rewrite, args=(stop, folder))
+            """wrk's output for one window while `folder` is rewritten every second (the first
+            write as the window starts)."""
+            stop, failed = threading.Event(), []
+            writer = threading.Thread(target=rewrite, args=(stop, folder, failed))
             writer.start()
             try:
                 return load()
             finally:
                 stop.set()
                 writer.join()
+                if failed:
+                    sys.exit(f"writing {folder} failed: {failed[0]}")
 
         # CPU the server spends on a reload, without requests: eight reloads 1.5 s apart.
         def cpu_seconds():
@@ -183,9 +194,12 @@ def main():
         per_reload = (cpu_seconds() - before) / 8
 
         def load():
-            return subprocess.run(["wrk", "-t1", "-c32", f"-d{args.duration}s", "-H",
-                                   "Authorization-Token: demo", "--latency", f"{base}/api/v1/event"],
-                                  capture_output=True, text=True).stdout
+            run = subprocess.run(["wrk", "-t1", "-c32", f"-d{args.duration}s", "-H",
+                                  "Authorization-Token: demo", "--latency", f"{base}/api/v1/event"],
+                                 capture_output=True, text=True)
+            if run.returncode != 0 or "Requests/sec" not in run.stdout:
+                sys.exit(f"wrk failed ({run.returncode}): {run.stderr.strip() or run.stdout.strip()}")
+            return run.stdout
 
         def rps(out):
             return float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
@@ -196,19 +210,22 @@ def main():
             return (int(non2xx.group(1)) if non2xx else 0) + (sum(map(int, sock.groups())) if sock else 0)
 
         # The reference, the same load without reloads, in the same run: quiet and reloading
-        # windows in turn, the same files written in both.
+        # windows in turn (which goes first alternates by round), the same files written in both.
         quiet, busy, failed, published, p99s = [], [], 0, 0, []
-        for _ in range(args.rounds):
-            out = windowed(elsewhere)
-            quiet.append(rps(out))
-            failed += failures(out)
-            loads_before = loads(base)
-            out = windowed(bundle)
-            published += loads(base) - loads_before
-            busy.append(rps(out))
-            failed += failures(out)
-            p99s.append(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))
-            time.sleep(1)
+        for n in range(args.rounds):
+            for reloading in ((False, True) if n % 2 == 0 else (True, False)):
+                loads_before = loads(base) if reloading else 0
+                out = windowed(bundle if reloading else elsewhere)
+                failed += failures(out)
+                if reloading:
+                    busy.append(rps(out))
+                    p99s.append(re.search(r"^\s+99%\s+(\S+)", out, re.M).group(1))
+                    # The last write's reload ends after the window: counted with it.
+                    time.sleep(1)
+                    published += loads(base) - loads_before
+                else:
+                    quiet.append(rps(out))
+                    time.sleep(1)
         rss_after = vm(proc.pid, "VmHWM") * 1024
         rss_now = vm(proc.pid, "VmRSS") * 1024
 
