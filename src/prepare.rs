@@ -756,6 +756,8 @@ pub(crate) struct PaymentsWriter {
     count: usize,
     /// Cut where the model's chunks end, not where the records written say.
     by_chunk: bool,
+    /// The key of the last chunk taken, which the next one follows.
+    last_input: Option<u128>,
 }
 
 impl PaymentsWriter {
@@ -770,7 +772,16 @@ impl PaymentsWriter {
             done: Vec::new(),
             count: 0,
             by_chunk: false,
+            last_input: None,
         }
+    }
+
+    /// The chunk keyed `input`, of `len` bytes, was taken: it follows the last one.
+    fn followed(&mut self, input: u128, len: usize) {
+        if let Some(last) = self.last_input {
+            self.pieces.note_next(last, input, len);
+        }
+        self.last_input = Some(input);
     }
 
     /// Ends the current piece.
@@ -804,25 +815,33 @@ impl Sink for PaymentsWriter {
         self.by_chunk = true;
     }
 
-    fn chunk_key(&self, chunk: &[u8]) -> u128 {
-        self.pieces.input_key(chunk)
+    fn chunk_key(&self, chunk: &[u8], first: bool) -> u128 {
+        self.pieces.input_key(chunk, first)
     }
 
-    fn end_chunk(&mut self, input: u128, clean: bool) {
+    fn end_chunk(&mut self, input: u128, len: usize, clean: bool) {
         if self.rows.is_empty() {
             return;
         }
         self.cut();
-        if let Some(piece) = self.done.last().filter(|_| clean) {
-            self.pieces.note_input(input, piece);
+        match self.done.last().filter(|_| clean) {
+            Some(piece) => {
+                self.pieces.note_input(input, piece);
+                self.followed(input, len);
+            }
+            None => self.last_input = None,
         }
     }
 
-    fn holds(&self, input: u128) -> bool {
-        self.pieces.made_from(input).is_some()
+    fn holds(&self, input: u128) -> Option<usize> {
+        self.pieces.made_from(input).map(|piece| piece.rows.len())
     }
 
-    fn reuse(&mut self, input: u128) -> Option<usize> {
+    fn next_after(&self, input: u128) -> Option<(u128, usize)> {
+        self.pieces.next_after(input)
+    }
+
+    fn reuse(&mut self, input: u128, len: usize) -> Option<usize> {
         // Only at a chunk's start: nothing written since the last cut but the body's opening.
         let at_start = self.rows.is_empty()
             && (self.current.is_empty() || (self.count == 0 && self.current == PAYMENTS_OPEN));
@@ -834,6 +853,7 @@ impl Sink for PaymentsWriter {
         self.current.clear();
         self.done.push(piece);
         self.count += n;
+        self.followed(input, len);
         Some(n)
     }
 

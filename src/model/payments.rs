@@ -30,53 +30,44 @@ pub(crate) trait Sink {
     fn payment(&mut self, payment: Payment) -> Result<(), String>;
     /// The payments will come in chunks of the file ([`Sink::end_chunk`]): cut only there.
     fn by_chunks(&mut self);
-    /// The key of a chunk's bytes, for [`Sink::end_chunk`] and [`Sink::reuse`].
-    fn chunk_key(&self, chunk: &[u8]) -> u128;
+    /// The key of a chunk's bytes (the file from its first record's first byte to its last
+    /// record's last), the list's first chunk or not, for [`Sink::end_chunk`] and
+    /// [`Sink::reuse`].
+    fn chunk_key(&self, chunk: &[u8], first: bool) -> u128;
     /// The payments given since the last chunk are a chunk of the file, cut where
-    /// [`cuts_after`] says, whose bytes' key is `input`: remember what they made, for a later
-    /// version's [`Sink::reuse`], when `clean` (they gave no finding).
-    fn end_chunk(&mut self, input: u128, clean: bool);
-    /// Whether [`Sink::reuse`] would take the chunk keyed `input` now.
-    fn holds(&self, input: u128) -> bool;
-    /// A chunk whose bytes' key is `input`, in place of its payments, if what it made (its
-    /// payments, written) is still held: how many payments it holds.
-    fn reuse(&mut self, input: u128) -> Option<usize>;
+    /// [`cuts_after`] says, of `len` bytes whose key is `input`: remember what they made, for a
+    /// later version's [`Sink::reuse`], when `clean` (they gave no finding).
+    fn end_chunk(&mut self, input: u128, len: usize, clean: bool);
+    /// How many payments the chunk keyed `input` holds, if [`Sink::reuse`] would take it now.
+    fn holds(&self, input: u128) -> Option<usize>;
+    /// The chunk that followed the chunk keyed `input` when it was last read: its key and
+    /// length, for the split to take it unscanned when the bytes that follow are it again.
+    fn next_after(&self, input: u128) -> Option<(u128, usize)>;
+    /// A chunk of `len` bytes whose key is `input`, in place of its payments, if what it made
+    /// (its payments, written) is still held: how many payments it holds.
+    fn reuse(&mut self, input: u128, len: usize) -> Option<usize>;
     /// The list is complete: close it, with the members the file added after its own; with
     /// every payment whose reference an earlier one has, as (its index, the earlier's index,
     /// the reference), in file order.
     fn finish(self, extra: &Map<String, Value>) -> (Self::Output, Vec<(usize, usize, String)>);
 }
 
-/// Records of a file read since the last cut, joined by commas after a byte that says whether
-/// they open the list (the first piece of a body holds its opening): hashed, they say whether
-/// a version already made their piece.
+/// The records of a file read since the last cut: the file from the first record's first byte
+/// to the last record's last, separators included. Hashed, with whether they open the list
+/// (the first piece of a body holds its opening), they say whether a version already made
+/// their piece.
 #[derive(Debug, Default)]
 struct Chunk {
     bytes: Vec<u8>,
-    /// Where each record ends in `bytes`.
-    ends: Vec<usize>,
+    /// Where each record lies in `bytes`.
+    records: Vec<(usize, usize)>,
 }
 
 impl Chunk {
-    fn start(&mut self, first: bool) {
-        self.bytes.clear();
-        self.bytes.push(if first { b'[' } else { b',' });
-        self.ends.clear();
-    }
-
-    fn push(&mut self, record: &[u8]) {
-        if !self.ends.is_empty() {
-            self.bytes.push(b',');
-        }
-        self.bytes.extend_from_slice(record);
-        self.ends.push(self.bytes.len());
-    }
-
     fn records(&self) -> impl Iterator<Item = &[u8]> {
-        let starts = std::iter::once(1).chain(self.ends.iter().map(|e| e + 1));
-        starts
-            .zip(&self.ends)
-            .map(|(start, &end)| self.bytes.get(start..end).unwrap_or_default())
+        self.records
+            .iter()
+            .map(|&(start, end)| self.bytes.get(start..end).unwrap_or_default())
     }
 }
 
@@ -135,18 +126,30 @@ impl<S: Sink> Builder<S> {
 
     /// Takes the next chunk of the file: what a version made of the same bytes, when the sink
     /// still holds it, else its records decoded (on a decoding thread, or here), then
-    /// remembered by its key when it ends where [`cuts_after`] cut.
-    fn take(&mut self, pending: Pending, diag: &mut Diag) -> Result<Buffers, NotSplit> {
+    /// remembered by its key when it ends where [`cuts_after`] cut. Its buffers, to use again.
+    fn take(&mut self, pending: Pending, diag: &mut Diag) -> Result<Option<Buffers>, NotSplit> {
         let (mut buffers, key) = match pending {
+            Pending::Known(key, n, len) => {
+                // Its records are not checked again once the bundle is refused: they were clean.
+                if self.ok && self.sink.reuse(key, len).is_none() {
+                    return Err(NotSplit); // dropped since the split saw it: read as a stream
+                }
+                self.records += n;
+                return Ok(None);
+            }
             Pending::Decoding(reply, key) => {
                 let (buffers, parsed) = reply.recv().map_err(|_| NotSplit)?;
                 parsed?;
                 (buffers, key)
             }
             Pending::Here(mut buffers, first, key) => {
-                if let Some(n) = key.filter(|_| self.ok).and_then(|k| self.sink.reuse(k)) {
+                let len = buffers.chunk.bytes.len();
+                if let Some(n) = key
+                    .filter(|_| self.ok)
+                    .and_then(|k| self.sink.reuse(k, len))
+                {
                     self.records += n;
-                    return Ok(buffers);
+                    return Ok(Some(buffers));
                 }
                 decode(&mut buffers, first, &self.data_path)?;
                 (buffers, key)
@@ -159,9 +162,9 @@ impl<S: Sink> Builder<S> {
             self.accept(payment, diag);
         }
         if let Some(key) = key.filter(|_| self.ok) {
-            self.sink.end_chunk(key, clean);
+            self.sink.end_chunk(key, buffers.chunk.bytes.len(), clean);
         }
-        Ok(buffers)
+        Ok(Some(buffers))
     }
 
     /// Checks the envelope's `count` and closes the body.
@@ -301,6 +304,9 @@ type Decoding = (Buffers, Result<(), NotSplit>);
 
 /// A chunk between the split and the sink.
 enum Pending {
+    /// Taken unscanned, its bytes those of a chunk the sink holds: its key, how many records
+    /// it holds, its length.
+    Known(u128, usize, usize),
     /// Being decoded on a decoding thread; its key if it ends where [`cuts_after`] cut.
     Decoding(mpsc::Receiver<Decoding>, Option<u128>),
     /// A chunk (with its first record's index and its key) to take here: whole, when the sink
@@ -308,6 +314,43 @@ enum Pending {
     /// piece for when it was split, the last chunk of a small file, or any chunk when no
     /// thread could start).
     Here(Buffers, usize, Option<u128>),
+}
+
+/// The chunks between the split and the sink, in file order, and buffers to use again.
+#[derive(Default)]
+struct Queue {
+    pending: VecDeque<Pending>,
+    /// The bytes of the chunks pending.
+    bytes: usize,
+    spare: Vec<Buffers>,
+}
+
+impl Queue {
+    fn push(&mut self, chunk: Pending, bytes: usize) {
+        self.pending.push_back(chunk);
+        self.bytes += bytes;
+    }
+
+    /// Hands chunks to the builder while more than [`IN_FLIGHT`] wait (or all of them).
+    fn settle<S: Sink>(
+        &mut self,
+        b: &mut Builder<S>,
+        diag: &mut Diag,
+        all: bool,
+    ) -> Result<(), NotSplit> {
+        while self.pending.len() > IN_FLIGHT
+            || (self.pending.len() > 1 && self.bytes > IN_FLIGHT_BYTES)
+            || (all && !self.pending.is_empty())
+        {
+            if let Some(next) = self.pending.pop_front() {
+                if let Some(buffers) = b.take(next, diag)? {
+                    self.bytes -= buffers.chunk.bytes.len();
+                    self.spare.push(buffers);
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// How many chunks, and how many of their bytes, may wait between the split and the sink (a
@@ -388,53 +431,72 @@ pub(crate) fn from_json_split<R: Read, S: Sink>(
                 }
                 n
             };
-            let mut pending = VecDeque::new();
-            let mut pending_bytes = 0;
-            let mut spare: Vec<Buffers> = Vec::new();
+            let mut queue = Queue::default();
             let mut current = Buffers::default();
-            current.chunk.start(true);
             let (mut first, mut records) = (0, 0);
+            // The chunk that followed the last one when a version read it.
+            let mut expected = None;
             loop {
-                let record = split.next_record()?;
-                let end = record.is_none();
-                if let Some(record) = record {
-                    current.chunk.push(record);
-                    records += 1;
-                    if !cuts_after(current.chunk.bytes.len(), record) {
-                        continue;
+                // At a chunk's start: chunks a version read, taken unscanned while the bytes
+                // ahead are theirs.
+                while let Some((key, len)) = expected.take() {
+                    let Some(n) = b.sink.holds(key) else { break };
+                    if !split.at_next()? {
+                        break;
                     }
+                    split.start_chunk();
+                    let Some(ahead) = split.ahead(len)? else {
+                        break;
+                    };
+                    if b.sink.chunk_key(ahead, false) != key {
+                        break;
+                    }
+                    split.skip(len);
+                    records += n;
+                    first = records;
+                    expected = b.sink.next_after(key);
+                    queue.push(Pending::Known(key, n, len), 0);
+                    queue.settle(&mut b, diag, false)?;
                 }
+                split.at_next()?;
+                split.start_chunk();
+                let end = loop {
+                    let Some(len) = split.next_record()?.map(<[u8]>::len) else {
+                        break true;
+                    };
+                    let chunk = split.chunk();
+                    let record = chunk.get(chunk.len() - len..).unwrap_or_default();
+                    current.chunk.records.push((chunk.len() - len, chunk.len()));
+                    records += 1;
+                    if cuts_after(chunk.len(), record) {
+                        break false;
+                    }
+                };
                 // A chunk is complete; one that ends where `cuts_after` cut has a key.
-                let key = (!end).then(|| b.sink.chunk_key(&current.chunk.bytes));
-                let mut full = spare.pop().unwrap_or_default();
-                full.chunk.start(false);
+                let mut full = queue.spare.pop().unwrap_or_default();
+                full.chunk.records.clear();
                 std::mem::swap(&mut full, &mut current);
-                pending_bytes += full.chunk.bytes.len();
-                let known = key.is_some_and(|k| b.sink.holds(k));
+                full.chunk.bytes.clear();
+                full.chunk.bytes.extend_from_slice(split.chunk());
+                let key = (!end).then(|| b.sink.chunk_key(&full.chunk.bytes, first == 0));
+                expected = key.and_then(|k| b.sink.next_after(k));
+                let known = key.is_some_and(|k| b.sink.holds(k).is_some());
                 // The list's last chunk when no thread runs yet (a small file): decoded here.
                 let threads = if known || (end && spawned.is_none()) {
                     0
                 } else {
                     *spawned.get_or_insert_with(&mut spawn)
                 };
+                let bytes = full.chunk.bytes.len();
                 if threads == 0 {
-                    pending.push_back(Pending::Here(full, first, key));
+                    queue.push(Pending::Here(full, first, key), bytes);
                 } else {
                     let (reply, decoded) = mpsc::sync_channel(1);
                     jobs.send((full, first, reply)).map_err(|_| NotSplit)?;
-                    pending.push_back(Pending::Decoding(decoded, key));
+                    queue.push(Pending::Decoding(decoded, key), bytes);
                 }
                 first = records;
-                while pending.len() > IN_FLIGHT
-                    || (pending.len() > 1 && pending_bytes > IN_FLIGHT_BYTES)
-                    || (end && !pending.is_empty())
-                {
-                    if let Some(next) = pending.pop_front() {
-                        let buffers = b.take(next, diag)?;
-                        pending_bytes -= buffers.chunk.bytes.len();
-                        spare.push(buffers);
-                    }
-                }
+                queue.settle(&mut b, diag, end)?;
                 if end {
                     return Ok(());
                 }
@@ -758,7 +820,7 @@ mod tests {
     }
 
     #[test]
-    fn a_reload_reads_only_the_chunks_that_changed_and_writes_the_same_body() {
+    fn a_reload_scans_and_decodes_only_the_chunks_that_changed_and_writes_the_same_body() {
         /// A writer that counts the payments it is given to decode.
         struct Counting<'a>(PaymentsWriter, &'a std::cell::Cell<usize>);
         impl Sink for Counting<'_> {
@@ -770,17 +832,20 @@ mod tests {
             fn by_chunks(&mut self) {
                 self.0.by_chunks();
             }
-            fn chunk_key(&self, chunk: &[u8]) -> u128 {
-                self.0.chunk_key(chunk)
+            fn chunk_key(&self, chunk: &[u8], first: bool) -> u128 {
+                self.0.chunk_key(chunk, first)
             }
-            fn end_chunk(&mut self, input: u128, clean: bool) {
-                self.0.end_chunk(input, clean);
+            fn end_chunk(&mut self, input: u128, len: usize, clean: bool) {
+                self.0.end_chunk(input, len, clean);
             }
-            fn holds(&self, input: u128) -> bool {
+            fn holds(&self, input: u128) -> Option<usize> {
                 self.0.holds(input)
             }
-            fn reuse(&mut self, input: u128) -> Option<usize> {
-                self.0.reuse(input)
+            fn next_after(&self, input: u128) -> Option<(u128, usize)> {
+                self.0.next_after(input)
+            }
+            fn reuse(&mut self, input: u128, len: usize) -> Option<usize> {
+                self.0.reuse(input, len)
             }
             fn finish(self, extra: &Map<String, Value>) -> (Payments, Vec<(usize, usize, String)>) {
                 self.0.finish(extra)
@@ -788,36 +853,45 @@ mod tests {
         }
         let pieces = Pieces::default();
         let decoded = std::cell::Cell::new(0);
+        let scanned = || crate::model::split::SCANNED.get();
         let load = |text: &str| {
             decoded.set(0);
+            let before = scanned();
             let p = split(text, Counting(PaymentsWriter::new(&pieces), &decoded));
+            let scanned = scanned() - before;
             // What a first load (nothing to reuse) makes of the same text.
             let fresh = split(text, PaymentsWriter::new(&Pieces::default()));
             assert!(
                 p.body() == fresh.body(),
                 "the same body as a first load makes"
             );
-            (p, decoded.get())
+            (p, decoded.get(), scanned)
         };
         let references: Vec<String> = (0..8_000).map(|i| format!("PG{i:06}")).collect();
         let mut value = payments_of(&references, 100);
         let text = serde_json::to_string_pretty(&value).expect("JSON");
-        let (before, all) = load(&text);
+        let (before, all, every) = load(&text);
         assert_eq!(all, 8_000);
+        assert!(every > text.len() / 2, "every record is scanned");
         let n = before.pieces.len();
         assert!(n >= 8, "{n} pieces");
 
-        // The same bytes again: only the last chunk is read (its piece holds the envelope's
-        // end); its bytes are the same, so its piece is shared too.
-        let (again, read) = load(&text);
+        // The same bytes again: only the last chunk is decoded (its piece holds the envelope's
+        // end); its bytes are the same, so its piece is shared too. Only the first and the last
+        // are scanned: each chunk between is known by the hash of the bytes where the chunk
+        // that followed the last one read is expected.
+        let (again, read, seen) = load(&text);
         assert!(read < all / 4, "{read} of {all} decoded");
+        assert!(seen < every * 3 / n, "{seen} of {every} bytes scanned");
         assert_eq!(shared(&before, &again), n);
 
-        // One payment changed: its chunk and the last are read again, one piece is new.
+        // One payment changed: its chunk and the last are decoded again, one piece is new;
+        // the first, the changed one and the one after it are scanned.
         value["data"][4_000]["buyer"] = "Changed".into();
         let changed = serde_json::to_string_pretty(&value).expect("JSON");
-        let (after, read) = load(&changed);
+        let (after, read, seen) = load(&changed);
         assert!(read < all / 2, "{read} of {all} decoded");
+        assert!(seen < every * 5 / n, "{seen} of {every} bytes scanned");
         assert_eq!(shared(&again, &after), n - 1);
         let detail = |p: &Payments, reference| p.find(reference).map(|r| p.detail(r));
         let changed_row = detail(&after, "PG004000").expect("found");

@@ -68,6 +68,16 @@ pub(crate) struct Split<R> {
     /// file (where the list and the envelope count too), so that a record too deep for the
     /// stream is not read by the split either.
     max_depth: usize,
+    /// At the next record's first byte: the separator before it is read.
+    at_record: bool,
+    /// Where the chunk being read starts in `buf` (kept until [`Split::start_chunk`] moves it).
+    chunk: usize,
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many bytes of records this thread's splits scanned.
+    pub(crate) static SCANNED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// serde_json's recursion limit: values nest at most this deep.
@@ -87,6 +97,8 @@ impl<R: Read> Split<R> {
             started: false,
             keep_all: true,
             max_depth: SERDE_MAX_DEPTH - 1,
+            at_record: false,
+            chunk: 0,
         };
         s.whitespace()?;
         match s.byte()? {
@@ -126,22 +138,66 @@ impl<R: Read> Split<R> {
         Ok(s)
     }
 
-    /// The next element of the list, `None` after the last.
-    pub(crate) fn next_record(&mut self) -> Result<Option<&[u8]>, NotSplit> {
+    /// Moves to the next record's first byte, past the separator before it: false at the
+    /// list's end.
+    pub(crate) fn at_next(&mut self) -> Result<bool, NotSplit> {
+        if self.at_record {
+            return Ok(true);
+        }
         self.whitespace()?;
         if self.peek()? == Some(b']') {
-            return Ok(None);
+            return Ok(false);
         }
         if self.started {
             self.expect(b',')?;
             self.whitespace()?;
         }
+        self.at_record = true;
+        Ok(true)
+    }
+
+    /// The next element of the list, `None` after the last.
+    pub(crate) fn next_record(&mut self) -> Result<Option<&[u8]>, NotSplit> {
+        if !self.at_next()? {
+            return Ok(None);
+        }
+        self.at_record = false;
         self.started = true;
         let (start, end, depth) = self.span()?;
+        #[cfg(test)]
+        SCANNED.set(SCANNED.get() + (end - start));
         if depth > self.max_depth {
             return Err(NotSplit);
         }
         Ok(self.buf.get(start..end))
+    }
+
+    /// A chunk of records starts here: [`Split::chunk`] holds the file from here on.
+    pub(crate) fn start_chunk(&mut self) {
+        self.chunk = self.pos;
+    }
+
+    /// The file from [`Split::start_chunk`] to the end of the last record read.
+    pub(crate) fn chunk(&self) -> &[u8] {
+        self.buf.get(self.chunk..self.pos).unwrap_or_default()
+    }
+
+    /// At a record's start ([`Split::at_next`]), the next `len` bytes of the file, if it has
+    /// that many; they are not scanned: [`Split::skip`] takes them as records a version read.
+    pub(crate) fn ahead(&mut self, len: usize) -> Result<Option<&[u8]>, NotSplit> {
+        if !self.at_record || !self.fill(len)? {
+            return Ok(None);
+        }
+        Ok(self.buf.get(self.pos..self.pos + len))
+    }
+
+    /// Moves past the `len` bytes [`Split::ahead`] gave: records that end there, whole. The
+    /// next chunk starts after them.
+    pub(crate) fn skip(&mut self, len: usize) {
+        self.pos = (self.pos + len).min(self.buf.len());
+        self.chunk = self.pos;
+        self.at_record = false;
+        self.started = true;
     }
 
     /// The file with its list emptied: what was before the first record and what follows the
@@ -163,9 +219,13 @@ impl<R: Read> Split<R> {
         if self.eof {
             return Ok(false);
         }
-        if self.pos > 0 && !self.keep_all {
-            self.buf.drain(..self.pos);
-            self.pos = 0;
+        // What was handed out goes, but for the chunk being read; once it is half the buffer,
+        // so that the bytes kept move a bounded number of times.
+        let done = self.chunk.min(self.pos);
+        if done > 0 && done >= self.buf.len() / 2 && !self.keep_all {
+            self.buf.drain(..done);
+            self.pos -= done;
+            self.chunk -= done;
         }
         let want = (more - have).max(BLOCK);
         let len = self.buf.len();
@@ -362,6 +422,34 @@ mod tests {
                 Ok((vec!["1".into()], r#"{"data":[],"data":[2]}"#.into()))
             );
         }
+    }
+
+    #[test]
+    fn records_skipped_unscanned_are_passed_whole_and_not_kept() {
+        let record = |i: usize| format!("{{\"n\": {i}, \"pad\": \"{}\"}}", "x".repeat(90));
+        let records: Vec<String> = (0..20_000).map(record).collect();
+        let text = format!("{{\"data\": [\n  {}\n]}}", records.join(",\n  "));
+        let mut s = Split::new(text.as_bytes()).expect("splits");
+        let mut i = 0;
+        while i < records.len() {
+            // Every tenth record is read; the nine after it are taken as a chunk read before.
+            let got = s.next_record().expect("splits").expect("a record");
+            assert_eq!(got, records[i].as_bytes());
+            let nine = records[i + 1..i + 10].join(",\n  ");
+            assert!(s.at_next().expect("splits"));
+            s.start_chunk();
+            let ahead = s
+                .ahead(nine.len())
+                .expect("splits")
+                .expect("that many bytes");
+            assert_eq!(ahead, nine.as_bytes());
+            s.skip(nine.len());
+            i += 10;
+            // What was handed out or skipped is not kept.
+            assert!(s.buf.len() <= 3 * BLOCK, "{} bytes buffered", s.buf.len());
+        }
+        assert_eq!(s.next_record(), Ok(None));
+        assert_eq!(s.skeleton().as_deref(), Ok(&b"{\"data\": []}"[..]));
     }
 
     #[test]

@@ -292,20 +292,28 @@ impl Default for Pieces {
 #[derive(Debug, Default)]
 struct Held {
     by_bytes: HashMap<u64, Weak<Piece>>,
-    by_input: HashMap<u128, Weak<Piece>>,
+    by_input: HashMap<u128, Input>,
 }
 
-/// Adds an entry, first clearing the entries of dropped pieces whenever the map reaches a power
-/// of two.
-fn remember<K: std::hash::Hash + Eq>(
-    map: &mut HashMap<K, Weak<Piece>>,
+/// What an input made.
+#[derive(Debug, Default)]
+struct Input {
+    piece: Weak<Piece>,
+    /// The input that followed it when it was last read: its key and length.
+    next: Option<(u128, usize)>,
+}
+
+/// The entry for `key`, first clearing the entries of dropped pieces whenever the map reaches a
+/// power of two.
+fn remember<K: std::hash::Hash + Eq, V: Default>(
+    map: &mut HashMap<K, V>,
     key: K,
-    piece: &Arc<Piece>,
-) {
+    live: impl Fn(&V) -> bool,
+) -> &mut V {
     if map.len() >= 64 && map.len().is_power_of_two() {
-        map.retain(|_, w| w.strong_count() > 0);
+        map.retain(|_, v| live(v));
     }
-    map.insert(key, Arc::downgrade(piece));
+    map.entry(key).or_default()
 }
 
 impl Pieces {
@@ -313,9 +321,10 @@ impl Pieces {
         self.0.held.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The key of input `bytes` for [`Pieces::made_from`] and [`Pieces::note_input`].
-    pub(crate) fn input_key(&self, bytes: &[u8]) -> u128 {
-        xxhash_rust::xxh3::xxh3_128_with_seed(bytes, self.0.seed)
+    /// The key of input `bytes` for [`Pieces::made_from`] and [`Pieces::note_input`]; the
+    /// input that opens the body (`first`) is keyed apart.
+    pub(crate) fn input_key(&self, bytes: &[u8], first: bool) -> u128 {
+        xxhash_rust::xxh3::xxh3_128_with_seed(bytes, self.0.seed ^ u64::from(first))
     }
 
     /// The piece holding `bytes` (with `rows`): the live one with the same bytes, else a new
@@ -331,18 +340,36 @@ impl Pieces {
             return live;
         }
         let piece = Arc::new(Piece::new(Bytes::copy_from_slice(bytes), rows));
-        remember(&mut held.by_bytes, hash, &piece);
+        *remember(&mut held.by_bytes, hash, |w| w.strong_count() > 0) = Arc::downgrade(&piece);
         piece
     }
 
     /// The live piece made from the input whose key ([`Pieces::input_key`]) is `input`.
     pub(crate) fn made_from(&self, input: u128) -> Option<Arc<Piece>> {
-        self.held().by_input.get(&input).and_then(Weak::upgrade)
+        self.held()
+            .by_input
+            .get(&input)
+            .and_then(|i| i.piece.upgrade())
     }
 
     /// Notes that `piece` is what the input keyed `input` makes.
     pub(crate) fn note_input(&self, input: u128, piece: &Arc<Piece>) {
-        remember(&mut self.held().by_input, input, piece);
+        let mut held = self.held();
+        let entry = remember(&mut held.by_input, input, |i| i.piece.strong_count() > 0);
+        entry.piece = Arc::downgrade(piece);
+    }
+
+    /// Notes that the input keyed `next`, of `len` bytes, followed the input keyed `input`.
+    pub(crate) fn note_next(&self, input: u128, next: u128, len: usize) {
+        if let Some(entry) = self.held().by_input.get_mut(&input) {
+            entry.next = Some((next, len));
+        }
+    }
+
+    /// The input that followed the input keyed `input` when it was last read
+    /// ([`Pieces::note_next`]): its key and length.
+    pub(crate) fn next_after(&self, input: u128) -> Option<(u128, usize)> {
+        self.held().by_input.get(&input).and_then(|i| i.next)
     }
 
     /// How many pieces are alive.
