@@ -668,7 +668,10 @@ impl Payments {
             a.0.cmp(&b.0)
                 .then_with(|| key((a.1, a.2)).cmp(key((b.1, b.2))))
         };
-        keyed.sort_unstable_by(|a, b| full(a, b).then((a.1, a.2).cmp(&(b.1, b.2))));
+        // Stable, so equal references stay in file order; and adaptive: a file already in the
+        // order of its references, or in a few runs of it (as exports in time order are), is
+        // merged in linear time rather than sorted (a quarter of a reload's CPU, profiled).
+        keyed.sort_by(full);
         let index =
             |(piece, j): (u32, u32)| first.get(piece as usize).map_or(0, |f| f + j as usize);
         let mut repeated = Vec::new();
