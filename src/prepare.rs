@@ -644,9 +644,9 @@ impl Payments {
     /// order: equal references are neighbours, each run in file order. Returns (index, index of
     /// the first with that reference, the reference) for each repeat, in file order.
     fn sort(&mut self) -> Vec<(usize, usize, String)> {
-        // Each payment with the first 16 bytes of its reference (zero-padded, big-endian) as
-        // the key: most references fit, so most comparisons are one integer comparison, not a
-        // read of two places in a hundred megabytes of pieces (which made the sort half of a
+        // Each payment with the first 16 bytes of its reference (its piece's prefix) as the
+        // key: most references fit, so most comparisons are one integer comparison, not a read
+        // of two places in a hundred megabytes of pieces (which made the sort half of a
         // reload). Equal prefixes are compared in full.
         let mut keyed = Vec::with_capacity(self.pieces.iter().map(|p| p.rows.len()).sum());
         // The index in the file of each piece's first payment.
@@ -654,13 +654,9 @@ impl Payments {
         for (i, piece) in self.pieces.iter().enumerate() {
             first.push(keyed.len());
             let i = offset(i).unwrap_or(u32::MAX);
-            for j in 0..piece.rows.len() {
+            for (j, &prefix) in piece.prefixes.iter().enumerate() {
                 let Ok(j) = offset(j) else { continue };
-                let mut prefix = [0u8; 16];
-                let reference = self.reference_json((i, j));
-                let n = reference.len().min(16);
-                prefix[..n].copy_from_slice(&reference[..n]);
-                keyed.push((u128::from_be_bytes(prefix), i, j));
+                keyed.push((prefix, i, j));
             }
         }
         let key = |at: (u32, u32)| self.reference_json(at);
@@ -818,8 +814,8 @@ impl Sink for PaymentsWriter {
         self.by_chunk = true;
     }
 
-    fn chunk_key(&self, chunk: &[u8], first: bool) -> u128 {
-        self.pieces.input_key(chunk, first)
+    fn chunk_key(&self, chunk: &[u8], context: u64) -> u128 {
+        self.pieces.input_key(chunk, context)
     }
 
     fn end_chunk(&mut self, input: u128, len: usize, clean: bool) {

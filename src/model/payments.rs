@@ -31,9 +31,9 @@ pub(crate) trait Sink {
     /// The payments will come in chunks of the file ([`Sink::end_chunk`]): cut only there.
     fn by_chunks(&mut self);
     /// The key of a chunk's bytes (the file from its first record's first byte to its last
-    /// record's last), the list's first chunk or not, for [`Sink::end_chunk`] and
-    /// [`Sink::reuse`].
-    fn chunk_key(&self, chunk: &[u8], first: bool) -> u128;
+    /// record's last) in `context` (what else decides what they make: [`chunk_context`]), for
+    /// [`Sink::end_chunk`] and [`Sink::reuse`].
+    fn chunk_key(&self, chunk: &[u8], context: u64) -> u128;
     /// The payments given since the last chunk are a chunk of the file, cut where
     /// [`cuts_after`] says, of `len` bytes whose key is `input`: remember what they made, for a
     /// later version's [`Sink::reuse`], when `clean` (they gave no finding).
@@ -302,6 +302,13 @@ type Job = (Buffers, usize, mpsc::SyncSender<Decoding>);
 /// A decoded chunk: its buffers, and whether every record parsed.
 type Decoding = (Buffers, Result<(), NotSplit>);
 
+/// What decides what a chunk's bytes make, besides the bytes: whether they open the list (the
+/// first piece holds the body's opening) and how deep a record may nest there (less in the
+/// envelope than in a bare list). Chunks are the same only in the same context.
+fn chunk_context(first: bool, max_depth: usize) -> u64 {
+    (max_depth as u64) << 1 | u64::from(first)
+}
+
 /// A chunk between the split and the sink.
 enum Pending {
     /// Taken unscanned, its bytes those of a chunk the sink holds: its key, how many records
@@ -403,7 +410,7 @@ pub(crate) fn from_json_split<R: Read, S: Sink>(
 ) -> Result<Option<S::Output>, NotSplit> {
     let mut split = Split::new(reader)?;
     let mut b = Builder::new(sink);
-    let data_path = split.data_path;
+    let (data_path, max_depth) = (split.data_path, split.max_depth);
     b.data_path = data_path.into();
     b.sink.by_chunks();
     let workers = std::thread::available_parallelism().map_or(1, |n| n.get().min(MAX_WORKERS));
@@ -448,7 +455,7 @@ pub(crate) fn from_json_split<R: Read, S: Sink>(
                     let Some(ahead) = split.ahead(len)? else {
                         break;
                     };
-                    if b.sink.chunk_key(ahead, false) != key {
+                    if b.sink.chunk_key(ahead, chunk_context(false, max_depth)) != key {
                         break;
                     }
                     split.skip(len);
@@ -478,7 +485,8 @@ pub(crate) fn from_json_split<R: Read, S: Sink>(
                 std::mem::swap(&mut full, &mut current);
                 full.chunk.bytes.clear();
                 full.chunk.bytes.extend_from_slice(split.chunk());
-                let key = (!end).then(|| b.sink.chunk_key(&full.chunk.bytes, first == 0));
+                let context = chunk_context(first == 0, max_depth);
+                let key = (!end).then(|| b.sink.chunk_key(&full.chunk.bytes, context));
                 expected = key.and_then(|k| b.sink.next_after(k));
                 let known = key.is_some_and(|k| b.sink.holds(k).is_some());
                 // The list's last chunk when no thread runs yet (a small file): decoded here.
@@ -526,32 +534,43 @@ pub(crate) fn from_json_split<R: Read, S: Sink>(
 
 /// Panics unless [`from_json_split`] and [`from_json_reader`] agree on `bytes` wherever the
 /// split applies: the same findings, and the same body when it loads, on a first load and on a
-/// second one that takes the chunks the first read. For the tests and the `load_json` fuzzer.
+/// second one that takes the chunks the first read; and, for a bare list, on the same list in
+/// the envelope read while those chunks are held (records may nest less deep there). For the
+/// tests and the `load_json` fuzzer.
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) fn split_agrees(bytes: &[u8]) {
     use crate::prepare::{Payments, PaymentsWriter, Pieces};
     let pieces = Pieces::default();
-    let split = || {
+    let split = |bytes: &[u8]| {
         let mut diag = Diag::default();
         from_json_split(bytes, &mut diag, PaymentsWriter::new(&pieces)).map(|p| (p, diag.findings))
     };
     let body = |(p, findings): &(Option<Payments>, Vec<super::decode::Finding>)| {
         (p.as_ref().map(Payments::body), findings.clone())
     };
-    let Ok(first) = split() else {
+    let streamed = |bytes: &[u8]| {
+        let mut diag = Diag::default();
+        from_json_reader(bytes, &mut diag, PaymentsWriter::new(&Pieces::default()))
+            .map(|p| (p.map(|p| p.body()), diag.findings))
+    };
+    let Ok(first) = split(bytes) else {
         return;
     };
-    let mut diag = Diag::default();
-    let streamed = from_json_reader(bytes, &mut diag, PaymentsWriter::new(&Pieces::default()))
-        .expect("a file that splits and parses is valid JSON");
-    let streamed = (streamed.map(|p| p.body()), diag.findings);
-    assert!(body(&first) == streamed, "the split and the stream agree");
+    let stream = streamed(bytes).expect("a file that splits and parses is valid JSON");
+    assert!(body(&first) == stream, "the split and the stream agree");
     // Again while the first load's pieces live: its chunks are taken, not decoded.
-    let again = split().expect("the same bytes split again");
+    let again = split(bytes).expect("the same bytes split again");
     assert!(
-        body(&again) == streamed,
+        body(&again) == stream,
         "a load taking chunks read before agrees"
     );
+    if bytes.trim_ascii_start().starts_with(b"[") {
+        let envelope = [&b"{\"data\":"[..], bytes, b"}"].concat();
+        if let Ok(split) = split(&envelope) {
+            let stream = streamed(&envelope).expect("a file that splits and parses is valid JSON");
+            assert!(body(&split) == stream, "the list in the envelope agrees");
+        }
+    }
     drop(first);
 }
 
@@ -832,8 +851,8 @@ mod tests {
             fn by_chunks(&mut self) {
                 self.0.by_chunks();
             }
-            fn chunk_key(&self, chunk: &[u8], first: bool) -> u128 {
-                self.0.chunk_key(chunk, first)
+            fn chunk_key(&self, chunk: &[u8], context: u64) -> u128 {
+                self.0.chunk_key(chunk, context)
             }
             fn end_chunk(&mut self, input: u128, len: usize, clean: bool) {
                 self.0.end_chunk(input, len, clean);
@@ -917,6 +936,39 @@ mod tests {
         assert!(refused.is_none());
         let paths: Vec<&str> = diag.findings.iter().map(|f| f.path.as_str()).collect();
         assert_eq!(paths, ["data[10].hour_payment", "data[6000].hour_payment"]);
+    }
+
+    #[test]
+    fn a_chunk_read_in_a_bare_list_is_not_taken_unscanned_in_an_envelope() {
+        // A record nested 126 deep (an unknown member, ignored): a bare list may hold it, the
+        // envelope may not (serde_json's recursion limit counts the envelope too).
+        let references: Vec<String> = (0..8_000).map(|i| format!("PG{i:06}")).collect();
+        let mut value = payments_of(&references, 100);
+        let deep = format!("{}{}", "[".repeat(125), "]".repeat(125));
+        value["data"][6_000]["deep"] = serde_json::from_str(&deep).expect("nested");
+        let bare = serde_json::to_string(&value["data"]).expect("JSON");
+        let pieces = Pieces::default();
+        let first = split(&bare, PaymentsWriter::new(&pieces));
+        assert_eq!(first.count(), 8_000);
+        // The same records in the envelope, while the first load's pieces live.
+        let envelope = format!("{{\"data\":{bare}}}");
+        let streamed = super::from_json_reader(
+            envelope.as_bytes(),
+            &mut Diag::default(),
+            PaymentsWriter::new(&Pieces::default()),
+        );
+        assert!(streamed.is_err(), "too deep for the stream");
+        let split = super::from_json_split(
+            envelope.as_bytes(),
+            &mut Diag::default(),
+            PaymentsWriter::new(&pieces),
+        );
+        assert!(
+            matches!(split, Err(NotSplit)),
+            "read as a stream, for its error"
+        );
+        super::split_agrees(envelope.as_bytes());
+        drop(first);
     }
 
     #[test]

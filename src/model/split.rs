@@ -44,6 +44,11 @@ pub(crate) fn cuts_after(len: usize, record: &[u8]) -> bool {
     len >= PIECE_MAX || (len >= PIECE_MIN && xxhash_rust::xxh3::xxh3_64(record) % PIECE_EVERY == 0)
 }
 
+/// The most white space read between two values: the bytes between two records of a chunk are
+/// kept with it, so more would be held (a file made mostly of it is read as a stream, in bounded
+/// memory).
+const MAX_GAP: usize = 64 * 1024;
+
 /// How much is read at a time (and the least the buffer grows by).
 const BLOCK: usize = 256 * 1024;
 
@@ -67,7 +72,7 @@ pub(crate) struct Split<R> {
     /// The deepest a record may nest: as deep as serde_json's recursion limit lets it in the
     /// file (where the list and the envelope count too), so that a record too deep for the
     /// stream is not read by the split either.
-    max_depth: usize,
+    pub(crate) max_depth: usize,
     /// At the next record's first byte: the separator before it is read.
     at_record: bool,
     /// Where the chunk being read starts in `buf` (kept until [`Split::start_chunk`] moves it).
@@ -265,9 +270,15 @@ impl<R: Read> Split<R> {
         }
     }
 
+    /// Skips white space, at most [`MAX_GAP`] bytes of it.
     fn whitespace(&mut self) -> Result<(), NotSplit> {
+        let mut gap = 0;
         while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.peek()? {
             self.pos += 1;
+            gap += 1;
+            if gap > MAX_GAP {
+                return Err(NotSplit);
+            }
         }
         Ok(())
     }
@@ -489,6 +500,7 @@ mod tests {
             "[1] x",
             "[\"\\\"]",
             r#"{"source": tru, "data": [1]}"#,
+            &format!("[1,{}2]", " ".repeat(MAX_GAP + 1)),
         ] {
             for chunk in [1, 3, 4096] {
                 assert!(split(text, chunk).is_err(), "{text}");
