@@ -44,9 +44,10 @@ pub(crate) fn cuts_after(len: usize, record: &[u8]) -> bool {
     len >= PIECE_MAX || (len >= PIECE_MIN && xxhash_rust::xxh3::xxh3_64(record) % PIECE_EVERY == 0)
 }
 
-/// The most white space read between two values: the bytes between two records of a chunk are
-/// kept with it, so more would be held (a file made mostly of it is read as a stream, in bounded
-/// memory).
+/// The most white space read in one run (a separator is two: before and after its comma): the
+/// bytes between two records of a chunk are kept with it, so more would be held (a file made
+/// mostly of it is read as a stream, in bounded memory). White space inside a record is held
+/// with the record, as its bytes are.
 const MAX_GAP: usize = 64 * 1024;
 
 /// How much is read at a time (and the least the buffer grows by).
