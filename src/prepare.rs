@@ -666,7 +666,7 @@ impl Payments {
         };
         // Stable, so equal references stay in file order; and adaptive: a file already in the
         // order of its references, or in a few runs of it (as exports in time order are), is
-        // merged in linear time rather than sorted (a quarter of a reload's CPU, profiled).
+        // merged in linear time rather than sorted (an eighth of a reload's CPU, profiled).
         keyed.sort_by(full);
         let index =
             |(piece, j): (u32, u32)| first.get(piece as usize).map_or(0, |f| f + j as usize);
