@@ -515,9 +515,9 @@ impl Catalog {
                 }
             }
             let outcome = if chosen.is_some() {
-                "the previous version keeps serving"
+                "keeps serving its previous version"
             } else {
-                "it is not served"
+                "is not served"
             };
             entry.conflicts = reported
                 .into_iter()
@@ -526,7 +526,7 @@ impl Catalog {
                         entry.dir.join("bundle.toml"),
                         Location::File,
                         format!(
-                            "token {hint} is also named by bundle {other:?}; a token opens one bundle, so bundle {:?}: {outcome}",
+                            "token {hint} is also named by bundle {other:?}, which has it (a token opens one bundle): bundle {:?} {outcome}",
                             entry.name
                         ),
                     )
@@ -647,7 +647,7 @@ mod arbitration {
         assert!(catalog.entry("beta").is_some_and(|e| e.serving.is_none()));
         assert_eq!(
             conflicts(&catalog, "beta"),
-            vec!["token shar… is also named by bundle \"alpha\"; a token opens one bundle, so bundle \"beta\": it is not served"]
+            vec!["token shar… is also named by bundle \"alpha\", which has it (a token opens one bundle): bundle \"beta\" is not served"]
         );
         assert!(conflicts(&catalog, "alpha").is_empty());
         // Derived Debug of everything holding tokens shows only their hints.
@@ -734,7 +734,7 @@ mod arbitration {
         assert!(conflicts(&catalog, "a-broken").is_empty());
         assert_eq!(
             conflicts(&catalog, "b-broken"),
-            vec!["token shar… is also named by bundle \"a-broken\"; a token opens one bundle, so bundle \"b-broken\": it is not served"]
+            vec!["token shar… is also named by bundle \"a-broken\", which has it (a token opens one bundle): bundle \"b-broken\" is not served"]
         );
     }
 
@@ -752,7 +752,7 @@ mod arbitration {
         assert_eq!(served, vec![some("alpha"), some("beta")]);
         assert_eq!(
             conflicts(&catalog, "beta"),
-            vec!["token alph… is also named by bundle \"alpha\"; a token opens one bundle, so bundle \"beta\": the previous version keeps serving"]
+            vec!["token alph… is also named by bundle \"alpha\", which has it (a token opens one bundle): bundle \"beta\" keeps serving its previous version"]
         );
 
         // The holder lets the token go: the new version of beta takes it.

@@ -116,8 +116,27 @@ pub struct ListenAddr {
 impl FromStr for ListenAddr {
     type Err = String;
 
+    /// `HOST:PORT` or `HOST`, the host an IP address or `localhost` (127.0.0.1, as the default
+    /// is; no other name is looked up: a listening address should not depend on a resolver).
     fn from_str(text: &str) -> Result<ListenAddr, String> {
         let t = text.trim();
+        if let Some(rest) = t
+            .get(..9)
+            .filter(|h| h.eq_ignore_ascii_case("localhost"))
+            .map(|_| &t[9..])
+        {
+            let port = match rest.strip_prefix(':') {
+                Some(p) => Some(p.parse::<u16>().map_err(|_| {
+                    format!("{text:?} is not an address: {p:?} is not a port number (0 to 65535)")
+                })?),
+                None if rest.is_empty() => None,
+                None => return Err(not_an_address(text)),
+            };
+            return Ok(ListenAddr {
+                host: IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+                port,
+            });
+        }
         if let Ok(socket) = t.parse::<SocketAddr>() {
             return Ok(ListenAddr {
                 host: socket.ip(),
@@ -127,12 +146,16 @@ impl FromStr for ListenAddr {
         let bare = t.strip_prefix('[').and_then(|h| h.strip_suffix(']'));
         match bare.unwrap_or(t).parse::<IpAddr>() {
             Ok(host) => Ok(ListenAddr { host, port: None }),
-            Err(_) => Err(format!(
-                "{text:?} is not an address: write HOST:PORT or HOST with an IP address, e.g. \
-                 127.0.0.1:8080, 0.0.0.0 or [::1]:8080"
-            )),
+            Err(_) => Err(not_an_address(text)),
         }
     }
+}
+
+fn not_an_address(text: &str) -> String {
+    format!(
+        "{text:?} is not an address: write HOST:PORT or HOST with an IP address or localhost, \
+         e.g. 127.0.0.1:8080, 0.0.0.0, localhost:8080 or [::1]:8080"
+    )
 }
 
 impl fmt::Display for ListenAddr {
@@ -578,6 +601,9 @@ impl ServeOptions {
 
     /// The log filter: a level given by `--log-level` (flag, variable or file), moved by `-v`
     /// and `-q`, wins; otherwise `rust_log` (the `RUST_LOG` variable) when set; otherwise info.
+    /// At info, the file-watching crate says only warnings: its info lines are its own
+    /// housekeeping (a watch it could not remove from a folder already replaced, once per refresh
+    /// of a kiosk), not news to an operator. `-v` (debug) shows them again.
     pub fn log_filter(&self, rust_log: Option<&str>) -> String {
         let rust_log = rust_log.map(str::trim).filter(|s| !s.is_empty());
         match (self.log_level, self.verbose, self.quiet, rust_log) {
@@ -585,7 +611,10 @@ impl ServeOptions {
             (level, verbose, quiet, _) => {
                 let base = level.unwrap_or(LogLevel::Info) as i32;
                 let index = (base + i32::from(verbose) - i32::from(quiet)).clamp(0, 5);
-                LogLevel::ALL[index as usize].as_str().to_string()
+                match LogLevel::ALL[index as usize] {
+                    LogLevel::Info => "info,notify=warn".to_string(),
+                    level => level.as_str().to_string(),
+                }
             }
         }
     }
@@ -1132,12 +1161,24 @@ mod tests {
         );
         let bad = port(&[], Some("http")).expect_err("refused").to_string();
         assert_eq!(bad, "PORT=\"http\" is not a port number (0 to 65535)");
+        assert_eq!(
+            port(&["-a", "localhost:81"], Some("9000")).expect("ok"),
+            "127.0.0.1:81"
+        );
+        assert_eq!(
+            port(&["-a", "LocalHost"], Some("9000")).expect("ok"),
+            "127.0.0.1:9000"
+        );
+        for bad in ["localhost:http", "localhostx", "example.com:80"] {
+            assert!(bad.parse::<ListenAddr>().is_err(), "{bad}");
+        }
     }
 
     #[test]
     fn the_log_level_wins_over_rust_log_and_v_q_move_it() {
         let filter = |args: &[&str], rust_log: Option<&str>| parse(args).0.log_filter(rust_log);
-        assert_eq!(filter(&[], None), "info");
+        assert_eq!(filter(&[], None), "info,notify=warn");
+        assert_eq!(filter(&["-q"], None), "warn");
         assert_eq!(filter(&[], Some("eventbox=debug")), "eventbox=debug");
         assert_eq!(filter(&["-v"], Some("eventbox=debug")), "debug");
         assert_eq!(filter(&["-vv"], None), "trace");

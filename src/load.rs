@@ -30,6 +30,8 @@ pub enum LoadError {
     Unreadable { path: PathBuf, source: io::Error },
     #[error("the data folder {} is not a folder", path.display())]
     NotAFolder { path: PathBuf },
+    #[error("the data folder {} is a bundle itself (it holds bundle.toml): give the folder that holds its bundles, {}", path.display(), parent.display())]
+    IsABundle { path: PathBuf, parent: PathBuf },
 }
 
 /// The outcome for one bundle folder.
@@ -67,7 +69,9 @@ pub(crate) fn ignored(name: &str) -> bool {
 }
 
 /// The bundle folders of a data folder, in name order. Folders [`ignored`] are skipped, and so
-/// are plain files at the top of the data folder.
+/// are plain files at the top of the data folder, but for `bundle.toml`: a data folder holding
+/// one is a bundle given in place of its parent, an error that says so (its sub-folders, such as
+/// `payment_details`, would otherwise be reported as broken bundles).
 pub(crate) fn bundle_names(dir: &Path) -> Result<Vec<String>, LoadError> {
     let unreadable = |source| LoadError::Unreadable {
         path: dir.to_path_buf(),
@@ -77,6 +81,17 @@ pub(crate) fn bundle_names(dir: &Path) -> Result<Vec<String>, LoadError> {
     if !meta.is_dir() {
         return Err(LoadError::NotAFolder {
             path: dir.to_path_buf(),
+        });
+    }
+    if dir.join(format!("{CONFIG}.toml")).exists() {
+        let parent = match dir.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            Some(_) if dir != Path::new(".") => PathBuf::from("."),
+            _ => dir.join(".."),
+        };
+        return Err(LoadError::IsABundle {
+            path: dir.to_path_buf(),
+            parent,
         });
     }
     let mut names = Vec::new();

@@ -236,7 +236,7 @@ fn a_token_named_by_two_bundles_is_an_error_naming_both() {
     let (code, out, root) = check(&data, &[]);
 
     assert_eq!(code, 1, "{out}");
-    let expected = format!("error: {root}/beta/bundle.toml: token tiny… is also named by bundle \"alpha\"; a token opens one bundle, so bundle \"beta\": it is not served");
+    let expected = format!("error: {root}/beta/bundle.toml: token tiny… is also named by bundle \"alpha\", which has it (a token opens one bundle): bundle \"beta\" is not served");
     assert!(out.contains(&expected), "missing\n  {expected}\nin:\n{out}");
     assert!(
         !out.contains("tiny-token"),
@@ -264,6 +264,30 @@ fn an_unreadable_data_folder_exits_2() {
     assert_eq!(serve.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&serve.stderr)
         .contains("cannot read the data folder no-such-folder"));
+}
+
+#[test]
+fn a_bundle_given_as_the_data_folder_is_refused_naming_the_folder_to_give() {
+    let data = TempData::new();
+    clean_bundle(&data, "tiny");
+    data.write("tiny/payment_details/R1.json", "{}");
+
+    let check = eventbox(&["check", "tiny"], data.path());
+    let serve = eventbox(
+        &["serve", "--data", "tiny", "--addr", "127.0.0.1:0"],
+        data.path(),
+    );
+
+    let said = String::from_utf8_lossy(&check.stdout).into_owned();
+    assert_eq!(check.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("the data folder tiny is a bundle itself (it holds bundle.toml): give the folder that holds its bundles, ."),
+        "{said}"
+    );
+    // Not its sub-folder reported as a broken bundle.
+    assert!(!said.contains("payment_details"), "{said}");
+    assert_eq!(serve.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&serve.stderr).contains("is a bundle itself"));
 }
 
 #[test]

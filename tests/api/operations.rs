@@ -116,7 +116,7 @@ async fn a_broken_bundle_never_takes_a_good_bundles_token() {
         .filter_map(|e| e.as_str())
         .collect();
     assert!(
-        errors.iter().any(|e| e.ends_with("a-copy/bundle.toml: token demo… is also named by bundle \"demo\"; a token opens one bundle, so bundle \"a-copy\": it is not served")),
+        errors.iter().any(|e| e.ends_with("a-copy/bundle.toml: token demo… is also named by bundle \"demo\", which has it (a token opens one bundle): bundle \"a-copy\" is not served")),
         "{errors:#?}"
     );
     assert_eq!(status["bundles"][1]["served"], true);

@@ -480,7 +480,7 @@ async fn an_edit_never_takes_a_token_another_bundle_serves() {
         &w.path("demo/bundle.toml"),
         "tokens = [\"demo-token\", \"b-token\"]\n",
     );
-    let clash = "demo/bundle.toml: token b-t… is also named by bundle \"b\"; a token opens one bundle, so bundle \"demo\": the previous version keeps serving";
+    let clash = "demo/bundle.toml: token b-t… is also named by bundle \"b\", which has it (a token opens one bundle): bundle \"demo\" keeps serving its previous version";
     w.until("/status", "", "the clash on demo", |r| {
         errors_of(&r.json(), "demo")
             .iter()
