@@ -20,7 +20,7 @@ pub const EXIT_UNUSABLE: u8 = 2;
 #[command(
     name = "eventbox",
     version,
-    about = "A stand-in server for the event platform's read-only API, answering from bundles on disk"
+    about = "A stand-in server for the event platform's API, answering from bundles on disk"
 )]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct Cli {

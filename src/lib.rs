@@ -1,5 +1,5 @@
-//! eventbox: a stand-in server for an event platform's read-only API, answering from snapshots
-//! on disk.
+//! eventbox: a stand-in server for an event platform's API (its reads and its writes),
+//! answering from snapshots on disk.
 //!
 //! # Public API
 //! What the `eventbox` binary (another crate), client test suites and embedders use; the rest
