@@ -209,6 +209,8 @@ impl Scope {
 pub struct Refreshed {
     /// Bundles read (new ones included), in name order.
     pub loaded: Vec<String>,
+    /// Those of `loaded` found holding the same bytes: their answers were kept.
+    pub unchanged: Vec<String>,
     /// Bundles whose folder is gone.
     pub removed: Vec<String>,
 }
@@ -337,7 +339,7 @@ impl Catalog {
             self.entries.remove(name);
             self.sources.forget(name);
         }
-        let mut loaded = Vec::new();
+        let (mut loaded, mut unchanged) = (Vec::new(), Vec::new());
         for name in names {
             if self.entries.contains_key(&name) && !scope.includes(&name) {
                 continue;
@@ -347,6 +349,7 @@ impl Catalog {
                     tracing::debug!(bundle = %name, "bundle folder holds the same bytes; its prepared answers are kept");
                     entry.renew();
                     entry.fingerprint = Some(fingerprint);
+                    unchanged.push(name.clone());
                 }
                 (Attempt::Read(report, fingerprint), Some(entry)) => {
                     entry.update(*report, self.compression, &self.sources);
@@ -361,7 +364,11 @@ impl Catalog {
             }
             loaded.push(name);
         }
-        Ok(Refreshed { loaded, removed })
+        Ok(Refreshed {
+            loaded,
+            unchanged,
+            removed,
+        })
     }
 
     /// Loads one bundle under [`timed::LOAD_TIME_LIMIT`]; past it, the load is abandoned and the

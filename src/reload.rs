@@ -167,7 +167,16 @@ impl Reloader {
                 self.metrics.observe_load(!entry.has_errors());
             }
             // A bundle not re-read can still change: a neighbour's edit freed or took a token.
-            if reread || before.get(&entry.name) != Some(&signature(entry)) {
+            // One found holding the same bytes keeps its answers: only such a change is news
+            // (else every touch, and a kiosk's refresh then its watch, said "bundle loaded").
+            let (was, now) = (before.get(&entry.name), signature(entry));
+            let news = if refreshed.unchanged.contains(&entry.name) {
+                was.map(|(serving, clashes)| (serving.is_some(), clashes))
+                    != Some((now.0.is_some(), &now.1))
+            } else {
+                reread || was != Some(&now)
+            };
+            if news {
                 log_entry(entry);
             }
         }

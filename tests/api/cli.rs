@@ -535,6 +535,55 @@ async fn sighup_reloads_every_bundle_now() {
 }
 
 #[tokio::test]
+async fn a_reload_finding_the_same_bytes_logs_nothing_and_a_change_logs_the_bundle_loaded() {
+    let data = TempData::new();
+    data.with_demo("demo");
+    let dir = data.path().to_str().expect("UTF-8").to_string();
+    let mut served = start_binary(
+        &["--data", &dir, "--addr", "127.0.0.1:0", "--no-watch"],
+        &[("RUST_LOG", "info")],
+    );
+    let loads = || async {
+        let text = reqwest::get(format!("{}/metrics", served.base))
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("metrics text");
+        text.lines()
+            .find_map(|l| l.strip_prefix(r#"eventbox_bundle_loads_total{result="ok"} "#))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let until_loads = |n: u64| async move {
+        let start = std::time::Instant::now();
+        while loads().await < n {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(10),
+                "no reload {n}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    until_loads(1).await;
+    // The same bytes in a new file (as `cp` over it, or a kiosk's refresh then its watch).
+    let path = data.path().join("demo/event.json");
+    let text = std::fs::read_to_string(&path).expect("event");
+    std::fs::write(data.path().join("demo/.event.tmp"), &text).expect("write");
+    std::fs::rename(data.path().join("demo/.event.tmp"), &path).expect("rename");
+    served.signal("HUP");
+    until_loads(2).await;
+    data.write("demo/event.json", text.replace("33º Congresso", "Mudado"));
+    served.signal("HUP");
+    until_loads(3).await;
+    served.signal("TERM");
+    assert_eq!(served.wait_exit(), Some(0));
+
+    let log = served.stderr();
+    assert_eq!(log.matches("bundle loaded").count(), 2, "{log}");
+}
+
+#[tokio::test]
 async fn json_logs_carry_an_access_line_per_request_with_the_token_cut() {
     let demo = demo_data();
     let mut served = start_binary(
