@@ -9,7 +9,7 @@ FROM scratch
 ARG VERSION=0.0.0
 ARG SOURCE=unknown
 LABEL org.opencontainers.image.title="eventbox" \
-      org.opencontainers.image.description="A stand-in server for an event platform's read-only API, answering from snapshots on disk" \
+      org.opencontainers.image.description="A stand-in server for an event platform's API, answering from snapshots on disk" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.source="${SOURCE}" \
       org.opencontainers.image.licenses="MIT OR Apache-2.0"

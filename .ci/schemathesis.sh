@@ -62,8 +62,8 @@ done
 # Checks: every check schemathesis has (its default), so also missing_required_header (no token
 # must be 401), ignored_auth, unsupported_method (405 with Allow) and the positive and negative
 # data checks. The stateful ones (use_after_free, ensure_resource_availability,
-# object_level_authorization) find no links between operations in a read-only API and do not
-# apply. .ci/schemathesis.toml adjusts one operation, with its reason.
+# object_level_authorization) find no links between operations here (no write creates what
+# another operation is called with) and do not apply. .ci/schemathesis.toml adjusts one operation, with its reason.
 # One worker: with two, hypothesis describes its filters by parsing their source with `ast` from
 # two threads at once, which CPython 3.11 does not support ("AST constructor recursion depth
 # mismatch", a runtime error of schemathesis, not a finding).

@@ -317,7 +317,8 @@ impl Catalog {
     }
 
     /// Re-lists the data folder and reads the bundles in `scope`, every new folder, and forgets
-    /// vanished ones. Only a data folder that cannot be listed is an error (nothing changes then).
+    /// vanished ones. Only a data folder that cannot be used ([`LoadError`]: unreadable, not a
+    /// folder, a bundle itself) is an error (nothing changes then).
     pub(crate) fn refresh(&mut self, scope: &Scope) -> Result<Refreshed, LoadError> {
         let names: BTreeSet<String> = match load::bundle_names(&self.data_dir) {
             Ok(names) => {

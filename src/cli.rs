@@ -511,12 +511,12 @@ pub async fn serve(options: &ServeOptions) -> u8 {
     match &options.admin_token {
         // Never the token, not even its hint: it is the one secret of the whole server.
         Some(_) => tracing::info!(
-            "admin token set: /status, /_journal and /_writes/reset answer clients other than \
-             loopback that send it as Authorization: Bearer"
+            "admin token set: /status and the /_ routes (/_journal, /_writes/reset, /_queue, /_ui) \
+             answer clients other than loopback that send it as Authorization: Bearer"
         ),
         None if !crate::http::admin::is_loopback(addr.ip()) => tracing::info!(
-            "/status, /_journal and /_writes/reset answer loopback clients only; start with \
-             --admin-token to allow remote access"
+            "/status and the /_ routes (/_journal, /_writes/reset, /_queue, /_ui) answer loopback \
+             clients only; start with --admin-token to allow remote access"
         ),
         None => {}
     }

@@ -103,8 +103,8 @@ pub enum Switch {
     Off,
 }
 
-/// Where to listen: an IP address, with or without a port (`0.0.0.0`, `127.0.0.1:8080`,
-/// `[::1]:8080`).
+/// Where to listen: an IP address or `localhost`, with or without a port (`0.0.0.0`,
+/// `127.0.0.1:8080`, `localhost:8080`, `[::1]:8080`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct ListenAddr {
@@ -126,9 +126,16 @@ impl FromStr for ListenAddr {
             .map(|_| &t[9..])
         {
             let port = match rest.strip_prefix(':') {
-                Some(p) => Some(p.parse::<u16>().map_err(|_| {
-                    format!("{text:?} is not an address: {p:?} is not a port number (0 to 65535)")
-                })?),
+                Some(p) => Some(
+                    p.parse::<u16>()
+                        .ok()
+                        .filter(|_| p.bytes().all(|b| b.is_ascii_digit()))
+                        .ok_or_else(|| {
+                            format!(
+                                "{text:?} is not an address: {p:?} is not a port number (0 to 65535)"
+                            )
+                        })?,
+                ),
                 None if rest.is_empty() => None,
                 None => return Err(not_an_address(text)),
             };
@@ -335,9 +342,9 @@ pub struct ServeOptions {
           num_args = 0..=1, require_equals = true, default_value_t = false,
           default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
     pub read_only: bool,
-    /// A secret that lets clients other than this machine's loopback use /status, /_journal and
-    /// /_writes/reset, sent as `Authorization: Bearer SECRET` (without it those answer loopback
-    /// clients only); never logged or printed
+    /// A secret that lets clients other than this machine's loopback use /status and the /_
+    /// routes (/_journal, /_writes/reset, /_queue, /_ui), sent as `Authorization: Bearer SECRET`
+    /// (without it those answer loopback clients only); never logged or printed
     #[arg(
         long,
         env = "EVENTBOX_ADMIN_TOKEN",
@@ -1169,7 +1176,12 @@ mod tests {
             port(&["-a", "LocalHost"], Some("9000")).expect("ok"),
             "127.0.0.1:9000"
         );
-        for bad in ["localhost:http", "localhostx", "example.com:80"] {
+        for bad in [
+            "localhost:http",
+            "localhost:+80",
+            "localhostx",
+            "example.com:80",
+        ] {
             assert!(bad.parse::<ListenAddr>().is_err(), "{bad}");
         }
     }

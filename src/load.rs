@@ -23,8 +23,9 @@ pub use crate::read::DEFAULT_MAX_FILE_BYTES;
 use crate::timed::Progress;
 use crate::token::Token;
 
-/// The data folder itself could not be read.
+/// The data folder itself cannot be used: it cannot be read, is not a folder, or is a bundle.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum LoadError {
     #[error("cannot read the data folder {}: {source}", path.display())]
     Unreadable { path: PathBuf, source: io::Error },
@@ -84,10 +85,11 @@ pub(crate) fn bundle_names(dir: &Path) -> Result<Vec<String>, LoadError> {
         });
     }
     if dir.join(format!("{CONFIG}.toml")).exists() {
-        let parent = match dir.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            Some(_) if dir != Path::new(".") => PathBuf::from("."),
-            _ => dir.join(".."),
+        // From the text when it ends in a name; else (`.`, `demo/..`) one level up from it.
+        let parent = match (dir.file_name(), dir.parent()) {
+            (Some(_), Some(p)) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            (Some(_), _) => PathBuf::from("."),
+            (None, _) => dir.join(".."),
         };
         return Err(LoadError::IsABundle {
             path: dir.to_path_buf(),
@@ -830,6 +832,27 @@ fn sorted_entries(dir: &Path) -> io::Result<Vec<(String, PathBuf, bool)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_data_folder_that_is_a_bundle_is_refused_naming_the_folder_above_it() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let bundle = tmp.path().join("demo");
+        fs::create_dir_all(bundle.join("payment_details")).expect("folders");
+        fs::write(bundle.join("bundle.toml"), "tokens = [\"t\"]\n").expect("bundle.toml");
+        let to_give = |dir: &Path| match bundle_names(dir) {
+            Err(LoadError::IsABundle { parent, .. }) => Some(parent),
+            _ => None,
+        };
+        assert_eq!(to_give(&bundle), Some(tmp.path().to_path_buf()));
+        assert_eq!(to_give(&bundle.join("")), Some(tmp.path().to_path_buf()));
+        // Ending in `..`: one level up from the path as given.
+        let back = bundle.join("payment_details/..");
+        assert_eq!(to_give(&back), Some(back.join("..")));
+        assert_eq!(
+            bundle_names(tmp.path()).expect("the folder above"),
+            ["demo"]
+        );
+    }
 
     #[test]
     fn a_column_is_counted_in_characters_without_holding_the_line() {

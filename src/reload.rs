@@ -3,8 +3,8 @@
 //! The [`Reloader`] owns the [`Catalog`] behind a mutex, so reloads run one at a time, and does
 //! its work on the calling thread: callers on the async side use `spawn_blocking`, keeping file
 //! I/O off the request path. A reload that finds errors keeps each affected bundle's last good
-//! version serving; only a data folder that cannot be listed at all fails, and then nothing
-//! changes.
+//! version serving; only a data folder that cannot be used at all fails ([`LoadError`]), and then
+//! nothing changes.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError, Weak};
