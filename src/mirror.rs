@@ -213,6 +213,10 @@ pub(crate) enum SyncError {
     },
     #[error("{from} did not answer within {}", humantime::format_duration(*.within))]
     Timeout { from: Source, within: Duration },
+    /// The prefix holds `bundle.toml` at its top: a bundle given in place of the prefix above it,
+    /// as `load::LoadError::IsABundle` for a folder.
+    #[error("{from} is a bundle itself (it holds bundle.toml): give the prefix that holds its bundles, one level up")]
+    IsABundle { from: Source },
 }
 
 /// An error and each error under it, `: `-separated: what the store's client said at every level
@@ -353,6 +357,11 @@ impl Mirror {
                 continue;
             };
             let [name, file @ ..] = rest else { continue };
+            if file.is_empty() && name == "bundle.toml" {
+                return Err(SyncError::IsABundle {
+                    from: self.source.clone(),
+                });
+            }
             let manifest = matches!(file, [only] if only == MANIFEST);
             if file.is_empty() || !safe(name) || !(manifest || file.iter().all(|s| safe(s))) {
                 continue;
@@ -915,6 +924,49 @@ mod tests {
         assert_eq!(*storage.reads.lock().expect("lock"), ["events/demo/a.json"]);
         assert_eq!(local("a.json").as_deref(), Some("\"a2\""));
         assert_eq!(local("b.json").as_deref(), Some("\"b2\""));
+    }
+
+    #[tokio::test]
+    async fn a_prefix_that_is_a_bundle_is_refused_saying_so() {
+        let storage = Arc::new(Storage::default());
+        for (key, body) in [
+            ("events/demo/bundle.toml", "tokens = [\"t\"]\n"),
+            ("events/demo/payment_details/R1.json", "{}"),
+        ] {
+            storage
+                .put(
+                    &StorePath::from(key),
+                    bytes::Bytes::from_static(body.as_bytes()).into(),
+                )
+                .await
+                .expect("put");
+        }
+        let tmp = tempfile::tempdir().expect("tmp");
+        let mirror_of = |prefix: &str| {
+            let source = Source::parse(Path::new(prefix))
+                .expect("s3")
+                .expect("valid");
+            Mirror::over(
+                source,
+                storage.clone(),
+                tmp.path().join("mirror"),
+                Duration::from_secs(5),
+            )
+            .expect("mirror")
+        };
+        let refused = mirror_of("s3://bucket/events/demo")
+            .sync()
+            .await
+            .expect_err("a bundle");
+        assert_eq!(
+            refused.to_string(),
+            "s3://bucket/events/demo is a bundle itself (it holds bundle.toml): give the prefix that holds its bundles, one level up"
+        );
+        let changed = mirror_of("s3://bucket/events")
+            .sync()
+            .await
+            .expect("listed");
+        assert_eq!(changed.into_iter().collect::<Vec<_>>(), ["demo"]);
     }
 
     #[test]
