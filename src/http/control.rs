@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use hyper::header::HeaderMap;
 
-use super::errors::{ApiError, SIMULATED_STATUSES};
+use super::errors::SIMULATED_STATUSES;
 
 pub(crate) const DELAY_HEADER: &str = "x-eventbox-delay";
 pub(crate) const STATUS_HEADER: &str = "x-eventbox-status";
@@ -59,46 +59,58 @@ pub(crate) struct Control {
     pub(crate) fault: Option<Fault>,
 }
 
+/// A control header whose value cannot be used: 400 `invalid_control_header`, its message
+/// naming this header.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BadControl(pub(crate) &'static str);
+
+impl BadControl {
+    /// The header as the documentation spells it.
+    pub(crate) fn header(self) -> &'static str {
+        match self.0 {
+            DELAY_HEADER => "X-Eventbox-Delay",
+            STATUS_HEADER => "X-Eventbox-Status",
+            _ => "X-Eventbox-Fault",
+        }
+    }
+}
+
 impl Control {
     /// Reads the control headers; `max_delay` caps the delay.
     pub(crate) fn from_headers(
         headers: &HeaderMap,
         max_delay: Duration,
-    ) -> Result<Control, ApiError> {
-        let text = |name: &str| -> Result<Option<&str>, ApiError> {
+    ) -> Result<Control, BadControl> {
+        let text = |name: &'static str| -> Result<Option<&str>, BadControl> {
             headers
                 .get(name)
-                .map(|v| {
-                    v.to_str()
-                        .map(str::trim)
-                        .map_err(|_| ApiError::InvalidControlHeader)
-                })
+                .map(|v| v.to_str().map(str::trim).map_err(|_| BadControl(name)))
                 .transpose()
         };
-        let number = |t: &str| -> Result<u64, ApiError> {
+        let number = |name: &'static str, t: &str| -> Result<u64, BadControl> {
             // `u64::from_str` also takes a leading `+`; a header value should be plain digits.
             if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(ApiError::InvalidControlHeader);
+                return Err(BadControl(name));
             }
             // Beyond u64 milliseconds is far beyond any cap.
             Ok(t.parse::<u64>().unwrap_or(u64::MAX))
         };
         let delay = match text(DELAY_HEADER)? {
-            Some(t) => Some(Duration::from_millis(number(t)?).min(max_delay)),
+            Some(t) => Some(Duration::from_millis(number(DELAY_HEADER, t)?).min(max_delay)),
             None => None,
         };
         let status = match text(STATUS_HEADER)? {
             Some(t) => {
-                let code = number(t)?;
+                let code = number(STATUS_HEADER, t)?;
                 match u16::try_from(code) {
                     Ok(code) if SIMULATED_STATUSES.contains(&code) => Some(code),
-                    _ => return Err(ApiError::InvalidControlHeader),
+                    _ => return Err(BadControl(STATUS_HEADER)),
                 }
             }
             None => None,
         };
         let fault = match text(FAULT_HEADER)? {
-            Some(t) => Some(Fault::parse(t).ok_or(ApiError::InvalidControlHeader)?),
+            Some(t) => Some(Fault::parse(t).ok_or(BadControl(FAULT_HEADER))?),
             None => None,
         };
         Ok(Control {
@@ -114,7 +126,7 @@ mod tests {
     use super::*;
     use hyper::header::HeaderValue;
 
-    fn control(pairs: &[(&'static str, &'static str)]) -> Result<Control, ApiError> {
+    fn control(pairs: &[(&'static str, &'static str)]) -> Result<Control, BadControl> {
         let mut h = HeaderMap::new();
         for (k, v) in pairs {
             h.insert(*k, HeaderValue::from_static(v));
@@ -149,11 +161,7 @@ mod tests {
             [(STATUS_HEADER, "5o3")],
             [(FAULT_HEADER, "explode")],
         ] {
-            assert_eq!(
-                control(&pairs),
-                Err(ApiError::InvalidControlHeader),
-                "{pairs:?}"
-            );
+            assert_eq!(control(&pairs), Err(BadControl(pairs[0].0)), "{pairs:?}");
         }
     }
 }

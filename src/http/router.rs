@@ -335,7 +335,10 @@ where
     let control = if ctx.allow_control_headers {
         match Control::from_headers(req.headers(), ctx.max_delay) {
             Ok(c) => c,
-            Err(e) => return Handled::plain(error(e)),
+            Err(bad) => {
+                let detail = format!("This request's {} is not one of those.", bad.header());
+                return Handled::plain(detailed(ApiError::InvalidControlHeader, &detail));
+            }
         }
     } else {
         Control::default()

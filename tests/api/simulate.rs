@@ -351,6 +351,17 @@ async fn x_eventbox_status_answers_that_status_with_the_error_body() {
             .get_with("/api/v1/event", DEMO_TOKEN, &[(header, value)])
             .await;
         res.assert_error(400, "invalid_control_header");
+        // The message names the header that cannot be used, as the client spelt it or not.
+        let message = res.json()["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            message
+                .to_ascii_lowercase()
+                .contains(&format!("this request's {header} is not")),
+            "{message}"
+        );
     }
     let no_token = app
         .get_with("/api/v1/event", "wrong", &[("x-eventbox-status", "503")])
