@@ -81,9 +81,15 @@ impl Control {
         headers: &HeaderMap,
         max_delay: Duration,
     ) -> Result<Control, BadControl> {
+        // A header given twice with different values is as unusable as a bad value: which one
+        // the test meant cannot be told (as two different tokens are refused).
         let text = |name: &'static str| -> Result<Option<&str>, BadControl> {
-            headers
-                .get(name)
+            let mut values = headers.get_all(name).iter();
+            let first = values.next();
+            if values.any(|v| Some(v) != first) {
+                return Err(BadControl(name));
+            }
+            first
                 .map(|v| v.to_str().map(str::trim).map_err(|_| BadControl(name)))
                 .transpose()
         };
@@ -163,5 +169,22 @@ mod tests {
         ] {
             assert_eq!(control(&pairs), Err(BadControl(pairs[0].0)), "{pairs:?}");
         }
+    }
+
+    #[test]
+    fn a_header_given_twice_is_refused_unless_both_say_the_same() {
+        let mut h = HeaderMap::new();
+        h.append(DELAY_HEADER, HeaderValue::from_static("300"));
+        h.append(DELAY_HEADER, HeaderValue::from_static("300"));
+        let max = Duration::from_secs(30);
+        assert_eq!(
+            Control::from_headers(&h, max).map(|c| c.delay),
+            Ok(Some(Duration::from_millis(300)))
+        );
+        h.append(DELAY_HEADER, HeaderValue::from_static("600"));
+        assert_eq!(
+            Control::from_headers(&h, max),
+            Err(BadControl(DELAY_HEADER))
+        );
     }
 }

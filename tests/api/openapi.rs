@@ -366,6 +366,59 @@ async fn every_documented_read_conforms_found_missing_and_paged() {
     assert!(checked >= 20, "{checked} answers checked");
 }
 
+/// After check-ins made here the attendees carry `checkin`, `checkin_date` and
+/// `checkin_sessions`: the document names them, and the list, the one record and `/status`
+/// (every bundle's record counts) conform with every object shape closed.
+#[tokio::test]
+async fn attendees_after_check_ins_and_the_status_conform_closed() {
+    let doc = document();
+    let app = spawn_app(&demo_data()).await;
+    let list = app.get("/api/v1/attendees", DEMO_TOKEN).await.json();
+    let first = &list["data"][0];
+    let (id, code) = (&first["id_attendees"], &first["checkin_code"]);
+    let session = &app.get("/api/v1/session", DEMO_TOKEN).await.json()["data"][0]["id_session"];
+    for (path, body) in [
+        (
+            "/api/v1/checkin/attendees",
+            serde_json::json!([{"checkin_code": code.to_string(), "checkin": 1, "checkin_date": "2026-09-15T08:01:00"}]),
+        ),
+        (
+            "/api/v1/checkin/sessions",
+            serde_json::json!([{"id_attendees": id, "id_session": session, "checkin": 1, "checkin_date": "2026-09-15T09:00:00"}]),
+        ),
+    ] {
+        let bytes = serde_json::to_vec(&body).expect("JSON");
+        let res = app
+            .send(
+                Method::POST,
+                path,
+                Some(DEMO_TOKEN),
+                Some(("application/json", &bytes)),
+            )
+            .await;
+        assert_eq!(res.status, 200, "{path}: {}", res.text());
+    }
+    for (path, request) in [
+        ("/api/v1/attendees", "/api/v1/attendees".to_string()),
+        ("/api/v1/attendees/{id}", format!("/api/v1/attendees/{id}")),
+    ] {
+        let body = app.get(&request, DEMO_TOKEN).await.json();
+        let record = body["data"]
+            .as_array()
+            .and_then(|d| d.iter().find(|a| a["id_attendees"] == *id))
+            .unwrap_or(&body);
+        assert!(
+            record.get("checkin_sessions").is_some(),
+            "{request}: {body}"
+        );
+        let problems = problems(&response_schema(&doc, path, "200", true), &body);
+        assert!(problems.is_empty(), "{request}: {problems:#?}");
+    }
+    let status = app.get("/status", "").await.json();
+    let problems = problems(&response_schema(&doc, "/status", "200", true), &status);
+    assert!(problems.is_empty(), "/status: {problems:#?}");
+}
+
 /// The id of a list's first record: its first `id_` member whose values differ from record to
 /// record (`id_event` is the same in all).
 fn record_id(list: &Value) -> Option<i64> {

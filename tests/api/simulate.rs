@@ -363,6 +363,15 @@ async fn x_eventbox_status_answers_that_status_with_the_error_body() {
             "{message}"
         );
     }
+    // Given twice with different values: which one the test meant cannot be told.
+    let twice = app
+        .get_with(
+            "/api/v1/event",
+            DEMO_TOKEN,
+            &[("x-eventbox-delay", "30"), ("x-eventbox-delay", "60")],
+        )
+        .await;
+    twice.assert_error(400, "invalid_control_header");
     let no_token = app
         .get_with("/api/v1/event", "wrong", &[("x-eventbox-status", "503")])
         .await;
