@@ -543,7 +543,7 @@ pub async fn serve(options: &ServeOptions) -> u8 {
         }
         Ok(None) => {}
         Err(e) => {
-            tracing::error!("{e}");
+            tracing::error!("cannot use the --state folder: {e}; nothing is served");
             return EXIT_UNUSABLE;
         }
     }
@@ -631,6 +631,13 @@ pub async fn serve(options: &ServeOptions) -> u8 {
             offline_after = options.offline_after,
             "following the sources bundles name"
         );
+        if options.state.is_none() && !options.read_only {
+            // The operator of a desk must hear it before the first check-in, not after a restart.
+            tracing::warn!(
+                "writes made here are kept in memory only: they are never sent to the sources and \
+                 a restart loses them (give --state DIR to keep them on disk and forward them)"
+            );
+        }
     }
     let printer = app.clone();
     // The catalog's lock is a blocking one: take it off the async threads.

@@ -608,9 +608,10 @@ impl ServeOptions {
 
     /// The log filter: a level given by `--log-level` (flag, variable or file), moved by `-v`
     /// and `-q`, wins; otherwise `rust_log` (the `RUST_LOG` variable) when set; otherwise info.
-    /// At info, the file-watching crate says only warnings: its info lines are its own
-    /// housekeeping (a watch it could not remove from a folder already replaced, once per refresh
-    /// of a kiosk), not news to an operator. `-v` (debug) shows them again.
+    /// At info, the file-watching crate says only errors: its info and warning lines are its own
+    /// housekeeping (a watch it could not remove from a folder already replaced, at every refresh
+    /// of a kiosk), not news to an operator; a watch that fails reaches eventbox as an error,
+    /// which it reports itself. `-v` (debug) shows them again.
     pub fn log_filter(&self, rust_log: Option<&str>) -> String {
         let rust_log = rust_log.map(str::trim).filter(|s| !s.is_empty());
         match (self.log_level, self.verbose, self.quiet, rust_log) {
@@ -619,7 +620,7 @@ impl ServeOptions {
                 let base = level.unwrap_or(LogLevel::Info) as i32;
                 let index = (base + i32::from(verbose) - i32::from(quiet)).clamp(0, 5);
                 match LogLevel::ALL[index as usize] {
-                    LogLevel::Info => "info,notify=warn".to_string(),
+                    LogLevel::Info => "info,notify=error".to_string(),
                     level => level.as_str().to_string(),
                 }
             }
@@ -696,6 +697,13 @@ fn parse_file(path: &Path, text: &str) -> Result<FileOptions, ConfigError> {
 
 /// `unknown key "idle-timout"; did you mean "idle-timeout"?`
 fn unknown_key(key: &str, known: &[String]) -> String {
+    // What belongs in a bundle's own file, pasted here by mistake.
+    if ["tokens", "source", "simulate"].contains(&key) {
+        return format!(
+            "unknown key {key:?}: `{key}` belongs in a bundle's bundle.toml (docs/bundles.md), \
+             not in the server's configuration file"
+        );
+    }
     // The names of eventbox before 0.2 (`idle_timeout_ms`, `cors_origins`) map to today's.
     let modern = key.replace('_', "-");
     let modern = modern.strip_suffix("-ms").unwrap_or(&modern);
@@ -1066,6 +1074,15 @@ mod tests {
     }
 
     #[test]
+    fn a_bundle_toml_key_is_said_to_belong_there() {
+        let known = file_keys();
+        assert_eq!(
+            unknown_key("source", &known),
+            "unknown key \"source\": `source` belongs in a bundle's bundle.toml (docs/bundles.md), not in the server's configuration file"
+        );
+    }
+
+    #[test]
     fn a_misspelt_key_names_the_file_line_and_closest_key() {
         let (_dir, path) = file("data = \"x\"\n\nidle-timout = \"60s\"\n");
         let err = resolve(&["--config", path.to_str().expect("UTF-8")]).expect_err("refused");
@@ -1189,7 +1206,7 @@ mod tests {
     #[test]
     fn the_log_level_wins_over_rust_log_and_v_q_move_it() {
         let filter = |args: &[&str], rust_log: Option<&str>| parse(args).0.log_filter(rust_log);
-        assert_eq!(filter(&[], None), "info,notify=warn");
+        assert_eq!(filter(&[], None), "info,notify=error");
         assert_eq!(filter(&["-q"], None), "warn");
         assert_eq!(filter(&[], Some("eventbox=debug")), "eventbox=debug");
         assert_eq!(filter(&["-v"], Some("eventbox=debug")), "debug");

@@ -168,6 +168,7 @@ impl SourceHealth {
     }
 
     /// A refresh started at `at` failed: offline once `offline_after` have failed in a row.
+    /// The error is kept as one line (a load's report of a staged copy has one per problem).
     pub(crate) fn failed(
         &self,
         at: DateTime<Utc>,
@@ -177,7 +178,7 @@ impl SourceHealth {
         let mut d = self.detail();
         d.failures = d.failures.saturating_add(1);
         d.last_attempt = Some(at);
-        d.last_error = Some(error);
+        d.last_error = Some(one_line(&error));
         if d.failures < offline_after.max(1) || d.state == State::Offline {
             return None;
         }
@@ -271,6 +272,19 @@ impl Sources {
     }
 }
 
+/// `text` on one line: its lines trimmed, empty ones dropped, joined by "; " (by a space after
+/// a line ending in `:`, which introduces what follows).
+fn one_line(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if !out.is_empty() {
+            out.push_str(if out.ends_with(':') { " " } else { "; " });
+        }
+        out.push_str(line);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -290,6 +304,15 @@ mod tests {
         // One line per change: a third failure changes nothing.
         assert_eq!(h.failed(now, "refused again".into(), 2), None);
         assert_eq!(h.status(now).last_error.as_deref(), Some("refused again"));
+        h.failed(
+            now,
+            "the copy did not load:\n  a/event.json:2:1: EOF\n\n  a/hotsite.json: gone\n".into(),
+            2,
+        );
+        assert_eq!(
+            h.status(now).last_error.as_deref(),
+            Some("the copy did not load: a/event.json:2:1: EOF; a/hotsite.json: gone")
+        );
         assert_eq!(h.succeeded(now), Some(Transition::CameOnline));
         assert!(h.is_online());
         assert_eq!(h.succeeded(now), None);

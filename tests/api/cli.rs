@@ -583,6 +583,37 @@ async fn a_reload_finding_the_same_bytes_logs_nothing_and_a_change_logs_the_bund
     assert_eq!(log.matches("bundle loaded").count(), 2, "{log}");
 }
 
+/// The demo served by the binary with `extra`: its log once it served and stopped.
+async fn demo_log(extra: &[&str]) -> String {
+    let demo = demo_data();
+    let mut args = vec![
+        "--data",
+        demo.to_str().expect("UTF-8"),
+        "--addr",
+        "127.0.0.1:0",
+        "--no-watch",
+    ];
+    args.extend_from_slice(extra);
+    let mut served = start_binary(&args, &[("RUST_LOG", "info")]);
+    // The warning comes with the first load.
+    assert_eq!(get_event(&served.base, "demo-token").await.0, 200);
+    served.signal("TERM");
+    assert_eq!(served.wait_exit(), Some(0));
+    served.stderr()
+}
+
+#[tokio::test]
+async fn following_sources_without_a_state_folder_warns_that_desk_writes_are_not_kept() {
+    let warned = "writes made here are kept in memory only";
+    let without = demo_log(&["--refresh-every", "1h"]).await;
+    assert!(without.contains(warned), "{without}");
+    let state = TempData::new();
+    let dir = state.path().to_str().expect("UTF-8");
+    let with = demo_log(&["--refresh-every", "1h", "--state", dir]).await;
+    assert!(!with.contains(warned), "{with}");
+    assert!(!demo_log(&[]).await.contains(warned));
+}
+
 #[tokio::test]
 async fn json_logs_carry_an_access_line_per_request_with_the_token_cut() {
     let demo = demo_data();
