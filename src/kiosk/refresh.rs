@@ -225,6 +225,19 @@ async fn follow(name: String, dir: PathBuf, health: Arc<SourceHealth>, shared: A
     let mut wait = every.mul_f64(draw() / 10.0);
     loop {
         tokio::time::sleep(wait).await;
+        // A 304 keeps the local file: trusted only while the bundle on disk loads cleanly. A
+        // file broken or edited here would otherwise stay, and fail every refresh once anything
+        // else changes at the source; with errors on disk, every file is asked for anew.
+        let reloader = Arc::clone(&shared.reloader);
+        let bundle = name.clone();
+        let broken = tokio::task::spawn_blocking(move || {
+            reloader.with_catalog(|c| c.entry(&bundle).is_some_and(|e| e.has_errors()))
+        })
+        .await
+        .unwrap_or(false);
+        if broken && !etags.is_empty() {
+            etags = Arc::default();
+        }
         let outcome = {
             let _permit = shared.at_once.acquire().await;
             let started = chrono::Utc::now();
@@ -242,6 +255,8 @@ async fn follow(name: String, dir: PathBuf, health: Arc<SourceHealth>, shared: A
                 health.succeeded(started)
             }
             Err(error) => {
+                // Nor after a failed refresh: the next asks for every file anew.
+                etags = Arc::default();
                 let t = health.failed(started, error.clone(), offline_after);
                 wait = if health.is_offline() {
                     backoff(every, health.failures().saturating_sub(offline_after))

@@ -263,6 +263,47 @@ async fn a_kiosk_follows_its_source_serves_through_its_outage_and_comes_back_onl
     crate::pull::assert_no_leftovers(kiosk_data.path());
 }
 
+/// A file broken at the kiosk is not kept by the source's 304 once another file changes there:
+/// the refresh that fails on it is followed by one that asks for every file anew.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_broken_at_the_kiosk_is_replaced_when_the_source_changes_another() {
+    let source_data = TempData::new();
+    source_data.with_demo("summit");
+    let source = spawn_app(source_data.path()).await;
+    let kiosk_data = TempData::new();
+    let bundle = kiosk_data.path().join("summit");
+    pull_into(&source.base, &bundle).await;
+    let (kiosk_app, _refresher) = kiosk(kiosk_data.path()).await;
+    let kiosk = &kiosk_app;
+    until(
+        Duration::from_secs(10),
+        "the first refresh",
+        || async move { (source_status(kiosk, "summit").await["state"] == "online").then_some(()) },
+    )
+    .await;
+
+    let hotsite = bundle.join("hotsite.json");
+    let good = std::fs::read(&hotsite).expect("hotsite.json");
+    std::fs::write(&hotsite, b"{\"broken\": ").expect("broken");
+    retitle(
+        source_data.path(),
+        &source.app,
+        "Changed while a file was broken",
+    );
+    until(
+        Duration::from_secs(10),
+        "the change served, the broken file replaced",
+        || async move {
+            let a = kiosk.get("/api/v1/event", DEMO_TOKEN).await;
+            (title(&a) == "Changed while a file was broken").then_some(())
+        },
+    )
+    .await;
+    assert_eq!(std::fs::read(&hotsite).expect("hotsite.json"), good);
+    let state = source_status(kiosk, "summit").await;
+    assert_eq!(state["state"], "online", "{state}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_logs_each_change_of_state_once_not_each_failure() {
     let source_data = TempData::new();
