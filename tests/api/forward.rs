@@ -450,3 +450,63 @@ async fn a_kiosk_killed_at_random_moments_loses_no_acknowledged_write_and_double
         assert_eq!(n, 1, "{email} is at the source {n} times");
     }
 }
+
+/// Writes whose bundle folder is removed are kept, and the log says so: they wait for a folder
+/// of that name.
+#[tokio::test]
+async fn writes_of_a_removed_bundle_are_kept_and_the_log_says_so() {
+    let data = TempData::new();
+    data.with_demo("demo");
+    // A source (that never answers): the writes are queued for it.
+    let toml = data.path().join("demo/bundle.toml");
+    let mut text = std::fs::read_to_string(&toml).expect("bundle.toml");
+    text.push_str("\n[source]\nurl = \"http://127.0.0.1:9/api/v1\"\n");
+    std::fs::write(&toml, text).expect("bundle.toml");
+    let state = TempData::new();
+    let (dir, state_dir) = (
+        data.path().to_str().expect("UTF-8").to_string(),
+        state.path().to_str().expect("UTF-8").to_string(),
+    );
+    let served = crate::cli::start_binary(
+        &[
+            "--data",
+            &dir,
+            "--addr",
+            "127.0.0.1:0",
+            "--no-watch",
+            "--state",
+            &state_dir,
+        ],
+        &[("RUST_LOG", "warn")],
+    );
+    crate::cli::get_event(&served.base, DEMO_TOKEN).await;
+    let client = crate::helpers::client();
+    let code = std::fs::read_to_string(data.path().join("demo/attendees.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        .and_then(|v| v["data"][0]["checkin_code"].as_i64())
+        .expect("a check-in code in the demo");
+    let body = json!([{"checkin_code": code.to_string(), "checkin": 1, "checkin_date": "2026-09-15T08:00:00"}]);
+    let ok = crate::helpers::answer(
+        client
+            .post(format!("{}/api/v1/checkin/attendees", served.base))
+            .header("Authorization-Token", DEMO_TOKEN)
+            .header("Content-Type", "application/json")
+            .body(serde_json::to_vec(&body).expect("JSON")),
+    )
+    .await;
+    assert_eq!(ok.status, 200, "{}", ok.text());
+
+    std::fs::remove_dir_all(data.path().join("demo")).expect("removed");
+    served.signal("HUP");
+    let said = "writes wait for a bundle whose folder is gone";
+    let served = &served;
+    until(Duration::from_secs(15), "the warning", || async move {
+        served.stderr().contains(said).then_some(())
+    })
+    .await;
+    let queue = crate::helpers::answer(client.get(format!("{}/_queue", served.base)))
+        .await
+        .json();
+    assert_eq!(queue["bundles"]["demo"]["pending"], 1, "{queue}");
+}
