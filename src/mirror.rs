@@ -865,23 +865,30 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_bundle_changed_while_read_is_taken_at_the_next_poll_and_unchanged_objects_are_not_read_again(
-    ) {
+    /// A [`Storage`] holding `objects` (key, body).
+    async fn storage_with(objects: &[(&str, &'static str)]) -> Arc<Storage> {
         let storage = Arc::new(Storage::default());
-        for (key, body) in [
-            ("events/demo/bundle.toml", "tokens = [\"t\"]\n"),
-            ("events/demo/a.json", "\"a1\""),
-            ("events/demo/b.json", "\"b1\""),
-        ] {
+        for (key, body) in objects {
             storage
                 .put(
-                    &StorePath::from(key),
+                    &StorePath::from(*key),
                     bytes::Bytes::from_static(body.as_bytes()).into(),
                 )
                 .await
                 .expect("put");
         }
+        storage
+    }
+
+    #[tokio::test]
+    async fn a_bundle_changed_while_read_is_taken_at_the_next_poll_and_unchanged_objects_are_not_read_again(
+    ) {
+        let storage = storage_with(&[
+            ("events/demo/bundle.toml", "tokens = [\"t\"]\n"),
+            ("events/demo/a.json", "\"a1\""),
+            ("events/demo/b.json", "\"b1\""),
+        ])
+        .await;
         let tmp = tempfile::tempdir().expect("tmp");
         let source = Source::parse(Path::new("s3://bucket/events"))
             .expect("s3")
@@ -928,19 +935,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_prefix_that_is_a_bundle_is_refused_saying_so() {
-        let storage = Arc::new(Storage::default());
-        for (key, body) in [
+        let storage = storage_with(&[
             ("events/demo/bundle.toml", "tokens = [\"t\"]\n"),
             ("events/demo/payment_details/R1.json", "{}"),
-        ] {
-            storage
-                .put(
-                    &StorePath::from(key),
-                    bytes::Bytes::from_static(body.as_bytes()).into(),
-                )
-                .await
-                .expect("put");
-        }
+        ])
+        .await;
         let tmp = tempfile::tempdir().expect("tmp");
         let mirror_of = |prefix: &str| {
             let source = Source::parse(Path::new(prefix))

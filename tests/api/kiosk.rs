@@ -45,6 +45,17 @@ pub(crate) async fn pull_into(from: &str, into: &Path) {
     pull::run(&o).await.expect("the first pull");
 }
 
+/// A source serving the demo as `summit` and a kiosk data folder it was pulled into:
+/// (the source's data, the source, the kiosk's data).
+async fn pulled_summit() -> (TempData, TestApp, TempData) {
+    let source_data = TempData::new();
+    source_data.with_demo("summit");
+    let source = spawn_app(source_data.path()).await;
+    let kiosk_data = TempData::new();
+    pull_into(&source.base, &kiosk_data.path().join("summit")).await;
+    (source_data, source, kiosk_data)
+}
+
 /// Polls `probe` until it gives `Some`, failing the test with `what` after `within`.
 pub(crate) async fn until<T, F: Future<Output = Option<T>>>(
     within: Duration,
@@ -72,6 +83,23 @@ async fn source_status(kiosk: &TestApp, name: &str) -> Value {
         .and_then(|b| b.iter().find(|b| b["name"] == name))
         .map(|b| b["source"].clone())
         .unwrap_or(Value::Null)
+}
+
+/// Waits (up to 10 s) until the kiosk's source of `summit` is online.
+async fn until_online(kiosk: &TestApp, what: &str) {
+    until(Duration::from_secs(10), what, || async move {
+        (source_status(kiosk, "summit").await["state"] == "online").then_some(())
+    })
+    .await;
+}
+
+/// Waits (up to `within`) until the kiosk serves the event titled `wanted`.
+async fn until_title(kiosk: &TestApp, wanted: &str, within: Duration) {
+    until(within, wanted, || async move {
+        let a = kiosk.get("/api/v1/event", DEMO_TOKEN).await;
+        (title(&a) == wanted).then_some(())
+    })
+    .await;
 }
 
 fn title(answer: &Answer) -> String {
@@ -119,12 +147,8 @@ async fn metrics(app: &TestApp) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kiosk_follows_its_source_serves_through_its_outage_and_comes_back_online() {
-    let source_data = TempData::new();
-    source_data.with_demo("summit");
-    let source = spawn_app(source_data.path()).await;
-    let kiosk_data = TempData::new();
+    let (source_data, source, kiosk_data) = pulled_summit().await;
     let bundle = kiosk_data.path().join("summit");
-    pull_into(&source.base, &bundle).await;
 
     // The bundle remembers its source: the API base, and when.
     let toml = std::fs::read_to_string(bundle.join("bundle.toml")).expect("bundle.toml");
@@ -145,23 +169,10 @@ async fn a_kiosk_follows_its_source_serves_through_its_outage_and_comes_back_onl
 
     // A change at the source shows at the kiosk within two periods (and some slack for a
     // busy machine): the refresh pulls, stages, checks and swaps it in.
-    until(
-        Duration::from_secs(10),
-        "the first refresh",
-        || async move { (source_status(kiosk, "summit").await["state"] == "online").then_some(()) },
-    )
-    .await;
+    until_online(kiosk, "the first refresh").await;
     retitle(source_data.path(), &source.app, "Changed at the source");
     let changed = Instant::now();
-    until(
-        Duration::from_secs(5),
-        "the kiosk shows the change",
-        || async move {
-            let a = kiosk.get("/api/v1/event", DEMO_TOKEN).await;
-            (title(&a) == "Changed at the source").then_some(())
-        },
-    )
-    .await;
+    until_title(kiosk, "Changed at the source", Duration::from_secs(5)).await;
     let took = changed.elapsed();
     assert!(
         took < 2 * PERIOD + Duration::from_millis(600),
@@ -246,10 +257,7 @@ async fn a_kiosk_follows_its_source_serves_through_its_outage_and_comes_back_onl
     let again = App::new(source_data.path());
     again.load().expect("the source loads");
     let _source = serve_app_on(listener, again, |_| {});
-    until(Duration::from_secs(10), "online again", || async move {
-        (source_status(kiosk, "summit").await["state"] == "online").then_some(())
-    })
-    .await;
+    until_online(kiosk, "online again").await;
     let back = kiosk.get("/api/v1/event", DEMO_TOKEN).await;
     assert_eq!(back.header("eventbox-source"), None);
     assert!(age(&back) <= 1, "{:?}", back.headers);
@@ -267,20 +275,11 @@ async fn a_kiosk_follows_its_source_serves_through_its_outage_and_comes_back_onl
 /// the refresh that fails on it is followed by one that asks for every file anew.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_broken_at_the_kiosk_is_replaced_when_the_source_changes_another() {
-    let source_data = TempData::new();
-    source_data.with_demo("summit");
-    let source = spawn_app(source_data.path()).await;
-    let kiosk_data = TempData::new();
+    let (source_data, source, kiosk_data) = pulled_summit().await;
     let bundle = kiosk_data.path().join("summit");
-    pull_into(&source.base, &bundle).await;
     let (kiosk_app, _refresher) = kiosk(kiosk_data.path()).await;
     let kiosk = &kiosk_app;
-    until(
-        Duration::from_secs(10),
-        "the first refresh",
-        || async move { (source_status(kiosk, "summit").await["state"] == "online").then_some(()) },
-    )
-    .await;
+    until_online(kiosk, "the first refresh").await;
 
     let hotsite = bundle.join("hotsite.json");
     let good = std::fs::read(&hotsite).expect("hotsite.json");
@@ -290,13 +289,10 @@ async fn a_file_broken_at_the_kiosk_is_replaced_when_the_source_changes_another(
         &source.app,
         "Changed while a file was broken",
     );
-    until(
+    until_title(
+        kiosk,
+        "Changed while a file was broken",
         Duration::from_secs(10),
-        "the change served, the broken file replaced",
-        || async move {
-            let a = kiosk.get("/api/v1/event", DEMO_TOKEN).await;
-            (title(&a) == "Changed while a file was broken").then_some(())
-        },
     )
     .await;
     assert_eq!(std::fs::read(&hotsite).expect("hotsite.json"), good);
