@@ -834,27 +834,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_data_folder_that_is_a_bundle_is_refused_naming_the_folder_above_it() {
-        let tmp = tempfile::tempdir().expect("tmp");
-        let bundle = tmp.path().join("demo");
-        fs::create_dir_all(bundle.join("payment_details")).expect("folders");
-        fs::write(bundle.join("bundle.toml"), "tokens = [\"t\"]\n").expect("bundle.toml");
-        let to_give = |dir: &Path| match bundle_names(dir) {
-            Err(LoadError::IsABundle { parent, .. }) => Some(parent),
-            _ => None,
-        };
-        assert_eq!(to_give(&bundle), Some(tmp.path().to_path_buf()));
-        assert_eq!(to_give(&bundle.join("")), Some(tmp.path().to_path_buf()));
-        // Ending in `..`: one level up from the path as given.
-        let back = bundle.join("payment_details/..");
-        assert_eq!(to_give(&back), Some(back.join("..")));
-        assert_eq!(
-            bundle_names(tmp.path()).expect("the folder above"),
-            ["demo"]
-        );
-    }
-
-    #[test]
     fn a_column_is_counted_in_characters_without_holding_the_line() {
         let text = "{\"a\": 1,\n  \"é\": \"ção\", x\n\"last\"";
         for (line, byte_column) in [
@@ -945,5 +924,26 @@ mod tests {
         let names = bundle_names(tmp.path()).expect("listed");
 
         assert_eq!(names, vec!["forum", "summit"]);
+    }
+
+    #[test]
+    fn a_data_folder_that_is_a_bundle_is_refused_naming_the_folder_above_it() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let bundle = tmp.path().join("demo");
+        fs::create_dir_all(bundle.join("payment_details")).expect("folders");
+        fs::write(bundle.join("bundle.toml"), "tokens = [\"t\"]\n").expect("bundle.toml");
+        let to_give = |dir: &Path| match bundle_names(dir) {
+            Err(LoadError::IsABundle { parent, .. }) => Some(parent),
+            _ => None,
+        };
+        assert_eq!(to_give(&bundle), Some(tmp.path().to_path_buf()));
+        assert_eq!(to_give(&bundle.join("")), Some(tmp.path().to_path_buf()));
+        // Ending in `..`: one level up from the path as given.
+        let back = bundle.join("payment_details/..");
+        assert_eq!(to_give(&back), Some(back.join("..")));
+        assert_eq!(
+            bundle_names(tmp.path()).expect("the folder above"),
+            ["demo"]
+        );
     }
 }
