@@ -59,20 +59,56 @@ pub(crate) struct Control {
     pub(crate) fault: Option<Fault>,
 }
 
-/// A control header whose value cannot be used: 400 `invalid_control_header`, its message
-/// naming this header.
+/// A control header that cannot be used: 400 `invalid_control_header`, its message naming the
+/// header (and whether it was given twice with different values).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct BadControl(pub(crate) &'static str);
+pub(crate) struct BadControl {
+    pub(crate) name: &'static str,
+    pub(crate) twice: bool,
+}
 
 impl BadControl {
+    fn value(name: &'static str) -> BadControl {
+        BadControl { name, twice: false }
+    }
+
     /// The header as the documentation spells it.
     pub(crate) fn header(self) -> &'static str {
-        match self.0 {
+        match self.name {
             DELAY_HEADER => "X-Eventbox-Delay",
             STATUS_HEADER => "X-Eventbox-Status",
             _ => "X-Eventbox-Fault",
         }
     }
+}
+
+/// The one value of header `name`, read by `parse`: `None` when absent. Given more than once, the
+/// values must read the same (`reset` and `Reset`, `300` and `0300`): else which one the test
+/// meant cannot be told, as with two different tokens.
+fn one<T: PartialEq>(
+    headers: &HeaderMap,
+    name: &'static str,
+    parse: impl Fn(&str) -> Option<T>,
+) -> Result<Option<T>, BadControl> {
+    let mut found: Option<T> = None;
+    for value in headers.get_all(name) {
+        let read = value
+            .to_str()
+            .ok()
+            .and_then(|t| parse(t.trim()))
+            .ok_or(BadControl::value(name))?;
+        match &found {
+            Some(earlier) if *earlier != read => return Err(BadControl { name, twice: true }),
+            _ => found = Some(read),
+        }
+    }
+    Ok(found)
+}
+
+/// Plain digits (`u64::from_str` also takes a leading `+`); beyond u64 is far beyond any cap.
+fn digits(t: &str) -> Option<u64> {
+    (!t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| t.parse::<u64>().unwrap_or(u64::MAX))
 }
 
 impl Control {
@@ -81,44 +117,15 @@ impl Control {
         headers: &HeaderMap,
         max_delay: Duration,
     ) -> Result<Control, BadControl> {
-        // A header given twice with different values is as unusable as a bad value: which one
-        // the test meant cannot be told (as two different tokens are refused).
-        let text = |name: &'static str| -> Result<Option<&str>, BadControl> {
-            let mut values = headers.get_all(name).iter();
-            let first = values.next();
-            if values.any(|v| Some(v) != first) {
-                return Err(BadControl(name));
-            }
-            first
-                .map(|v| v.to_str().map(str::trim).map_err(|_| BadControl(name)))
-                .transpose()
-        };
-        let number = |name: &'static str, t: &str| -> Result<u64, BadControl> {
-            // `u64::from_str` also takes a leading `+`; a header value should be plain digits.
-            if t.is_empty() || !t.bytes().all(|b| b.is_ascii_digit()) {
-                return Err(BadControl(name));
-            }
-            // Beyond u64 milliseconds is far beyond any cap.
-            Ok(t.parse::<u64>().unwrap_or(u64::MAX))
-        };
-        let delay = match text(DELAY_HEADER)? {
-            Some(t) => Some(Duration::from_millis(number(DELAY_HEADER, t)?).min(max_delay)),
-            None => None,
-        };
-        let status = match text(STATUS_HEADER)? {
-            Some(t) => {
-                let code = number(STATUS_HEADER, t)?;
-                match u16::try_from(code) {
-                    Ok(code) if SIMULATED_STATUSES.contains(&code) => Some(code),
-                    _ => return Err(BadControl(STATUS_HEADER)),
-                }
-            }
-            None => None,
-        };
-        let fault = match text(FAULT_HEADER)? {
-            Some(t) => Some(Fault::parse(t).ok_or(BadControl(FAULT_HEADER))?),
-            None => None,
-        };
+        let delay = one(headers, DELAY_HEADER, |t| {
+            digits(t).map(|ms| Duration::from_millis(ms).min(max_delay))
+        })?;
+        let status = one(headers, STATUS_HEADER, |t| {
+            digits(t)
+                .and_then(|code| u16::try_from(code).ok())
+                .filter(|code| SIMULATED_STATUSES.contains(code))
+        })?;
+        let fault = one(headers, FAULT_HEADER, Fault::parse)?;
         Ok(Control {
             delay,
             status,
@@ -167,24 +174,40 @@ mod tests {
             [(STATUS_HEADER, "5o3")],
             [(FAULT_HEADER, "explode")],
         ] {
-            assert_eq!(control(&pairs), Err(BadControl(pairs[0].0)), "{pairs:?}");
+            assert_eq!(
+                control(&pairs),
+                Err(BadControl::value(pairs[0].0)),
+                "{pairs:?}"
+            );
         }
     }
 
     #[test]
     fn a_header_given_twice_is_refused_unless_both_say_the_same() {
-        let mut h = HeaderMap::new();
-        h.append(DELAY_HEADER, HeaderValue::from_static("300"));
-        h.append(DELAY_HEADER, HeaderValue::from_static("300"));
-        let max = Duration::from_secs(30);
+        let twice = |name: &'static str, a: &'static str, b: &'static str| {
+            let mut h = HeaderMap::new();
+            h.append(name, HeaderValue::from_static(a));
+            h.append(name, HeaderValue::from_static(b));
+            Control::from_headers(&h, Duration::from_secs(30))
+        };
         assert_eq!(
-            Control::from_headers(&h, max).map(|c| c.delay),
+            twice(DELAY_HEADER, "300", "0300").map(|c| c.delay),
             Ok(Some(Duration::from_millis(300)))
         );
-        h.append(DELAY_HEADER, HeaderValue::from_static("600"));
         assert_eq!(
-            Control::from_headers(&h, max),
-            Err(BadControl(DELAY_HEADER))
+            twice(FAULT_HEADER, "reset", "Reset").map(|c| c.fault),
+            Ok(Some(Fault::Reset))
+        );
+        assert_eq!(
+            twice(DELAY_HEADER, "300", "600"),
+            Err(BadControl {
+                name: DELAY_HEADER,
+                twice: true
+            })
+        );
+        assert_eq!(
+            twice(STATUS_HEADER, "503", "oops"),
+            Err(BadControl::value(STATUS_HEADER))
         );
     }
 }

@@ -71,32 +71,33 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
     };
     let mut wait = FIRST_WAIT;
     let mut said: Option<String> = None;
-    // Bundles whose folder is gone while writes wait for them, each said once.
-    let mut gone: std::collections::BTreeSet<String> = Default::default();
+    // Bundles without a source to send to while writes wait for them, and why, each said once.
+    let mut stranded: std::collections::BTreeMap<String, &'static str> = Default::default();
     loop {
         let mut left_behind = false;
         for bundle in writes.queue.bundles_ready() {
             let Some(health) = sources.get(&bundle) else {
-                // No source: nowhere to send (the writes stay local). But a bundle whose folder
-                // went away holds its writes until a folder of that name is back: say so.
+                // No source now, though these writes were made for one: its folder went away,
+                // or its bundle.toml names none. They are kept until it is back: say so.
                 let (reloader, name) = (Arc::clone(&reloader), bundle.clone());
                 let known = tokio::task::spawn_blocking(move || {
                     reloader.with_catalog(|c| c.entry(&name).is_some())
                 })
                 .await
                 .unwrap_or(true);
-                if known {
-                    gone.remove(&bundle);
-                } else if gone.insert(bundle.clone()) {
-                    tracing::warn!(
-                        bundle = %bundle,
-                        pending = writes.queue.pending(&bundle),
-                        "writes wait for a bundle whose folder is gone: they are kept, and \
-                         sent once a folder of that name is back"
-                    );
+                let why = if known {
+                    "writes wait for a bundle whose bundle.toml names no [source] now: they are \
+                     kept, and sent once it names one again"
+                } else {
+                    "writes wait for a bundle whose folder is gone: they are kept, and sent once a \
+                     folder of that name is back"
+                };
+                if stranded.insert(bundle.clone(), why) != Some(why) {
+                    tracing::warn!(bundle = %bundle, pending = writes.queue.pending(&bundle), "{why}");
                 }
                 continue;
             };
+            stranded.remove(&bundle);
             if health.is_offline() {
                 left_behind = true;
                 continue;

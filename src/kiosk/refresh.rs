@@ -225,13 +225,23 @@ async fn follow(name: String, dir: PathBuf, health: Arc<SourceHealth>, shared: A
     let mut wait = every.mul_f64(draw() / 10.0);
     loop {
         tokio::time::sleep(wait).await;
-        // A 304 keeps the local file: trusted only while the bundle on disk loads cleanly. A
-        // file broken or edited here would otherwise stay, and fail every refresh once anything
-        // else changes at the source; with errors on disk, every file is asked for anew.
+        // A 304 keeps the local file: trusted only while the bundle's data files load cleanly.
+        // A file broken here would otherwise stay, and fail every refresh once anything else
+        // changes at the source; with errors in a data file, every file is asked for anew.
+        // (Not for errors a download cannot mend: bundle.toml's, kept by the refresh, or a
+        // token clash.)
         let reloader = Arc::clone(&shared.reloader);
         let bundle = name.clone();
         let broken = tokio::task::spawn_blocking(move || {
-            reloader.with_catalog(|c| c.entry(&bundle).is_some_and(|e| e.has_errors()))
+            reloader.with_catalog(|c| {
+                c.entry(&bundle).is_some_and(|e| {
+                    e.problems.iter().any(|p| {
+                        p.is_error()
+                            && p.file.file_name()
+                                != Some(std::ffi::OsStr::new(crate::stage::BUNDLE_FILE))
+                    })
+                })
+            })
         })
         .await
         .unwrap_or(false);
@@ -254,9 +264,12 @@ async fn follow(name: String, dir: PathBuf, health: Arc<SourceHealth>, shared: A
                 wait = jittered(every);
                 health.succeeded(started)
             }
-            Err(error) => {
-                // Nor after a failed refresh: the next asks for every file anew.
-                etags = Arc::default();
+            Err((error, staged_broken)) => {
+                // Nor after a staged copy failed its check (a kept file may be the cause): the
+                // next refresh asks for every file anew. Other failures keep them.
+                if staged_broken {
+                    etags = Arc::default();
+                }
                 let t = health.failed(started, error.clone(), offline_after);
                 wait = if health.is_offline() {
                     backoff(every, health.failures().saturating_sub(offline_after))
@@ -301,13 +314,40 @@ struct Refreshed {
 
 /// One refresh: read bundle.toml for the source, the tokens and the keys to keep; pull over
 /// the bundle; reload it when it changed. The error is one line for `/status` and the log,
-/// never holding the token whole.
+/// never holding the token whole, with whether the staged copy failed its check.
 async fn refresh_once(
     name: &str,
     dir: &Path,
     etags: &Arc<HashMap<String, String>>,
     shared: &Shared,
-) -> Result<Refreshed, String> {
+) -> Result<Refreshed, (String, bool)> {
+    refresh_pulled(name, dir, etags, shared)
+        .await
+        .map_err(|e| match e {
+            Failed::Pull(e @ pull::PullError::Check { .. }) => (e.to_string(), true),
+            Failed::Pull(e) => (e.to_string(), false),
+            Failed::Other(e) => (e, false),
+        })
+}
+
+/// Why a refresh failed: the pull's own error, or another step's.
+enum Failed {
+    Pull(pull::PullError),
+    Other(String),
+}
+
+impl From<String> for Failed {
+    fn from(e: String) -> Failed {
+        Failed::Other(e)
+    }
+}
+
+async fn refresh_pulled(
+    name: &str,
+    dir: &Path,
+    etags: &Arc<HashMap<String, String>>,
+    shared: &Shared,
+) -> Result<Refreshed, Failed> {
     let toml_path = dir.join(crate::stage::BUNDLE_FILE);
     // A small file, read off the async threads.
     let path = toml_path.clone();
@@ -346,7 +386,7 @@ async fn refresh_once(
         tokens: tokens.clone(),
         rest: table,
     });
-    let summary = pull::run(&opts).await.map_err(|e| e.to_string())?;
+    let summary = pull::run(&opts).await.map_err(Failed::Pull)?;
     if !summary.unchanged {
         let reloader = Arc::clone(&shared.reloader);
         let scope = Scope::Bundles(BTreeSet::from([name.to_string()]));

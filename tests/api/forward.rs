@@ -457,10 +457,16 @@ async fn a_kiosk_killed_at_random_moments_loses_no_acknowledged_write_and_double
 async fn writes_of_a_removed_bundle_are_kept_and_the_log_says_so() {
     let data = TempData::new();
     data.with_demo("demo");
-    // A source (that never answers): the writes are queued for it.
+    // A source that refuses every connection (a port just freed): the writes are queued for it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
     let toml = data.path().join("demo/bundle.toml");
     let mut text = std::fs::read_to_string(&toml).expect("bundle.toml");
-    text.push_str("\n[source]\nurl = \"http://127.0.0.1:9/api/v1\"\n");
+    text.push_str(&format!(
+        "\n[source]\nurl = \"http://127.0.0.1:{port}/api/v1\"\n"
+    ));
     std::fs::write(&toml, text).expect("bundle.toml");
     let state = TempData::new();
     let (dir, state_dir) = (

@@ -271,8 +271,9 @@ async fn a_kiosk_follows_its_source_serves_through_its_outage_and_comes_back_onl
     crate::pull::assert_no_leftovers(kiosk_data.path());
 }
 
-/// A file broken at the kiosk is not kept by the source's 304 once another file changes there:
-/// the refresh that fails on it is followed by one that asks for every file anew.
+/// A file broken at the kiosk is not kept by the source's 304: once another file changes there,
+/// the refresh that fails on it is followed by one that asks for every file anew; once the
+/// kiosk has read it broken, the next refresh asks for every file.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_broken_at_the_kiosk_is_replaced_when_the_source_changes_another() {
     let (source_data, source, kiosk_data) = pulled_summit().await;
@@ -298,6 +299,19 @@ async fn a_file_broken_at_the_kiosk_is_replaced_when_the_source_changes_another(
     assert_eq!(std::fs::read(&hotsite).expect("hotsite.json"), good);
     let state = source_status(kiosk, "summit").await;
     assert_eq!(state["state"], "online", "{state}");
+
+    // Broken again, and read so (as a watch would): with nothing changed at the source, the
+    // next refresh asks for every file and mends it.
+    std::fs::write(&hotsite, b"{\"broken\": ").expect("broken");
+    kiosk_app.app.load().expect("the kiosk reloads");
+    let hotsite = &hotsite;
+    let good = &good;
+    until(
+        Duration::from_secs(10),
+        "the broken file mended",
+        || async move { (std::fs::read(hotsite).ok().as_ref() == Some(good)).then_some(()) },
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -372,6 +372,14 @@ async fn x_eventbox_status_answers_that_status_with_the_error_body() {
         )
         .await;
     twice.assert_error(400, "invalid_control_header");
+    let message = twice.json()["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        message.contains("gives X-Eventbox-Delay twice, with different values"),
+        "{message}"
+    );
     let no_token = app
         .get_with("/api/v1/event", "wrong", &[("x-eventbox-status", "503")])
         .await;
