@@ -84,7 +84,7 @@ pub(crate) fn bundle_names(dir: &Path) -> Result<Vec<String>, LoadError> {
             path: dir.to_path_buf(),
         });
     }
-    if dir.join(format!("{CONFIG}.toml")).exists() {
+    if is_bundle_folder(dir) {
         // From the text when it ends in a name; else (`.`, `demo/..`) one level up from it.
         let parent = match (dir.file_name(), dir.parent()) {
             (Some(_), Some(p)) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -116,6 +116,14 @@ pub(crate) fn bundle_names(dir: &Path) -> Result<Vec<String>, LoadError> {
 
 /// The stem of the file that names a bundle's tokens (`bundle.toml`).
 const CONFIG: &str = "bundle";
+
+/// The file whose presence at a folder's top makes it a bundle folder.
+pub(crate) const BUNDLE_FILE: &str = "bundle.toml";
+
+/// A bundle folder: [`BUNDLE_FILE`] is at its top (a file, not a folder of that name).
+pub(crate) fn is_bundle_folder(dir: &Path) -> bool {
+    dir.join(BUNDLE_FILE).is_file()
+}
 
 /// Whether a stem names a file of the endpoint table (a whole file or a streamed one).
 fn is_endpoint_file(stem: &str) -> bool {

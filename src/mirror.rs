@@ -357,7 +357,7 @@ impl Mirror {
                 continue;
             };
             let [name, file @ ..] = rest else { continue };
-            if file.is_empty() && name == "bundle.toml" {
+            if file.is_empty() && name == crate::load::BUNDLE_FILE {
                 return Err(SyncError::IsABundle {
                     from: self.source.clone(),
                 });

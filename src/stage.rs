@@ -38,8 +38,8 @@ pub enum StageError {
     Swap { target: PathBuf, source: io::Error },
 }
 
-/// The file whose presence at a folder's top makes it a bundle folder.
-pub(crate) const BUNDLE_FILE: &str = "bundle.toml";
+use crate::load::is_bundle_folder;
+pub(crate) use crate::load::BUNDLE_FILE;
 
 /// How many names a refusal lists of each kind before it says "…".
 const NAMES_SHOWN: usize = 5;
@@ -138,11 +138,6 @@ pub(crate) fn check_target(target: &Path, force: bool) -> Result<(), Refusal> {
         bundles,
         others,
     })
-}
-
-/// A bundle folder: [`BUNDLE_FILE`] is at its top (a file, not a folder of that name).
-fn is_bundle_folder(dir: &Path) -> bool {
-    dir.join(BUNDLE_FILE).is_file()
 }
 
 /// A staging folder; removed on drop unless committed.

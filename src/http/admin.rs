@@ -1,10 +1,10 @@
 //! The admin rule (issue 13, item 7): the admin routes (`Operation::is_admin`: `/status`,
-//! `/_journal`, `/_writes/reset`, `/_queue`, `/_ui`) answer a loopback peer (127.0.0.0/8, `::1`, and `::1`'s
-//! IPv4-mapped form `::ffff:127.x.y.z`) freely; any other peer needs the admin token
-//! (`--admin-token`) as `Authorization: Bearer <token>`, compared in constant time. Without a
-//! configured token a remote peer gets 403 `admin_local_only`; with one, a missing or wrong
-//! bearer gets 401 `admin_token_required` (with `WWW-Authenticate: Bearer`, added by
-//! `router::error`).
+//! `/_journal`, `/_writes/reset`, `/_queue`, `/_ui`) answer a loopback peer (127.0.0.0/8,
+//! `::1`, and `::1`'s IPv4-mapped form `::ffff:127.x.y.z`) freely; any other peer needs the
+//! admin token (`--admin-token`) as `Authorization: Bearer <token>`, compared in constant
+//! time. Without a configured token a remote peer gets 403 `admin_local_only`; with one, a
+//! missing or wrong bearer gets 401 `admin_token_required` (with `WWW-Authenticate: Bearer`,
+//! added by `router::error`).
 //!
 //! The peer is the TCP peer address, never `X-Forwarded-For`: that header is written by whoever
 //! sends the request, so trusting it would let any remote client claim to be 127.0.0.1. Behind a

@@ -73,11 +73,23 @@ impl BadControl {
     }
 
     /// The header as the documentation spells it.
-    pub(crate) fn header(self) -> &'static str {
+    fn header(self) -> &'static str {
         match self.name {
             DELAY_HEADER => "X-Eventbox-Delay",
             STATUS_HEADER => "X-Eventbox-Status",
             _ => "X-Eventbox-Fault",
+        }
+    }
+
+    /// What the error's message adds: which header, and how it cannot be used.
+    pub(crate) fn detail(self) -> String {
+        if self.twice {
+            format!(
+                "This request gives {} twice, with different values.",
+                self.header()
+            )
+        } else {
+            format!("This request's {} is not one of those.", self.header())
         }
     }
 }

@@ -336,15 +336,7 @@ where
         match Control::from_headers(req.headers(), ctx.max_delay) {
             Ok(c) => c,
             Err(bad) => {
-                let detail = if bad.twice {
-                    format!(
-                        "This request gives {} twice, with different values.",
-                        bad.header()
-                    )
-                } else {
-                    format!("This request's {} is not one of those.", bad.header())
-                };
-                return Handled::plain(detailed(ApiError::InvalidControlHeader, &detail));
+                return Handled::plain(detailed(ApiError::InvalidControlHeader, &bad.detail()))
             }
         }
     } else {
