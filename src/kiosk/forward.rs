@@ -184,7 +184,7 @@ async fn forward(
         .strip_prefix("/api/v1")
         .unwrap_or(&entry.request.path);
     // A check-in naming someone registered here goes with the id and code the source gave.
-    let body = writes.queue.translated(&entry.bundle, &entry.request.body);
+    let body = writes.queue.translated(entry);
     let sent = client
         .post(format!("{base}{path}"))
         .header("Authorization-Token", token.expose())

@@ -62,12 +62,17 @@ pub(crate) enum Write {
         checkin_code: String,
         checkin: i64,
         checkin_date: String,
+        /// Who the code named when the check-in was acknowledged (absent in older logs).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        person: Option<Person>,
     },
     SessionCheckin {
         id_attendees: i64,
         id_session: i64,
         checkin: i64,
         checkin_date: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        person: Option<Person>,
     },
     /// `POST /_writes/reset`: the writes before it are forgotten.
     Reset,
@@ -79,6 +84,7 @@ impl From<&CheckinAttendee> for Write {
             checkin_code: c.checkin_code.trim().to_string(),
             checkin: c.checkin,
             checkin_date: c.checkin_date.as_str().to_string(),
+            person: None,
         }
     }
 }
@@ -90,8 +96,34 @@ impl From<&CheckinSession> for Write {
             id_session: c.id_session,
             checkin: c.checkin,
             checkin_date: c.checkin_date.as_str().to_string(),
+            person: None,
         }
     }
+}
+
+impl Write {
+    /// Who a check-in was resolved to when it was acknowledged.
+    pub(crate) fn person(&self) -> Option<Person> {
+        match self {
+            Write::Checkin { person, .. } | Write::SessionCheckin { person, .. } => *person,
+            Write::Registration { .. } | Write::Reset => None,
+        }
+    }
+}
+
+/// Who a check-in is for, resolved when it is acknowledged and logged with it, so that a replay
+/// over later files, and the copy sent to the source, follow the person rather than the code or
+/// id: a later snapshot may give that code or id to someone else (the source and the desk
+/// number their registrations alike), or a registration made here may get new ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Person {
+    /// An attendee of the bundle's files, named by its own code or id: its `id_attendees`
+    /// there, which is the source's.
+    Listed(i64),
+    /// A registration made here, by the `id_attendees` it was logged with: the source knows it
+    /// by other ones once it took it.
+    Registered(i64),
 }
 
 /// A line of the log: one request's writes (or a reset), in the order they were applied.
@@ -116,17 +148,6 @@ pub(crate) struct Received {
     /// Whether its bundle named a source when it came: only then is it queued for forwarding.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) forward: bool,
-}
-
-/// The id and check-in code a registration got here (what the source will know by others).
-fn local_ids(writes: &[Write]) -> Option<(i64, i64)> {
-    match writes.first()? {
-        Write::Registration { attendee } => Some((
-            attendee.get("id_attendees")?.as_i64()?,
-            attendee.get("checkin_code")?.as_i64()?,
-        )),
-        _ => None,
-    }
 }
 
 /// Why a write is refused.
@@ -166,6 +187,8 @@ struct Marks {
 #[derive(Debug, Clone)]
 struct Created {
     id: i64,
+    /// The id it was logged with (`id` unless the files took that one since).
+    logged: i64,
     record: Map<String, Value>,
 }
 
@@ -184,10 +207,10 @@ struct View {
     next_id: i64,
     next_code: i64,
     marks: BTreeMap<Who, Marks>,
-    /// The id and code a logged registration had, when folding gave it other ones or found it
-    /// in the base (by e-mail): where its later check-ins go. Consulted before the base.
+    /// Every registration made here by the id it was logged with (found in the base by e-mail
+    /// or not, renumbered or not), and its logged code's id: who its check-ins go to.
     alias_ids: BTreeMap<i64, Who>,
-    alias_codes: BTreeMap<String, Who>,
+    alias_codes: BTreeMap<String, i64>,
     /// The attendees answers with the writes, made when first asked for after a change.
     listed: Option<Arc<Listed>>,
 }
@@ -209,21 +232,70 @@ impl View {
         }
     }
 
-    fn who_by_code(&self, code: &str) -> Option<Who> {
+    /// Who a check-in code names now, and how: an attendee of the files by its code, a
+    /// registration made here by its code now, or one by the code it was logged with (what its
+    /// badge says) when no one has that code now. The same as the attendees list shows.
+    fn by_code(&self, code: &str) -> Option<(Who, Person)> {
         let code = code.trim();
-        self.alias_codes
-            .get(code)
-            .copied()
-            .or_else(|| self.base.codes.get(code).map(|i| Who::Base(*i)))
-            .or_else(|| self.codes.get(code).map(|i| Who::Created(*i)))
+        if let Some(&i) = self.base.codes.get(code) {
+            return Some((
+                Who::Base(i),
+                Person::Listed(self.base.attendees.record(i).0),
+            ));
+        }
+        if let Some(&i) = self.codes.get(code) {
+            return Some((Who::Created(i), Person::Registered(self.created[i].logged)));
+        }
+        let logged = *self.alias_codes.get(code)?;
+        Some((*self.alias_ids.get(&logged)?, Person::Registered(logged)))
     }
 
-    fn who_by_id(&self, id: i64) -> Option<Who> {
-        self.alias_ids
-            .get(&id)
-            .copied()
-            .or_else(|| self.base.attendees.index_of(id).map(Who::Base))
-            .or_else(|| self.ids.get(&id).map(|i| Who::Created(*i)))
+    /// Who an `id_attendees` names now, and how (as [`View::by_code`]).
+    fn by_id(&self, id: i64) -> Option<(Who, Person)> {
+        if let Some(i) = self.base.attendees.index_of(id) {
+            return Some((Who::Base(i), Person::Listed(id)));
+        }
+        if let Some(&i) = self.ids.get(&id) {
+            return Some((Who::Created(i), Person::Registered(self.created[i].logged)));
+        }
+        Some((*self.alias_ids.get(&id)?, Person::Registered(id)))
+    }
+
+    /// Who a check-in is for: the person it was resolved to, or, logged before persons were,
+    /// its code or id as it was resolved then (the registrations made here first).
+    fn target(&self, write: &Write) -> Option<Who> {
+        match (write, write.person()) {
+            (_, Some(Person::Listed(id))) => self.base.attendees.index_of(id).map(Who::Base),
+            (_, Some(Person::Registered(id))) => self.alias_ids.get(&id).copied(),
+            (Write::Checkin { checkin_code, .. }, None) => self
+                .alias_codes
+                .get(checkin_code.trim())
+                .and_then(|id| self.alias_ids.get(id).copied())
+                .or_else(|| self.by_code(checkin_code).map(|(who, _)| who)),
+            (Write::SessionCheckin { id_attendees, .. }, None) => self
+                .alias_ids
+                .get(id_attendees)
+                .copied()
+                .or_else(|| self.by_id(*id_attendees).map(|(who, _)| who)),
+            (Write::Registration { .. } | Write::Reset, None) => None,
+        }
+    }
+
+    /// Resolves a new check-in's person (see [`Person`]); one no one answers to keeps none,
+    /// and [`View::check`] refuses it.
+    fn resolve(&self, write: &mut Write) {
+        let found = match write {
+            Write::Checkin { checkin_code, .. } => self.by_code(checkin_code),
+            Write::SessionCheckin { id_attendees, .. } => self.by_id(*id_attendees),
+            Write::Registration { .. } | Write::Reset => None,
+        };
+        if let (
+            Some((_, found)),
+            Write::Checkin { person, .. } | Write::SessionCheckin { person, .. },
+        ) = (found, write)
+        {
+            *person = Some(found);
+        }
     }
 
     fn who_by_email(&self, email: &str) -> Option<Who> {
@@ -306,7 +378,7 @@ impl View {
                 }
             }
             Write::Checkin { checkin_code, .. } => {
-                if self.who_by_code(checkin_code).is_none() {
+                if self.target(write).is_none() {
                     return Err(Refused::new(
                         ApiError::UnknownCheckinCode,
                         format!("no attendee has checkin_code {checkin_code:?}"),
@@ -318,7 +390,7 @@ impl View {
                 id_session,
                 ..
             } => {
-                if self.who_by_id(*id_attendees).is_none() {
+                if self.target(write).is_none() {
                     return Err(Refused::new(
                         ApiError::UnknownAttendee,
                         format!("no attendee has id_attendees {id_attendees}"),
@@ -350,9 +422,9 @@ impl View {
                 let alias = |view: &mut View, who: Who| {
                     if let Some(id) = logged_id {
                         view.alias_ids.insert(id, who);
-                    }
-                    if let Some(code) = logged_code {
-                        view.alias_codes.insert(code.to_string(), who);
+                        if let Some(code) = logged_code {
+                            view.alias_codes.insert(code.to_string(), id);
+                        }
                     }
                 };
                 if let Some(who) = self.who_by_email(email) {
@@ -365,12 +437,12 @@ impl View {
                 // Replayed over a base that took its id or code since: give it new ones (and
                 // send the check-ins that name the old ones to it).
                 let mut id = logged_id.unwrap_or(self.next_id);
-                if self.who_by_id(id).is_some() {
+                if self.by_id(id).is_some() {
                     id = self.next_id;
                     record.insert("id_attendees".into(), id.into());
                 }
                 let mut code = logged_code.unwrap_or(self.next_code);
-                if self.who_by_code(&code.to_string()).is_some() {
+                if self.by_code(&code.to_string()).is_some() {
                     code = self.next_code;
                     record.insert("checkin_code".into(), code.into());
                 }
@@ -381,25 +453,29 @@ impl View {
                 self.ids.insert(id, index);
                 self.next_id = self.next_id.max(id.saturating_add(1));
                 self.next_code = self.next_code.max(code.saturating_add(1));
-                self.created.push(Created { id, record });
+                self.created.push(Created {
+                    id,
+                    logged: logged_id.unwrap_or(id),
+                    record,
+                });
             }
             Write::Checkin {
-                checkin_code,
                 checkin,
                 checkin_date,
+                ..
             } => {
-                if let Some(who) = self.who_by_code(checkin_code) {
+                if let Some(who) = self.target(write) {
                     self.marks.entry(who).or_default().checkin =
                         Some((*checkin, checkin_date.clone()));
                 }
             }
             Write::SessionCheckin {
-                id_attendees,
                 id_session,
                 checkin,
                 checkin_date,
+                ..
             } => {
-                let Some(who) = self.who_by_id(*id_attendees) else {
+                let Some(who) = self.target(write) else {
                     return;
                 };
                 // One entry per activity, the last check-in winning (as at the event).
@@ -552,9 +628,13 @@ impl Writes {
             };
             self.seq.fetch_max(logged.seq, Ordering::AcqRel);
             if let Some(request) = logged.request.as_ref().filter(|r| r.forward) {
-                let local = local_ids(&logged.writes);
-                self.queue
-                    .push(logged.seq, &logged.bundle, request.clone(), local, true);
+                self.queue.push(
+                    logged.seq,
+                    &logged.bundle,
+                    request.clone(),
+                    &logged.writes,
+                    true,
+                );
             }
             if logged.writes.iter().any(|w| matches!(w, Write::Reset)) {
                 self.queue.drop_bundle(&logged.bundle);
@@ -617,16 +697,18 @@ impl Writes {
         let mut bundles = self.bundles();
         let b = bundles.entry(bundle.to_string()).or_default();
         let view = b.view(base);
-        let writes = make(view)?;
+        let mut writes = make(view)?;
         if writes.is_empty() {
             return Err(Refused::new(
                 ApiError::InvalidWrite,
                 "the list is empty: send at least one check-in",
             ));
         }
-        for (i, w) in writes.iter().enumerate() {
+        let batch = writes.len() > 1;
+        for (i, w) in writes.iter_mut().enumerate() {
+            view.resolve(w);
             view.check(w).map_err(|mut r| {
-                if writes.len() > 1 {
+                if batch {
                     r.detail = r.detail.map(|d| format!("item {i}: {d}"));
                 }
                 r
@@ -638,8 +720,7 @@ impl Writes {
         let (seq, wait) = match self.log(bundle, Some(request.clone()), &writes) {
             Some((seq, wait)) => {
                 if request.forward {
-                    self.queue
-                        .push(seq, bundle, request, local_ids(&writes), false);
+                    self.queue.push(seq, bundle, request, &writes, false);
                 }
                 (seq, Some(wait))
             }

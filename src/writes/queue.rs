@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::log::{self, Log, LogError};
-use super::Received;
+use super::{Person, Received, Write};
 
 /// One write request waiting for the source.
 #[derive(Debug, Clone)]
@@ -30,6 +30,19 @@ pub(crate) struct Entry {
     pub(crate) maybe_sent: bool,
     /// A registration's id and check-in code here (`id_attendees`, `checkin_code`).
     pub(crate) local: Option<(i64, i64)>,
+    /// A batch of check-ins: who each item was for (`None` in older logs).
+    persons: Vec<Option<Person>>,
+}
+
+/// The id and check-in code a registration got here (what the source will know by others).
+fn local_ids(writes: &[Write]) -> Option<(i64, i64)> {
+    match writes.first()? {
+        Write::Registration { attendee } => Some((
+            attendee.get("id_attendees")?.as_i64()?,
+            attendee.get("checkin_code")?.as_i64()?,
+        )),
+        _ => None,
+    }
 }
 
 /// What the source did with an entry.
@@ -109,7 +122,7 @@ impl Queue {
         seq: u64,
         bundle: &str,
         request: Received,
-        local: Option<(i64, i64)>,
+        writes: &[Write],
         durable: bool,
     ) {
         self.inner().pending.insert(
@@ -120,41 +133,51 @@ impl Queue {
                 request,
                 durable,
                 maybe_sent: false,
-                local,
+                local: local_ids(writes),
+                persons: writes.iter().map(Write::person).collect(),
             },
         );
     }
 
-    /// `body` of a check-in made here for `bundle`, with the local ids and codes of
-    /// registrations the source took replaced by the source's.
-    pub(crate) fn translated(&self, bundle: &str, body: &Value) -> Value {
+    /// The body of `entry` as the source is sent it: each check-in item that named a
+    /// registration made here names it by the id and code the source gave it; an item that
+    /// named an attendee of the files by its own code or id goes as it came. Items logged
+    /// before persons were are matched by their code and id.
+    pub(crate) fn translated(&self, entry: &Entry) -> Value {
         let inner = self.inner();
-        let Some(ids) = inner.ids.get(bundle).filter(|ids| !ids.is_empty()) else {
-            return body.clone();
+        let Some(ids) = inner.ids.get(&entry.bundle).filter(|ids| !ids.is_empty()) else {
+            return entry.request.body.clone();
         };
-        let mut body = body.clone();
+        let mut body = entry.request.body.clone();
         let items = match &mut body {
             Value::Array(items) => Some(items),
             Value::Object(o) => o.values_mut().find_map(|v| v.as_array_mut()),
             _ => None,
         };
-        for item in items.into_iter().flatten() {
+        for (k, item) in items.into_iter().flatten().enumerate() {
             let Some(item) = item.as_object_mut() else {
                 continue;
             };
-            if let Some(code) = item.get("checkin_code") {
-                let text = match code {
-                    Value::String(s) => s.trim().to_string(),
-                    other => other.to_string(),
-                };
-                if let Some(i) = ids.iter().find(|i| i.local_code.to_string() == text) {
-                    item.insert("checkin_code".into(), i.source_code.to_string().into());
-                }
+            let code = item.get("checkin_code").map(|code| match code {
+                Value::String(s) => s.trim().to_string(),
+                other => other.to_string(),
+            });
+            let id = item.get("id_attendees").and_then(Value::as_i64);
+            let found = match entry.persons.get(k).copied().flatten() {
+                Some(Person::Listed(_)) => None,
+                Some(Person::Registered(local)) => ids.iter().find(|i| i.local_id == local),
+                None => ids.iter().find(|i| {
+                    code.as_ref()
+                        .is_some_and(|c| *c == i.local_code.to_string())
+                        || id == Some(i.local_id)
+                }),
+            };
+            let Some(found) = found else { continue };
+            if code.is_some() {
+                item.insert("checkin_code".into(), found.source_code.to_string().into());
             }
-            if let Some(id) = item.get("id_attendees").and_then(Value::as_i64) {
-                if let Some(i) = ids.iter().find(|i| i.local_id == id) {
-                    item.insert("id_attendees".into(), i.source_id.into());
-                }
+            if id.is_some() {
+                item.insert("id_attendees".into(), found.source_id.into());
             }
         }
         body

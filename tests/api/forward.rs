@@ -12,6 +12,7 @@ use tokio::net::TcpListener;
 
 use crate::helpers::{serve_app, serve_app_on, Answer, TempData, TestApp, DEMO_TOKEN};
 use crate::kiosk::{pull_into, until};
+use crate::writes::{a_price, person};
 
 async fn post(app: &TestApp, path: &str, body: &Value) -> Answer {
     let bytes = serde_json::to_vec(body).expect("JSON");
@@ -22,11 +23,6 @@ async fn post(app: &TestApp, path: &str, body: &Value) -> Answer {
         Some(("application/json", &bytes)),
     )
     .await
-}
-
-fn person(name: &str, email: &str, price: &Value) -> Value {
-    json!({"name": name, "email": email, "registration_confirmed": true,
-           "registration": {"id_ticket_price": price, "price": 0}})
 }
 
 async fn emails(app: &TestApp) -> Vec<String> {
@@ -83,7 +79,7 @@ pub(crate) struct Desk {
     pub(crate) server: TestApp,
     _forwarder: eventbox::kiosk::Forwarder,
     _refresher: Option<eventbox::kiosk::Refresher>,
-    _data: TempData,
+    data: TempData,
     _state: tempfile::TempDir,
 }
 
@@ -107,10 +103,34 @@ impl Desk {
             server: serve_app(app).await,
             _forwarder: forwarder,
             _refresher: refresher,
-            _data: data,
+            data,
             _state: state,
         }
     }
+
+    /// A desk whose refresh waits an hour: the source's own writes reach it only when
+    /// [`Desk::pull_again`] says.
+    pub(crate) async fn slow(source: &TestApp) -> Desk {
+        Desk::of(source, |o| {
+            o.refresh_every = Some(Duration::from_secs(3600))
+        })
+        .await
+    }
+
+    /// Takes `source`'s files now, as a refresh does: pulled over the bundle, then reloaded.
+    pub(crate) async fn pull_again(&self, source: &TestApp) {
+        pull_into(&source.base, &self.data.path().join("demo")).await;
+        self.server.app.load().expect("the kiosk reloads");
+    }
+}
+
+/// Someone's record in `app`'s attendees, by e-mail.
+async fn by_email(app: &TestApp, email: &str) -> Option<Value> {
+    app.get("/api/v1/attendees", DEMO_TOKEN).await.json()["data"]
+        .as_array()?
+        .iter()
+        .find(|a| a["email"] == email)
+        .cloned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -118,13 +138,9 @@ async fn writes_made_at_the_kiosk_reach_the_source_wait_through_its_outage_and_a
 ) {
     let (source_at, source) = Source::start().await;
     // The kiosk's refresh is slow here, so the source's own writes do not reach it.
-    let desk = Desk::of(&source, |o| {
-        o.refresh_every = Some(Duration::from_secs(3600))
-    })
-    .await;
+    let desk = Desk::slow(&source).await;
     let kiosk = &desk.server;
-    let event = kiosk.get("/api/v1/event", DEMO_TOKEN).await.json();
-    let price = event["data"][0]["tickets"][0]["prices"][0]["id_ticket_price"].clone();
+    let price = a_price(kiosk).await;
     let first = kiosk.get("/api/v1/attendees", DEMO_TOKEN).await.json()["data"][0].clone();
 
     // Online: a registration made at the kiosk reaches the source.
@@ -132,7 +148,7 @@ async fn writes_made_at_the_kiosk_reach_the_source_wait_through_its_outage_and_a
         post(
             kiosk,
             "/api/v1/attendees/create",
-            &person("Ana Site", "ana.site@exemplo.com", &price)
+            &person("Ana Site", "ana.site@exemplo.com", price)
         )
         .await
         .status,
@@ -156,7 +172,7 @@ async fn writes_made_at_the_kiosk_reach_the_source_wait_through_its_outage_and_a
         post(
             &source,
             "/api/v1/attendees/create",
-            &person("Bia", "bia@exemplo.com", &price)
+            &person("Bia", "bia@exemplo.com", price)
         )
         .await
         .status,
@@ -166,7 +182,7 @@ async fn writes_made_at_the_kiosk_reach_the_source_wait_through_its_outage_and_a
         post(
             kiosk,
             "/api/v1/attendees/create",
-            &person("Bia Site", "bia@exemplo.com", &price)
+            &person("Bia Site", "bia@exemplo.com", price)
         )
         .await
         .status,
@@ -235,7 +251,7 @@ async fn writes_made_at_the_kiosk_reach_the_source_wait_through_its_outage_and_a
         post(
             kiosk,
             "/api/v1/attendees/create",
-            &person("Caio Site", "caio.site@exemplo.com", &price)
+            &person("Caio Site", "caio.site@exemplo.com", price)
         )
         .await
         .status,
@@ -276,7 +292,7 @@ async fn writes_made_at_the_kiosk_reach_the_source_wait_through_its_outage_and_a
         post(
             &source,
             "/api/v1/attendees/create",
-            &person("Eva", "eva@exemplo.com", &price)
+            &person("Eva", "eva@exemplo.com", price)
         )
         .await
         .status,
@@ -286,7 +302,7 @@ async fn writes_made_at_the_kiosk_reach_the_source_wait_through_its_outage_and_a
         post(
             kiosk,
             "/api/v1/attendees/create",
-            &person("Dora Site", "dora.site@exemplo.com", &price)
+            &person("Dora Site", "dora.site@exemplo.com", price)
         )
         .await
         .status,
@@ -353,6 +369,92 @@ async fn writes_made_at_the_kiosk_reach_the_source_wait_through_its_outage_and_a
     );
 }
 
+/// The source and the desk number registrations alike: Eva, registered at the source, and Dora,
+/// registered at the desk before it saw Eva, get the same code. Once the desk has the source's
+/// files again, that code checks in Eva, as the list shows it, at the desk and at the source;
+/// Dora's check-in made before stays hers at both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_code_two_people_were_given_checks_in_the_one_the_list_shows_at_the_desk_and_the_source()
+{
+    let (_source_at, source) = Source::start().await;
+    let desk = Desk::slow(&source).await;
+    let kiosk = &desk.server;
+    let price = a_price(kiosk).await;
+    for (app, name, email) in [
+        (&source, "Eva", "eva@exemplo.com"),
+        (kiosk, "Dora Site", "dora.site@exemplo.com"),
+    ] {
+        let made = post(app, "/api/v1/attendees/create", &person(name, email, price)).await;
+        assert_eq!(made.status, 200, "{}", made.text());
+    }
+    let eva = by_email(&source, "eva@exemplo.com").await.expect("Eva");
+    let dora = by_email(kiosk, "dora.site@exemplo.com")
+        .await
+        .expect("Dora");
+    assert_eq!(
+        eva["checkin_code"], dora["checkin_code"],
+        "one code, two badges"
+    );
+    let code = dora["checkin_code"].to_string();
+    let checkin = |date: &str| json!([{"checkin_code": code, "checkin": 1, "checkin_date": date}]);
+
+    // Dora checks in at the desk; it reaches the source under the code the source gave her.
+    let done = post(
+        kiosk,
+        "/api/v1/checkin/attendees",
+        &checkin("2026-09-15T08:00:00"),
+    )
+    .await;
+    assert_eq!(done.status, 200, "{}", done.text());
+    until(
+        Duration::from_secs(15),
+        "Dora checked in at the source",
+        || async {
+            let dora = by_email(&source, "dora.site@exemplo.com").await?;
+            (dora["checkin"] == 1).then_some(())
+        },
+    )
+    .await;
+
+    // The desk takes the source's files: Eva has the code there, Dora another one.
+    desk.pull_again(&source).await;
+    let done = post(
+        kiosk,
+        "/api/v1/checkin/attendees",
+        &checkin("2026-09-15T09:00:00"),
+    )
+    .await;
+    assert_eq!(done.status, 200, "{}", done.text());
+    let here = (
+        by_email(kiosk, "eva@exemplo.com").await.expect("Eva here"),
+        by_email(kiosk, "dora.site@exemplo.com")
+            .await
+            .expect("Dora here"),
+    );
+    assert_eq!(here.0["checkin_date"], "2026-09-15T09:00:00", "{}", here.0);
+    assert_eq!(here.1["checkin_date"], "2026-09-15T08:00:00", "{}", here.1);
+    let there = until(
+        Duration::from_secs(15),
+        "Eva checked in at the source",
+        || async {
+            let eva = by_email(&source, "eva@exemplo.com").await?;
+            let dora = by_email(&source, "dora.site@exemplo.com").await?;
+            (eva["checkin"] == 1).then_some((eva, dora))
+        },
+    )
+    .await;
+    assert_eq!(
+        there.0["checkin_date"], "2026-09-15T09:00:00",
+        "{}",
+        there.0
+    );
+    assert_eq!(
+        there.1["checkin_date"], "2026-09-15T08:00:00",
+        "{}",
+        there.1
+    );
+}
+
 /// The kiosk binary killed with SIGKILL at random moments while it takes writes, 50 rounds:
 /// every acknowledged registration reaches the source exactly once, and none is refused there
 /// as a duplicate (an entry maybe sent before a kill is checked, not sent twice).
@@ -375,8 +477,7 @@ async fn a_kiosk_killed_at_random_moments_loses_no_acknowledged_write_and_double
         "--state",
         state_dir.as_str(),
     ];
-    let event = source.get("/api/v1/event", DEMO_TOKEN).await.json();
-    let price = event["data"][0]["tickets"][0]["prices"][0]["id_ticket_price"].clone();
+    let price = a_price(&source).await;
     let client = crate::helpers::client();
     let mut acknowledged: Vec<String> = Vec::new();
     // A cheap, varying delay before each kill (the point is the randomness of the moment).
@@ -387,12 +488,12 @@ async fn a_kiosk_killed_at_random_moments_loses_no_acknowledged_write_and_double
         let served = crate::cli::start_binary(&args, &[("RUST_LOG", "warn")]);
         crate::cli::get_event(&served.base, DEMO_TOKEN).await;
         let base = served.base.clone();
-        let (client2, price2) = (client.clone(), price.clone());
+        let client2 = client.clone();
         let writer = tokio::spawn(async move {
             let mut ok = Vec::new();
             for i in 0..4 {
                 let email = format!("r{round}-{i}@exemplo.com");
-                let body = serde_json::to_vec(&person("K", &email, &price2)).expect("JSON");
+                let body = serde_json::to_vec(&person("K", &email, price)).expect("JSON");
                 let sent = client2
                     .post(format!("{base}/api/v1/attendees/create"))
                     .header("Authorization-Token", DEMO_TOKEN)

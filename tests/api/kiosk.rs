@@ -37,9 +37,10 @@ async fn kiosk(data: &Path) -> (TestApp, eventbox::kiosk::Refresher) {
     (serve_app(app).await, refresher)
 }
 
-/// Pulls `from` into `into` as `eventbox pull` does.
+/// Pulls `from` into `into` as `eventbox pull --force` does (over the bundle there, if any).
 pub(crate) async fn pull_into(from: &str, into: &Path) {
     let mut o = PullOptions::new(from, DEMO_TOKEN, into);
+    o.force = true;
     o.progress = ProgressMode::Quiet;
     o.timeout = Duration::from_secs(5);
     pull::run(&o).await.expect("the first pull");

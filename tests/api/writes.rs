@@ -29,14 +29,14 @@ async fn demo_app(state: Option<&Path>, read_only: bool) -> TestApp {
 }
 
 /// The first ticket price of the demo event.
-async fn a_price(app: &TestApp) -> i64 {
+pub(crate) async fn a_price(app: &TestApp) -> i64 {
     let event = app.get("/api/v1/event", DEMO_TOKEN).await.json();
     event["data"][0]["tickets"][0]["prices"][0]["id_ticket_price"]
         .as_i64()
         .expect("a ticket price")
 }
 
-fn person(name: &str, email: &str, price: i64) -> Value {
+pub(crate) fn person(name: &str, email: &str, price: i64) -> Value {
     json!({
         "name": name,
         "bagde_name": name,
@@ -592,13 +592,24 @@ async fn an_empty_batch_is_refused_and_a_restart_after_it_reads_the_log() {
     assert_eq!(attendees(&again).await, before);
 }
 
+/// The writes of `data` kept in `state`, served in process.
+async fn app_with_state(data: &Path, state: &Path) -> TestApp {
+    let options = ServeOptions {
+        state: Some(state.to_path_buf()),
+        ..ServeOptions::for_folder(data)
+    };
+    let app = App::with_options(&options);
+    app.open_state().expect("the state folder opens");
+    app.load().expect("loads");
+    serve_app(app).await
+}
+
 #[tokio::test]
 async fn a_reload_that_takes_a_registrations_id_keeps_its_check_ins_on_it() {
     let data = TempData::new();
     data.with_demo("demo");
-    let app = App::new(data.path());
-    app.load().expect("loads");
-    let app = serve_app(app).await;
+    let state = tempfile::tempdir().expect("tempdir");
+    let app = app_with_state(data.path(), state.path()).await;
     let price = a_price(&app).await;
     let session = app.get("/api/v1/session", DEMO_TOKEN).await.json()["data"][0]["id_session"]
         .as_i64()
@@ -663,4 +674,93 @@ async fn a_reload_that_takes_a_registrations_id_keeps_its_check_ins_on_it() {
     assert_eq!(ana["checkin"], 1, "{ana}");
     assert_eq!(ana["checkin_sessions"][0]["id_session"], session);
     assert_ne!(ana["id_attendees"], id, "Ana has a new id");
+
+    // Bruno checks in by his code and id, which the list shows as his: the check-ins are his,
+    // not Ana's (whose badge, printed before, carries the same code).
+    for (path, body) in [
+        (
+            "/api/v1/checkin/attendees",
+            json!([{"checkin_code": code.to_string(), "checkin": 1, "checkin_date": "2026-09-15T10:00:00"}]),
+        ),
+        (
+            "/api/v1/checkin/sessions",
+            json!([{"id_attendees": id, "id_session": session, "checkin": 1, "checkin_date": "2026-09-15T10:30:00"}]),
+        ),
+    ] {
+        assert_eq!(post(&app, path, &body).await.status, 200);
+    }
+    let both = |list: &Value| {
+        let find = |email: &str| {
+            list["data"]
+                .as_array()
+                .and_then(|people| people.iter().find(|a| a["email"] == email))
+                .cloned()
+                .unwrap_or_else(|| panic!("{email} missing"))
+        };
+        (
+            find("bruno.remoto@exemplo.com"),
+            find("ana.local@exemplo.com"),
+        )
+    };
+    let now = attendees(&app).await;
+    let (bruno, ana) = both(&now);
+    assert_eq!(bruno["checkin_date"], "2026-09-15T10:00:00", "{bruno}");
+    assert_eq!(
+        bruno["checkin_sessions"][0]["checkin_date"],
+        "2026-09-15T10:30:00"
+    );
+    assert_eq!(ana["checkin_date"], "2026-09-15T08:00:00", "{ana}");
+    assert_eq!(
+        ana["checkin_sessions"][0]["checkin_date"],
+        "2026-09-15T09:00:00"
+    );
+
+    // A restart replays the log over the same files: each check-in stays with its person.
+    app.shutdown().await;
+    let again = app_with_state(data.path(), state.path()).await;
+    assert_eq!(both(&attendees(&again).await), both(&now));
+}
+
+/// A log written before check-ins named their person (no `person`): replayed as it was
+/// acknowledged then, a code going to the registration made here that had it.
+#[tokio::test]
+async fn check_ins_logged_without_a_person_replay_as_they_were_acknowledged() {
+    let data = TempData::new();
+    data.with_demo("demo");
+    let file: Value = serde_json::from_slice(
+        &std::fs::read(data.path().join("demo/attendees.json")).expect("read"),
+    )
+    .expect("JSON");
+    let first = file["data"][0].clone();
+    let (id, code) = (
+        first["id_attendees"].as_i64().expect("id"),
+        first["checkin_code"].as_i64().expect("code"),
+    );
+    let state = tempfile::tempdir().expect("tempdir");
+    // Ana was registered here with the first attendee's id and code (the files did not have
+    // them then), and checked in by them.
+    let lines = [
+        json!({"seq": 1, "at": "2026-09-15T08:00:00Z", "bundle": "demo", "writes": [
+            {"write": "registration", "attendee": {"id_attendees": id, "checkin_code": code,
+             "name": "Ana Local", "email": "ana.local@exemplo.com"}}]}),
+        json!({"seq": 2, "at": "2026-09-15T08:01:00Z", "bundle": "demo", "writes": [
+            {"write": "checkin", "checkin_code": code.to_string(), "checkin": 1,
+             "checkin_date": "2026-09-15T08:01:00"}]}),
+    ];
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(state.path().join("writes.jsonl"), text).expect("write the log");
+    let app = app_with_state(data.path(), state.path()).await;
+    let list = attendees(&app).await;
+    let people = list["data"].as_array().expect("data");
+    let ana = people
+        .iter()
+        .find(|a| a["email"] == "ana.local@exemplo.com")
+        .expect("Ana");
+    assert_eq!(ana["checkin"], 1, "{ana}");
+    assert_ne!(ana["checkin_code"], json!(code), "Ana has a new code");
+    let listed = people
+        .iter()
+        .find(|a| a["id_attendees"] == json!(id))
+        .expect("the first attendee");
+    assert!(listed.get("checkin").is_none(), "{listed}");
 }
