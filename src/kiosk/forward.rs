@@ -172,6 +172,22 @@ async fn forward(
             Err(why) => return Step::Later(why),
         }
     }
+    // A check-in naming someone registered here whose id and code at the source are not
+    // known: looked up by e-mail. Sent with the desk's code, it could check in someone else.
+    for (local, email) in writes.queue.unknown_at_source(entry) {
+        match at_source(client, base, token, &email).await {
+            Ok(Some(found)) => writes.queue.known_at_source(&entry.bundle, local, found),
+            Ok(None) => {
+                tracing::warn!(seq = entry.seq, path = %entry.request.path, "a check-in made here names someone registered here whom the source does not list; not sent, it is kept in the rejected list");
+                let answer = format!(
+                    "not sent: it names {email}, registered here as id_attendees {local}, \
+                     whom the source does not list (was the registration refused?)"
+                );
+                return record(writes, entry.seq, Kind::Rejected, None, Some(answer), None).await;
+            }
+            Err(why) => return Step::Later(why),
+        }
+    }
     let sending = writes
         .queue
         .record(entry.seq, Kind::Sending, None, None, None);
@@ -183,7 +199,7 @@ async fn forward(
         .path
         .strip_prefix("/api/v1")
         .unwrap_or(&entry.request.path);
-    // A check-in naming someone registered here goes with the id and code the source gave.
+    // A check-in naming someone registered here goes with the id and code the source knows.
     let body = writes.queue.translated(entry);
     let sent = client
         .post(format!("{base}{path}"))

@@ -553,6 +553,19 @@ impl BundleWrites {
             .is_none_or(|v| !Arc::ptr_eq(&v.base, base));
         if stale {
             let mut view = View::new(base.clone());
+            // A registration the new files took the id or code of gets new ones above every
+            // logged registration's: it takes no other registration's, whose badge has them.
+            for (_, w) in &self.writes {
+                if let Write::Registration { attendee } = w {
+                    let logged = |key: &str| attendee.get(key).and_then(Value::as_i64);
+                    if let Some(id) = logged("id_attendees") {
+                        view.next_id = view.next_id.max(id.saturating_add(1));
+                    }
+                    if let Some(code) = logged("checkin_code") {
+                        view.next_code = view.next_code.max(code.saturating_add(1));
+                    }
+                }
+            }
             for (_, w) in &self.writes {
                 // Replaying skips what the new base refuses (see the module's documentation).
                 view.apply(w);

@@ -34,12 +34,13 @@ pub(crate) struct Entry {
     persons: Vec<Option<Person>>,
 }
 
-/// The id and check-in code a registration got here (what the source will know by others).
-fn local_ids(writes: &[Write]) -> Option<(i64, i64)> {
+/// The id, check-in code and e-mail a registration got here (the source knows it by others).
+fn registered_here(writes: &[Write]) -> Option<(i64, i64, String)> {
     match writes.first()? {
         Write::Registration { attendee } => Some((
             attendee.get("id_attendees")?.as_i64()?,
             attendee.get("checkin_code")?.as_i64()?,
+            attendee.get("email")?.as_str()?.trim().to_lowercase(),
         )),
         _ => None,
     }
@@ -86,17 +87,42 @@ pub(crate) struct Rejected {
     pub(crate) bundle: String,
     pub(crate) path: String,
     pub(crate) body: Value,
-    pub(crate) status: u16,
+    /// The source's status; `None`: not sent (the answer says why).
+    pub(crate) status: Option<u16>,
     pub(crate) answer: String,
     pub(crate) at: String,
+}
+
+/// A registration made here and queued, as the forwarder knows it: check-ins that name it are
+/// sent with the id and code the source knows it by, looked up by its e-mail when they are
+/// not known yet (the source refused it as registered already, or the look-up after it failed).
+#[derive(Debug, Clone)]
+struct Here {
+    /// The log line that made it.
+    seq: u64,
+    local_id: i64,
+    local_code: i64,
+    /// Lower case.
+    email: String,
+    /// Its `id_attendees` and `checkin_code` at the source, once known.
+    source: Option<(i64, i64)>,
 }
 
 #[derive(Debug, Default)]
 struct Inner {
     pending: BTreeMap<u64, Entry>,
     rejected: Vec<Rejected>,
-    /// Per bundle, the registrations the source took, by their local id and code.
-    ids: std::collections::HashMap<String, Vec<Ids>>,
+    /// Per bundle, the registrations made here since its last reset, in `seq` order.
+    here: std::collections::HashMap<String, Vec<Here>>,
+}
+
+impl Inner {
+    fn here(&self, bundle: &str, local_id: i64) -> Option<&Here> {
+        self.here
+            .get(bundle)?
+            .iter()
+            .rfind(|h| h.local_id == local_id)
+    }
 }
 
 /// The queue of every bundle.
@@ -125,7 +151,22 @@ impl Queue {
         writes: &[Write],
         durable: bool,
     ) {
-        self.inner().pending.insert(
+        let registered = registered_here(writes);
+        let mut inner = self.inner();
+        if let Some((local_id, local_code, email)) = &registered {
+            inner
+                .here
+                .entry(bundle.to_string())
+                .or_default()
+                .push(Here {
+                    seq,
+                    local_id: *local_id,
+                    local_code: *local_code,
+                    email: email.clone(),
+                    source: None,
+                });
+        }
+        inner.pending.insert(
             seq,
             Entry {
                 seq,
@@ -133,19 +174,50 @@ impl Queue {
                 request,
                 durable,
                 maybe_sent: false,
-                local: local_ids(writes),
+                local: registered.map(|(id, code, _)| (id, code)),
                 persons: writes.iter().map(Write::person).collect(),
             },
         );
     }
 
+    /// The registrations made here that `entry`'s check-ins name and whose id and code at the
+    /// source are not known: (local id, e-mail) each, for the forwarder to look up.
+    pub(crate) fn unknown_at_source(&self, entry: &Entry) -> Vec<(i64, String)> {
+        let inner = self.inner();
+        let mut out: Vec<(i64, String)> = Vec::new();
+        for person in entry.persons.iter().flatten() {
+            let Person::Registered(local) = person else {
+                continue;
+            };
+            if let Some(h) = inner.here(&entry.bundle, *local) {
+                if h.source.is_none() && !out.iter().any(|(id, _)| id == local) {
+                    out.push((*local, h.email.clone()));
+                }
+            }
+        }
+        out
+    }
+
+    /// What the source calls the registration made here as `local_id` (looked up by e-mail).
+    pub(crate) fn known_at_source(&self, bundle: &str, local_id: i64, source: (i64, i64)) {
+        let mut inner = self.inner();
+        if let Some(h) = inner
+            .here
+            .get_mut(bundle)
+            .and_then(|here| here.iter_mut().rfind(|h| h.local_id == local_id))
+        {
+            h.source = Some(source);
+        }
+    }
+
     /// The body of `entry` as the source is sent it: each check-in item that named a
-    /// registration made here names it by the id and code the source gave it; an item that
-    /// named an attendee of the files by its own code or id goes as it came. Items logged
-    /// before persons were are matched by their code and id.
+    /// registration made here names it by the id and code the source knows it by (when known:
+    /// see [`Queue::unknown_at_source`]); an item that named an attendee of the files by its own
+    /// code or id goes as it came. Items logged before persons were are matched by their code
+    /// and id.
     pub(crate) fn translated(&self, entry: &Entry) -> Value {
         let inner = self.inner();
-        let Some(ids) = inner.ids.get(&entry.bundle).filter(|ids| !ids.is_empty()) else {
+        let Some(here) = inner.here.get(&entry.bundle).filter(|h| !h.is_empty()) else {
             return entry.request.body.clone();
         };
         let mut body = entry.request.body.clone();
@@ -165,19 +237,21 @@ impl Queue {
             let id = item.get("id_attendees").and_then(Value::as_i64);
             let found = match entry.persons.get(k).copied().flatten() {
                 Some(Person::Listed(_)) => None,
-                Some(Person::Registered(local)) => ids.iter().find(|i| i.local_id == local),
-                None => ids.iter().find(|i| {
+                Some(Person::Registered(local)) => inner.here(&entry.bundle, local),
+                None => here.iter().rfind(|h| {
                     code.as_ref()
-                        .is_some_and(|c| *c == i.local_code.to_string())
-                        || id == Some(i.local_id)
+                        .is_some_and(|c| *c == h.local_code.to_string())
+                        || id == Some(h.local_id)
                 }),
             };
-            let Some(found) = found else { continue };
+            let Some((source_id, source_code)) = found.and_then(|h| h.source) else {
+                continue;
+            };
             if code.is_some() {
-                item.insert("checkin_code".into(), found.source_code.to_string().into());
+                item.insert("checkin_code".into(), source_code.to_string().into());
             }
             if id.is_some() {
-                item.insert("id_attendees".into(), found.source_id.into());
+                item.insert("id_attendees".into(), source_id.into());
             }
         }
         body
@@ -193,12 +267,20 @@ impl Queue {
 
     /// Entry `seq` was taken back (it could not be made durable).
     pub(crate) fn forget(&self, seq: u64) {
-        self.inner().pending.remove(&seq);
+        let mut inner = self.inner();
+        if let Some(e) = inner.pending.remove(&seq) {
+            if let Some(here) = inner.here.get_mut(&e.bundle) {
+                here.retain(|h| h.seq != seq);
+            }
+        }
     }
 
-    /// A bundle's writes were reset: its entries are not sent.
+    /// A bundle's writes were reset: its entries are not sent, and the registrations made here
+    /// before are no longer named by later check-ins.
     pub(crate) fn drop_bundle(&self, bundle: &str) {
-        self.inner().pending.retain(|_, e| e.bundle != bundle);
+        let mut inner = self.inner();
+        inner.pending.retain(|_, e| e.bundle != bundle);
+        inner.here.remove(bundle);
     }
 
     /// Opens `dir/forwarded.jsonl` and applies what it says to the entries replayed.
@@ -356,8 +438,9 @@ fn apply(inner: &mut Inner, o: &Outcome) {
         }
         Kind::Accepted => {
             if let Some(e) = inner.pending.remove(&o.seq) {
-                if let Some(ids) = o.ids {
-                    inner.ids.entry(e.bundle).or_default().push(ids);
+                let mut here = inner.here.get_mut(&e.bundle).into_iter().flatten();
+                if let Some((h, ids)) = here.rfind(|h| h.seq == o.seq).zip(o.ids) {
+                    h.source = Some((ids.source_id, ids.source_code));
                 }
             }
         }
@@ -368,7 +451,7 @@ fn apply(inner: &mut Inner, o: &Outcome) {
                     bundle: e.bundle,
                     path: e.request.path,
                     body: e.request.body,
-                    status: o.status.unwrap_or(0),
+                    status: o.status,
                     answer: o.answer.clone().unwrap_or_default(),
                     at: o.at.clone(),
                 });

@@ -47,9 +47,17 @@ pub(crate) struct Source {
 
 impl Source {
     pub(crate) async fn start() -> (Source, TestApp) {
+        Source::start_with(false).await
+    }
+
+    /// The same, refusing every write with `read_only`.
+    pub(crate) async fn start_with(read_only: bool) -> (Source, TestApp) {
         let data = TempData::new();
         data.with_demo("demo");
-        let app = App::new(data.path());
+        let app = App::with_options(&ServeOptions {
+            read_only,
+            ..ServeOptions::for_folder(data.path())
+        });
         app.load().expect("the source loads");
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
@@ -122,6 +130,39 @@ impl Desk {
         pull_into(&source.base, &self.data.path().join("demo")).await;
         self.server.app.load().expect("the kiosk reloads");
     }
+}
+
+/// Registers someone at `app` (200 asserted).
+async fn register(app: &TestApp, name: &str, email: &str) {
+    let made = post(
+        app,
+        "/api/v1/attendees/create",
+        &person(name, email, a_price(app).await),
+    )
+    .await;
+    assert_eq!(made.status, 200, "{}", made.text());
+}
+
+/// Checks someone in at `app` by the code `app` lists them with (200 asserted).
+async fn check_in(app: &TestApp, email: &str, date: &str) {
+    let code = by_email(app, email).await.expect("listed")["checkin_code"].to_string();
+    let body = json!([{"checkin_code": code, "checkin": 1, "checkin_date": date}]);
+    let done = post(app, "/api/v1/checkin/attendees", &body).await;
+    assert_eq!(done.status, 200, "{}", done.text());
+}
+
+/// The kiosk's queue once nothing is pending any more (an empty queue leaves the bundle out).
+async fn settled(kiosk: &TestApp) -> Value {
+    until(
+        Duration::from_secs(15),
+        "the kiosk's queue to settle",
+        || async {
+            let q = kiosk.send(Method::GET, "/_queue", None, None).await.json();
+            let pending = &q["bundles"]["demo"]["pending"];
+            (pending.is_null() || *pending == 0).then_some(q)
+        },
+    )
+    .await
 }
 
 /// Someone's record in `app`'s attendees, by e-mail.
@@ -211,7 +252,8 @@ async fn writes_made_at_the_kiosk_reach_the_source_wait_through_its_outage_and_a
         "the kiosk to record the outcomes",
         || async {
             let q = kiosk.send(Method::GET, "/_queue", None, None).await.json();
-            (q["bundles"]["demo"]["pending"] == 0).then_some(q)
+            let pending = &q["bundles"]["demo"]["pending"];
+            (pending.is_null() || *pending == 0).then_some(q)
         },
     )
     .await;
@@ -452,6 +494,99 @@ async fn a_code_two_people_were_given_checks_in_the_one_the_list_shows_at_the_de
         there.1["checkin_date"], "2026-09-15T08:00:00",
         "{}",
         there.1
+    );
+}
+
+/// Bia registered at the source, then at the desk (refused there as registered already); Gil,
+/// registered at the source before her, has there the code the desk gave Bia. Bia's check-in
+/// at the desk reaches her record at the source (found by her e-mail), not Gil's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_in_of_someone_the_source_refused_as_registered_goes_to_their_record_there() {
+    let (_source_at, source) = Source::start().await;
+    let desk = Desk::slow(&source).await;
+    let kiosk = &desk.server;
+    register(&source, "Gil", "gil@exemplo.com").await;
+    register(&source, "Bia", "bia@exemplo.com").await;
+    register(kiosk, "Bia Site", "bia@exemplo.com").await;
+    let gil = by_email(&source, "gil@exemplo.com").await.expect("Gil");
+    let bia = by_email(kiosk, "bia@exemplo.com").await.expect("Bia here");
+    assert_eq!(
+        gil["checkin_code"], bia["checkin_code"],
+        "the desk's code is Gil's there"
+    );
+    check_in(kiosk, "bia@exemplo.com", "2026-09-15T08:00:00").await;
+    let queue = settled(kiosk).await;
+    assert_eq!(
+        queue["bundles"]["demo"]["rejected"]
+            .as_array()
+            .map(Vec::len),
+        Some(1),
+        "only the registration: {queue}"
+    );
+    let there = by_email(&source, "bia@exemplo.com")
+        .await
+        .expect("Bia there");
+    assert_eq!(there["checkin"], 1, "{there}");
+    let gil = by_email(&source, "gil@exemplo.com").await.expect("Gil");
+    assert!(
+        gil.get("checkin").is_none(),
+        "Gil got Bia's check-in: {gil}"
+    );
+}
+
+/// A source that refuses every write: the desk's registration is refused, and a check-in of
+/// that person is not sent at all (the source does not list them: the desk's code could be
+/// someone else's there); both are kept aside, the check-in's answer saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_in_of_someone_the_source_does_not_list_is_kept_aside_unsent() {
+    let (_source_at, source) = Source::start_with(true).await;
+    let desk = Desk::slow(&source).await;
+    let kiosk = &desk.server;
+    register(kiosk, "Fia Site", "fia.site@exemplo.com").await;
+    check_in(kiosk, "fia.site@exemplo.com", "2026-09-15T08:00:00").await;
+    let queue = settled(kiosk).await;
+    let rejected = &queue["bundles"]["demo"]["rejected"];
+    assert_eq!(rejected.as_array().map(Vec::len), Some(2), "{queue}");
+    assert_eq!(rejected[0]["status"], 405, "{queue}");
+    assert_eq!(rejected[1]["status"], Value::Null, "{queue}");
+    let answer = rejected[1]["answer"].as_str().unwrap_or_default();
+    assert!(
+        answer.starts_with("not sent") && answer.contains("fia.site@exemplo.com"),
+        "{answer}"
+    );
+}
+
+/// After `/_writes/reset`, the desk numbers registrations from where it started: Cai gets the
+/// id and code Ana had here. Cai's check-in reaches Cai at the source, not Ana.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_reset_a_check_in_reaches_the_new_registration_not_the_forgotten_one() {
+    let (_source_at, source) = Source::start().await;
+    let desk = Desk::slow(&source).await;
+    let kiosk = &desk.server;
+    // Eva, registered at the source, makes its numbers differ from the desk's.
+    register(&source, "Eva", "eva@exemplo.com").await;
+    register(kiosk, "Ana Site", "ana.site@exemplo.com").await;
+    let ana = by_email(kiosk, "ana.site@exemplo.com").await.expect("Ana");
+    settled(kiosk).await;
+    let reset = kiosk
+        .send(Method::POST, "/_writes/reset", Some(DEMO_TOKEN), None)
+        .await;
+    assert_eq!(reset.status, 204, "{}", reset.text());
+    register(kiosk, "Cai Site", "cai.site@exemplo.com").await;
+    let cai = by_email(kiosk, "cai.site@exemplo.com").await.expect("Cai");
+    assert_eq!(cai["checkin_code"], ana["checkin_code"], "Ana's code again");
+    check_in(kiosk, "cai.site@exemplo.com", "2026-09-15T08:00:00").await;
+    settled(kiosk).await;
+    let cai = by_email(&source, "cai.site@exemplo.com")
+        .await
+        .expect("Cai there");
+    let ana = by_email(&source, "ana.site@exemplo.com")
+        .await
+        .expect("Ana there");
+    assert_eq!(cai["checkin"], 1, "{cai}");
+    assert!(
+        ana.get("checkin").is_none(),
+        "Ana got Cai's check-in: {ana}"
     );
 }
 

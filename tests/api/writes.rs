@@ -640,6 +640,16 @@ async fn a_reload_that_takes_a_registrations_id_keeps_its_check_ins_on_it() {
     ] {
         assert_eq!(post(&app, path, &body).await.status, 200);
     }
+    // Bea registers after her: the next id and code.
+    let made = post(
+        &app,
+        "/api/v1/attendees/create",
+        &person("Bea Local", "bea.local@exemplo.com", price),
+    )
+    .await;
+    assert_eq!(made.status, 200);
+    let bea = attendees(&app).await["data"][n].clone();
+    assert_eq!(bea["email"], "bea.local@exemplo.com");
 
     // The live site gave Ana's id and code to Bruno, and a new snapshot brings him.
     let path = data.path().join("demo/attendees.json");
@@ -674,6 +684,13 @@ async fn a_reload_that_takes_a_registrations_id_keeps_its_check_ins_on_it() {
     assert_eq!(ana["checkin"], 1, "{ana}");
     assert_eq!(ana["checkin_sessions"][0]["id_session"], session);
     assert_ne!(ana["id_attendees"], id, "Ana has a new id");
+    // Ana's new ones are not Bea's: Bea keeps hers (her badge has them).
+    let bea_now = by_email("bea.local@exemplo.com");
+    assert_eq!(
+        (&bea_now["id_attendees"], &bea_now["checkin_code"]),
+        (&bea["id_attendees"], &bea["checkin_code"])
+    );
+    assert_ne!(ana["checkin_code"], bea["checkin_code"]);
 
     // Bruno checks in by his code and id, which the list shows as his: the check-ins are his,
     // not Ana's (whose badge, printed before, carries the same code).
@@ -686,10 +703,14 @@ async fn a_reload_that_takes_a_registrations_id_keeps_its_check_ins_on_it() {
             "/api/v1/checkin/sessions",
             json!([{"id_attendees": id, "id_session": session, "checkin": 1, "checkin_date": "2026-09-15T10:30:00"}]),
         ),
+        (
+            "/api/v1/checkin/attendees",
+            json!([{"checkin_code": bea["checkin_code"].to_string(), "checkin": 1, "checkin_date": "2026-09-15T11:00:00"}]),
+        ),
     ] {
         assert_eq!(post(&app, path, &body).await.status, 200);
     }
-    let both = |list: &Value| {
+    let three = |list: &Value| {
         let find = |email: &str| {
             list["data"]
                 .as_array()
@@ -700,10 +721,12 @@ async fn a_reload_that_takes_a_registrations_id_keeps_its_check_ins_on_it() {
         (
             find("bruno.remoto@exemplo.com"),
             find("ana.local@exemplo.com"),
+            find("bea.local@exemplo.com"),
         )
     };
     let now = attendees(&app).await;
-    let (bruno, ana) = both(&now);
+    let (bruno, ana, bea) = three(&now);
+    assert_eq!(bea["checkin_date"], "2026-09-15T11:00:00", "{bea}");
     assert_eq!(bruno["checkin_date"], "2026-09-15T10:00:00", "{bruno}");
     assert_eq!(
         bruno["checkin_sessions"][0]["checkin_date"],
@@ -718,7 +741,7 @@ async fn a_reload_that_takes_a_registrations_id_keeps_its_check_ins_on_it() {
     // A restart replays the log over the same files: each check-in stays with its person.
     app.shutdown().await;
     let again = app_with_state(data.path(), state.path()).await;
-    assert_eq!(both(&attendees(&again).await), both(&now));
+    assert_eq!(three(&attendees(&again).await), three(&now));
 }
 
 /// A log written before check-ins named their person (no `person`): replayed as it was
