@@ -461,6 +461,9 @@ fn listed(bundle: &Prepared, index: usize, ctx: &Context) -> Option<Arc<Listed>>
         }
         _ => None,
     };
+    if let (Some(written), true) = (&written, ctx.compression) {
+        written.compress_soon();
+    }
     Some(written.unwrap_or_else(|| Arc::clone(list)))
 }
 

@@ -6,6 +6,8 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde::Deserialize;
@@ -27,6 +29,8 @@ pub(crate) struct Listed {
     /// Whether the envelope carries `count` (`{"data": [...], "count": n}`) or not
     /// (`{"data": [...]}`, the activities and speakers).
     counted: bool,
+    /// Whether [`Listed::compress_soon`] started.
+    compressing: AtomicBool,
 }
 
 /// Its size, never its records.
@@ -84,7 +88,26 @@ impl Listed {
             ids,
             by_id,
             counted,
+            compressing: AtomicBool::new(false),
         }
+    }
+
+    /// Starts compressing a list made per change (the attendees with the writes) on a blocking
+    /// thread, once; identity is served meanwhile. It gives up as soon as nothing else holds the
+    /// list (a later write replaced it). Needs a tokio runtime; without one it does nothing.
+    pub(crate) fn compress_soon(self: &Arc<Self>) {
+        if self.body.is_small() || self.compressing.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let listed = Arc::clone(self);
+        runtime.spawn_blocking(move || {
+            listed
+                .body
+                .compress_while(&|| Arc::strong_count(&listed) > 1);
+        });
     }
 
     /// A list made of `records` (id and bytes each), in the envelope with `count` or without.

@@ -9,7 +9,7 @@ use reqwest::Method;
 use crate::fixtures::{self, TOKEN};
 use crate::helpers::{demo_data, serve_app, spawn_app, Answer, TempData, DEMO_TOKEN};
 
-fn decode(res: &Answer) -> Vec<u8> {
+pub(crate) fn decode(res: &Answer) -> Vec<u8> {
     let mut out = Vec::new();
     match res.header("content-encoding") {
         None => out.extend_from_slice(&res.body),

@@ -60,6 +60,42 @@ async fn attendees(app: &TestApp) -> Value {
     res.json()
 }
 
+/// After a write the attendees list is made anew, and compressed in the background: a client
+/// asking for gzip or brotli gets it once it is ready (identity meanwhile), and it decodes to
+/// the plain body.
+#[tokio::test]
+async fn the_attendees_with_writes_are_compressed_soon_after() {
+    let app = demo_app(None, false).await;
+    let price = a_price(&app).await;
+    let made = post(
+        &app,
+        "/api/v1/attendees/create",
+        &person("Ana Souza", "ana.souza@example.org", price),
+    )
+    .await;
+    assert_eq!(made.status, 200);
+    let plain = app.get("/api/v1/attendees", DEMO_TOKEN).await;
+    assert!(plain.text().contains("ana.souza@example.org"));
+    for encoding in ["gzip", "br"] {
+        let res = crate::kiosk::until(
+            std::time::Duration::from_secs(10),
+            "a compressed answer",
+            || async {
+                let res = app
+                    .get_with(
+                        "/api/v1/attendees",
+                        DEMO_TOKEN,
+                        &[("accept-encoding", encoding)],
+                    )
+                    .await;
+                (res.header("content-encoding") == Some(encoding)).then_some(res)
+            },
+        )
+        .await;
+        assert_eq!(crate::http::decode(&res), plain.body);
+    }
+}
+
 #[tokio::test]
 async fn a_registration_flat_or_wrapped_appears_in_the_list_and_by_id() {
     let app = demo_app(None, false).await;
