@@ -174,16 +174,25 @@ async fn forward(
     }
     // A check-in naming someone registered here whose id and code at the source are not
     // known: looked up by e-mail. Sent with the desk's code, it could check in someone else.
-    for (local, email) in writes.queue.unknown_at_source(entry) {
+    let unknown = match writes.queue.unknown_at_source(entry) {
+        Ok(unknown) => unknown,
+        Err(local) => {
+            let answer = format!(
+                "not sent: it names id_attendees {local}, registered here while the bundle \
+                 named no source, so never sent to it"
+            );
+            return not_sent(writes, entry, answer).await;
+        }
+    };
+    for (local, email) in unknown {
         match at_source(client, base, token, &email).await {
             Ok(Some(found)) => writes.queue.known_at_source(&entry.bundle, local, found),
             Ok(None) => {
-                tracing::warn!(seq = entry.seq, path = %entry.request.path, "a check-in made here names someone registered here whom the source does not list; not sent, it is kept in the rejected list");
                 let answer = format!(
                     "not sent: it names {email}, registered here as id_attendees {local}, \
                      whom the source does not list (was the registration refused?)"
                 );
-                return record(writes, entry.seq, Kind::Rejected, None, Some(answer), None).await;
+                return not_sent(writes, entry, answer).await;
             }
             Err(why) => return Step::Later(why),
         }
@@ -230,6 +239,12 @@ async fn forward(
         return record(writes, entry.seq, Kind::Rejected, code, Some(answer), None).await;
     }
     Step::Later(format!("{base} answered {status}"))
+}
+
+/// Keeps a check-in aside without sending it: it names someone the source would not know it by.
+async fn not_sent(writes: &Writes, entry: &Entry, answer: String) -> Step {
+    tracing::warn!(seq = entry.seq, path = %entry.request.path, "a check-in made here names someone registered here whom the source does not know; not sent, it is kept in the rejected list");
+    record(writes, entry.seq, Kind::Rejected, None, Some(answer), None).await
 }
 
 async fn record(

@@ -181,21 +181,22 @@ impl Queue {
     }
 
     /// The registrations made here that `entry`'s check-ins name and whose id and code at the
-    /// source are not known: (local id, e-mail) each, for the forwarder to look up.
-    pub(crate) fn unknown_at_source(&self, entry: &Entry) -> Vec<(i64, String)> {
+    /// source are not known: (local id, e-mail) each, for the forwarder to look up. `Err` with
+    /// the local id of one the queue never had (made while the bundle named no source): the
+    /// source cannot know it.
+    pub(crate) fn unknown_at_source(&self, entry: &Entry) -> Result<Vec<(i64, String)>, i64> {
         let inner = self.inner();
         let mut out: Vec<(i64, String)> = Vec::new();
         for person in entry.persons.iter().flatten() {
             let Person::Registered(local) = person else {
                 continue;
             };
-            if let Some(h) = inner.here(&entry.bundle, *local) {
-                if h.source.is_none() && !out.iter().any(|(id, _)| id == local) {
-                    out.push((*local, h.email.clone()));
-                }
+            let h = inner.here(&entry.bundle, *local).ok_or(*local)?;
+            if h.source.is_none() && !out.iter().any(|(id, _)| id == local) {
+                out.push((*local, h.email.clone()));
             }
         }
-        out
+        Ok(out)
     }
 
     /// What the source calls the registration made here as `local_id` (looked up by e-mail).

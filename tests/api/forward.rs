@@ -556,6 +556,40 @@ async fn a_check_in_of_someone_the_source_does_not_list_is_kept_aside_unsent() {
     );
 }
 
+/// Hugo registered at the desk while its bundle.toml named no source (so his registration was
+/// never queued); once it names one again, a check-in of Hugo is kept aside unsent: the desk's
+/// code for him may be someone else's at the source.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_in_of_someone_registered_while_no_source_was_named_is_kept_aside_unsent() {
+    let (_source_at, source) = Source::start().await;
+    let desk = Desk::slow(&source).await;
+    let kiosk = &desk.server;
+    let toml = desk.data.path().join("demo/bundle.toml");
+    let with_source = std::fs::read_to_string(&toml).expect("bundle.toml");
+    let without = with_source
+        .split("[source]")
+        .next()
+        .expect("the tokens")
+        .to_string();
+    assert_ne!(without, with_source, "the pull wrote a [source]");
+    std::fs::write(&toml, &without).expect("write");
+    kiosk.app.load().expect("reloads");
+    register(kiosk, "Hugo Site", "hugo.site@exemplo.com").await;
+    std::fs::write(&toml, &with_source).expect("write");
+    kiosk.app.load().expect("reloads");
+    check_in(kiosk, "hugo.site@exemplo.com", "2026-09-15T08:00:00").await;
+    let queue = settled(kiosk).await;
+    let rejected = &queue["bundles"]["demo"]["rejected"];
+    assert_eq!(rejected.as_array().map(Vec::len), Some(1), "{queue}");
+    assert_eq!(rejected[0]["status"], Value::Null, "{queue}");
+    let answer = rejected[0]["answer"].as_str().unwrap_or_default();
+    assert!(answer.contains("never sent"), "{answer}");
+    assert!(
+        by_email(&source, "hugo.site@exemplo.com").await.is_none(),
+        "Hugo's registration was not forwarded"
+    );
+}
+
 /// After `/_writes/reset`, the desk numbers registrations from where it started: Cai gets the
 /// id and code Ana had here. Cai's check-in reaches Cai at the source, not Ana.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
