@@ -17,7 +17,7 @@ use serde_json::Value;
 use super::Sources;
 use crate::reload::Reloader;
 use crate::token::Token;
-use crate::writes::queue::{Entry, Ids, Kind};
+use crate::writes::queue::{with_items, Entry, Ids, Kind, LeftOut, Outcome};
 use crate::writes::Writes;
 
 /// The longest wait between two rounds (a source that went away is tried again this often).
@@ -118,7 +118,9 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
             while let Some(entry) = writes.queue.next_for(&bundle) {
                 match forward(&client, &base, &token, &writes, &entry).await {
                     Step::Done => {
-                        said = None;
+                        if said.take().is_some() {
+                            tracing::info!(bundle = %bundle, pending = writes.queue.pending(&bundle), "writes reach the source again");
+                        }
                         wait = FIRST_WAIT;
                     }
                     Step::Later(why) => {
@@ -165,42 +167,59 @@ async fn forward(
     if let (true, Some(email)) = (entry.maybe_sent, &email) {
         match at_source(client, base, token, email).await {
             Ok(Some(found)) => {
-                let ids = ids(entry, Some(found));
-                return record(writes, entry.seq, Kind::Accepted, None, None, ids).await;
+                let mut o = Outcome::new(entry.seq, Kind::Accepted);
+                o.ids = ids(entry, Some(found));
+                return record(writes, o).await;
             }
             Ok(None) => {}
             Err(why) => return Step::Later(why),
         }
     }
-    // A check-in naming someone registered here whose id and code at the source are not
-    // known: looked up by e-mail. Sent with the desk's code, it could check in someone else.
-    let unknown = match writes.queue.unknown_at_source(entry) {
-        Ok(unknown) => unknown,
-        Err(local) => {
-            let answer = format!(
-                "not sent: it names id_attendees {local}, registered here while the bundle \
-                 named no source, so never sent to it"
-            );
-            return not_sent(writes, entry, answer).await;
-        }
-    };
-    for (local, email) in unknown {
+    // Check-ins naming someone registered here whose id and code at the source are not known:
+    // looked up by e-mail. Sent with the desk's code, they could check in someone else: those
+    // the source does not list are left out, and kept aside.
+    let mut unlisted: Vec<i64> = Vec::new();
+    let mut why: Vec<String> = Vec::new();
+    for (local, email) in writes.queue.unknown_at_source(entry) {
+        let Some(email) = email else {
+            unlisted.push(local);
+            why.push(format!(
+                "id_attendees {local} was registered at the desk while the bundle named no \
+                 source: it was never sent there"
+            ));
+            continue;
+        };
         match at_source(client, base, token, &email).await {
             Ok(Some(found)) => writes.queue.known_at_source(&entry.bundle, local, found),
             Ok(None) => {
-                let answer = format!(
-                    "not sent: it names {email}, registered here as id_attendees {local}, \
-                     whom the source does not list (was the registration refused?)"
-                );
-                return not_sent(writes, entry, answer).await;
+                unlisted.push(local);
+                why.push(format!(
+                    "{email}, registered at the desk, is not listed by the source (was the \
+                     registration refused?): register them there, then check them in by the \
+                     source's code or id"
+                ));
             }
             Err(why) => return Step::Later(why),
         }
     }
-    let sending = writes
+    let (left_out, items) = entry.items_naming(&unlisted);
+    let left_out = (!left_out.is_empty()).then(|| LeftOut {
+        items: left_out,
+        answer: format!("not sent: {}", why.join("; ")),
+    });
+    if let Some(left) = &left_out {
+        tracing::warn!(seq = entry.seq, path = %entry.request.path, items = left.items.len(), "check-ins made here name someone registered here whom the source does not know; they are not sent and are kept in the rejected list");
+        if left.items.len() == items {
+            let mut o = Outcome::new(entry.seq, Kind::Rejected);
+            o.answer = Some(left.answer.clone());
+            return record(writes, o).await;
+        }
+    }
+    if let Err(e) = writes
         .queue
-        .record(entry.seq, Kind::Sending, None, None, None);
-    if let Err(e) = sending.await {
+        .record(Outcome::new(entry.seq, Kind::Sending))
+        .await
+    {
         return Step::Later(format!("the outcome log: {e}"));
     }
     let path = entry
@@ -209,7 +228,10 @@ async fn forward(
         .strip_prefix("/api/v1")
         .unwrap_or(&entry.request.path);
     // A check-in naming someone registered here goes with the id and code the source knows.
-    let body = writes.queue.translated(entry);
+    let mut body = writes.queue.translated(entry);
+    if let Some(left) = &left_out {
+        body = with_items(&body, &left.items, false);
+    }
     let sent = client
         .post(format!("{base}{path}"))
         .header("Authorization-Token", token.expose())
@@ -223,39 +245,34 @@ async fn forward(
     };
     let status = res.status();
     if status.is_success() {
+        let mut o = Outcome::new(entry.seq, Kind::Accepted);
+        o.status = Some(status.as_u16());
         // A registration: learn what the source calls the person, for later check-ins.
-        let found = match &email {
-            Some(email) => at_source(client, base, token, email).await.ok().flatten(),
-            None => None,
-        };
-        let ids = ids(entry, found);
-        let code = Some(status.as_u16());
-        return record(writes, entry.seq, Kind::Accepted, code, None, ids).await;
+        if let Some(email) = &email {
+            o.ids = ids(
+                entry,
+                at_source(client, base, token, email).await.ok().flatten(),
+            );
+        }
+        o.left_out = left_out;
+        return record(writes, o).await;
     }
     let answer = res.text().await.unwrap_or_default();
     if status.is_client_error() && status.as_u16() != 408 && status.as_u16() != 429 {
         tracing::warn!(seq = entry.seq, status = status.as_u16(), path = %entry.request.path, "the source refused a write made here; it is kept in the rejected list");
-        let code = Some(status.as_u16());
-        return record(writes, entry.seq, Kind::Rejected, code, Some(answer), None).await;
+        let mut o = Outcome::new(entry.seq, Kind::Rejected);
+        o.status = Some(status.as_u16());
+        o.answer = Some(match &left_out {
+            Some(left) => format!("{answer} (items {:?} {})", left.items, left.answer),
+            None => answer,
+        });
+        return record(writes, o).await;
     }
     Step::Later(format!("{base} answered {status}"))
 }
 
-/// Keeps a check-in aside without sending it: it names someone the source would not know it by.
-async fn not_sent(writes: &Writes, entry: &Entry, answer: String) -> Step {
-    tracing::warn!(seq = entry.seq, path = %entry.request.path, "a check-in made here names someone registered here whom the source does not know; not sent, it is kept in the rejected list");
-    record(writes, entry.seq, Kind::Rejected, None, Some(answer), None).await
-}
-
-async fn record(
-    writes: &Writes,
-    seq: u64,
-    kind: Kind,
-    status: Option<u16>,
-    answer: Option<String>,
-    ids: Option<Ids>,
-) -> Step {
-    match writes.queue.record(seq, kind, status, answer, ids).await {
+async fn record(writes: &Writes, outcome: Outcome) -> Step {
+    match writes.queue.record(outcome).await {
         Ok(()) => Step::Done,
         Err(e) => Step::Later(format!("the outcome log: {e}")),
     }

@@ -807,7 +807,12 @@ impl Writes {
     /// Forgets `bundle`'s writes (`POST /_writes/reset`); logged, so a restart forgets them too.
     pub(crate) fn reset(&self, bundle: &str) -> Pending {
         let mut bundles = self.bundles();
-        bundles.remove(bundle);
+        let forgotten = bundles.remove(bundle).map_or(0, |b| b.writes.len());
+        tracing::info!(
+            bundle,
+            writes = forgotten,
+            "writes reset (POST /_writes/reset): forgotten, and the bundle's queue with them"
+        );
         self.queue.drop_bundle(bundle);
         let (seq, wait) = match self.log(bundle, None, &[Write::Reset]) {
             Some((seq, wait)) => (seq, Some(wait)),

@@ -34,6 +34,21 @@ pub(crate) struct Entry {
     persons: Vec<Option<Person>>,
 }
 
+impl Entry {
+    /// The places in the batch of the check-ins naming a registration made here among `locals`
+    /// (by local id), and how many items the batch has.
+    pub(crate) fn items_naming(&self, locals: &[i64]) -> (Vec<usize>, usize) {
+        let places = self
+            .persons
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| matches!(p, Some(Person::Registered(l)) if locals.contains(l)))
+            .map(|(k, _)| k)
+            .collect();
+        (places, self.persons.len())
+    }
+}
+
 /// The id, check-in code and e-mail a registration got here (the source knows it by others).
 fn registered_here(writes: &[Write]) -> Option<(i64, i64, String)> {
     match writes.first()? {
@@ -55,19 +70,70 @@ pub(crate) enum Kind {
     Rejected,
 }
 
-/// A line of `forwarded.jsonl`.
+/// A line of `forwarded.jsonl`: what happened to an entry. Made with [`Outcome::new`], its
+/// details set by the forwarder, recorded with [`Queue::record`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
-struct Outcome {
+pub(crate) struct Outcome {
     seq: u64,
     outcome: Kind,
+    /// The source's status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    status: Option<u16>,
+    pub(crate) status: Option<u16>,
+    /// The source's answer to a rejected entry, or why it was not sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    answer: Option<String>,
+    pub(crate) answer: Option<String>,
     /// For an accepted registration: its id and code here, and at the source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    ids: Option<Ids>,
+    pub(crate) ids: Option<Ids>,
+    /// For an accepted batch: the items not sent with it, kept aside.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) left_out: Option<LeftOut>,
     at: String,
+}
+
+impl Outcome {
+    pub(crate) fn new(seq: u64, outcome: Kind) -> Outcome {
+        Outcome {
+            seq,
+            outcome,
+            status: None,
+            answer: None,
+            ids: None,
+            left_out: None,
+            at: String::new(),
+        }
+    }
+}
+
+/// The items of a batch of check-ins that were not sent (by their place in it, from 0), and
+/// why: they name someone registered here whom the source does not know.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct LeftOut {
+    pub(crate) items: Vec<usize>,
+    pub(crate) answer: String,
+}
+
+/// The items of a batch body: a bare array, or the array of a one-key object.
+fn batch_items(body: &mut Value) -> Option<&mut Vec<Value>> {
+    match body {
+        Value::Array(items) => Some(items),
+        Value::Object(o) => o.values_mut().find_map(|v| v.as_array_mut()),
+        _ => None,
+    }
+}
+
+/// `body` with only the items at `places` (`keep`), or without them.
+pub(crate) fn with_items(body: &Value, places: &[usize], keep: bool) -> Value {
+    let mut body = body.clone();
+    if let Some(items) = batch_items(&mut body) {
+        let mut k = 0;
+        items.retain(|_| {
+            let kept = places.contains(&k) == keep;
+            k += 1;
+            kept
+        });
+    }
+    body
 }
 
 /// What a registration is called here and at the source: later check-ins made here name it by
@@ -181,22 +247,26 @@ impl Queue {
     }
 
     /// The registrations made here that `entry`'s check-ins name and whose id and code at the
-    /// source are not known: (local id, e-mail) each, for the forwarder to look up. `Err` with
-    /// the local id of one the queue never had (made while the bundle named no source): the
-    /// source cannot know it.
-    pub(crate) fn unknown_at_source(&self, entry: &Entry) -> Result<Vec<(i64, String)>, i64> {
+    /// source are not known, by local id: the e-mail to look up, or `None` for one the queue
+    /// never had (made while the bundle named no source), which the source cannot know.
+    pub(crate) fn unknown_at_source(&self, entry: &Entry) -> BTreeMap<i64, Option<String>> {
         let inner = self.inner();
-        let mut out: Vec<(i64, String)> = Vec::new();
+        let mut out = BTreeMap::new();
         for person in entry.persons.iter().flatten() {
             let Person::Registered(local) = person else {
                 continue;
             };
-            let h = inner.here(&entry.bundle, *local).ok_or(*local)?;
-            if h.source.is_none() && !out.iter().any(|(id, _)| id == local) {
-                out.push((*local, h.email.clone()));
+            match inner.here(&entry.bundle, *local) {
+                Some(h) if h.source.is_some() => {}
+                Some(h) => {
+                    out.insert(*local, Some(h.email.clone()));
+                }
+                None => {
+                    out.insert(*local, None);
+                }
             }
         }
-        Ok(out)
+        out
     }
 
     /// What the source calls the registration made here as `local_id` (looked up by e-mail).
@@ -222,12 +292,7 @@ impl Queue {
             return entry.request.body.clone();
         };
         let mut body = entry.request.body.clone();
-        let items = match &mut body {
-            Value::Array(items) => Some(items),
-            Value::Object(o) => o.values_mut().find_map(|v| v.as_array_mut()),
-            _ => None,
-        };
-        for (k, item) in items.into_iter().flatten().enumerate() {
+        for (k, item) in batch_items(&mut body).into_iter().flatten().enumerate() {
             let Some(item) = item.as_object_mut() else {
                 continue;
             };
@@ -276,11 +341,12 @@ impl Queue {
         }
     }
 
-    /// A bundle's writes were reset: its entries are not sent, and the registrations made here
-    /// before are no longer named by later check-ins.
+    /// A bundle's writes were reset: its entries are not sent, those kept aside are forgotten,
+    /// and the registrations made here before are no longer named by later check-ins.
     pub(crate) fn drop_bundle(&self, bundle: &str) {
         let mut inner = self.inner();
         inner.pending.retain(|_, e| e.bundle != bundle);
+        inner.rejected.retain(|r| r.bundle != bundle);
         inner.here.remove(bundle);
     }
 
@@ -391,16 +457,9 @@ impl Queue {
         serde_json::to_vec(&body).map_or_else(|_| bytes::Bytes::new(), bytes::Bytes::from)
     }
 
-    /// Records (durably) what happened to entry `seq`, then applies it.
-    pub(crate) async fn record(
-        &self,
-        seq: u64,
-        outcome: Kind,
-        status: Option<u16>,
-        answer: Option<String>,
-        ids: Option<Ids>,
-    ) -> std::io::Result<()> {
-        let answer = answer.map(|mut a| {
+    /// Records (durably) what happened to an entry, then applies it.
+    pub(crate) async fn record(&self, mut o: Outcome) -> std::io::Result<()> {
+        if let Some(a) = &mut o.answer {
             if a.len() > MAX_ANSWER {
                 let mut end = MAX_ANSWER;
                 while !a.is_char_boundary(end) {
@@ -408,16 +467,8 @@ impl Queue {
                 }
                 a.truncate(end);
             }
-            a
-        });
-        let o = Outcome {
-            seq,
-            outcome,
-            status,
-            answer,
-            ids,
-            at: Utc::now().to_rfc3339(),
-        };
+        }
+        o.at = Utc::now().to_rfc3339();
         if let Some(log) = self.outcomes.get() {
             let line = serde_json::to_vec(&o).map_err(std::io::Error::other)?;
             log.append(line)
@@ -442,6 +493,17 @@ fn apply(inner: &mut Inner, o: &Outcome) {
                 let mut here = inner.here.get_mut(&e.bundle).into_iter().flatten();
                 if let Some((h, ids)) = here.rfind(|h| h.seq == o.seq).zip(o.ids) {
                     h.source = Some((ids.source_id, ids.source_code));
+                }
+                if let Some(left) = &o.left_out {
+                    inner.rejected.push(Rejected {
+                        seq: e.seq,
+                        body: with_items(&e.request.body, &left.items, true),
+                        bundle: e.bundle,
+                        path: e.request.path,
+                        status: None,
+                        answer: left.answer.clone(),
+                        at: o.at.clone(),
+                    });
                 }
             }
         }

@@ -557,8 +557,9 @@ async fn a_check_in_of_someone_the_source_does_not_list_is_kept_aside_unsent() {
 }
 
 /// Hugo registered at the desk while its bundle.toml named no source (so his registration was
-/// never queued); once it names one again, a check-in of Hugo is kept aside unsent: the desk's
-/// code for him may be someone else's at the source.
+/// never queued); once it names one again, a batch checking in Hugo and someone the source
+/// lists goes without Hugo's item, which is kept aside unsent (the desk's code for him may be
+/// someone else's at the source). A reset forgets what was kept aside, as a restart after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_check_in_of_someone_registered_while_no_source_was_named_is_kept_aside_unsent() {
     let (_source_at, source) = Source::start().await;
@@ -577,17 +578,41 @@ async fn a_check_in_of_someone_registered_while_no_source_was_named_is_kept_asid
     register(kiosk, "Hugo Site", "hugo.site@exemplo.com").await;
     std::fs::write(&toml, &with_source).expect("write");
     kiosk.app.load().expect("reloads");
-    check_in(kiosk, "hugo.site@exemplo.com", "2026-09-15T08:00:00").await;
+    let first = kiosk.get("/api/v1/attendees", DEMO_TOKEN).await.json()["data"][0].clone();
+    let hugo = by_email(kiosk, "hugo.site@exemplo.com")
+        .await
+        .expect("Hugo");
+    let batch = json!({"attendees": [
+        {"checkin_code": hugo["checkin_code"].to_string(), "checkin": 1,
+         "checkin_date": "2026-09-15T08:00:00"},
+        {"checkin_code": first["checkin_code"].to_string(), "checkin": 1,
+         "checkin_date": "2026-09-15T08:01:00"}]});
+    let done = post(kiosk, "/api/v1/checkin/attendees", &batch).await;
+    assert_eq!(done.status, 200, "{}", done.text());
     let queue = settled(kiosk).await;
     let rejected = &queue["bundles"]["demo"]["rejected"];
     assert_eq!(rejected.as_array().map(Vec::len), Some(1), "{queue}");
     assert_eq!(rejected[0]["status"], Value::Null, "{queue}");
+    assert_eq!(
+        rejected[0]["body"],
+        json!({"attendees": [batch["attendees"][0]]}),
+        "only Hugo's item: {queue}"
+    );
     let answer = rejected[0]["answer"].as_str().unwrap_or_default();
     assert!(answer.contains("never sent"), "{answer}");
     assert!(
         by_email(&source, "hugo.site@exemplo.com").await.is_none(),
         "Hugo's registration was not forwarded"
     );
+    let there = source.get("/api/v1/attendees", DEMO_TOKEN).await.json()["data"][0].clone();
+    assert_eq!(there["checkin_date"], "2026-09-15T08:01:00", "{there}");
+
+    let reset = kiosk
+        .send(Method::POST, "/_writes/reset", Some(DEMO_TOKEN), None)
+        .await;
+    assert_eq!(reset.status, 204);
+    let queue = kiosk.send(Method::GET, "/_queue", None, None).await.json();
+    assert_eq!(queue["bundles"].get("demo"), None, "{queue}");
 }
 
 /// After `/_writes/reset`, the desk numbers registrations from where it started: Cai gets the
