@@ -419,8 +419,19 @@ where
     };
     let found = match (bundle.answers(index), &list) {
         (Some(Answers::One(body)), _) => Ok(Answer::Prepared(body)),
-        (Some(Answers::List(_)), Some(list)) => match paging::paging(parts.uri.query()) {
-            Ok(None) => Ok(Answer::Prepared(&list.body)),
+        (Some(Answers::List(base)), Some(list)) => match paging::paging(parts.uri.query()) {
+            Ok(None) => {
+                // The attendees with writes, made per change: compressed once a client wants it.
+                let accept = parts
+                    .headers
+                    .get(ACCEPT_ENCODING)
+                    .and_then(|v| v.to_str().ok());
+                let wanted = negotiate::choose(accept, ctx.compression, list.body.is_small());
+                if !Arc::ptr_eq(base, list) && wanted.is_some_and(|e| e != Encoding::Identity) {
+                    list.compress_soon();
+                }
+                Ok(Answer::Prepared(&list.body))
+            }
             Ok(Some((page, per_page))) => {
                 Ok(Answer::Made(prepare::Body::new(list.page(page, per_page))))
             }
@@ -461,9 +472,6 @@ fn listed(bundle: &Prepared, index: usize, ctx: &Context) -> Option<Arc<Listed>>
         }
         _ => None,
     };
-    if let (Some(written), true) = (&written, ctx.compression) {
-        written.compress_soon();
-    }
     Some(written.unwrap_or_else(|| Arc::clone(list)))
 }
 

@@ -9,6 +9,7 @@
 //! crash is checked first: a registration whose e-mail the source lists already is taken as
 //! accepted, not sent twice (check-ins are the same when sent again).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -70,7 +71,8 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
         }
     };
     let mut wait = FIRST_WAIT;
-    let mut said: Option<String> = None;
+    // Per bundle, why its writes wait, said once.
+    let mut said: HashMap<String, String> = HashMap::new();
     // Bundles without a source to send to while writes wait for them, and why, each said once.
     let mut stranded: std::collections::BTreeMap<String, &'static str> = Default::default();
     loop {
@@ -118,15 +120,15 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
             while let Some(entry) = writes.queue.next_for(&bundle) {
                 match forward(&client, &base, &token, &writes, &entry).await {
                     Step::Done => {
-                        if said.take().is_some() {
+                        if said.remove(&bundle).is_some() {
                             tracing::info!(bundle = %bundle, pending = writes.queue.pending(&bundle), "writes reach the source again");
                         }
                         wait = FIRST_WAIT;
                     }
                     Step::Later(why) => {
-                        if said.as_deref() != Some(why.as_str()) {
+                        if said.get(&bundle) != Some(&why) {
                             tracing::warn!(bundle = %bundle, pending = writes.queue.pending(&bundle), "writes wait for the source: {why}");
-                            said = Some(why);
+                            said.insert(bundle.clone(), why);
                         }
                         left_behind = true;
                         break;
@@ -178,9 +180,18 @@ async fn forward(
     // Check-ins naming someone registered here whose id and code at the source are not known:
     // looked up by e-mail. Sent with the desk's code, they could check in someone else: those
     // the source does not list are left out, and kept aside.
+    let unknown = writes.queue.unknown_at_source(entry);
+    let people = if unknown.values().any(Option::is_some) {
+        match people_at_source(client, base, token).await {
+            Ok(people) => people,
+            Err(why) => return Step::Later(why),
+        }
+    } else {
+        HashMap::new()
+    };
     let mut unlisted: Vec<i64> = Vec::new();
     let mut why: Vec<String> = Vec::new();
-    for (local, email) in writes.queue.unknown_at_source(entry) {
+    for (local, email) in unknown {
         let Some(email) = email else {
             unlisted.push(local);
             why.push(format!(
@@ -189,9 +200,9 @@ async fn forward(
             ));
             continue;
         };
-        match at_source(client, base, token, &email).await {
-            Ok(Some(found)) => writes.queue.known_at_source(&entry.bundle, local, found),
-            Ok(None) => {
+        match people.get(&email) {
+            Some(found) => writes.queue.known_at_source(entry, local, *found),
+            None => {
                 unlisted.push(local);
                 why.push(format!(
                     "{email}, registered at the desk, is not listed by the source (was the \
@@ -199,7 +210,6 @@ async fn forward(
                      source's code or id"
                 ));
             }
-            Err(why) => return Step::Later(why),
         }
     }
     let (left_out, items) = entry.items_naming(&unlisted);
@@ -308,6 +318,18 @@ async fn at_source(
     token: &Token,
     email: &str,
 ) -> Result<Option<(i64, i64)>, String> {
+    Ok(people_at_source(client, base, token)
+        .await?
+        .remove(&email.trim().to_lowercase()))
+}
+
+/// The id and check-in code of every participant the source lists, by lower-case e-mail (the
+/// first of an e-mail listed twice).
+async fn people_at_source(
+    client: &reqwest::Client,
+    base: &str,
+    token: &Token,
+) -> Result<HashMap<String, (i64, i64)>, String> {
     let res = client
         .get(format!("{base}/attendees"))
         .header("Authorization-Token", token.expose())
@@ -324,15 +346,15 @@ async fn at_source(
     let body: Value =
         serde_json::from_slice(&bytes).map_err(|e| format!("{base}/attendees is not JSON: {e}"))?;
     let list = body.get("data").unwrap_or(&body);
-    let person = list.as_array().and_then(|people| {
-        people.iter().find(|p| {
-            p.get("email")
-                .and_then(Value::as_str)
-                .is_some_and(|e| e.trim().eq_ignore_ascii_case(email))
-        })
-    });
-    Ok(person.map(|p| {
+    let mut people = HashMap::new();
+    for p in list.as_array().into_iter().flatten() {
+        let Some(email) = p.get("email").and_then(Value::as_str) else {
+            continue;
+        };
         let number = |key: &str| p.get(key).and_then(Value::as_i64).unwrap_or_default();
-        (number("id_attendees"), number("checkin_code"))
-    }))
+        people
+            .entry(email.trim().to_lowercase())
+            .or_insert((number("id_attendees"), number("checkin_code")));
+    }
+    Ok(people)
 }

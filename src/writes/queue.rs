@@ -183,11 +183,13 @@ struct Inner {
 }
 
 impl Inner {
-    fn here(&self, bundle: &str, local_id: i64) -> Option<&Here> {
+    /// The registration made here as `local_id` that an entry logged as `seq` names: the last
+    /// one logged before it (after a reset, later registrations may reuse the id).
+    fn here(&self, bundle: &str, local_id: i64, seq: u64) -> Option<&Here> {
         self.here
             .get(bundle)?
             .iter()
-            .rfind(|h| h.local_id == local_id)
+            .rfind(|h| h.local_id == local_id && h.seq < seq)
     }
 }
 
@@ -256,7 +258,7 @@ impl Queue {
             let Person::Registered(local) = person else {
                 continue;
             };
-            match inner.here(&entry.bundle, *local) {
+            match inner.here(&entry.bundle, *local, entry.seq) {
                 Some(h) if h.source.is_some() => {}
                 Some(h) => {
                     out.insert(*local, Some(h.email.clone()));
@@ -269,13 +271,14 @@ impl Queue {
         out
     }
 
-    /// What the source calls the registration made here as `local_id` (looked up by e-mail).
-    pub(crate) fn known_at_source(&self, bundle: &str, local_id: i64, source: (i64, i64)) {
+    /// What the source calls the registration made here as `local_id` that `entry` names
+    /// (looked up by e-mail).
+    pub(crate) fn known_at_source(&self, entry: &Entry, local_id: i64, source: (i64, i64)) {
         let mut inner = self.inner();
-        if let Some(h) = inner
-            .here
-            .get_mut(bundle)
-            .and_then(|here| here.iter_mut().rfind(|h| h.local_id == local_id))
+        let here = inner.here.get_mut(&entry.bundle).into_iter().flatten();
+        if let Some(h) = here
+            .filter(|h| h.seq < entry.seq)
+            .rfind(|h| h.local_id == local_id)
         {
             h.source = Some(source);
         }
@@ -303,8 +306,8 @@ impl Queue {
             let id = item.get("id_attendees").and_then(Value::as_i64);
             let found = match entry.persons.get(k).copied().flatten() {
                 Some(Person::Listed(_)) => None,
-                Some(Person::Registered(local)) => inner.here(&entry.bundle, local),
-                None => here.iter().rfind(|h| {
+                Some(Person::Registered(local)) => inner.here(&entry.bundle, local, entry.seq),
+                None => here.iter().filter(|h| h.seq < entry.seq).rfind(|h| {
                     code.as_ref()
                         .is_some_and(|c| *c == h.local_code.to_string())
                         || id == Some(h.local_id)
@@ -520,5 +523,71 @@ fn apply(inner: &mut Inner, o: &Outcome) {
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn received(path: &str, body: Value) -> Received {
+        Received {
+            path: path.into(),
+            body,
+            forward: true,
+        }
+    }
+
+    fn registration(id: i64, code: i64, email: &str) -> Write {
+        let attendee = json!({"id_attendees": id, "checkin_code": code, "email": email});
+        Write::Registration {
+            attendee: attendee.as_object().cloned().unwrap_or_default(),
+        }
+    }
+
+    /// A reset while a check-in is being forwarded: a registration made after it reuses the
+    /// id, and neither takes what the source calls the other.
+    #[test]
+    fn a_check_in_names_the_registration_logged_before_it_not_a_later_one_with_its_id() {
+        let q = Queue::default();
+        q.push(
+            1,
+            "b",
+            received("/create", json!({})),
+            &[registration(101, 555, "ana@x")],
+            true,
+        );
+        let body = json!([{"checkin_code": "555", "checkin": 1, "checkin_date": "d"}]);
+        let checkin = Write::Checkin {
+            checkin_code: "555".into(),
+            checkin: 1,
+            checkin_date: "d".into(),
+            person: Some(Person::Registered(101)),
+        };
+        q.push(2, "b", received("/checkin", body.clone()), &[checkin], true);
+        let in_flight = q.inner().pending.get(&2).cloned().expect("entry 2");
+        q.drop_bundle("b");
+        q.push(
+            3,
+            "b",
+            received("/create", json!({})),
+            &[registration(101, 555, "cai@x")],
+            true,
+        );
+        let mut accepted = Outcome::new(3, Kind::Accepted);
+        accepted.ids = Some(Ids {
+            local_id: 101,
+            local_code: 555,
+            source_id: 700,
+            source_code: 777,
+        });
+        apply(&mut q.inner(), &accepted);
+        // Ana's look-up does not land on Cai, and Cai's ids do not go with Ana's check-in.
+        q.known_at_source(&in_flight, 101, (900, 999));
+        assert_eq!(q.inner().here["b"][0].source, Some((700, 777)));
+        assert_eq!(q.translated(&in_flight), body);
+        assert!(q.unknown_at_source(&in_flight).get(&101) == Some(&None));
     }
 }

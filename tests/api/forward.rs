@@ -559,7 +559,7 @@ async fn a_check_in_of_someone_the_source_does_not_list_is_kept_aside_unsent() {
 /// Hugo registered at the desk while its bundle.toml named no source (so his registration was
 /// never queued); once it names one again, a batch checking in Hugo and someone the source
 /// lists goes without Hugo's item, which is kept aside unsent (the desk's code for him may be
-/// someone else's at the source). A reset forgets what was kept aside, as a restart after it.
+/// someone else's at the source). A reset forgets what was kept aside.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_check_in_of_someone_registered_while_no_source_was_named_is_kept_aside_unsent() {
     let (_source_at, source) = Source::start().await;
