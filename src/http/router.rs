@@ -422,13 +422,15 @@ where
         (Some(Answers::List(base)), Some(list)) => match paging::paging(parts.uri.query()) {
             Ok(None) => {
                 // The attendees with writes, made per change: compressed once a client wants it.
-                let accept = parts
-                    .headers
-                    .get(ACCEPT_ENCODING)
-                    .and_then(|v| v.to_str().ok());
-                let wanted = negotiate::choose(accept, ctx.compression, list.body.is_small());
-                if !Arc::ptr_eq(base, list) && wanted.is_some_and(|e| e != Encoding::Identity) {
-                    list.compress_soon();
+                if !Arc::ptr_eq(base, list) {
+                    let accept = parts
+                        .headers
+                        .get(ACCEPT_ENCODING)
+                        .and_then(|v| v.to_str().ok());
+                    let wanted = negotiate::choose(accept, ctx.compression, list.body.is_small());
+                    if wanted.is_some_and(|e| e != Encoding::Identity) {
+                        list.compress_soon();
+                    }
                 }
                 Ok(Answer::Prepared(&list.body))
             }
