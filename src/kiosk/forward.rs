@@ -212,7 +212,7 @@ async fn forward(
             }
         }
     }
-    let (left_out, items) = entry.items_naming(&unlisted);
+    let (left_out, items) = writes.queue.items_naming(entry, &unlisted);
     let left_out = (!left_out.is_empty()).then(|| LeftOut {
         items: left_out,
         answer: format!("not sent: {}", why.join("; ")),

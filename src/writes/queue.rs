@@ -30,23 +30,9 @@ pub(crate) struct Entry {
     pub(crate) maybe_sent: bool,
     /// A registration's id and check-in code here (`id_attendees`, `checkin_code`).
     pub(crate) local: Option<(i64, i64)>,
-    /// A batch of check-ins: who each item was for (`None` in older logs).
+    /// A batch of check-ins: who each item was for (`None` in older logs). Empty for a
+    /// registration.
     persons: Vec<Option<Person>>,
-}
-
-impl Entry {
-    /// The places in the batch of the check-ins naming a registration made here among `locals`
-    /// (by local id), and how many items the batch has.
-    pub(crate) fn items_naming(&self, locals: &[i64]) -> (Vec<usize>, usize) {
-        let places = self
-            .persons
-            .iter()
-            .enumerate()
-            .filter(|(_, p)| matches!(p, Some(Person::Registered(l)) if locals.contains(l)))
-            .map(|(k, _)| k)
-            .collect();
-        (places, self.persons.len())
-    }
 }
 
 /// The id, check-in code and e-mail a registration got here (the source knows it by others).
@@ -113,7 +99,8 @@ pub(crate) struct LeftOut {
     pub(crate) answer: String,
 }
 
-/// The items of a batch body: a bare array, or the array of a one-key object.
+/// The items of a batch body: a bare array, or the array of a one-key object (what
+/// `bodies::array_body` takes).
 fn batch_items(body: &mut Value) -> Option<&mut Vec<Value>> {
     match body {
         Value::Array(items) => Some(items),
@@ -182,7 +169,63 @@ struct Inner {
     here: std::collections::HashMap<String, Vec<Here>>,
 }
 
+/// Whom an item of a batch names among the registrations made here.
+enum Named<'a> {
+    /// One logged before the entry.
+    Here(&'a Here),
+    /// One the queue never had (made while the bundle named no source), by its local id.
+    Missing(i64),
+    /// Someone else: an attendee of the files.
+    Other,
+}
+
+/// The `checkin_code` (as text) and `id_attendees` an item of a batch names.
+fn item_names(item: &Value) -> (Option<String>, Option<i64>) {
+    let code = item.get("checkin_code").map(|code| match code {
+        Value::String(s) => s.trim().to_string(),
+        other => other.to_string(),
+    });
+    (code, item.get("id_attendees").and_then(Value::as_i64))
+}
+
 impl Inner {
+    /// Whom each item of `entry`'s batch names, in order: by the person logged with it, or,
+    /// logged before persons were, by its code and id.
+    fn named(&self, entry: &Entry) -> Vec<Named<'_>> {
+        if entry.persons.is_empty() {
+            return Vec::new();
+        }
+        let items: &[Value] = match &entry.request.body {
+            Value::Array(items) => items,
+            Value::Object(o) => o.values().find_map(Value::as_array).map_or(&[], |v| v),
+            _ => &[],
+        };
+        let before = |h: &&Here| h.seq < entry.seq;
+        let here = self.here.get(&entry.bundle);
+        items
+            .iter()
+            .enumerate()
+            .map(|(k, item)| match entry.persons.get(k).copied().flatten() {
+                Some(Person::Listed(_)) => Named::Other,
+                Some(Person::Registered(local)) => self
+                    .here(&entry.bundle, local, entry.seq)
+                    .map_or(Named::Missing(local), Named::Here),
+                None => {
+                    let (code, id) = item_names(item);
+                    here.into_iter()
+                        .flatten()
+                        .filter(before)
+                        .rfind(|h| {
+                            code.as_ref()
+                                .is_some_and(|c| *c == h.local_code.to_string())
+                                || id == Some(h.local_id)
+                        })
+                        .map_or(Named::Other, Named::Here)
+                }
+            })
+            .collect()
+    }
+
     /// The registration made here as `local_id` that an entry logged as `seq` names: the last
     /// one logged before it (after a reset, later registrations may reuse the id).
     fn here(&self, bundle: &str, local_id: i64, seq: u64) -> Option<&Here> {
@@ -243,7 +286,11 @@ impl Queue {
                 durable,
                 maybe_sent: false,
                 local: registered.map(|(id, code, _)| (id, code)),
-                persons: writes.iter().map(Write::person).collect(),
+                persons: writes
+                    .iter()
+                    .filter(|w| matches!(w, Write::Checkin { .. } | Write::SessionCheckin { .. }))
+                    .map(Write::person)
+                    .collect(),
             },
         );
     }
@@ -254,21 +301,36 @@ impl Queue {
     pub(crate) fn unknown_at_source(&self, entry: &Entry) -> BTreeMap<i64, Option<String>> {
         let inner = self.inner();
         let mut out = BTreeMap::new();
-        for person in entry.persons.iter().flatten() {
-            let Person::Registered(local) = person else {
-                continue;
-            };
-            match inner.here(&entry.bundle, *local, entry.seq) {
-                Some(h) if h.source.is_some() => {}
-                Some(h) => {
-                    out.insert(*local, Some(h.email.clone()));
+        for named in inner.named(entry) {
+            match named {
+                Named::Here(h) if h.source.is_none() => {
+                    out.insert(h.local_id, Some(h.email.clone()));
                 }
-                None => {
-                    out.insert(*local, None);
+                Named::Missing(local) => {
+                    out.insert(local, None);
                 }
+                Named::Here(_) | Named::Other => {}
             }
         }
         out
+    }
+
+    /// The places in `entry`'s batch of the items naming a registration made here among
+    /// `locals` (by local id), and how many items the batch has.
+    pub(crate) fn items_naming(&self, entry: &Entry, locals: &[i64]) -> (Vec<usize>, usize) {
+        let inner = self.inner();
+        let named = inner.named(entry);
+        let places = named
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| match n {
+                Named::Here(h) => locals.contains(&h.local_id),
+                Named::Missing(local) => locals.contains(local),
+                Named::Other => false,
+            })
+            .map(|(k, _)| k)
+            .collect();
+        (places, named.len())
     }
 
     /// What the source calls the registration made here as `local_id` that `entry` names
@@ -291,36 +353,25 @@ impl Queue {
     /// and id.
     pub(crate) fn translated(&self, entry: &Entry) -> Value {
         let inner = self.inner();
-        let Some(here) = inner.here.get(&entry.bundle).filter(|h| !h.is_empty()) else {
-            return entry.request.body.clone();
-        };
+        let named = inner.named(entry);
         let mut body = entry.request.body.clone();
-        for (k, item) in batch_items(&mut body).into_iter().flatten().enumerate() {
-            let Some(item) = item.as_object_mut() else {
+        for (item, named) in batch_items(&mut body).into_iter().flatten().zip(named) {
+            let Named::Here(Here {
+                source: Some((source_id, source_code)),
+                ..
+            }) = named
+            else {
                 continue;
             };
-            let code = item.get("checkin_code").map(|code| match code {
-                Value::String(s) => s.trim().to_string(),
-                other => other.to_string(),
-            });
-            let id = item.get("id_attendees").and_then(Value::as_i64);
-            let found = match entry.persons.get(k).copied().flatten() {
-                Some(Person::Listed(_)) => None,
-                Some(Person::Registered(local)) => inner.here(&entry.bundle, local, entry.seq),
-                None => here.iter().filter(|h| h.seq < entry.seq).rfind(|h| {
-                    code.as_ref()
-                        .is_some_and(|c| *c == h.local_code.to_string())
-                        || id == Some(h.local_id)
-                }),
-            };
-            let Some((source_id, source_code)) = found.and_then(|h| h.source) else {
+            let (code, id) = item_names(item);
+            let Some(item) = item.as_object_mut() else {
                 continue;
             };
             if code.is_some() {
                 item.insert("checkin_code".into(), source_code.to_string().into());
             }
             if id.is_some() {
-                item.insert("id_attendees".into(), source_id.into());
+                item.insert("id_attendees".into(), (*source_id).into());
             }
         }
         body
@@ -589,5 +640,45 @@ mod tests {
         assert_eq!(q.inner().here["b"][0].source, Some((700, 777)));
         assert_eq!(q.translated(&in_flight), body);
         assert!(q.unknown_at_source(&in_flight).get(&101) == Some(&None));
+    }
+
+    /// A check-in logged before persons were is matched to a registration made here by its
+    /// code: looked up at the source when unknown, left out when not listed there, and sent
+    /// with the source's code when known.
+    #[test]
+    fn a_check_in_logged_without_a_person_is_matched_by_its_code() {
+        let q = Queue::default();
+        q.push(
+            1,
+            "b",
+            received("/create", json!({})),
+            &[registration(101, 555, "ana@x")],
+            true,
+        );
+        let body = json!({"attendees": [{"checkin_code": "555", "checkin": 1, "checkin_date": "d"},
+                                        {"checkin_code": "12", "checkin": 1, "checkin_date": "d"}]});
+        let old = |code: &str| Write::Checkin {
+            checkin_code: code.into(),
+            checkin: 1,
+            checkin_date: "d".into(),
+            person: None,
+        };
+        q.push(
+            2,
+            "b",
+            received("/checkin", body.clone()),
+            &[old("555"), old("12")],
+            true,
+        );
+        let entry = q.inner().pending.get(&2).cloned().expect("entry 2");
+        assert_eq!(
+            q.unknown_at_source(&entry),
+            BTreeMap::from([(101, Some("ana@x".to_string()))])
+        );
+        assert_eq!(q.items_naming(&entry, &[101]), (vec![0], 2));
+        q.known_at_source(&entry, 101, (700, 777));
+        let sent = q.translated(&entry);
+        assert_eq!(sent["attendees"][0]["checkin_code"], "777");
+        assert_eq!(sent["attendees"][1], body["attendees"][1]);
     }
 }
