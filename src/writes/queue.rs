@@ -109,6 +109,15 @@ fn batch_items(body: &mut Value) -> Option<&mut Vec<Value>> {
     }
 }
 
+/// The same, to read.
+fn batch_items_of(body: &Value) -> &[Value] {
+    match body {
+        Value::Array(items) => items,
+        Value::Object(o) => o.values().find_map(Value::as_array).map_or(&[], |v| v),
+        _ => &[],
+    }
+}
+
 /// `body` with only the items at `places` (`keep`), or without them.
 pub(crate) fn with_items(body: &Value, places: &[usize], keep: bool) -> Value {
     let mut body = body.clone();
@@ -195,11 +204,7 @@ impl Inner {
         if entry.persons.is_empty() {
             return Vec::new();
         }
-        let items: &[Value] = match &entry.request.body {
-            Value::Array(items) => items,
-            Value::Object(o) => o.values().find_map(Value::as_array).map_or(&[], |v| v),
-            _ => &[],
-        };
+        let items = batch_items_of(&entry.request.body);
         let before = |h: &&Here| h.seq < entry.seq;
         let here = self.here.get(&entry.bundle);
         items
