@@ -165,12 +165,12 @@ async fn forward(
     writes: &Writes,
     entry: &Entry,
 ) -> Step {
-    let email = registration_email(&entry.request.body);
-    if let (true, Some(email)) = (entry.maybe_sent, &email) {
+    let registered = writes.queue.registration_of(entry);
+    if let (true, Some((.., email))) = (entry.maybe_sent, &registered) {
         match at_source(client, base, token, email).await {
             Ok(Some(found)) => {
                 let mut o = Outcome::new(entry.seq, Kind::Accepted);
-                o.ids = ids(entry, Some(found));
+                o.ids = ids(registered.as_ref(), Some(found));
                 return record(writes, o).await;
             }
             Ok(None) => {}
@@ -258,11 +258,9 @@ async fn forward(
         let mut o = Outcome::new(entry.seq, Kind::Accepted);
         o.status = Some(status.as_u16());
         // A registration: learn what the source calls the person, for later check-ins.
-        if let Some(email) = &email {
-            o.ids = ids(
-                entry,
-                at_source(client, base, token, email).await.ok().flatten(),
-            );
+        if let Some((.., email)) = &registered {
+            let found = at_source(client, base, token, email).await.ok().flatten();
+            o.ids = ids(registered.as_ref(), found);
         }
         o.left_out = left_out;
         return record(writes, o).await;
@@ -289,8 +287,8 @@ async fn record(writes: &Writes, outcome: Outcome) -> Step {
 }
 
 /// A registration's local id and code beside the source's (`found`: its id and code there).
-fn ids(entry: &Entry, found: Option<(i64, i64)>) -> Option<Ids> {
-    let (local_id, local_code) = entry.local?;
+fn ids(registered: Option<&(i64, i64, String)>, found: Option<(i64, i64)>) -> Option<Ids> {
+    let &(local_id, local_code, _) = registered?;
     let (source_id, source_code) = found?;
     Some(Ids {
         local_id,
@@ -298,16 +296,6 @@ fn ids(entry: &Entry, found: Option<(i64, i64)>) -> Option<Ids> {
         source_id,
         source_code,
     })
-}
-
-/// The e-mail of a registration's body (flat or wrapped), if it is one.
-fn registration_email(body: &Value) -> Option<String> {
-    let attendee = body.get("attendee").unwrap_or(body);
-    attendee.get("registration")?;
-    attendee
-        .get("email")?
-        .as_str()
-        .map(|e| e.trim().to_lowercase())
 }
 
 /// The id and check-in code of the participant the source lists with `email` (any case), if

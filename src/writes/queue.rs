@@ -28,8 +28,6 @@ pub(crate) struct Entry {
     durable: bool,
     /// Marked `sending` before a restart, with no outcome: maybe the source has it.
     pub(crate) maybe_sent: bool,
-    /// A registration's id and check-in code here (`id_attendees`, `checkin_code`).
-    pub(crate) local: Option<(i64, i64)>,
     /// A batch of check-ins: who each item was for (`None` in older logs). Empty for a
     /// registration.
     persons: Vec<Option<Person>>,
@@ -290,7 +288,6 @@ impl Queue {
                 request,
                 durable,
                 maybe_sent: false,
-                local: registered.map(|(id, code, _)| (id, code)),
                 persons: writes
                     .iter()
                     .filter(|w| matches!(w, Write::Checkin { .. } | Write::SessionCheckin { .. }))
@@ -336,6 +333,18 @@ impl Queue {
             .map(|(k, _)| k)
             .collect();
         (places, named.len())
+    }
+
+    /// The registration `entry` makes, if it makes one: its id, code and (lower-case) e-mail
+    /// here.
+    pub(crate) fn registration_of(&self, entry: &Entry) -> Option<(i64, i64, String)> {
+        let inner = self.inner();
+        let h = inner
+            .here
+            .get(&entry.bundle)?
+            .iter()
+            .find(|h| h.seq == entry.seq)?;
+        Some((h.local_id, h.local_code, h.email.clone()))
     }
 
     /// What the source calls the registration made here as `local_id` that `entry` names
@@ -596,10 +605,21 @@ mod tests {
         }
     }
 
-    fn registration(id: i64, code: i64, email: &str) -> Write {
+    /// Queues a registration made here as log line `seq`.
+    fn register(q: &Queue, seq: u64, id: i64, code: i64, email: &str) {
         let attendee = json!({"id_attendees": id, "checkin_code": code, "email": email});
-        Write::Registration {
+        let write = Write::Registration {
             attendee: attendee.as_object().cloned().unwrap_or_default(),
+        };
+        q.push(seq, "b", received("/create", json!({})), &[write], true);
+    }
+
+    fn checkin(code: &str, person: Option<Person>) -> Write {
+        Write::Checkin {
+            checkin_code: code.into(),
+            checkin: 1,
+            checkin_date: "d".into(),
+            person,
         }
     }
 
@@ -608,30 +628,13 @@ mod tests {
     #[test]
     fn a_check_in_names_the_registration_logged_before_it_not_a_later_one_with_its_id() {
         let q = Queue::default();
-        q.push(
-            1,
-            "b",
-            received("/create", json!({})),
-            &[registration(101, 555, "ana@x")],
-            true,
-        );
+        register(&q, 1, 101, 555, "ana@x");
         let body = json!([{"checkin_code": "555", "checkin": 1, "checkin_date": "d"}]);
-        let checkin = Write::Checkin {
-            checkin_code: "555".into(),
-            checkin: 1,
-            checkin_date: "d".into(),
-            person: Some(Person::Registered(101)),
-        };
-        q.push(2, "b", received("/checkin", body.clone()), &[checkin], true);
+        let write = checkin("555", Some(Person::Registered(101)));
+        q.push(2, "b", received("/checkin", body.clone()), &[write], true);
         let in_flight = q.inner().pending.get(&2).cloned().expect("entry 2");
         q.drop_bundle("b");
-        q.push(
-            3,
-            "b",
-            received("/create", json!({})),
-            &[registration(101, 555, "cai@x")],
-            true,
-        );
+        register(&q, 3, 101, 555, "cai@x");
         let mut accepted = Outcome::new(3, Kind::Accepted);
         accepted.ids = Some(Ids {
             local_id: 101,
@@ -653,26 +656,14 @@ mod tests {
     #[test]
     fn a_check_in_logged_without_a_person_is_matched_by_its_code() {
         let q = Queue::default();
-        q.push(
-            1,
-            "b",
-            received("/create", json!({})),
-            &[registration(101, 555, "ana@x")],
-            true,
-        );
+        register(&q, 1, 101, 555, "ana@x");
         let body = json!({"attendees": [{"checkin_code": "555", "checkin": 1, "checkin_date": "d"},
                                         {"checkin_code": "12", "checkin": 1, "checkin_date": "d"}]});
-        let old = |code: &str| Write::Checkin {
-            checkin_code: code.into(),
-            checkin: 1,
-            checkin_date: "d".into(),
-            person: None,
-        };
         q.push(
             2,
             "b",
             received("/checkin", body.clone()),
-            &[old("555"), old("12")],
+            &[checkin("555", None), checkin("12", None)],
             true,
         );
         let entry = q.inner().pending.get(&2).cloned().expect("entry 2");
