@@ -54,7 +54,14 @@ pub fn load(toml: bool, selector: u8, bytes: &[u8]) {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("payment_details")).expect("the bundle folder");
     for needed in ["bundle.toml", "event.json"] {
-        std::fs::copy(demo().join(needed), dir.join(needed)).expect("a demo file");
+        // libFuzzer's timer signal can interrupt the copy (EINTR, which `fs::copy` passes on).
+        let copied = loop {
+            match std::fs::copy(demo().join(needed), dir.join(needed)) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                other => break other,
+            }
+        };
+        copied.expect("a demo file");
     }
     if name == "event" || name == "bundle" {
         let _ = std::fs::remove_file(dir.join(format!("{name}.json")));
