@@ -8,11 +8,19 @@
 //! stops that bundle until later, so the order is kept. An entry that was maybe sent before a
 //! crash is checked first: a registration whose e-mail the source lists already is taken as
 //! accepted, not sent twice (check-ins are the same when sent again).
+//!
+//! Check-ins naming someone registered here are sent with the source's id and code for them,
+//! looked up by e-mail when not known; those of someone the source does not list are parked
+//! (the desk's code may be someone else's there). Parked check-ins are looked up again each
+//! time the bundle's data changes here (a refresh brought the source's new list), and on
+//! start; those of someone the source lists now go before anything else of the bundle, so each
+//! person's check-ins reach the source in the order they were made.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::Sources;
@@ -49,11 +57,11 @@ pub(crate) fn spawn(
     }
 }
 
-/// What became of one entry this round.
-enum Step {
-    Done,
-    /// Stop this bundle for now, with why.
-    Later(String),
+/// Where a bundle's writes go.
+struct Source<'a> {
+    client: &'a reqwest::Client,
+    base: String,
+    token: &'a Token,
 }
 
 async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>) {
@@ -73,6 +81,8 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
     let mut wait = FIRST_WAIT;
     // Per bundle, why its writes wait, said once.
     let mut said: HashMap<String, String> = HashMap::new();
+    // Per bundle, when the data served was loaded as its parked check-ins were last looked up.
+    let mut looked: HashMap<String, Option<DateTime<Utc>>> = HashMap::new();
     // Bundles without a source to send to while writes wait for them, and why, each said once.
     let mut stranded: std::collections::BTreeMap<String, &'static str> = Default::default();
     loop {
@@ -105,34 +115,45 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
                 continue;
             }
             // The catalog's lock is a blocking one (a reload may hold it): off the async threads.
-            let token = {
+            let served = {
                 let (reloader, name) = (Arc::clone(&reloader), bundle.clone());
                 tokio::task::spawn_blocking(move || {
-                    reloader
-                        .with_catalog(|c| c.entry(&name).and_then(|e| e.tokens.first().cloned()))
+                    reloader.with_catalog(|c| {
+                        let e = c.entry(&name)?;
+                        let loaded = e.serving.as_ref().map(|v| v.loaded_at);
+                        Some((e.tokens.first().cloned()?, loaded))
+                    })
                 })
                 .await
                 .ok()
                 .flatten()
             };
-            let Some(token) = token else { continue };
-            let base = health.url();
-            while let Some(entry) = writes.queue.next_for(&bundle) {
-                match forward(&client, &base, &token, &writes, &entry).await {
-                    Step::Done => {
+            let Some((token, loaded)) = served else {
+                continue;
+            };
+            let to = Source {
+                client: &client,
+                base: health.url(),
+                token: &token,
+            };
+            // Parked check-ins are looked up again when the bundle's data changed here.
+            let look = looked.get(&bundle) != Some(&loaded);
+            match round(&to, &writes, &bundle, look).await {
+                Ok(sent) => {
+                    looked.insert(bundle.clone(), loaded);
+                    if sent > 0 {
+                        wait = FIRST_WAIT;
                         if said.remove(&bundle).is_some() {
                             tracing::info!(bundle = %bundle, pending = writes.queue.pending(&bundle), "writes reach the source again");
                         }
-                        wait = FIRST_WAIT;
                     }
-                    Step::Later(why) => {
-                        if said.get(&bundle) != Some(&why) {
-                            tracing::warn!(bundle = %bundle, pending = writes.queue.pending(&bundle), "writes wait for the source: {why}");
-                            said.insert(bundle.clone(), why);
-                        }
-                        left_behind = true;
-                        break;
+                }
+                Err(why) => {
+                    if said.get(&bundle) != Some(&why) {
+                        tracing::warn!(bundle = %bundle, pending = writes.queue.pending(&bundle), "writes wait for the source: {why}");
+                        said.insert(bundle.clone(), why);
                     }
+                    left_behind = true;
                 }
             }
         }
@@ -157,81 +178,78 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
     }
 }
 
-/// Sends one entry (after checking a maybe-sent registration) and records the outcome.
-async fn forward(
-    client: &reqwest::Client,
-    base: &str,
-    token: &Token,
+/// One round of `bundle`: its parked check-ins that can go now (looked up again at the source
+/// first when `look`), then its pending entries, in order, until none is left or one must
+/// wait (`Err`, with why). How many entries were sent.
+async fn round(
+    to: &Source<'_>,
     writes: &Writes,
-    entry: &Entry,
-) -> Step {
+    bundle: &str,
+    look: bool,
+) -> Result<usize, String> {
+    let mut looked_up = false;
+    if look && writes.queue.has_parked(bundle) {
+        writes.queue.learn(bundle, &people_at_source(to).await?);
+        looked_up = true;
+    }
+    let mut sent = 0;
+    loop {
+        // Check-ins parked before go first: a person's check-ins keep their order.
+        let entry = match writes.queue.next_parked(bundle) {
+            Some(parked) => parked,
+            None => match writes.queue.next_for(bundle) {
+                Some(entry) => entry,
+                None => return Ok(sent),
+            },
+        };
+        // Someone registered here whose ids at the source are not known: looked up by e-mail
+        // (once a round), then parked check-ins of theirs go before this entry.
+        if !looked_up && writes.queue.needs_look_up(&entry) {
+            writes.queue.learn(bundle, &people_at_source(to).await?);
+            looked_up = true;
+            continue;
+        }
+        send(to, writes, &entry).await?;
+        sent += 1;
+        // The source lists one more person now: a later look-up reads its list again.
+        if writes.queue.registration_of(&entry).is_some() {
+            looked_up = false;
+        }
+    }
+}
+
+/// Sends one entry (after checking a maybe-sent registration), but its check-ins of someone
+/// the source does not list, which are parked, and records the outcome.
+async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<(), String> {
     let registered = writes.queue.registration_of(entry);
     if let (true, Some((.., email))) = (entry.maybe_sent, &registered) {
-        match at_source(client, base, token, email).await {
-            Ok(Some(found)) => {
-                let mut o = Outcome::new(entry.seq, Kind::Accepted);
-                o.ids = ids(registered.as_ref(), Some(found));
-                return record(writes, o).await;
-            }
-            Ok(None) => {}
-            Err(why) => return Step::Later(why),
-        }
-    }
-    // Check-ins naming someone registered here whose id and code at the source are not known:
-    // looked up by e-mail. Sent with the desk's code, they could check in someone else: those
-    // the source does not list are left out, and kept aside.
-    let unknown = writes.queue.unknown_at_source(entry);
-    let people = if unknown.values().any(Option::is_some) {
-        match people_at_source(client, base, token).await {
-            Ok(people) => people,
-            Err(why) => return Step::Later(why),
-        }
-    } else {
-        HashMap::new()
-    };
-    let mut unlisted: Vec<i64> = Vec::new();
-    let mut why: Vec<String> = Vec::new();
-    for (local, email) in unknown {
-        let Some(email) = email else {
-            unlisted.push(local);
-            why.push(format!(
-                "id_attendees {local} was registered at the desk while the bundle named no \
-                 source: it was never sent there"
-            ));
-            continue;
-        };
-        match people.get(&email) {
-            Some(found) => writes.queue.known_at_source(entry, local, *found),
-            None => {
-                unlisted.push(local);
-                why.push(format!(
-                    "{email}, registered at the desk, is not listed by the source (was the \
-                     registration refused?): register them there, then check them in by the \
-                     source's code or id"
-                ));
-            }
-        }
-    }
-    let (left_out, items) = writes.queue.items_naming(entry, &unlisted);
-    let left_out = (!left_out.is_empty()).then(|| LeftOut {
-        items: left_out,
-        answer: format!("not sent: {}", why.join("; ")),
-    });
-    if let Some(left) = &left_out {
-        tracing::warn!(seq = entry.seq, path = %entry.request.path, items = left.items.len(), "check-ins made here name someone registered here whom the source does not know; they are not sent and are kept in the rejected list");
-        if left.items.len() == items {
-            let mut o = Outcome::new(entry.seq, Kind::Rejected);
-            o.answer = Some(left.answer.clone());
+        if let Some(found) = at_source(to, email).await? {
+            let mut o = Outcome::new(entry.seq, Kind::Accepted);
+            o.ids = ids(registered.as_ref(), Some(found));
             return record(writes, o).await;
         }
     }
-    if let Err(e) = writes
-        .queue
-        .record(Outcome::new(entry.seq, Kind::Sending))
-        .await
-    {
-        return Step::Later(format!("the outcome log: {e}"));
+    // Sent with the desk's code, they could check in someone else at the source.
+    let unknown = writes.queue.unknown_at_source(entry);
+    let locals: Vec<i64> = unknown.keys().copied().collect();
+    let (left_out, items) = writes.queue.items_naming(entry, &locals);
+    let left_out = (!left_out.is_empty()).then(|| LeftOut {
+        items: left_out,
+        answer: format!(
+            "not sent: {}",
+            unknown.into_values().collect::<Vec<_>>().join("; ")
+        ),
+    });
+    if let Some(left) = &left_out {
+        if left.items.len() == items {
+            tracing::warn!(seq = entry.seq, path = %entry.request.path, items = left.items.len(), "check-ins made here name someone registered here whom the source does not list; they are parked until it does");
+            let mut o = Outcome::new(entry.seq, Kind::Parked);
+            o.answer = Some(left.answer.clone());
+            return record(writes, o).await;
+        }
+        tracing::warn!(seq = entry.seq, path = %entry.request.path, items = left.items.len(), "check-ins made here name someone registered here whom the source does not list; they are parked until it does, the rest is sent");
     }
+    record(writes, Outcome::new(entry.seq, Kind::Sending)).await?;
     let path = entry
         .request
         .path
@@ -242,24 +260,23 @@ async fn forward(
     if let Some(left) = &left_out {
         body = with_items(&body, &left.items, false);
     }
-    let sent = client
+    let base = &to.base;
+    let res = to
+        .client
         .post(format!("{base}{path}"))
-        .header("Authorization-Token", token.expose())
+        .header("Authorization-Token", to.token.expose())
         .header("Content-Type", "application/json")
         .body(body.to_string())
         .send()
-        .await;
-    let res = match sent {
-        Ok(res) => res,
-        Err(e) => return Step::Later(format!("no answer from {base}: {e}")),
-    };
+        .await
+        .map_err(|e| format!("no answer from {base}: {e}"))?;
     let status = res.status();
     if status.is_success() {
         let mut o = Outcome::new(entry.seq, Kind::Accepted);
         o.status = Some(status.as_u16());
         // A registration: learn what the source calls the person, for later check-ins.
         if let Some((.., email)) = &registered {
-            let found = at_source(client, base, token, email).await.ok().flatten();
+            let found = at_source(to, email).await.ok().flatten();
             o.ids = ids(registered.as_ref(), found);
         }
         o.left_out = left_out;
@@ -276,14 +293,15 @@ async fn forward(
         });
         return record(writes, o).await;
     }
-    Step::Later(format!("{base} answered {status}"))
+    Err(format!("{base} answered {status}"))
 }
 
-async fn record(writes: &Writes, outcome: Outcome) -> Step {
-    match writes.queue.record(outcome).await {
-        Ok(()) => Step::Done,
-        Err(e) => Step::Later(format!("the outcome log: {e}")),
-    }
+async fn record(writes: &Writes, outcome: Outcome) -> Result<(), String> {
+    writes
+        .queue
+        .record(outcome)
+        .await
+        .map_err(|e| format!("the outcome log: {e}"))
 }
 
 /// A registration's local id and code beside the source's (`found`: its id and code there).
@@ -300,27 +318,20 @@ fn ids(registered: Option<&(i64, i64, String)>, found: Option<(i64, i64)>) -> Op
 
 /// The id and check-in code of the participant the source lists with `email` (any case), if
 /// it lists one.
-async fn at_source(
-    client: &reqwest::Client,
-    base: &str,
-    token: &Token,
-    email: &str,
-) -> Result<Option<(i64, i64)>, String> {
-    Ok(people_at_source(client, base, token)
+async fn at_source(to: &Source<'_>, email: &str) -> Result<Option<(i64, i64)>, String> {
+    Ok(people_at_source(to)
         .await?
         .remove(&email.trim().to_lowercase()))
 }
 
 /// The id and check-in code of every participant the source lists, by lower-case e-mail (the
 /// first of an e-mail listed twice).
-async fn people_at_source(
-    client: &reqwest::Client,
-    base: &str,
-    token: &Token,
-) -> Result<HashMap<String, (i64, i64)>, String> {
-    let res = client
+async fn people_at_source(to: &Source<'_>) -> Result<HashMap<String, (i64, i64)>, String> {
+    let base = &to.base;
+    let res = to
+        .client
         .get(format!("{base}/attendees"))
-        .header("Authorization-Token", token.expose())
+        .header("Authorization-Token", to.token.expose())
         .send()
         .await
         .map_err(|e| format!("no answer from {base}: {e}"))?;

@@ -640,7 +640,7 @@ impl Writes {
                 continue;
             };
             self.seq.fetch_max(logged.seq, Ordering::AcqRel);
-            if let Some(request) = logged.request.as_ref().filter(|r| r.forward) {
+            if let Some(request) = &logged.request {
                 self.queue.push(
                     logged.seq,
                     &logged.bundle,
@@ -732,9 +732,7 @@ impl Writes {
         }
         let (seq, wait) = match self.log(bundle, Some(request.clone()), &writes) {
             Some((seq, wait)) => {
-                if request.forward {
-                    self.queue.push(seq, bundle, request, &writes, false);
-                }
+                self.queue.push(seq, bundle, request, &writes, false);
                 (seq, Some(wait))
             }
             None => (0, None),

@@ -7,8 +7,14 @@
 //! the source's answer, and does not block the rest). An entry marked `sending` without an
 //! outcome was maybe sent before a crash: the forwarder checks the source before sending it
 //! again.
+//!
+//! Check-ins naming someone registered here whom the source does not list are *parked*: not
+//! sent (the desk's code may be someone else's there) until the source lists them. A `parked`
+//! line parks a whole entry; an `accepted` line with `left_out` parks the items it names and
+//! takes the rest. A parked entry is sent (and recorded) like a pending one once it can be;
+//! `rejected` with no status, as the previous version wrote, parks too.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use chrono::Utc;
@@ -33,6 +39,31 @@ pub(crate) struct Entry {
     persons: Vec<Option<Person>>,
 }
 
+impl Entry {
+    /// This entry with only the items of its batch at `places` (their persons with them).
+    fn only(&self, places: &[usize]) -> Entry {
+        let persons = if self.persons.len() == batch_items_of(&self.request.body).len() {
+            let mut k = 0;
+            let mut persons = self.persons.clone();
+            persons.retain(|_| {
+                k += 1;
+                places.contains(&(k - 1))
+            });
+            persons
+        } else {
+            self.persons.clone()
+        };
+        Entry {
+            request: Received {
+                body: with_items(&self.request.body, places, true),
+                ..self.request.clone()
+            },
+            persons,
+            ..self.clone()
+        }
+    }
+}
+
 /// The id, check-in code and e-mail a registration got here (the source knows it by others).
 fn registered_here(writes: &[Write]) -> Option<(i64, i64, String)> {
     match writes.first()? {
@@ -52,6 +83,7 @@ pub(crate) enum Kind {
     Sending,
     Accepted,
     Rejected,
+    Parked,
 }
 
 /// A line of `forwarded.jsonl`: what happened to an entry. Made with [`Outcome::new`], its
@@ -63,13 +95,13 @@ pub(crate) struct Outcome {
     /// The source's status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) status: Option<u16>,
-    /// The source's answer to a rejected entry, or why it was not sent.
+    /// The source's answer to a rejected entry, or why a parked one is not sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) answer: Option<String>,
     /// For an accepted registration: its id and code here, and at the source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) ids: Option<Ids>,
-    /// For an accepted batch: the items not sent with it, kept aside.
+    /// For an accepted batch: the items not sent with it, parked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) left_out: Option<LeftOut>,
     at: String,
@@ -90,7 +122,7 @@ impl Outcome {
 }
 
 /// The items of a batch of check-ins that were not sent (by their place in it, from 0), and
-/// why: they name someone registered here whom the source does not know.
+/// why: they name someone registered here whom the source does not list.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct LeftOut {
     pub(crate) items: Vec<usize>,
@@ -140,22 +172,48 @@ pub(crate) struct Ids {
     pub(crate) source_code: i64,
 }
 
-/// An entry the source refused, kept with its request and the source's answer.
+/// An entry the source refused, kept with its request and the source's answer; or, as
+/// `/_queue` shows one, a parked entry (no status, and why it waits).
 #[derive(Debug, Clone, Serialize)]
-pub(crate) struct Rejected {
-    pub(crate) seq: u64,
-    pub(crate) bundle: String,
-    pub(crate) path: String,
-    pub(crate) body: Value,
-    /// The source's status; `None`: not sent (the answer says why).
-    pub(crate) status: Option<u16>,
-    pub(crate) answer: String,
-    pub(crate) at: String,
+pub(crate) struct Aside {
+    seq: u64,
+    #[serde(skip)]
+    bundle: String,
+    path: String,
+    body: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<u16>,
+    answer: String,
+    at: String,
 }
 
-/// A registration made here and queued, as the forwarder knows it: check-ins that name it are
-/// sent with the id and code the source knows it by, looked up by its e-mail when they are
-/// not known yet (the source refused it as registered already, or the look-up after it failed).
+/// Check-ins not sent yet: they name someone registered here whom the source did not list.
+#[derive(Debug, Clone)]
+struct Parked {
+    /// The items parked, with their persons.
+    entry: Entry,
+    answer: String,
+    at: String,
+}
+
+impl Parked {
+    fn shown(&self) -> Aside {
+        Aside {
+            seq: self.entry.seq,
+            bundle: self.entry.bundle.clone(),
+            path: self.entry.request.path.clone(),
+            body: self.entry.request.body.clone(),
+            status: None,
+            answer: self.answer.clone(),
+            at: self.at.clone(),
+        }
+    }
+}
+
+/// A registration made here, as the forwarder knows it: check-ins that name it are sent with the
+/// id and code the source knows it by, looked up by its e-mail when they are not known yet (the
+/// source refused it as registered already, the look-up after it failed, or it was made while
+/// the bundle named no source and never queued).
 #[derive(Debug, Clone)]
 struct Here {
     /// The log line that made it.
@@ -166,12 +224,33 @@ struct Here {
     email: String,
     /// Its `id_attendees` and `checkin_code` at the source, once known.
     source: Option<(i64, i64)>,
+    /// Queued to be sent (its bundle named a source when it was made).
+    queued: bool,
+}
+
+impl Here {
+    /// Why a check-in naming this registration is not sent while the source does not list it.
+    fn why_parked(&self) -> String {
+        let email = &self.email;
+        if self.queued {
+            format!(
+                "{email}, registered at the desk, is not listed by the source (was the \
+                 registration refused?): it is sent once the source lists that e-mail"
+            )
+        } else {
+            format!(
+                "{email} was registered at the desk while the bundle named no source, so never \
+                 sent there: it is sent once the source lists that e-mail"
+            )
+        }
+    }
 }
 
 #[derive(Debug, Default)]
 struct Inner {
     pending: BTreeMap<u64, Entry>,
-    rejected: Vec<Rejected>,
+    parked: BTreeMap<u64, Parked>,
+    rejected: Vec<Aside>,
     /// Per bundle, the registrations made here since its last reset, in `seq` order.
     here: std::collections::HashMap<String, Vec<Here>>,
 }
@@ -237,6 +316,19 @@ impl Inner {
             .iter()
             .rfind(|h| h.local_id == local_id && h.seq < seq)
     }
+
+    /// Takes entry `seq` out of the pending or the parked ones.
+    fn take(&mut self, seq: u64) -> Option<Entry> {
+        self.pending
+            .remove(&seq)
+            .or_else(|| self.parked.remove(&seq).map(|p| p.entry))
+    }
+
+    /// Parks `entry`: it waits for the source to list whom it names.
+    fn park(&mut self, entry: Entry, answer: String, at: &str) {
+        let at = at.to_string();
+        self.parked.insert(entry.seq, Parked { entry, answer, at });
+    }
 }
 
 /// The queue of every bundle.
@@ -256,7 +348,9 @@ impl Queue {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// An entry just logged, not durable yet.
+    /// An entry just logged, not durable yet: queued when its bundle named a source
+    /// (`request.forward`). A registration is remembered either way, for the check-ins that
+    /// will name it.
     pub(crate) fn push(
         &self,
         seq: u64,
@@ -267,18 +361,22 @@ impl Queue {
     ) {
         let registered = registered_here(writes);
         let mut inner = self.inner();
-        if let Some((local_id, local_code, email)) = &registered {
+        if let Some((local_id, local_code, email)) = registered {
             inner
                 .here
                 .entry(bundle.to_string())
                 .or_default()
                 .push(Here {
                     seq,
-                    local_id: *local_id,
-                    local_code: *local_code,
-                    email: email.clone(),
+                    local_id,
+                    local_code,
+                    email,
                     source: None,
+                    queued: request.forward,
                 });
+        }
+        if !request.forward {
+            return;
         }
         inner.pending.insert(
             seq,
@@ -297,19 +395,31 @@ impl Queue {
         );
     }
 
+    /// Whether `entry`'s check-ins name a registration made here whose id and code at the
+    /// source are not known: its e-mail is to be looked up there first ([`Queue::learn`]).
+    pub(crate) fn needs_look_up(&self, entry: &Entry) -> bool {
+        let inner = self.inner();
+        let named = inner.named(entry);
+        named
+            .iter()
+            .any(|n| matches!(n, Named::Here(h) if h.source.is_none()))
+    }
+
     /// The registrations made here that `entry`'s check-ins name and whose id and code at the
-    /// source are not known, by local id: the e-mail to look up, or `None` for one the queue
-    /// never had (made while the bundle named no source), which the source cannot know.
-    pub(crate) fn unknown_at_source(&self, entry: &Entry) -> BTreeMap<i64, Option<String>> {
+    /// source are not known, by local id, each with why its check-ins are not sent.
+    pub(crate) fn unknown_at_source(&self, entry: &Entry) -> BTreeMap<i64, String> {
         let inner = self.inner();
         let mut out = BTreeMap::new();
         for named in inner.named(entry) {
             match named {
                 Named::Here(h) if h.source.is_none() => {
-                    out.insert(h.local_id, Some(h.email.clone()));
+                    out.insert(h.local_id, h.why_parked());
                 }
                 Named::Missing(local) => {
-                    out.insert(local, None);
+                    out.insert(
+                        local,
+                        format!("id_attendees {local} is not a registration the desk logged"),
+                    );
                 }
                 Named::Here(_) | Named::Other => {}
             }
@@ -347,17 +457,32 @@ impl Queue {
         Some((h.local_id, h.local_code, h.email.clone()))
     }
 
-    /// What the source calls the registration made here as `local_id` that `entry` names
-    /// (looked up by e-mail).
-    pub(crate) fn known_at_source(&self, entry: &Entry, local_id: i64, source: (i64, i64)) {
+    /// What the source calls the registrations made here for `bundle` whose ids there were not
+    /// known: `people` is the source's list, id and code by lower-case e-mail.
+    pub(crate) fn learn(&self, bundle: &str, people: &HashMap<String, (i64, i64)>) {
         let mut inner = self.inner();
-        let here = inner.here.get_mut(&entry.bundle).into_iter().flatten();
-        if let Some(h) = here
-            .filter(|h| h.seq < entry.seq)
-            .rfind(|h| h.local_id == local_id)
-        {
-            h.source = Some(source);
+        for h in inner.here.get_mut(bundle).into_iter().flatten() {
+            if h.source.is_none() {
+                h.source = people.get(&h.email).copied();
+            }
         }
+    }
+
+    /// The first parked entry of `bundle` (in `seq` order) that has something to send now: an
+    /// item naming someone whose id at the source is known.
+    pub(crate) fn next_parked(&self, bundle: &str) -> Option<Entry> {
+        let inner = self.inner();
+        let parked = inner.parked.values().map(|p| &p.entry);
+        parked
+            .filter(|e| e.bundle == bundle)
+            .find(|e| {
+                inner.named(e).iter().any(|n| match n {
+                    Named::Here(h) => h.source.is_some(),
+                    Named::Missing(_) => false,
+                    Named::Other => true,
+                })
+            })
+            .cloned()
     }
 
     /// The body of `entry` as the source is sent it: each check-in item that named a
@@ -402,18 +527,19 @@ impl Queue {
     /// Entry `seq` was taken back (it could not be made durable).
     pub(crate) fn forget(&self, seq: u64) {
         let mut inner = self.inner();
-        if let Some(e) = inner.pending.remove(&seq) {
-            if let Some(here) = inner.here.get_mut(&e.bundle) {
-                here.retain(|h| h.seq != seq);
-            }
+        inner.pending.remove(&seq);
+        for here in inner.here.values_mut() {
+            here.retain(|h| h.seq != seq);
         }
     }
 
-    /// A bundle's writes were reset: its entries are not sent, those kept aside are forgotten,
-    /// and the registrations made here before are no longer named by later check-ins.
+    /// A bundle's writes were reset: its entries are not sent, those parked or rejected are
+    /// forgotten, and the registrations made here before are no longer named by later
+    /// check-ins.
     pub(crate) fn drop_bundle(&self, bundle: &str) {
         let mut inner = self.inner();
         inner.pending.retain(|_, e| e.bundle != bundle);
+        inner.parked.retain(|_, p| p.entry.bundle != bundle);
         inner.rejected.retain(|r| r.bundle != bundle);
         inner.here.remove(bundle);
     }
@@ -436,11 +562,12 @@ impl Queue {
         Ok(())
     }
 
-    /// The bundles that have an entry ready to send.
+    /// The bundles that have an entry ready to send, or parked.
     pub(crate) fn bundles_ready(&self) -> Vec<String> {
         let inner = self.inner();
         let mut out: Vec<String> = Vec::new();
-        for e in inner.pending.values().filter(|e| e.durable) {
+        let ready = inner.pending.values().filter(|e| e.durable);
+        for e in ready.chain(inner.parked.values().map(|p| &p.entry)) {
             if !out.contains(&e.bundle) {
                 out.push(e.bundle.clone());
             }
@@ -455,6 +582,13 @@ impl Queue {
         first.durable.then(|| first.clone())
     }
 
+    /// Whether `bundle` has parked entries.
+    pub(crate) fn has_parked(&self, bundle: &str) -> bool {
+        let inner = self.inner();
+        let mut parked = inner.parked.values();
+        parked.any(|p| p.entry.bundle == bundle)
+    }
+
     /// How many entries `bundle` has waiting.
     pub(crate) fn pending(&self, bundle: &str) -> usize {
         self.inner()
@@ -464,12 +598,12 @@ impl Queue {
             .count()
     }
 
-    /// `/status` with each bundle's `queue` (`pending`, `rejected`) added, when any bundle has
-    /// one; the prepared body as it is otherwise (no work while nothing was written).
+    /// `/status` with each bundle's `queue` (`pending`, `parked`, `rejected`) added, when any
+    /// bundle has one; the prepared body as it is otherwise (no work while nothing was written).
     pub(crate) fn with_queue(&self, status: &bytes::Bytes) -> bytes::Bytes {
         {
             let inner = self.inner();
-            if inner.pending.is_empty() && inner.rejected.is_empty() {
+            if inner.pending.is_empty() && inner.parked.is_empty() && inner.rejected.is_empty() {
                 return status.clone();
             }
         }
@@ -501,18 +635,23 @@ impl Queue {
         serde_json::to_vec(&v).map_or_else(|_| status.clone(), bytes::Bytes::from)
     }
 
-    /// `GET /_queue`: per bundle, how many entries wait and which the source refused (oldest
-    /// first, with the request and the source's answer).
+    /// `GET /_queue`: per bundle, how many entries wait, which are parked (with why) and which
+    /// the source refused (with the source's answer), oldest first.
     pub(crate) fn body(&self) -> bytes::Bytes {
         #[derive(Serialize, Default)]
         struct Of {
             pending: usize,
-            rejected: Vec<Rejected>,
+            parked: Vec<Aside>,
+            rejected: Vec<Aside>,
         }
         let inner = self.inner();
         let mut bundles: BTreeMap<&str, Of> = BTreeMap::new();
         for e in inner.pending.values() {
             bundles.entry(&e.bundle).or_default().pending += 1;
+        }
+        for p in inner.parked.values() {
+            let of = bundles.entry(&p.entry.bundle).or_default();
+            of.parked.push(p.shown());
         }
         for r in &inner.rejected {
             bundles
@@ -550,40 +689,40 @@ impl Queue {
 
 /// What one outcome line does to the queue.
 fn apply(inner: &mut Inner, o: &Outcome) {
+    let answer = || o.answer.clone().unwrap_or_default();
     match o.outcome {
         Kind::Sending => {
-            if let Some(e) = inner.pending.get_mut(&o.seq) {
+            let parked = inner.parked.get_mut(&o.seq).map(|p| &mut p.entry);
+            if let Some(e) = inner.pending.get_mut(&o.seq).or(parked) {
                 e.maybe_sent = true;
             }
         }
         Kind::Accepted => {
-            if let Some(e) = inner.pending.remove(&o.seq) {
+            if let Some(e) = inner.take(o.seq) {
                 let mut here = inner.here.get_mut(&e.bundle).into_iter().flatten();
                 if let Some((h, ids)) = here.rfind(|h| h.seq == o.seq).zip(o.ids) {
                     h.source = Some((ids.source_id, ids.source_code));
                 }
                 if let Some(left) = &o.left_out {
-                    inner.rejected.push(Rejected {
-                        seq: e.seq,
-                        body: with_items(&e.request.body, &left.items, true),
-                        bundle: e.bundle,
-                        path: e.request.path,
-                        status: None,
-                        answer: left.answer.clone(),
-                        at: o.at.clone(),
-                    });
+                    inner.park(e.only(&left.items), left.answer.clone(), &o.at);
                 }
             }
         }
-        Kind::Rejected => {
-            if let Some(e) = inner.pending.remove(&o.seq) {
-                inner.rejected.push(Rejected {
+        // The previous version wrote a parked entry as rejected with no status.
+        Kind::Parked | Kind::Rejected if o.status.is_none() => {
+            if let Some(e) = inner.take(o.seq) {
+                inner.park(e, answer(), &o.at);
+            }
+        }
+        Kind::Rejected | Kind::Parked => {
+            if let Some(e) = inner.take(o.seq) {
+                inner.rejected.push(Aside {
                     seq: e.seq,
                     bundle: e.bundle,
                     path: e.request.path,
                     body: e.request.body,
                     status: o.status,
-                    answer: o.answer.clone().unwrap_or_default(),
+                    answer: answer(),
                     at: o.at.clone(),
                 });
             }
@@ -644,10 +783,12 @@ mod tests {
         });
         apply(&mut q.inner(), &accepted);
         // Ana's look-up does not land on Cai, and Cai's ids do not go with Ana's check-in.
-        q.known_at_source(&in_flight, 101, (900, 999));
+        q.learn("b", &HashMap::from([("ana@x".to_string(), (900, 999))]));
         assert_eq!(q.inner().here["b"][0].source, Some((700, 777)));
         assert_eq!(q.translated(&in_flight), body);
-        assert!(q.unknown_at_source(&in_flight).get(&101) == Some(&None));
+        assert!(!q.needs_look_up(&in_flight));
+        assert_eq!(q.items_naming(&in_flight, &[101]), (vec![0], 1));
+        assert!(q.unknown_at_source(&in_flight)[&101].contains("not a registration"));
     }
 
     /// A check-in logged before persons were is matched to a registration made here by its
@@ -667,14 +808,109 @@ mod tests {
             true,
         );
         let entry = q.inner().pending.get(&2).cloned().expect("entry 2");
-        assert_eq!(
-            q.unknown_at_source(&entry),
-            BTreeMap::from([(101, Some("ana@x".to_string()))])
-        );
+        assert!(q.needs_look_up(&entry));
+        let unknown = q.unknown_at_source(&entry);
+        assert_eq!(unknown.keys().collect::<Vec<_>>(), [&101]);
+        assert!(unknown[&101].contains("ana@x"), "{unknown:?}");
         assert_eq!(q.items_naming(&entry, &[101]), (vec![0], 2));
-        q.known_at_source(&entry, 101, (700, 777));
+        q.learn("b", &HashMap::from([("ana@x".to_string(), (700, 777))]));
         let sent = q.translated(&entry);
         assert_eq!(sent["attendees"][0]["checkin_code"], "777");
         assert_eq!(sent["attendees"][1], body["attendees"][1]);
+    }
+
+    /// A batch naming Ana (registered here, unknown at the source) and someone of the files:
+    /// accepted with Ana's item left out, that item is parked with its person; once the source
+    /// lists Ana, it is what goes next, with her code there, and its acceptance empties the
+    /// parked list. A restart (the same outcome lines read again) rebuilds each state.
+    #[test]
+    fn items_left_out_are_parked_with_their_person_and_sent_once_the_source_lists_them() {
+        let q = Queue::default();
+        register(&q, 1, 101, 555, "ana@x");
+        let mut refused = Outcome::new(1, Kind::Rejected);
+        refused.status = Some(422);
+        apply(&mut q.inner(), &refused);
+        let body = json!([{"checkin_code": "12", "checkin": 1, "checkin_date": "d"},
+                          {"checkin_code": "555", "checkin": 1, "checkin_date": "d"}]);
+        let writes = [
+            checkin("12", Some(Person::Listed(7))),
+            checkin("555", Some(Person::Registered(101))),
+        ];
+        q.push(2, "b", received("/checkin", body.clone()), &writes, true);
+        let mut accepted = Outcome::new(2, Kind::Accepted);
+        accepted.left_out = Some(LeftOut {
+            items: vec![1],
+            answer: "not sent: ana".into(),
+        });
+        apply(&mut q.inner(), &accepted);
+        assert!(q.next_for("b").is_none());
+        assert!(q.has_parked("b"));
+        assert_eq!(q.bundles_ready(), ["b"]);
+        assert!(
+            q.next_parked("b").is_none(),
+            "nothing to send while Ana is unknown"
+        );
+        let shown: Value = serde_json::from_slice(&q.body()).expect("JSON");
+        let parked = &shown["bundles"]["b"]["parked"];
+        assert_eq!(parked[0]["body"], json!([body[1]]), "{shown}");
+        assert_eq!(parked[0]["answer"], "not sent: ana");
+        assert_eq!(parked[0].get("status"), None);
+
+        q.learn("b", &HashMap::from([("ana@x".to_string(), (700, 777))]));
+        let next = q.next_parked("b").expect("Ana's check-in can go");
+        assert!(q.unknown_at_source(&next).is_empty());
+        assert_eq!(q.translated(&next)[0]["checkin_code"], "777");
+        apply(&mut q.inner(), &Outcome::new(2, Kind::Sending));
+        assert!(q.next_parked("b").is_some_and(|e| e.maybe_sent));
+        apply(&mut q.inner(), &Outcome::new(2, Kind::Accepted));
+        assert!(!q.has_parked("b"));
+        assert!(q.bundles_ready().is_empty());
+    }
+
+    /// A whole entry parked (or, as the previous version wrote it, rejected with no status) is
+    /// parked, not rejected; a refusal with a status is rejected; a reset forgets both.
+    #[test]
+    fn a_parked_line_parks_and_a_reset_forgets_what_is_parked() {
+        let q = Queue::default();
+        let body = json!([{"checkin_code": "555", "checkin": 1, "checkin_date": "d"}]);
+        for seq in [1, 2, 3] {
+            let write = checkin("555", Some(Person::Registered(101)));
+            q.push(seq, "b", received("/checkin", body.clone()), &[write], true);
+        }
+        apply(&mut q.inner(), &Outcome::new(1, Kind::Parked));
+        apply(&mut q.inner(), &Outcome::new(2, Kind::Rejected));
+        let mut refused = Outcome::new(3, Kind::Rejected);
+        refused.status = Some(422);
+        apply(&mut q.inner(), &refused);
+        let shown: Value = serde_json::from_slice(&q.body()).expect("JSON");
+        let of = &shown["bundles"]["b"];
+        assert_eq!(of["parked"].as_array().map(Vec::len), Some(2), "{shown}");
+        assert_eq!(of["rejected"][0]["status"], 422, "{shown}");
+        assert_eq!(of["pending"], 0);
+        q.drop_bundle("b");
+        assert_eq!(&q.body()[..], br#"{"bundles":{}}"#);
+    }
+
+    /// A registration made while its bundle named no source is not queued, but a check-in
+    /// naming it is looked up at the source by its e-mail like any other.
+    #[test]
+    fn a_registration_not_queued_is_still_looked_up_for_its_check_ins() {
+        let q = Queue::default();
+        let attendee = json!({"id_attendees": 101, "checkin_code": 555, "email": "Hugo@X "});
+        let write = Write::Registration {
+            attendee: attendee.as_object().cloned().unwrap_or_default(),
+        };
+        let mut request = received("/create", json!({}));
+        request.forward = false;
+        q.push(1, "b", request, &[write], true);
+        assert!(q.bundles_ready().is_empty(), "not queued");
+        let body = json!([{"checkin_code": "555", "checkin": 1, "checkin_date": "d"}]);
+        let write = checkin("555", Some(Person::Registered(101)));
+        q.push(2, "b", received("/checkin", body), &[write], true);
+        let entry = q.next_for("b").expect("the check-in");
+        assert!(q.needs_look_up(&entry));
+        assert!(q.unknown_at_source(&entry)[&101].contains("named no source"));
+        q.learn("b", &HashMap::from([("hugo@x".to_string(), (700, 777))]));
+        assert_eq!(q.translated(&entry)[0]["checkin_code"], "777");
     }
 }

@@ -536,34 +536,37 @@ async fn a_check_in_of_someone_the_source_refused_as_registered_goes_to_their_re
 
 /// A source that refuses every write: the desk's registration is refused, and a check-in of
 /// that person is not sent at all (the source does not list them: the desk's code could be
-/// someone else's there); both are kept aside, the check-in's answer saying why.
+/// someone else's there); the registration is rejected, the check-in parked, saying why. A
+/// reset forgets both.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_check_in_of_someone_the_source_does_not_list_is_kept_aside_unsent() {
+async fn a_check_in_of_someone_the_source_does_not_list_is_parked_unsent() {
     let (_source_at, source) = Source::start_with(true).await;
     let desk = Desk::slow(&source).await;
     let kiosk = &desk.server;
     register(kiosk, "Fia Site", "fia.site@exemplo.com").await;
     check_in(kiosk, "fia.site@exemplo.com", "2026-09-15T08:00:00").await;
     let queue = settled(kiosk).await;
-    let rejected = &queue["bundles"]["demo"]["rejected"];
-    assert_eq!(rejected.as_array().map(Vec::len), Some(2), "{queue}");
-    assert_eq!(rejected[0]["status"], 405, "{queue}");
-    assert_eq!(rejected[1]["status"], Value::Null, "{queue}");
-    let answer = rejected[1]["answer"].as_str().unwrap_or_default();
+    let of = &queue["bundles"]["demo"];
+    assert_eq!(of["rejected"].as_array().map(Vec::len), Some(1), "{queue}");
+    assert_eq!(of["rejected"][0]["status"], 405, "{queue}");
+    assert_eq!(of["parked"].as_array().map(Vec::len), Some(1), "{queue}");
+    assert_eq!(of["parked"][0].get("status"), None, "{queue}");
+    let answer = of["parked"][0]["answer"].as_str().unwrap_or_default();
     assert!(
         answer.starts_with("not sent") && answer.contains("fia.site@exemplo.com"),
         "{answer}"
     );
+    let reset = kiosk
+        .send(Method::POST, "/_writes/reset", Some(DEMO_TOKEN), None)
+        .await;
+    assert_eq!(reset.status, 204);
+    let queue = kiosk.send(Method::GET, "/_queue", None, None).await.json();
+    assert_eq!(queue["bundles"].get("demo"), None, "{queue}");
 }
 
-/// Hugo registered at the desk while its bundle.toml named no source (so his registration was
-/// never queued); once it names one again, a batch checking in Hugo and someone the source
-/// lists goes without Hugo's item, which is kept aside unsent (the desk's code for him may be
-/// someone else's at the source). A reset forgets what was kept aside.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_check_in_of_someone_registered_while_no_source_was_named_is_kept_aside_unsent() {
-    let (_source_at, source) = Source::start().await;
-    let desk = Desk::slow(&source).await;
+/// Registers Hugo at the desk while its bundle.toml names no source (so his registration is
+/// never queued), then names the source again: his record at the desk.
+async fn hugo_registered_while_no_source_was_named(desk: &Desk) -> Value {
     let kiosk = &desk.server;
     let toml = desk.data.path().join("demo/bundle.toml");
     let with_source = std::fs::read_to_string(&toml).expect("bundle.toml");
@@ -578,10 +581,31 @@ async fn a_check_in_of_someone_registered_while_no_source_was_named_is_kept_asid
     register(kiosk, "Hugo Site", "hugo.site@exemplo.com").await;
     std::fs::write(&toml, &with_source).expect("write");
     kiosk.app.load().expect("reloads");
-    let first = kiosk.get("/api/v1/attendees", DEMO_TOKEN).await.json()["data"][0].clone();
-    let hugo = by_email(kiosk, "hugo.site@exemplo.com")
+    by_email(kiosk, "hugo.site@exemplo.com")
         .await
-        .expect("Hugo");
+        .expect("Hugo")
+}
+
+/// Checks `code` in (`checkin` 1) or undoes it (0) at `app` (200 asserted).
+async fn check_in_code(app: &TestApp, code: &Value, checkin: u8, date: &str) -> Value {
+    let item = json!({"checkin_code": code.to_string(), "checkin": checkin, "checkin_date": date});
+    let done = post(app, "/api/v1/checkin/attendees", &json!([item.clone()])).await;
+    assert_eq!(done.status, 200, "{}", done.text());
+    item
+}
+
+/// Hugo's registration was never queued, so the source does not list him: a batch checking
+/// in Hugo and someone the source lists goes without Hugo's item, which is parked (the desk's
+/// code for him may be someone else's at the source). Once he is registered at the source and
+/// the desk has its new list, his check-in goes, with the source's code for him.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_in_of_someone_registered_while_no_source_was_named_goes_once_the_source_lists_them(
+) {
+    let (_source_at, source) = Source::start().await;
+    let desk = Desk::slow(&source).await;
+    let kiosk = &desk.server;
+    let hugo = hugo_registered_while_no_source_was_named(&desk).await;
+    let first = kiosk.get("/api/v1/attendees", DEMO_TOKEN).await.json()["data"][0].clone();
     let batch = json!({"attendees": [
         {"checkin_code": hugo["checkin_code"].to_string(), "checkin": 1,
          "checkin_date": "2026-09-15T08:00:00"},
@@ -590,16 +614,16 @@ async fn a_check_in_of_someone_registered_while_no_source_was_named_is_kept_asid
     let done = post(kiosk, "/api/v1/checkin/attendees", &batch).await;
     assert_eq!(done.status, 200, "{}", done.text());
     let queue = settled(kiosk).await;
-    let rejected = &queue["bundles"]["demo"]["rejected"];
-    assert_eq!(rejected.as_array().map(Vec::len), Some(1), "{queue}");
-    assert_eq!(rejected[0]["status"], Value::Null, "{queue}");
+    let parked = &queue["bundles"]["demo"]["parked"];
+    assert_eq!(parked.as_array().map(Vec::len), Some(1), "{queue}");
     assert_eq!(
-        rejected[0]["body"],
+        parked[0]["body"],
         json!({"attendees": [batch["attendees"][0]]}),
         "only Hugo's item: {queue}"
     );
-    let answer = rejected[0]["answer"].as_str().unwrap_or_default();
-    assert!(answer.contains("never sent"), "{answer}");
+    let answer = parked[0]["answer"].as_str().unwrap_or_default();
+    assert!(answer.contains("named no source"), "{answer}");
+    assert_eq!(queue["bundles"]["demo"]["rejected"], json!([]), "{queue}");
     assert!(
         by_email(&source, "hugo.site@exemplo.com").await.is_none(),
         "Hugo's registration was not forwarded"
@@ -607,12 +631,69 @@ async fn a_check_in_of_someone_registered_while_no_source_was_named_is_kept_asid
     let there = source.get("/api/v1/attendees", DEMO_TOKEN).await.json()["data"][0].clone();
     assert_eq!(there["checkin_date"], "2026-09-15T08:01:00", "{there}");
 
-    let reset = kiosk
-        .send(Method::POST, "/_writes/reset", Some(DEMO_TOKEN), None)
-        .await;
-    assert_eq!(reset.status, 204);
+    // Gil, registered at the source first, gets there the code the desk gave Hugo.
+    register(&source, "Gil", "gil@exemplo.com").await;
+    register(&source, "Hugo", "hugo.site@exemplo.com").await;
+    let gil = by_email(&source, "gil@exemplo.com").await.expect("Gil");
+    assert_eq!(
+        gil["checkin_code"], hugo["checkin_code"],
+        "Hugo's desk code is Gil's there"
+    );
+    desk.pull_again(&source).await;
+    let there = until(
+        Duration::from_secs(15),
+        "Hugo's parked check-in to reach the source",
+        || async {
+            let hugo = by_email(&source, "hugo.site@exemplo.com").await?;
+            (hugo["checkin"] == 1).then_some(hugo)
+        },
+    )
+    .await;
+    assert_eq!(there["checkin_date"], "2026-09-15T08:00:00", "{there}");
+    let gil = by_email(&source, "gil@exemplo.com").await.expect("Gil");
+    assert!(
+        gil.get("checkin").is_none(),
+        "Gil got Hugo's check-in: {gil}"
+    );
     let queue = kiosk.send(Method::GET, "/_queue", None, None).await.json();
     assert_eq!(queue["bundles"].get("demo"), None, "{queue}");
+}
+
+/// Hugo's check-in is parked; then he is registered at the source and, before the desk has
+/// its new list, his check-in is undone at the desk. Looking Hugo up for the undo finds him:
+/// the parked check-in goes first, then the undo, so the source ends as the desk did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_check_in_goes_before_a_later_one_of_the_same_person() {
+    let (_source_at, source) = Source::start().await;
+    let desk = Desk::slow(&source).await;
+    let kiosk = &desk.server;
+    let hugo = hugo_registered_while_no_source_was_named(&desk).await;
+    check_in_code(kiosk, &hugo["checkin_code"], 1, "2026-09-15T08:00:00").await;
+    let queue = settled(kiosk).await;
+    assert_eq!(
+        queue["bundles"]["demo"]["parked"].as_array().map(Vec::len),
+        Some(1),
+        "{queue}"
+    );
+    register(&source, "Hugo", "hugo.site@exemplo.com").await;
+    check_in_code(kiosk, &hugo["checkin_code"], 0, "2026-09-15T08:05:00").await;
+    until(
+        Duration::from_secs(15),
+        "the desk's queue to empty",
+        || async {
+            let q = kiosk.send(Method::GET, "/_queue", None, None).await.json();
+            q["bundles"].get("demo").is_none().then_some(())
+        },
+    )
+    .await;
+    let there = by_email(&source, "hugo.site@exemplo.com")
+        .await
+        .expect("Hugo there");
+    assert_eq!(there["checkin"], 0, "the undo went last: {there}");
+    let here = by_email(kiosk, "hugo.site@exemplo.com")
+        .await
+        .expect("Hugo");
+    assert_eq!(here["checkin"], 0, "{here}");
 }
 
 /// After `/_writes/reset`, the desk numbers registrations from where it started: Cai gets the
