@@ -1009,7 +1009,8 @@ struct BundleStatus<'a> {
     checked_at: String,
     errors: Vec<String>,
     warnings: Vec<String>,
-    /// Where the served version comes from, when its bundle.toml names a source.
+    /// Where the served version comes from (or the version that would serve, when none is),
+    /// when its bundle.toml names a source.
     #[serde(skip_serializing_if = "Option::is_none")]
     source: Option<crate::kiosk::SourceStatus>,
 }
@@ -1033,8 +1034,10 @@ fn bundle_status(e: &Entry) -> BundleStatus<'_> {
         checked_at: timestamp(e.checked_at),
         errors: lines(Severity::Error),
         warnings: lines(Severity::Warning),
-        source: served
-            .and_then(|v| v.prepared.source.as_ref())
+        // Also for a bundle not served (a token clash, errors): the version it would serve.
+        source: [&e.serving, &e.last_good, &e.candidate]
+            .into_iter()
+            .find_map(|v| v.as_ref()?.prepared.source.as_ref())
             .map(|h| h.status(Utc::now())),
     }
 }

@@ -15,7 +15,9 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-use crate::helpers::{serve_app, serve_app_on, spawn_app, Answer, TempData, TestApp, DEMO_TOKEN};
+use crate::helpers::{
+    copy_dir, serve_app, serve_app_on, spawn_app, Answer, TempData, TestApp, DEMO_TOKEN,
+};
 
 const PERIOD: Duration = Duration::from_millis(200);
 
@@ -313,6 +315,39 @@ async fn a_file_broken_at_the_kiosk_is_replaced_when_the_source_changes_another(
         || async move { (std::fs::read(hotsite).ok().as_ref() == Some(good)).then_some(()) },
     )
     .await;
+}
+
+/// A second copy of the bundle, naming the same token, loses the clash and is not served:
+/// `/status` still shows where it comes from, beside the clash.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bundle_that_loses_a_token_clash_still_shows_its_source() {
+    let (_source_data, _source, kiosk_data) = pulled_summit().await;
+    let (kiosk_app, _refresher) = kiosk(kiosk_data.path()).await;
+    let kiosk = &kiosk_app;
+    until_online(kiosk, "the first refresh").await;
+    copy_dir(
+        &kiosk_data.path().join("summit"),
+        &kiosk_data.path().join("summit2"),
+    );
+    kiosk_app.app.load().expect("the kiosk reloads");
+    let status = kiosk
+        .send(reqwest::Method::GET, "/status", None, None)
+        .await
+        .json();
+    let copy = status["bundles"]
+        .as_array()
+        .and_then(|b| b.iter().find(|b| b["name"] == "summit2"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert_eq!(copy["served"], false, "{status}");
+    assert!(copy["errors"].to_string().contains("also named"), "{copy}");
+    let source = &copy["source"];
+    assert_eq!(
+        source["url"],
+        source_status(kiosk, "summit").await["url"],
+        "{copy}"
+    );
+    assert!(source["url"].as_str().is_some(), "{copy}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
