@@ -152,7 +152,7 @@ errors! {
     /// token as `Authorization: Bearer` (answered with `WWW-Authenticate: Bearer`).
     AdminTokenRequired = (401, "admin_token_required", "This operational endpoint needs the admin token from a remote client: send Authorization: Bearer <admin token>."),
     /// `page` or `per_page` that is not a whole number from 1.
-    InvalidPaging = (400, "invalid_paging", "page and per_page take whole numbers from 1 (per_page without page is page 1; page without per_page pages by 100)."),
+    InvalidPaging = (400, "invalid_paging", "page and per_page take whole numbers from 1, each given once (per_page without page is page 1; page without per_page pages by 100)."),
 }
 
 /// The body of `e` with `detail` after its message (`"message": "<message> <detail>"`), for

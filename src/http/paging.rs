@@ -7,7 +7,8 @@ use super::errors::ApiError;
 pub(crate) const DEFAULT_PER_PAGE: usize = 100;
 
 /// The page asked for, `(page, per_page)` counted from 1; `None` when neither is given (the whole
-/// list). A value that is not a whole number from 1 is [`ApiError::InvalidPaging`].
+/// list). A value that is not a whole number from 1, or a name given twice with different
+/// values (which one the client meant is not known), is [`ApiError::InvalidPaging`].
 pub(crate) fn paging(query: Option<&str>) -> Result<Option<(usize, usize)>, ApiError> {
     let Some(query) = query else { return Ok(None) };
     let (mut page, mut per_page) = (None, None);
@@ -26,7 +27,7 @@ pub(crate) fn paging(query: Option<&str>) -> Result<Option<(usize, usize)>, ApiE
             Err(_) if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) => usize::MAX,
             Err(_) => 0,
         };
-        if n < 1 {
+        if n < 1 || slot.is_some_and(|m| m != n) {
             return Err(ApiError::InvalidPaging);
         }
         *slot = Some(n);
@@ -49,10 +50,22 @@ mod tests {
         assert_eq!(paging(Some("PAGE=3")), Ok(Some((3, DEFAULT_PER_PAGE))));
         assert_eq!(paging(Some("per_page=5")), Ok(Some((1, 5))));
         assert_eq!(
+            paging(Some("page=2&Page=2")),
+            Ok(Some((2, DEFAULT_PER_PAGE)))
+        );
+        assert_eq!(
             paging(Some("page=98870736201005858816")),
             Ok(Some((usize::MAX, DEFAULT_PER_PAGE)))
         );
-        for bad in ["page=0", "page=-1", "per_page=x", "page=", "page=1.5"] {
+        for bad in [
+            "page=0",
+            "page=-1",
+            "per_page=x",
+            "page=",
+            "page=1.5",
+            "page=1&page=2",
+            "per_page=5&PER_PAGE=6",
+        ] {
             assert_eq!(paging(Some(bad)), Err(ApiError::InvalidPaging), "{bad}");
         }
     }

@@ -338,6 +338,7 @@ async fn lists_page_with_page_and_per_page() {
         ("per_page=2", page(0, 2)),
         ("page=1&per_page=1000000", page(0, n)),
         ("other=1", attendees.to_string()),
+        ("page=2&per_page=2&page=2", page(2, 4)),
     ] {
         for path in ["/api/v1/attendees", "/api/v1/attendees/"] {
             let res = json_200(&app, &format!("{path}?{query}")).await;
@@ -351,6 +352,7 @@ async fn lists_page_with_page_and_per_page() {
         "page=",
         "page=1.5",
         "per_page=0",
+        "page=1&page=2",
     ] {
         for path in ["/api/v1/attendees", "/api/v1/session", "/api/v1/speaker"] {
             app.get(&format!("{path}?{bad}"), DEMO_TOKEN)
