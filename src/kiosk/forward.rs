@@ -13,8 +13,9 @@
 //! looked up by e-mail when not known; those of someone the source does not list are parked
 //! (the desk's code may be someone else's there). Parked check-ins are looked up again each
 //! time the bundle's data changes here (a refresh brought the source's new list), and on
-//! start; those of someone the source lists now go before anything else of the bundle, so each
-//! person's check-ins reach the source in the order they were made.
+//! start, before anything else of the bundle goes; those of someone the source lists now go
+//! first, so each person's check-ins reach the source in the order they were made (also one
+//! made since by the code the new data shows for them).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -57,11 +58,29 @@ pub(crate) fn spawn(
     }
 }
 
-/// Where a bundle's writes go.
+/// Where a bundle's writes go, and the bundle here.
 struct Source<'a> {
     client: &'a reqwest::Client,
     base: String,
-    token: &'a Token,
+    token: Token,
+    reloader: &'a Arc<Reloader>,
+    bundle: &'a str,
+}
+
+/// A bundle's first token (the one sent to its source) and when the version it serves was
+/// loaded. The catalog's lock is a blocking one (a reload may hold it): off the async threads.
+async fn served(reloader: &Arc<Reloader>, bundle: &str) -> Option<(Token, Option<DateTime<Utc>>)> {
+    let (reloader, name) = (Arc::clone(reloader), bundle.to_string());
+    tokio::task::spawn_blocking(move || {
+        reloader.with_catalog(|c| {
+            let e = c.entry(&name)?;
+            let loaded = e.serving.as_ref().map(|v| v.loaded_at);
+            Some((e.tokens.first().cloned()?, loaded))
+        })
+    })
+    .await
+    .ok()
+    .flatten()
 }
 
 async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>) {
@@ -114,34 +133,19 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
                 left_behind = true;
                 continue;
             }
-            // The catalog's lock is a blocking one (a reload may hold it): off the async threads.
-            let served = {
-                let (reloader, name) = (Arc::clone(&reloader), bundle.clone());
-                tokio::task::spawn_blocking(move || {
-                    reloader.with_catalog(|c| {
-                        let e = c.entry(&name)?;
-                        let loaded = e.serving.as_ref().map(|v| v.loaded_at);
-                        Some((e.tokens.first().cloned()?, loaded))
-                    })
-                })
-                .await
-                .ok()
-                .flatten()
-            };
-            let Some((token, loaded)) = served else {
+            let Some((token, _)) = served(&reloader, &bundle).await else {
                 continue;
             };
             let to = Source {
                 client: &client,
                 base: health.url(),
-                token: &token,
+                token,
+                reloader: &reloader,
+                bundle: &bundle,
             };
-            // Parked check-ins are looked up again when the bundle's data changed here.
-            let look = looked.get(&bundle) != Some(&loaded);
-            match round(&to, &writes, &bundle, look).await {
-                Ok(sent) => {
-                    looked.insert(bundle.clone(), loaded);
-                    if sent > 0 {
+            match round(&to, &writes, &mut looked).await {
+                Ok(reached) => {
+                    if reached {
                         wait = FIRST_WAIT;
                         if said.remove(&bundle).is_some() {
                             tracing::info!(bundle = %bundle, pending = writes.queue.pending(&bundle), "writes reach the source again");
@@ -178,39 +182,49 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
     }
 }
 
-/// One round of `bundle`: its parked check-ins that can go now (looked up again at the source
-/// first when `look`), then its pending entries, in order, until none is left or one must
-/// wait (`Err`, with why). How many entries were sent.
+/// One round of a bundle: its parked check-ins that can go now, then its pending entries, in
+/// order, until none is left or one must wait (`Err`, with why). Whether the source answered
+/// any. `looked`: per bundle, when the data served here was loaded as the source's list was
+/// last read for its parked check-ins.
 async fn round(
     to: &Source<'_>,
     writes: &Writes,
-    bundle: &str,
-    look: bool,
-) -> Result<usize, String> {
+    looked: &mut HashMap<String, Option<DateTime<Utc>>>,
+) -> Result<bool, String> {
+    let bundle = to.bundle;
     let mut looked_up = false;
-    if look && writes.queue.has_parked(bundle) {
-        writes.queue.learn(bundle, &people_at_source(to).await?);
-        looked_up = true;
-    }
-    let mut sent = 0;
+    let mut reached = false;
+    let mut tried: Vec<u64> = Vec::new();
     loop {
+        // New data here may list someone parked: looked up before anything else goes, so a
+        // check-in made since by the code the new data shows cannot overtake theirs.
+        if writes.queue.parked_to_look_up(bundle) {
+            let loaded = served(to.reloader, bundle).await.map(|(_, l)| l);
+            if looked.get(bundle) != loaded.as_ref() {
+                look_up(to, writes, looked).await?;
+                looked_up = true;
+                continue;
+            }
+        }
         // Check-ins parked before go first: a person's check-ins keep their order.
-        let entry = match writes.queue.next_parked(bundle) {
-            Some(parked) => parked,
+        let (entry, parked) = match writes.queue.next_parked(bundle, &tried) {
+            Some(entry) => (entry, true),
             None => match writes.queue.next_for(bundle) {
-                Some(entry) => entry,
-                None => return Ok(sent),
+                Some(entry) => (entry, false),
+                None => return Ok(reached),
             },
         };
         // Someone registered here whose ids at the source are not known: looked up by e-mail
         // (once a round), then parked check-ins of theirs go before this entry.
         if !looked_up && writes.queue.needs_look_up(&entry) {
-            writes.queue.learn(bundle, &people_at_source(to).await?);
+            look_up(to, writes, looked).await?;
             looked_up = true;
             continue;
         }
-        send(to, writes, &entry).await?;
-        sent += 1;
+        if parked {
+            tried.push(entry.seq);
+        }
+        reached |= send(to, writes, &entry).await?;
         // The source lists one more person now: a later look-up reads its list again.
         if writes.queue.registration_of(&entry).is_some() {
             looked_up = false;
@@ -218,34 +232,50 @@ async fn round(
     }
 }
 
+/// Reads the source's list and learns from it what the source calls the registrations made
+/// here; notes which data served here it was read with.
+async fn look_up(
+    to: &Source<'_>,
+    writes: &Writes,
+    looked: &mut HashMap<String, Option<DateTime<Utc>>>,
+) -> Result<(), String> {
+    let Some(loaded) = served(to.reloader, to.bundle).await.map(|(_, l)| l) else {
+        return Err("the bundle is not loaded here".into());
+    };
+    writes.queue.learn(to.bundle, &people_at_source(to).await?);
+    looked.insert(to.bundle.to_string(), loaded);
+    Ok(())
+}
+
 /// Sends one entry (after checking a maybe-sent registration), but its check-ins of someone
-/// the source does not list, which are parked, and records the outcome.
-async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<(), String> {
+/// the source does not list, which are parked, and records the outcome. Whether the source
+/// has it (or refused it) now; `false` when it was parked whole.
+async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<bool, String> {
     let registered = writes.queue.registration_of(entry);
     if let (true, Some((.., email))) = (entry.maybe_sent, &registered) {
         if let Some(found) = at_source(to, email).await? {
             let mut o = Outcome::new(entry.seq, Kind::Accepted);
             o.ids = ids(registered.as_ref(), Some(found));
-            return record(writes, o).await;
+            return record(writes, o).await.map(|()| true);
         }
     }
     // Sent with the desk's code, they could check in someone else at the source.
     let unknown = writes.queue.unknown_at_source(entry);
     let locals: Vec<i64> = unknown.keys().copied().collect();
     let (left_out, items) = writes.queue.items_naming(entry, &locals);
-    let left_out = (!left_out.is_empty()).then(|| LeftOut {
+    let parked = (!left_out.is_empty()).then(|| LeftOut {
         items: left_out,
         answer: format!(
             "not sent: {}",
             unknown.into_values().collect::<Vec<_>>().join("; ")
         ),
     });
-    if let Some(left) = &left_out {
+    if let Some(left) = &parked {
         if left.items.len() == items {
             tracing::warn!(seq = entry.seq, path = %entry.request.path, items = left.items.len(), "check-ins made here name someone registered here whom the source does not list; they are parked until it does");
             let mut o = Outcome::new(entry.seq, Kind::Parked);
             o.answer = Some(left.answer.clone());
-            return record(writes, o).await;
+            return record(writes, o).await.map(|()| false);
         }
         tracing::warn!(seq = entry.seq, path = %entry.request.path, items = left.items.len(), "check-ins made here name someone registered here whom the source does not list; they are parked until it does, the rest is sent");
     }
@@ -257,7 +287,7 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<(), Str
         .unwrap_or(&entry.request.path);
     // A check-in naming someone registered here goes with the id and code the source knows.
     let mut body = writes.queue.translated(entry);
-    if let Some(left) = &left_out {
+    if let Some(left) = &parked {
         body = with_items(&body, &left.items, false);
     }
     let base = &to.base;
@@ -279,19 +309,19 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<(), Str
             let found = at_source(to, email).await.ok().flatten();
             o.ids = ids(registered.as_ref(), found);
         }
-        o.left_out = left_out;
-        return record(writes, o).await;
+        o.parked = parked;
+        return record(writes, o).await.map(|()| true);
     }
     let answer = res.text().await.unwrap_or_default();
     if status.is_client_error() && status.as_u16() != 408 && status.as_u16() != 429 {
         tracing::warn!(seq = entry.seq, status = status.as_u16(), path = %entry.request.path, "the source refused a write made here; it is kept in the rejected list");
         let mut o = Outcome::new(entry.seq, Kind::Rejected);
         o.status = Some(status.as_u16());
-        o.answer = Some(match &left_out {
+        o.answer = Some(match &parked {
             Some(left) => format!("{answer} (items {:?} {})", left.items, left.answer),
             None => answer,
         });
-        return record(writes, o).await;
+        return record(writes, o).await.map(|()| true);
     }
     Err(format!("{base} answered {status}"))
 }

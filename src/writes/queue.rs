@@ -10,9 +10,10 @@
 //!
 //! Check-ins naming someone registered here whom the source does not list are *parked*: not
 //! sent (the desk's code may be someone else's there) until the source lists them. A `parked`
-//! line parks a whole entry; an `accepted` line with `left_out` parks the items it names and
-//! takes the rest. A parked entry is sent (and recorded) like a pending one once it can be;
-//! `rejected` with no status, as the previous version wrote, parks too.
+//! line parks a whole entry; an `accepted` line with `parked` items parks those and takes the
+//! rest. A parked entry is sent (and recorded) like a pending one once it can be. The previous
+//! version kept such check-ins aside for good, as `rejected` with no status or an `accepted`
+//! line's `left_out`: those stay in the rejected list (they may have been resent by hand).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
@@ -51,7 +52,8 @@ impl Entry {
             });
             persons
         } else {
-            self.persons.clone()
+            // Not in line with the items: matched by their codes and ids instead.
+            vec![None; places.len()]
         };
         Entry {
             request: Received {
@@ -103,7 +105,10 @@ pub(crate) struct Outcome {
     pub(crate) ids: Option<Ids>,
     /// For an accepted batch: the items not sent with it, parked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) left_out: Option<LeftOut>,
+    pub(crate) parked: Option<LeftOut>,
+    /// The same, as the previous version wrote it: kept aside in the rejected list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    left_out: Option<LeftOut>,
     at: String,
 }
 
@@ -115,6 +120,7 @@ impl Outcome {
             status: None,
             answer: None,
             ids: None,
+            parked: None,
             left_out: None,
             at: String::new(),
         }
@@ -329,6 +335,19 @@ impl Inner {
         let at = at.to_string();
         self.parked.insert(entry.seq, Parked { entry, answer, at });
     }
+
+    /// Moves `entry` to the rejected list, with the source's status (`None`: not sent).
+    fn reject(&mut self, e: Entry, status: Option<u16>, answer: String, at: &str) {
+        self.rejected.push(Aside {
+            seq: e.seq,
+            bundle: e.bundle,
+            path: e.request.path,
+            body: e.request.body,
+            status,
+            answer,
+            at: at.to_string(),
+        });
+    }
 }
 
 /// The queue of every bundle.
@@ -468,13 +487,13 @@ impl Queue {
         }
     }
 
-    /// The first parked entry of `bundle` (in `seq` order) that has something to send now: an
-    /// item naming someone whose id at the source is known.
-    pub(crate) fn next_parked(&self, bundle: &str) -> Option<Entry> {
+    /// The first parked entry of `bundle` (in `seq` order, but those `tried` this round) that
+    /// has something to send now: an item naming someone whose id at the source is known.
+    pub(crate) fn next_parked(&self, bundle: &str, tried: &[u64]) -> Option<Entry> {
         let inner = self.inner();
         let parked = inner.parked.values().map(|p| &p.entry);
         parked
-            .filter(|e| e.bundle == bundle)
+            .filter(|e| e.bundle == bundle && !tried.contains(&e.seq))
             .find(|e| {
                 inner.named(e).iter().any(|n| match n {
                     Named::Here(h) => h.source.is_some(),
@@ -582,11 +601,18 @@ impl Queue {
         first.durable.then(|| first.clone())
     }
 
-    /// Whether `bundle` has parked entries.
-    pub(crate) fn has_parked(&self, bundle: &str) -> bool {
+    /// Whether `bundle` has parked check-ins naming a registration made here that can be
+    /// looked up at the source (by its e-mail).
+    pub(crate) fn parked_to_look_up(&self, bundle: &str) -> bool {
         let inner = self.inner();
-        let mut parked = inner.parked.values();
-        parked.any(|p| p.entry.bundle == bundle)
+        let mut parked = inner.parked.values().map(|p| &p.entry);
+        parked.any(|e| {
+            e.bundle == bundle
+                && inner
+                    .named(e)
+                    .iter()
+                    .any(|n| matches!(n, Named::Here(h) if h.source.is_none()))
+        })
     }
 
     /// How many entries `bundle` has waiting.
@@ -689,7 +715,6 @@ impl Queue {
 
 /// What one outcome line does to the queue.
 fn apply(inner: &mut Inner, o: &Outcome) {
-    let answer = || o.answer.clone().unwrap_or_default();
     match o.outcome {
         Kind::Sending => {
             let parked = inner.parked.get_mut(&o.seq).map(|p| &mut p.entry);
@@ -703,28 +728,21 @@ fn apply(inner: &mut Inner, o: &Outcome) {
                 if let Some((h, ids)) = here.rfind(|h| h.seq == o.seq).zip(o.ids) {
                     h.source = Some((ids.source_id, ids.source_code));
                 }
-                if let Some(left) = &o.left_out {
+                if let Some(left) = &o.parked {
                     inner.park(e.only(&left.items), left.answer.clone(), &o.at);
+                } else if let Some(left) = &o.left_out {
+                    inner.reject(e.only(&left.items), None, left.answer.clone(), &o.at);
                 }
             }
         }
-        // The previous version wrote a parked entry as rejected with no status.
-        Kind::Parked | Kind::Rejected if o.status.is_none() => {
+        Kind::Parked => {
             if let Some(e) = inner.take(o.seq) {
-                inner.park(e, answer(), &o.at);
+                inner.park(e, o.answer.clone().unwrap_or_default(), &o.at);
             }
         }
-        Kind::Rejected | Kind::Parked => {
+        Kind::Rejected => {
             if let Some(e) = inner.take(o.seq) {
-                inner.rejected.push(Aside {
-                    seq: e.seq,
-                    bundle: e.bundle,
-                    path: e.request.path,
-                    body: e.request.body,
-                    status: o.status,
-                    answer: answer(),
-                    at: o.at.clone(),
-                });
+                inner.reject(e, o.status, o.answer.clone().unwrap_or_default(), &o.at);
             }
         }
     }
@@ -838,16 +856,16 @@ mod tests {
         ];
         q.push(2, "b", received("/checkin", body.clone()), &writes, true);
         let mut accepted = Outcome::new(2, Kind::Accepted);
-        accepted.left_out = Some(LeftOut {
+        accepted.parked = Some(LeftOut {
             items: vec![1],
             answer: "not sent: ana".into(),
         });
         apply(&mut q.inner(), &accepted);
         assert!(q.next_for("b").is_none());
-        assert!(q.has_parked("b"));
+        assert!(q.parked_to_look_up("b"));
         assert_eq!(q.bundles_ready(), ["b"]);
         assert!(
-            q.next_parked("b").is_none(),
+            q.next_parked("b", &[]).is_none(),
             "nothing to send while Ana is unknown"
         );
         let shown: Value = serde_json::from_slice(&q.body()).expect("JSON");
@@ -857,35 +875,53 @@ mod tests {
         assert_eq!(parked[0].get("status"), None);
 
         q.learn("b", &HashMap::from([("ana@x".to_string(), (700, 777))]));
-        let next = q.next_parked("b").expect("Ana's check-in can go");
+        assert!(!q.parked_to_look_up("b"));
+        let next = q.next_parked("b", &[]).expect("Ana's check-in can go");
+        assert!(q.next_parked("b", &[2]).is_none(), "tried this round");
         assert!(q.unknown_at_source(&next).is_empty());
         assert_eq!(q.translated(&next)[0]["checkin_code"], "777");
         apply(&mut q.inner(), &Outcome::new(2, Kind::Sending));
-        assert!(q.next_parked("b").is_some_and(|e| e.maybe_sent));
+        assert!(q.next_parked("b", &[]).is_some_and(|e| e.maybe_sent));
         apply(&mut q.inner(), &Outcome::new(2, Kind::Accepted));
-        assert!(!q.has_parked("b"));
+        assert!(q.inner().parked.is_empty());
         assert!(q.bundles_ready().is_empty());
     }
 
-    /// A whole entry parked (or, as the previous version wrote it, rejected with no status) is
-    /// parked, not rejected; a refusal with a status is rejected; a reset forgets both.
+    /// A whole entry parked is parked; a refusal is rejected; what the previous version kept
+    /// aside for good (rejected with no status, an accepted batch's `left_out`) stays in the
+    /// rejected list, unsent (it may have been resent by hand); a reset forgets all of it.
     #[test]
-    fn a_parked_line_parks_and_a_reset_forgets_what_is_parked() {
+    fn a_parked_line_parks_what_the_previous_version_kept_aside_stays_rejected() {
         let q = Queue::default();
-        let body = json!([{"checkin_code": "555", "checkin": 1, "checkin_date": "d"}]);
-        for seq in [1, 2, 3] {
-            let write = checkin("555", Some(Person::Registered(101)));
-            q.push(seq, "b", received("/checkin", body.clone()), &[write], true);
+        let body = json!([{"checkin_code": "555", "checkin": 1, "checkin_date": "d"},
+                          {"checkin_code": "12", "checkin": 1, "checkin_date": "d"}]);
+        for seq in [1, 2, 3, 4] {
+            let writes = [
+                checkin("555", Some(Person::Registered(101))),
+                checkin("12", Some(Person::Listed(7))),
+            ];
+            q.push(seq, "b", received("/checkin", body.clone()), &writes, true);
         }
         apply(&mut q.inner(), &Outcome::new(1, Kind::Parked));
         apply(&mut q.inner(), &Outcome::new(2, Kind::Rejected));
         let mut refused = Outcome::new(3, Kind::Rejected);
         refused.status = Some(422);
         apply(&mut q.inner(), &refused);
+        let old: Outcome = serde_json::from_value(json!({"seq": 4, "outcome": "accepted",
+            "status": 200, "left_out": {"items": [0], "answer": "not sent: ana"}, "at": "t"}))
+        .expect("an old line");
+        apply(&mut q.inner(), &old);
         let shown: Value = serde_json::from_slice(&q.body()).expect("JSON");
         let of = &shown["bundles"]["b"];
-        assert_eq!(of["parked"].as_array().map(Vec::len), Some(2), "{shown}");
-        assert_eq!(of["rejected"][0]["status"], 422, "{shown}");
+        assert_eq!(of["parked"].as_array().map(Vec::len), Some(1), "{shown}");
+        assert_eq!(of["parked"][0]["seq"], 1, "{shown}");
+        let rejected = of["rejected"].as_array().cloned().unwrap_or_default();
+        let seqs: Vec<&Value> = rejected.iter().map(|r| &r["seq"]).collect();
+        assert_eq!(seqs, [2, 3, 4], "{shown}");
+        assert_eq!(rejected[0].get("status"), None, "{shown}");
+        assert_eq!(rejected[1]["status"], 422, "{shown}");
+        assert_eq!(rejected[2].get("status"), None, "{shown}");
+        assert_eq!(rejected[2]["body"], json!([body[0]]), "{shown}");
         assert_eq!(of["pending"], 0);
         q.drop_bundle("b");
         assert_eq!(&q.body()[..], br#"{"bundles":{}}"#);

@@ -165,6 +165,25 @@ async fn settled(kiosk: &TestApp) -> Value {
     .await
 }
 
+/// Hugo's record at the source once the desk's queue is empty, asserting his check-in was
+/// undone there last.
+async fn undone_at_source(kiosk: &TestApp, source: &TestApp) -> Value {
+    until(
+        Duration::from_secs(15),
+        "the desk's queue to empty",
+        || async {
+            let q = kiosk.send(Method::GET, "/_queue", None, None).await.json();
+            q["bundles"].get("demo").is_none().then_some(())
+        },
+    )
+    .await;
+    let there = by_email(source, "hugo.site@exemplo.com")
+        .await
+        .expect("Hugo there");
+    assert_eq!(there["checkin"], 0, "the undo went last: {there}");
+    there
+}
+
 /// Someone's record in `app`'s attendees, by e-mail.
 async fn by_email(app: &TestApp, email: &str) -> Option<Value> {
     app.get("/api/v1/attendees", DEMO_TOKEN).await.json()["data"]
@@ -586,6 +605,23 @@ async fn hugo_registered_while_no_source_was_named(desk: &Desk) -> Value {
         .expect("Hugo")
 }
 
+/// Hugo, registered while no source was named, checked in at the desk at 08:00: that check-in
+/// is parked. His record at the desk.
+async fn hugo_parked(desk: &Desk) -> Value {
+    let hugo = hugo_registered_while_no_source_was_named(desk).await;
+    check_in_code(
+        &desk.server,
+        &hugo["checkin_code"],
+        1,
+        "2026-09-15T08:00:00",
+    )
+    .await;
+    let queue = settled(&desk.server).await;
+    let parked = &queue["bundles"]["demo"]["parked"];
+    assert_eq!(parked.as_array().map(Vec::len), Some(1), "{queue}");
+    hugo
+}
+
 /// Checks `code` in (`checkin` 1) or undoes it (0) at `app` (200 asserted).
 async fn check_in_code(app: &TestApp, code: &Value, checkin: u8, date: &str) -> Value {
     let item = json!({"checkin_code": code.to_string(), "checkin": checkin, "checkin_date": date});
@@ -667,33 +703,55 @@ async fn a_parked_check_in_goes_before_a_later_one_of_the_same_person() {
     let (_source_at, source) = Source::start().await;
     let desk = Desk::slow(&source).await;
     let kiosk = &desk.server;
-    let hugo = hugo_registered_while_no_source_was_named(&desk).await;
-    check_in_code(kiosk, &hugo["checkin_code"], 1, "2026-09-15T08:00:00").await;
-    let queue = settled(kiosk).await;
-    assert_eq!(
-        queue["bundles"]["demo"]["parked"].as_array().map(Vec::len),
-        Some(1),
-        "{queue}"
-    );
+    let hugo = hugo_parked(&desk).await;
     register(&source, "Hugo", "hugo.site@exemplo.com").await;
     check_in_code(kiosk, &hugo["checkin_code"], 0, "2026-09-15T08:05:00").await;
-    until(
-        Duration::from_secs(15),
-        "the desk's queue to empty",
-        || async {
-            let q = kiosk.send(Method::GET, "/_queue", None, None).await.json();
-            q["bundles"].get("demo").is_none().then_some(())
-        },
-    )
-    .await;
-    let there = by_email(&source, "hugo.site@exemplo.com")
-        .await
-        .expect("Hugo there");
-    assert_eq!(there["checkin"], 0, "the undo went last: {there}");
+    undone_at_source(kiosk, &source).await;
     let here = by_email(kiosk, "hugo.site@exemplo.com")
         .await
         .expect("Hugo");
     assert_eq!(here["checkin"], 0, "{here}");
+}
+
+/// Hugo's check-in is parked; he is registered at the source, the desk takes its new list
+/// (which shows him with the source's code), and his check-in is undone at the desk by that
+/// code. The parked check-in goes first, with the source's code, then the undo.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_check_in_goes_before_one_made_by_the_code_the_new_data_shows() {
+    let (_source_at, source) = Source::start().await;
+    let desk = Desk::slow(&source).await;
+    let kiosk = &desk.server;
+    hugo_parked(&desk).await;
+    register(&source, "Gil", "gil@exemplo.com").await;
+    register(&source, "Hugo", "hugo.site@exemplo.com").await;
+    let there = by_email(&source, "hugo.site@exemplo.com")
+        .await
+        .expect("Hugo there");
+    desk.pull_again(&source).await;
+    let listed = until(
+        Duration::from_secs(15),
+        "the desk to list Hugo by the source's code",
+        || async {
+            let list = kiosk.get("/api/v1/attendees", DEMO_TOKEN).await.json();
+            let codes: Vec<Value> = list["data"]
+                .as_array()?
+                .iter()
+                .filter(|a| a["email"] == "hugo.site@exemplo.com")
+                .map(|a| a["checkin_code"].clone())
+                .collect();
+            codes.contains(&there["checkin_code"]).then_some(codes)
+        },
+    )
+    .await;
+    assert!(!listed.is_empty());
+    check_in_code(kiosk, &there["checkin_code"], 0, "2026-09-15T08:05:00").await;
+    let there = undone_at_source(kiosk, &source).await;
+    assert_eq!(there["checkin_date"], "2026-09-15T08:05:00", "{there}");
+    let gil = by_email(&source, "gil@exemplo.com").await.expect("Gil");
+    assert!(
+        gil.get("checkin").is_none(),
+        "Gil got Hugo's check-in: {gil}"
+    );
 }
 
 /// After `/_writes/reset`, the desk numbers registrations from where it started: Cai gets the
