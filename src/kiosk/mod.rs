@@ -230,22 +230,37 @@ pub(crate) struct SourceStatus {
 /// Every bundle's [`SourceHealth`], by bundle name.
 #[derive(Debug, Default)]
 pub(crate) struct Sources {
-    by_name: Mutex<HashMap<String, Arc<SourceHealth>>>,
+    by_name: Mutex<ByName>,
+}
+
+#[derive(Debug, Default)]
+struct ByName {
+    /// Of the bundles that name a source.
+    named: HashMap<String, Arc<SourceHealth>>,
+    /// Of those that named one before: taken back when the same source is named again, so the
+    /// refresh loop that keeps it (and `/status`) go on as they were.
+    forgotten: HashMap<String, Arc<SourceHealth>>,
 }
 
 impl Sources {
-    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<SourceHealth>>> {
+    fn map(&self) -> std::sync::MutexGuard<'_, ByName> {
         self.by_name.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A version of bundle `name` naming `source` was loaded: its health (made on first use),
-    /// with the URL it names now and its `pulled_at` taken as confirmed.
+    /// A version of bundle `name` naming `source` was loaded: its health (made on first use, or
+    /// the one it had when it named the same URL before), with the URL it names now and its
+    /// `pulled_at` taken as confirmed.
     pub(crate) fn loaded(&self, name: &str, source: &crate::model::Source) -> Arc<SourceHealth> {
-        let health = Arc::clone(
-            self.map()
-                .entry(name.to_string())
-                .or_insert_with(|| Arc::new(SourceHealth::new(&source.url))),
-        );
+        let health = {
+            let mut map = self.map();
+            let back = map
+                .forgotten
+                .remove(name)
+                .filter(|h| h.detail().url == source.url);
+            Arc::clone(map.named.entry(name.to_string()).or_insert_with(|| {
+                back.unwrap_or_else(|| Arc::new(SourceHealth::new(&source.url)))
+            }))
+        };
         health.detail().url.clone_from(&source.url);
         if let Some(at) = source.pulled_at {
             health.confirmed(at);
@@ -255,17 +270,21 @@ impl Sources {
 
     /// Bundle `name` names no source any more, or is gone.
     pub(crate) fn forget(&self, name: &str) {
-        self.map().remove(name);
+        let mut map = self.map();
+        if let Some(health) = map.named.remove(name) {
+            map.forgotten.insert(name.to_string(), health);
+        }
     }
 
     /// The health of bundle `name`'s source, if it names one.
     pub(crate) fn get(&self, name: &str) -> Option<Arc<SourceHealth>> {
-        self.map().get(name).cloned()
+        self.map().named.get(name).cloned()
     }
 
     /// Every bundle's, in no order.
     pub(crate) fn all(&self) -> Vec<(String, Arc<SourceHealth>)> {
         self.map()
+            .named
             .iter()
             .map(|(k, v)| (k.clone(), Arc::clone(v)))
             .collect()

@@ -93,25 +93,34 @@ pub(crate) fn spawn(
 /// loops of bundles gone or no longer naming one.
 async fn supervise(shared: Arc<Shared>, mut stopped: tokio::sync::oneshot::Receiver<()>) {
     let mut loops = JoinSet::new();
-    let mut running: HashMap<String, tokio::task::AbortHandle> = HashMap::new();
+    // Per bundle followed, its loop and the health it keeps.
+    let mut running: HashMap<String, (tokio::task::AbortHandle, Arc<SourceHealth>)> =
+        HashMap::new();
     loop {
         let (reloader, sources) = (Arc::clone(&shared.reloader), Arc::clone(&shared.sources));
         let wanted = tokio::task::spawn_blocking(move || followed(&reloader, &sources))
             .await
             .unwrap_or_default();
+        // Gone, or its health made anew (its bundle.toml named no source for a while): the
+        // loop keeping the old one stops, and one keeping the new one starts below.
         let gone: Vec<String> = running
-            .keys()
-            .filter(|n| !wanted.contains_key(*n))
-            .cloned()
+            .iter()
+            .filter(|(n, (_, health))| {
+                !wanted.contains_key(*n)
+                    || !shared
+                        .sources
+                        .get(n)
+                        .is_some_and(|now| Arc::ptr_eq(&now, health))
+            })
+            .map(|(n, _)| n.clone())
             .collect();
+        let mut changed = !gone.is_empty();
         for name in gone {
-            if let Some(handle) = running.remove(&name) {
+            if let Some((handle, health)) = running.remove(&name) {
                 handle.abort();
+                health.set_followed(false);
             }
             shared.metrics.forget_upstream(&name);
-            if let Some(h) = shared.sources.get(&name) {
-                h.set_followed(false);
-            }
         }
         for (name, dir) in wanted {
             if running.contains_key(&name) {
@@ -121,8 +130,19 @@ async fn supervise(shared: Arc<Shared>, mut stopped: tokio::sync::oneshot::Recei
                 continue;
             };
             health.set_followed(true);
-            let handle = loops.spawn(follow(name.clone(), dir, health, Arc::clone(&shared)));
-            running.insert(name, handle);
+            changed = true;
+            let handle = loops.spawn(follow(
+                name.clone(),
+                dir,
+                Arc::clone(&health),
+                Arc::clone(&shared),
+            ));
+            running.insert(name, (handle, health));
+        }
+        // /status shows who is followed now, not only after the next refresh.
+        if changed {
+            let reloader = Arc::clone(&shared.reloader);
+            let _ = tokio::task::spawn_blocking(move || reloader.republish()).await;
         }
         // Reap loops that ended (they do not, but a panic must not be kept).
         while loops.try_join_next().is_some() {}

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use tokio::net::TcpListener;
 
 use crate::helpers::{serve_app, serve_app_on, Answer, TempData, TestApp, DEMO_TOKEN};
-use crate::kiosk::{pull_into, until};
+use crate::kiosk::{pull_into, until, without_source};
 use crate::writes::{a_price, person};
 
 async fn post(app: &TestApp, path: &str, body: &Value) -> Answer {
@@ -588,14 +588,7 @@ async fn a_check_in_of_someone_the_source_does_not_list_is_parked_unsent() {
 async fn hugo_registered_while_no_source_was_named(desk: &Desk) -> Value {
     let kiosk = &desk.server;
     let toml = desk.data.path().join("demo/bundle.toml");
-    let with_source = std::fs::read_to_string(&toml).expect("bundle.toml");
-    let without = with_source
-        .split("[source]")
-        .next()
-        .expect("the tokens")
-        .to_string();
-    assert_ne!(without, with_source, "the pull wrote a [source]");
-    std::fs::write(&toml, &without).expect("write");
+    let with_source = without_source(&toml);
     kiosk.app.load().expect("reloads");
     register(kiosk, "Hugo Site", "hugo.site@exemplo.com").await;
     std::fs::write(&toml, &with_source).expect("write");

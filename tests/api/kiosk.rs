@@ -59,6 +59,16 @@ async fn pulled_summit() -> (TempData, TestApp, TempData) {
     (source_data, source, kiosk_data)
 }
 
+/// Takes the `[source]` table out of the bundle.toml at `path` (a pull wrote one): its text
+/// before.
+pub(crate) fn without_source(path: &Path) -> String {
+    let with_source = std::fs::read_to_string(path).expect("bundle.toml");
+    let without = with_source.split("[source]").next().expect("the tokens");
+    assert_ne!(without, with_source, "the pull wrote a [source]");
+    std::fs::write(path, without).expect("write");
+    with_source
+}
+
 /// Polls `probe` until it gives `Some`, failing the test with `what` after `within`.
 pub(crate) async fn until<T, F: Future<Output = Option<T>>>(
     within: Duration,
@@ -315,6 +325,36 @@ async fn a_file_broken_at_the_kiosk_is_replaced_when_the_source_changes_another(
         || async move { (std::fs::read(hotsite).ok().as_ref() == Some(good)).then_some(()) },
     )
     .await;
+}
+
+/// Before its first refresh, a followed bundle is `pending` in `/status` (it said
+/// `not_followed` until that refresh). Its bundle.toml then loses its `[source]` and gets it
+/// back: it is still followed, and `/status` says so (it said `not_followed` for good, while
+/// the refresh loop went on).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_followed_bundle_is_pending_before_its_first_refresh_and_after_its_source_comes_back() {
+    let (_source_data, _source, kiosk_data) = pulled_summit().await;
+    let app = App::with_options(&ServeOptions {
+        refresh_every: Some(Duration::from_secs(3600)),
+        ..kiosk_options(kiosk_data.path())
+    });
+    app.load().expect("the kiosk loads");
+    let _refresher = app.refresh_as_configured().expect("refreshing is on");
+    let kiosk = &serve_app(app).await;
+    let state = || async { source_status(kiosk, "summit").await["state"].clone() };
+    until(
+        Duration::from_secs(10),
+        "pending before the first refresh",
+        || async { (state().await == "pending").then_some(()) },
+    )
+    .await;
+    let toml = kiosk_data.path().join("summit/bundle.toml");
+    let with_source = without_source(&toml);
+    kiosk.app.load().expect("reloads");
+    assert_eq!(source_status(kiosk, "summit").await, Value::Null);
+    std::fs::write(&toml, &with_source).expect("write");
+    kiosk.app.load().expect("reloads");
+    assert_eq!(state().await, "pending");
 }
 
 /// A second copy of the bundle, naming the same token, loses the clash and is not served:
