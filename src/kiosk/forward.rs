@@ -221,10 +221,14 @@ async fn round(
             looked_up = true;
             continue;
         }
+        let went = send(to, writes, &entry).await?;
         if parked {
             tried.push(entry.seq);
+            if went == Went::Accepted {
+                tracing::info!(bundle, seq = entry.seq, path = %entry.request.path, "parked check-ins sent: the source lists whom they name now");
+            }
         }
-        reached |= send(to, writes, &entry).await?;
+        reached |= went != Went::Parked;
         // The source lists one more person now: a later look-up reads its list again.
         if writes.queue.registration_of(&entry).is_some() {
             looked_up = false;
@@ -247,16 +251,26 @@ async fn look_up(
     Ok(())
 }
 
+/// What became of an entry sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Went {
+    /// The source has it (but the items parked).
+    Accepted,
+    /// The source refused it: rejected.
+    Refused,
+    /// Not sent: all its check-ins were parked.
+    Parked,
+}
+
 /// Sends one entry (after checking a maybe-sent registration), but its check-ins of someone
-/// the source does not list, which are parked, and records the outcome. Whether the source
-/// has it (or refused it) now; `false` when it was parked whole.
-async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<bool, String> {
+/// the source does not list, which are parked, and records the outcome.
+async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, String> {
     let registered = writes.queue.registration_of(entry);
     if let (true, Some((.., email))) = (entry.maybe_sent, &registered) {
         if let Some(found) = at_source(to, email).await? {
             let mut o = Outcome::new(entry.seq, Kind::Accepted);
             o.ids = ids(registered.as_ref(), Some(found));
-            return record(writes, o).await.map(|()| true);
+            return record(writes, o).await.map(|()| Went::Accepted);
         }
     }
     // Sent with the desk's code, they could check in someone else at the source.
@@ -275,7 +289,7 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<bool, S
             tracing::warn!(seq = entry.seq, path = %entry.request.path, items = left.items.len(), "check-ins made here name someone registered here whom the source does not list; they are parked until it does");
             let mut o = Outcome::new(entry.seq, Kind::Parked);
             o.answer = Some(left.answer.clone());
-            return record(writes, o).await.map(|()| false);
+            return record(writes, o).await.map(|()| Went::Parked);
         }
         tracing::warn!(seq = entry.seq, path = %entry.request.path, items = left.items.len(), "check-ins made here name someone registered here whom the source does not list; they are parked until it does, the rest is sent");
     }
@@ -310,7 +324,7 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<bool, S
             o.ids = ids(registered.as_ref(), found);
         }
         o.parked = parked;
-        return record(writes, o).await.map(|()| true);
+        return record(writes, o).await.map(|()| Went::Accepted);
     }
     let answer = res.text().await.unwrap_or_default();
     if status.is_client_error() && status.as_u16() != 408 && status.as_u16() != 429 {
@@ -321,7 +335,7 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<bool, S
             Some(left) => format!("{answer} (items {:?} {})", left.items, left.answer),
             None => answer,
         });
-        return record(writes, o).await.map(|()| true);
+        return record(writes, o).await.map(|()| Went::Refused);
     }
     Err(format!("{base} answered {status}"))
 }

@@ -806,12 +806,22 @@ impl Writes {
     pub(crate) fn reset(&self, bundle: &str) -> Pending {
         let mut bundles = self.bundles();
         let forgotten = bundles.remove(bundle).map_or(0, |b| b.writes.len());
-        tracing::info!(
-            bundle,
-            writes = forgotten,
-            "writes reset (POST /_writes/reset): forgotten, and the bundle's queue with them"
-        );
-        self.queue.drop_bundle(bundle);
+        let unsent = self.queue.drop_bundle(bundle);
+        if unsent > 0 {
+            tracing::warn!(
+                bundle,
+                writes = forgotten,
+                unsent,
+                "writes reset (POST /_writes/reset): forgotten, and the bundle's queue with them, \
+                 with requests that never reached the source (pending or parked)"
+            );
+        } else {
+            tracing::info!(
+                bundle,
+                writes = forgotten,
+                "writes reset (POST /_writes/reset): forgotten, and the bundle's queue with them"
+            );
+        }
         let (seq, wait) = match self.log(bundle, None, &[Write::Reset]) {
             Some((seq, wait)) => (seq, Some(wait)),
             None => (0, None),

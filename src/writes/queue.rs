@@ -555,12 +555,15 @@ impl Queue {
     /// A bundle's writes were reset: its entries are not sent, those parked or rejected are
     /// forgotten, and the registrations made here before are no longer named by later
     /// check-ins.
-    pub(crate) fn drop_bundle(&self, bundle: &str) {
+    /// How many entries that never reached the source (pending or parked) it forgot.
+    pub(crate) fn drop_bundle(&self, bundle: &str) -> usize {
         let mut inner = self.inner();
+        let before = inner.pending.len() + inner.parked.len();
         inner.pending.retain(|_, e| e.bundle != bundle);
         inner.parked.retain(|_, p| p.entry.bundle != bundle);
         inner.rejected.retain(|r| r.bundle != bundle);
         inner.here.remove(bundle);
+        before - inner.pending.len() - inner.parked.len()
     }
 
     /// Opens `dir/forwarded.jsonl` and applies what it says to the entries replayed.
