@@ -183,7 +183,6 @@ pub(crate) struct Ids {
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Aside {
     seq: u64,
-    #[serde(skip)]
     bundle: String,
     path: String,
     body: Value,

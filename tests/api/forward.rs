@@ -565,6 +565,10 @@ async fn a_check_in_of_someone_the_source_does_not_list_is_parked_unsent() {
     register(kiosk, "Fia Site", "fia.site@exemplo.com").await;
     check_in(kiosk, "fia.site@exemplo.com", "2026-09-15T08:00:00").await;
     let queue = settled(kiosk).await;
+    let schema =
+        crate::openapi::response_schema(&crate::helpers::openapi(), "/_queue", "200", true);
+    let problems = crate::openapi::problems(&schema, &queue);
+    assert!(problems.is_empty(), "as openapi.json says: {problems:#?}");
     let of = &queue["bundles"]["demo"];
     assert_eq!(of["rejected"].as_array().map(Vec::len), Some(1), "{queue}");
     assert_eq!(of["rejected"][0]["status"], 405, "{queue}");
