@@ -30,7 +30,8 @@ pub(crate) enum Operation {
     Journal,
     /// `POST /_writes/reset`: forgets the writes of the token's bundle.
     WritesReset,
-    /// `GET /_queue`: the writes waiting for their bundle's source, and those it refused.
+    /// `GET /_queue`: the writes waiting for their bundle's source, those parked, and those it
+    /// refused; `DELETE /_queue?seq=N` dismisses one parked or refused.
     Queue,
     /// `GET /_ui`: the status page for the person at the desk (kiosk mode).
     Ui,
@@ -464,7 +465,11 @@ pub(crate) static OPERATIONS: [Endpoint; 9] = [
     operation(
         "queue",
         "/_queue",
-        &[("GET", "getQueue"), ("HEAD", "headQueue")],
+        &[
+            ("GET", "getQueue"),
+            ("HEAD", "headQueue"),
+            ("DELETE", "dismissQueued"),
+        ],
         Operation::Queue,
     ),
     operation(

@@ -151,6 +151,10 @@ errors! {
     /// An admin route asked for by a peer that is not loopback without the configured admin
     /// token as `Authorization: Bearer` (answered with `WWW-Authenticate: Bearer`).
     AdminTokenRequired = (401, "admin_token_required", "This operational endpoint needs the admin token from a remote client: send Authorization: Bearer <admin token>."),
+    /// `DELETE /_queue` without one `seq` that is a whole number from 1.
+    InvalidQueueEntry = (400, "invalid_queue_entry", "DELETE /_queue takes one parameter, seq: the seq of a parked or rejected entry of the token's bundle, as GET /_queue lists it."),
+    /// `DELETE /_queue?seq=N` where the token's bundle has no parked or rejected entry `N`.
+    NotInQueue = (404, "not_in_queue", "The token's bundle has no parked or rejected entry with that seq (GET /_queue lists them):"),
     /// `page` or `per_page` that is not a whole number from 1.
     InvalidPaging = (400, "invalid_paging", "page and per_page take whole numbers from 1, each given once (per_page without page is page 1; page without per_page pages by 100)."),
 }

@@ -193,6 +193,16 @@ where
                 Err(_) => error(ApiError::StateUnwritable),
             })
         }
+        Checked::Dismiss(bundle, seq) => {
+            Handled::plain(match ctx.writes.queue.dismiss(&bundle.name, seq).await {
+                Ok(true) => no_content(),
+                Ok(false) => error_with_body(
+                    ApiError::NotInQueue,
+                    detailed_body(ApiError::NotInQueue, &seq.to_string()),
+                ),
+                Err(_) => error(ApiError::StateUnwritable),
+            })
+        }
     }
 }
 
@@ -204,6 +214,8 @@ enum Checked<'s, B> {
     Api(Request<B>, usize, &'s Prepared),
     /// `POST /_writes/reset` with the token of this bundle.
     Reset(&'s Prepared),
+    /// `DELETE /_queue?seq=N` with the token of this bundle.
+    Dismiss(&'s Prepared, u64),
 }
 
 /// Everything before an API answer: the operations routes are answered here, and so is every
@@ -294,6 +306,13 @@ fn checked<'s, B>(
             );
             res.headers_mut().insert(CACHE_CONTROL, NO_CACHE);
             return Checked::Answered(res);
+        }
+        (_, Some(Operation::Queue)) if req.method() == Method::DELETE => {
+            return match (bundle, queue_seq(req.uri().query())) {
+                (Err(e), _) => Checked::Answered(error(e)),
+                (Ok(_), None) => Checked::Answered(error(ApiError::InvalidQueueEntry)),
+                (Ok(bundle), Some(seq)) => Checked::Dismiss(bundle, seq),
+            };
         }
         (_, Some(Operation::Queue)) => {
             return Checked::Answered(json(StatusCode::OK, ctx.writes.queue.body()))
@@ -674,6 +693,14 @@ fn journal(
         }
         _ => not_allowed(route),
     }
+}
+
+/// The `seq` of `DELETE /_queue?seq=N`: its one parameter, a whole number from 1.
+fn queue_seq(query: Option<&str>) -> Option<u64> {
+    let mut params = form_urlencoded::parse(query?.as_bytes());
+    let (name, value) = params.next()?;
+    let seq = value.trim().parse::<u64>().ok().filter(|&n| n >= 1);
+    (name == "seq" && params.next().is_none()).then_some(seq)?
 }
 
 /// The answer for a prepared body: the encoding `Accept-Encoding` picks, its `ETag`, and 304 when

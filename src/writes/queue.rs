@@ -86,6 +86,8 @@ pub(crate) enum Kind {
     Accepted,
     Rejected,
     Parked,
+    /// Dismissed by hand (`DELETE /_queue`): no longer listed, never sent.
+    Dismissed,
 }
 
 /// A line of `forwarded.jsonl`: what happened to an entry. Made with [`Outcome::new`], its
@@ -692,6 +694,32 @@ impl Queue {
         serde_json::to_vec(&body).map_or_else(|_| bytes::Bytes::new(), bytes::Bytes::from)
     }
 
+    /// Dismisses `bundle`'s parked or rejected entry `seq` (`DELETE /_queue`), durably: whether
+    /// it had one. A parked entry being sent at that moment may still reach the source.
+    pub(crate) async fn dismiss(&self, bundle: &str, seq: u64) -> std::io::Result<bool> {
+        {
+            let inner = self.inner();
+            let rejected = inner
+                .rejected
+                .iter()
+                .any(|r| r.seq == seq && r.bundle == bundle);
+            let parked = inner
+                .parked
+                .get(&seq)
+                .is_some_and(|p| p.entry.bundle == bundle);
+            if !rejected && !parked {
+                return Ok(false);
+            }
+        }
+        self.record(Outcome::new(seq, Kind::Dismissed)).await?;
+        tracing::info!(
+            bundle,
+            seq,
+            "queue entry dismissed (DELETE /_queue): it will not be sent"
+        );
+        Ok(true)
+    }
+
     /// Records (durably) what happened to an entry, then applies it.
     pub(crate) async fn record(&self, mut o: Outcome) -> std::io::Result<()> {
         if let Some(a) = &mut o.answer {
@@ -741,6 +769,10 @@ fn apply(inner: &mut Inner, o: &Outcome) {
             if let Some(e) = inner.take(o.seq) {
                 inner.park(e, o.answer.clone().unwrap_or_default(), &o.at);
             }
+        }
+        Kind::Dismissed => {
+            inner.parked.remove(&o.seq);
+            inner.rejected.retain(|r| r.seq != o.seq);
         }
         Kind::Rejected => {
             if let Some(e) = inner.take(o.seq) {
@@ -950,5 +982,37 @@ mod tests {
         assert!(q.unknown_at_source(&entry)[&101].contains("named no source"));
         q.learn("b", &HashMap::from([("hugo@x".to_string(), (700, 777))]));
         assert_eq!(q.translated(&entry)[0]["checkin_code"], "777");
+    }
+
+    /// What `forwarded.jsonl` says is what a restart has: a check-in parked, then dismissed by
+    /// hand, and a refusal, read back from the file.
+    #[test]
+    fn a_dismissed_entry_stays_dismissed_after_a_restart() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let body = json!([{"checkin_code": "555", "checkin": 1, "checkin_date": "d"}]);
+        let fill = |q: &Queue| {
+            for seq in [1, 2, 3] {
+                let write = checkin("555", Some(Person::Registered(101)));
+                q.push(seq, "b", received("/checkin", body.clone()), &[write], true);
+            }
+        };
+        let lines = [
+            json!({"seq": 1, "outcome": "parked", "answer": "not sent: ana", "at": "t"}),
+            json!({"seq": 2, "outcome": "parked", "answer": "not sent: ana", "at": "t"}),
+            json!({"seq": 3, "outcome": "rejected", "status": 422, "answer": "no", "at": "t"}),
+            json!({"seq": 2, "outcome": "dismissed", "at": "t"}),
+            json!({"seq": 3, "outcome": "dismissed", "at": "t"}),
+        ];
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(dir.path().join(log::FORWARDED), text).expect("write");
+        let q = Queue::default();
+        fill(&q);
+        q.open(dir.path()).expect("opens");
+        let shown: Value = serde_json::from_slice(&q.body()).expect("JSON");
+        let of = &shown["bundles"]["b"];
+        assert_eq!(of["parked"].as_array().map(Vec::len), Some(1), "{shown}");
+        assert_eq!(of["parked"][0]["seq"], 1, "{shown}");
+        assert_eq!(of["rejected"], json!([]), "{shown}");
+        assert!(q.next_for("b").is_none(), "{shown}");
     }
 }
