@@ -48,8 +48,12 @@ pub struct App {
 pub struct StateOpened {
     /// The log file.
     pub path: PathBuf,
-    /// How many writes it held.
+    /// How many lines it held.
+    pub lines: usize,
+    /// How many writes they hold now (those before a reset of their bundle are forgotten).
     pub writes: usize,
+    /// Kiosk mode: how many requests wait for their source, are parked, and were refused.
+    pub queue: (usize, usize, usize),
     /// Where a write cut short by a crash (never acknowledged) was copied aside, if one was.
     pub torn: Option<PathBuf>,
 }
@@ -109,7 +113,9 @@ impl App {
                 .writes
                 .log_path()
                 .map_or_else(|| dir.clone(), Path::to_path_buf),
+            lines: replayed.lines,
             writes: replayed.writes,
+            queue: replayed.queue,
             torn: replayed.torn,
         }))
     }

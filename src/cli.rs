@@ -528,9 +528,14 @@ pub async fn serve(options: &ServeOptions) -> u8 {
     }
     match app.open_state() {
         Ok(Some(state)) => {
+            let (pending, parked, rejected) = state.queue;
             tracing::info!(
                 log = %state.path.display(),
+                lines = state.lines,
                 writes = state.writes,
+                pending,
+                parked,
+                rejected,
                 "writes are kept in the state folder"
             );
             if let Some(aside) = &state.torn {

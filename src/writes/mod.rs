@@ -614,7 +614,12 @@ pub(crate) struct Writes {
 /// What opening the state folder found, for the startup log.
 #[derive(Debug)]
 pub(crate) struct Replayed {
+    /// The log's lines.
+    pub(crate) lines: usize,
+    /// The writes they hold now (those before a reset of their bundle forgotten).
     pub(crate) writes: usize,
+    /// Kiosk mode: the entries waiting for the source, parked, and refused.
+    pub(crate) queue: (usize, usize, usize),
     pub(crate) torn: Option<std::path::PathBuf>,
 }
 
@@ -663,10 +668,8 @@ impl Writes {
                 }
             }
         }
-        self.any.store(
-            bundles.values().any(|b| !b.writes.is_empty()),
-            Ordering::Release,
-        );
+        let writes = bundles.values().map(|b| b.writes.len()).sum();
+        self.any.store(writes > 0, Ordering::Release);
         drop(bundles);
         self.queue.open(dir)?;
         self.log.set(opened.log).map_err(|_| LogError::Io {
@@ -674,7 +677,9 @@ impl Writes {
             source: std::io::Error::other("the state folder is open already"),
         })?;
         Ok(Replayed {
-            writes: count,
+            lines: count,
+            writes,
+            queue: self.queue.counts(),
             torn: opened.torn,
         })
     }

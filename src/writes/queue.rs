@@ -619,6 +619,16 @@ impl Queue {
         })
     }
 
+    /// How many entries wait for the source, are parked, and were refused, in every bundle.
+    pub(crate) fn counts(&self) -> (usize, usize, usize) {
+        let inner = self.inner();
+        (
+            inner.pending.len(),
+            inner.parked.len(),
+            inner.rejected.len(),
+        )
+    }
+
     /// How many entries `bundle` has waiting.
     pub(crate) fn pending(&self, bundle: &str) -> usize {
         self.inner()

@@ -504,13 +504,9 @@ async fn sigkill_between_writes_loses_no_acknowledged_write() {
     for email in &acknowledged {
         assert!(emails.contains(&email.as_str()), "{email} lost");
     }
-    assert!(
-        again
-            .stderr()
-            .contains("writes are kept in the state folder"),
-        "{}",
-        again.stderr()
-    );
+    let log = again.stderr();
+    assert!(log.contains("writes are kept in the state folder"), "{log}");
+    assert!(log.contains("lines=30 writes=30"), "{log}");
 }
 
 #[tokio::test]
@@ -626,6 +622,46 @@ async fn an_empty_batch_is_refused_and_a_restart_after_it_reads_the_log() {
     drop(app);
     let again = demo_app(Some(state.path()), false).await;
     assert_eq!(attendees(&again).await, before);
+}
+
+/// Opening a state folder counts its lines and the writes they hold now: a reset forgets
+/// the writes before it.
+#[tokio::test]
+async fn a_restart_counts_the_writes_a_reset_left() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let app = demo_app(Some(state.path()), false).await;
+    let price = a_price(&app).await;
+    for who in ["a", "b"] {
+        let res = post(
+            &app,
+            "/api/v1/attendees/create",
+            &person(who, &format!("{who}@exemplo.com"), price),
+        )
+        .await;
+        assert_eq!(res.status, 200, "{}", res.text());
+    }
+    let reset = app
+        .send(Method::POST, "/_writes/reset", Some(DEMO_TOKEN), None)
+        .await;
+    assert_eq!(reset.status, 204);
+    let res = post(
+        &app,
+        "/api/v1/attendees/create",
+        &person("c", "c@exemplo.com", price),
+    )
+    .await;
+    assert_eq!(res.status, 200, "{}", res.text());
+    drop(app);
+    let options = ServeOptions {
+        state: Some(state.path().to_path_buf()),
+        ..ServeOptions::for_folder(demo_data())
+    };
+    let opened = App::with_options(&options)
+        .open_state()
+        .expect("opens")
+        .expect("a state folder");
+    assert_eq!((opened.lines, opened.writes), (4, 1));
+    assert_eq!(opened.queue, (0, 0, 0), "no source: nothing queued");
 }
 
 /// The writes of `data` kept in `state`, served in process.
