@@ -251,6 +251,10 @@ fn checked<'s, B>(
                 ctx.journal.as_deref(),
             ))
         }
+        // No preflight either: no web page may dismiss what waits for the source.
+        (_, Some(Operation::Queue)) if req.method() == Method::OPTIONS => {
+            return Checked::Answered(not_allowed(route))
+        }
         // A CORS preflight: no token (browsers send none), the allow headers added by the server.
         _ if req.method() == Method::OPTIONS && ctx.cors.is_on() => {
             let mut res = no_content();
@@ -699,7 +703,8 @@ fn journal(
 fn queue_seq(query: Option<&str>) -> Option<u64> {
     let mut params = form_urlencoded::parse(query?.as_bytes());
     let (name, value) = params.next()?;
-    let seq = value.trim().parse::<u64>().ok().filter(|&n| n >= 1);
+    let digits = !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit());
+    let seq = value.parse::<u64>().ok().filter(|&n| digits && n >= 1);
     (name == "seq" && params.next().is_none()).then_some(seq)?
 }
 

@@ -196,8 +196,14 @@ async fn round(
     let mut reached = false;
     let mut tried: Vec<u64> = Vec::new();
     loop {
+        // Check-ins parked before go first: a person's check-ins keep their order.
+        let picked = match writes.queue.next_parked(bundle, &tried) {
+            Some(entry) => Some((entry, true)),
+            None => writes.queue.next_for(bundle).map(|entry| (entry, false)),
+        };
         // New data here may list someone parked: looked up before anything else goes, so a
-        // check-in made since by the code the new data shows cannot overtake theirs.
+        // check-in made since by the code the new data shows cannot overtake theirs. Read
+        // after the entry was picked: it was acknowledged on the data served then, or older.
         if writes.queue.parked_to_look_up(bundle) {
             let loaded = served(to.reloader, bundle).await.map(|(_, l)| l);
             if looked.get(bundle) != loaded.as_ref() {
@@ -206,13 +212,8 @@ async fn round(
                 continue;
             }
         }
-        // Check-ins parked before go first: a person's check-ins keep their order.
-        let (entry, parked) = match writes.queue.next_parked(bundle, &tried) {
-            Some(entry) => (entry, true),
-            None => match writes.queue.next_for(bundle) {
-                Some(entry) => (entry, false),
-                None => return Ok(reached),
-            },
+        let Some((entry, parked)) = picked else {
+            return Ok(reached);
         };
         // Someone registered here whose ids at the source are not known: looked up by e-mail
         // (once a round), then parked check-ins of theirs go before this entry.

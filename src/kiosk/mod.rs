@@ -247,21 +247,23 @@ impl Sources {
         self.by_name.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// A version of bundle `name` naming `source` was loaded: its health (made on first use, or
-    /// the one it had when it named the same URL before), with the URL it names now and its
-    /// `pulled_at` taken as confirmed.
+    /// A version of bundle `name` naming `source` was loaded: its health (made anew for a URL
+    /// it did not name; the one it had for this URL, also after a while without a source), with
+    /// its `pulled_at` taken as confirmed.
     pub(crate) fn loaded(&self, name: &str, source: &crate::model::Source) -> Arc<SourceHealth> {
         let health = {
             let mut map = self.map();
-            let back = map
-                .forgotten
-                .remove(name)
-                .filter(|h| h.detail().url == source.url);
-            Arc::clone(map.named.entry(name.to_string()).or_insert_with(|| {
-                back.unwrap_or_else(|| Arc::new(SourceHealth::new(&source.url)))
-            }))
+            let same = |h: &Arc<SourceHealth>| h.detail().url == source.url;
+            let back = map.forgotten.remove(name).filter(same);
+            match map.named.get(name).filter(|h| same(h)) {
+                Some(health) => Arc::clone(health),
+                None => {
+                    let health = back.unwrap_or_else(|| Arc::new(SourceHealth::new(&source.url)));
+                    map.named.insert(name.to_string(), Arc::clone(&health));
+                    health
+                }
+            }
         };
-        health.detail().url.clone_from(&source.url);
         if let Some(at) = source.pulled_at {
             health.confirmed(at);
         }

@@ -101,16 +101,16 @@ async fn supervise(shared: Arc<Shared>, mut stopped: tokio::sync::oneshot::Recei
         let wanted = tokio::task::spawn_blocking(move || followed(&reloader, &sources))
             .await
             .unwrap_or_default();
-        // Gone, or its health made anew (its bundle.toml named no source for a while): the
-        // loop keeping the old one stops, and one keeping the new one starts below.
+        // Gone, or its health made anew (it names another URL now): the loop keeping the old
+        // one stops, and one keeping the new one starts below.
         let gone: Vec<String> = running
             .iter()
             .filter(|(n, (_, health))| {
                 !wanted.contains_key(*n)
-                    || !shared
+                    || shared
                         .sources
                         .get(n)
-                        .is_some_and(|now| Arc::ptr_eq(&now, health))
+                        .is_some_and(|now| !Arc::ptr_eq(&now, health))
             })
             .map(|(n, _)| n.clone())
             .collect();

@@ -589,7 +589,14 @@ async fn a_check_in_of_someone_the_source_does_not_list_is_parked_unsent() {
     dismiss(format!("?seq={seq}"), None)
         .await
         .assert_error(401, "missing_token");
-    for bad in ["", "?seq=x", "?seq=0", "?seq=1&seq=2", "?other=1"] {
+    for bad in [
+        "",
+        "?seq=x",
+        "?seq=0",
+        "?seq=+1",
+        "?seq=1&seq=2",
+        "?other=1",
+    ] {
         dismiss(bad.to_string(), Some(DEMO_TOKEN))
             .await
             .assert_error(400, "invalid_queue_entry");

@@ -328,6 +328,23 @@ async fn a_preflight_is_answered_without_a_token() {
     assert_eq!(unknown.status, 404, "the path is checked first");
 }
 
+/// `/_queue` takes `DELETE`: no preflight allows it, so no web page can send one (as for
+/// `/_journal`).
+#[tokio::test]
+async fn no_preflight_allows_a_delete_of_the_queue() {
+    let app = spawn_app(&demo_data()).await;
+    let preflight = [
+        ("origin", "https://app.example"),
+        ("access-control-request-method", "DELETE"),
+    ];
+    let res = app
+        .request(Method::OPTIONS, "/_queue", "", &preflight)
+        .await;
+    assert_eq!(res.status, 405);
+    assert_eq!(res.header("access-control-allow-methods"), None);
+    assert_eq!(res.header("allow"), Some("GET, HEAD, DELETE"));
+}
+
 #[tokio::test]
 async fn answers_and_errors_carry_cors_headers() {
     let app = spawn_app(&demo_data()).await;
