@@ -233,6 +233,11 @@ impl Reloader {
         }
     }
 
+    /// Changes each time a snapshot is published (a reload, a refresh's new state).
+    pub(crate) fn published(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.store.published()
+    }
+
     /// Publishes the snapshot anew, with nothing read: `/status` then shows what changed
     /// outside the catalog (a source's state). Blocking: waits for a reload in progress.
     pub(crate) fn republish(&self) {

@@ -104,13 +104,21 @@ impl Snapshot {
 #[derive(Debug)]
 pub(crate) struct Store {
     current: ArcSwap<Snapshot>,
+    /// How many snapshots were published: the kiosk's tasks wake on a new one.
+    published: tokio::sync::watch::Sender<u64>,
 }
 
 impl Store {
     pub(crate) fn new(snapshot: Snapshot) -> Self {
         Store {
             current: ArcSwap::from_pointee(snapshot),
+            published: tokio::sync::watch::Sender::new(0),
         }
+    }
+
+    /// Changes when a snapshot is published.
+    pub(crate) fn published(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.published.subscribe()
     }
 
     /// The snapshot to answer one request from. Cheap; hold it for the request's life.
@@ -121,5 +129,6 @@ impl Store {
     /// Publishes a new snapshot; requests already holding the old one finish on it.
     pub(crate) fn replace(&self, snapshot: Snapshot) {
         self.current.store(Arc::new(snapshot));
+        self.published.send_modify(|n| *n = n.wrapping_add(1));
     }
 }

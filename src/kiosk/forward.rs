@@ -24,7 +24,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 
-use super::Sources;
+use super::{changed, Sources};
 use crate::reload::Reloader;
 use crate::token::Token;
 use crate::writes::queue::{with_items, Entry, Ids, Kind, LeftOut, Outcome};
@@ -104,6 +104,8 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
     let mut looked: HashMap<String, Option<DateTime<Utc>>> = HashMap::new();
     // Bundles without a source to send to while writes wait for them, and why, each said once.
     let mut stranded: std::collections::BTreeMap<String, &'static str> = Default::default();
+    // A new snapshot may list someone parked (a refresh, a reload, SIGHUP): a round at once.
+    let mut published = reloader.published();
     loop {
         let mut left_behind = false;
         for bundle in writes.queue.bundles_ready() {
@@ -174,6 +176,7 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
         tokio::select! {
             _ = writes.queue.ready.notified() => {}
             _ = came_online => {}
+            () = changed(&mut published) => {}
             _ = tokio::time::sleep(tick) => {}
         }
         if left_behind {
@@ -332,10 +335,8 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
         tracing::warn!(seq = entry.seq, status = status.as_u16(), path = %entry.request.path, "the source refused a write made here; it is kept in the rejected list");
         let mut o = Outcome::new(entry.seq, Kind::Rejected);
         o.status = Some(status.as_u16());
-        o.answer = Some(match &parked {
-            Some(left) => format!("{answer} (items {:?} {})", left.items, left.answer),
-            None => answer,
-        });
+        o.answer = Some(answer);
+        o.parked = parked;
         return record(writes, o).await.map(|()| Went::Refused);
     }
     Err(format!("{base} answered {status}"))

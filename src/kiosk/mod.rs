@@ -227,6 +227,13 @@ pub(crate) struct SourceStatus {
     failures_in_a_row: u32,
 }
 
+/// Waits for `published` to change; for ever once its sender is gone.
+pub(crate) async fn changed(published: &mut tokio::sync::watch::Receiver<u64>) {
+    if published.changed().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
 /// Every bundle's [`SourceHealth`], by bundle name.
 #[derive(Debug, Default)]
 pub(crate) struct Sources {

@@ -96,6 +96,8 @@ async fn supervise(shared: Arc<Shared>, mut stopped: tokio::sync::oneshot::Recei
     // Per bundle followed, its loop and the health it keeps.
     let mut running: HashMap<String, (tokio::task::AbortHandle, Arc<SourceHealth>)> =
         HashMap::new();
+    // A bundle that names its source again is followed at its reload, not a period later.
+    let mut published = shared.reloader.published();
     loop {
         let (reloader, sources) = (Arc::clone(&shared.reloader), Arc::clone(&shared.sources));
         let wanted = tokio::task::spawn_blocking(move || followed(&reloader, &sources))
@@ -148,6 +150,7 @@ async fn supervise(shared: Arc<Shared>, mut stopped: tokio::sync::oneshot::Recei
         while loops.try_join_next().is_some() {}
         tokio::select! {
             () = tokio::time::sleep(shared.options.every) => {}
+            () = super::changed(&mut published) => {}
             _ = &mut stopped => {
                 loops.shutdown().await;
                 return;

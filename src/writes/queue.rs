@@ -105,7 +105,7 @@ pub(crate) struct Outcome {
     /// For an accepted registration: its id and code here, and at the source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) ids: Option<Ids>,
-    /// For an accepted batch: the items not sent with it, parked.
+    /// For a batch accepted or refused: the items not sent with it, parked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) parked: Option<LeftOut>,
     /// The same, as the previous version wrote it: kept aside in the rejected list.
@@ -725,7 +725,7 @@ impl Queue {
         tracing::info!(
             bundle,
             seq,
-            "queue entry dismissed (DELETE /_queue): it will not be sent"
+            "queue entry dismissed (DELETE /_queue): no longer listed (a parked one is not sent)"
         );
         Ok(true)
     }
@@ -786,7 +786,18 @@ fn apply(inner: &mut Inner, o: &Outcome) {
         }
         Kind::Rejected => {
             if let Some(e) = inner.take(o.seq) {
-                inner.reject(e, o.status, o.answer.clone().unwrap_or_default(), &o.at);
+                let answer = o.answer.clone().unwrap_or_default();
+                match &o.parked {
+                    // Only what was sent was refused: the items parked stay so.
+                    Some(left) => {
+                        let items = batch_items_of(&e.request.body).len();
+                        let sent: Vec<usize> =
+                            (0..items).filter(|k| !left.items.contains(k)).collect();
+                        inner.park(e.only(&left.items), left.answer.clone(), &o.at);
+                        inner.reject(e.only(&sent), o.status, answer, &o.at);
+                    }
+                    None => inner.reject(e, o.status, answer, &o.at),
+                }
             }
         }
     }

@@ -555,8 +555,9 @@ async fn a_check_in_of_someone_the_source_refused_as_registered_goes_to_their_re
 
 /// A source that refuses every write: the desk's registration is refused, and a check-in of
 /// that person is not sent at all (the source does not list them: the desk's code could be
-/// someone else's there); the registration is rejected, the check-in parked, saying why. The
-/// rejected entry is dismissed by hand; a reset forgets the rest.
+/// someone else's there); the registration is rejected, the check-in parked, saying why. In a
+/// batch the source refuses, only what was sent is rejected: Fia's item stays parked. The
+/// rejected registration is dismissed by hand; a reset forgets the rest.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_check_in_of_someone_the_source_does_not_list_is_parked_unsent() {
     let (_source_at, source) = Source::start_with(true).await;
@@ -579,6 +580,26 @@ async fn a_check_in_of_someone_the_source_does_not_list_is_parked_unsent() {
         answer.starts_with("not sent") && answer.contains("fia.site@exemplo.com"),
         "{answer}"
     );
+
+    // A batch with Fia and someone the source lists: the source refuses what is sent (it
+    // takes no write); Fia's item stays parked.
+    let fia = by_email(kiosk, "fia.site@exemplo.com").await.expect("Fia");
+    let first = kiosk.get("/api/v1/attendees", DEMO_TOKEN).await.json()["data"][0].clone();
+    let batch = json!([
+        {"checkin_code": first["checkin_code"].to_string(), "checkin": 1,
+         "checkin_date": "2026-09-15T08:01:00"},
+        {"checkin_code": fia["checkin_code"].to_string(), "checkin": 0,
+         "checkin_date": "2026-09-15T08:02:00"}]);
+    let done = post(kiosk, "/api/v1/checkin/attendees", &batch).await;
+    assert_eq!(done.status, 200, "{}", done.text());
+    let queue = settled(kiosk).await;
+    let of = &queue["bundles"]["demo"];
+    assert_eq!(of["rejected"].as_array().map(Vec::len), Some(2), "{queue}");
+    assert_eq!(of["rejected"][1]["body"], json!([batch[0]]), "{queue}");
+    assert_eq!(of["rejected"][1]["status"], 405, "{queue}");
+    assert_eq!(of["parked"].as_array().map(Vec::len), Some(2), "{queue}");
+    assert_eq!(of["parked"][1]["body"], json!([batch[1]]), "{queue}");
+    assert_eq!(of["parked"][1]["seq"], of["rejected"][1]["seq"], "{queue}");
 
     // Handled by hand: the refused registration is dismissed, once.
     let seq = of["rejected"][0]["seq"].clone();
@@ -608,8 +629,14 @@ async fn a_check_in_of_someone_the_source_does_not_list_is_parked_unsent() {
         .assert_error(404, "not_in_queue");
     let queue = kiosk.send(Method::GET, "/_queue", None, None).await.json();
     let of = &queue["bundles"]["demo"];
-    assert_eq!(of["rejected"], json!([]), "{queue}");
-    assert_eq!(of["parked"].as_array().map(Vec::len), Some(1), "{queue}");
+    let left: Vec<&Value> = of["rejected"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| &r["seq"])
+        .collect();
+    assert!(!left.contains(&&seq) && left.len() == 1, "{queue}");
+    assert_eq!(of["parked"].as_array().map(Vec::len), Some(2), "{queue}");
 
     let reset = kiosk
         .send(Method::POST, "/_writes/reset", Some(DEMO_TOKEN), None)
