@@ -100,6 +100,9 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
     let mut wait = FIRST_WAIT;
     // Per bundle, why its writes wait, said once.
     let mut said: HashMap<String, String> = HashMap::new();
+    // Per bundle whose last round had to stop, when to try again (the backoff holds whatever
+    // woke the loop: a write, a new snapshot).
+    let mut not_before: HashMap<String, tokio::time::Instant> = HashMap::new();
     // Per bundle, when the data served was loaded as its parked check-ins were last looked up.
     let mut looked: HashMap<String, Option<DateTime<Utc>>> = HashMap::new();
     // Bundles without a source to send to while writes wait for them, and why, each said once.
@@ -131,7 +134,10 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
                 continue;
             };
             stranded.remove(&bundle);
-            if health.is_offline() {
+            let later = not_before
+                .get(&bundle)
+                .is_some_and(|at| *at > tokio::time::Instant::now());
+            if health.is_offline() || later {
                 left_behind = true;
                 continue;
             }
@@ -147,6 +153,7 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
             };
             match round(&to, &writes, &mut looked).await {
                 Ok(reached) => {
+                    not_before.remove(&bundle);
                     if reached {
                         wait = FIRST_WAIT;
                         if said.remove(&bundle).is_some() {
@@ -155,6 +162,7 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
                     }
                 }
                 Err(why) => {
+                    not_before.insert(bundle.clone(), tokio::time::Instant::now() + wait);
                     if said.get(&bundle) != Some(&why) {
                         tracing::warn!(bundle = %bundle, pending = writes.queue.pending(&bundle), "writes wait for the source: {why}");
                         said.insert(bundle.clone(), why);
@@ -175,7 +183,8 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
         };
         tokio::select! {
             _ = writes.queue.ready.notified() => {}
-            _ = came_online => {}
+            // A source back online is tried at once.
+            _ = came_online => not_before.clear(),
             () = changed(&mut published) => {}
             _ = tokio::time::sleep(tick) => {}
         }

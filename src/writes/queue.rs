@@ -111,6 +111,10 @@ pub(crate) struct Outcome {
     /// The same, as the previous version wrote it: kept aside in the rejected list.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     left_out: Option<LeftOut>,
+    /// For a dismissal: the list it takes the entry off (a batch whose sent part was refused
+    /// is in both, under one `seq`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    list: Option<List>,
     at: String,
 }
 
@@ -124,9 +128,18 @@ impl Outcome {
             ids: None,
             parked: None,
             left_out: None,
+            list: None,
             at: String::new(),
         }
     }
+}
+
+/// The lists an entry may be dismissed from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum List {
+    Parked,
+    Rejected,
 }
 
 /// The items of a batch of check-ins that were not sent (by their place in it, from 0), and
@@ -706,8 +719,10 @@ impl Queue {
 
     /// Dismisses `bundle`'s parked or rejected entry `seq` (`DELETE /_queue`), durably: whether
     /// it had one. A parked entry being sent at that moment may still reach the source.
+    /// The rejected entry first: a batch whose sent part was refused is both, and its parked
+    /// part goes with a second dismissal.
     pub(crate) async fn dismiss(&self, bundle: &str, seq: u64) -> std::io::Result<bool> {
-        {
+        let list = {
             let inner = self.inner();
             let rejected = inner
                 .rejected
@@ -717,16 +732,16 @@ impl Queue {
                 .parked
                 .get(&seq)
                 .is_some_and(|p| p.entry.bundle == bundle);
-            if !rejected && !parked {
-                return Ok(false);
+            match (rejected, parked) {
+                (true, _) => List::Rejected,
+                (false, true) => List::Parked,
+                (false, false) => return Ok(false),
             }
-        }
-        self.record(Outcome::new(seq, Kind::Dismissed)).await?;
-        tracing::info!(
-            bundle,
-            seq,
-            "queue entry dismissed (DELETE /_queue): no longer listed (a parked one is not sent)"
-        );
+        };
+        let mut o = Outcome::new(seq, Kind::Dismissed);
+        o.list = Some(list);
+        self.record(o).await?;
+        tracing::info!(bundle, seq, list = ?list, "queue entry dismissed (DELETE /_queue): no longer listed (a parked one is not sent)");
         Ok(true)
     }
 
@@ -781,8 +796,12 @@ fn apply(inner: &mut Inner, o: &Outcome) {
             }
         }
         Kind::Dismissed => {
-            inner.parked.remove(&o.seq);
-            inner.rejected.retain(|r| r.seq != o.seq);
+            if o.list != Some(List::Rejected) {
+                inner.parked.remove(&o.seq);
+            }
+            if o.list != Some(List::Parked) {
+                inner.rejected.retain(|r| r.seq != o.seq);
+            }
         }
         Kind::Rejected => {
             if let Some(e) = inner.take(o.seq) {
@@ -1021,8 +1040,8 @@ mod tests {
             json!({"seq": 1, "outcome": "parked", "answer": "not sent: ana", "at": "t"}),
             json!({"seq": 2, "outcome": "parked", "answer": "not sent: ana", "at": "t"}),
             json!({"seq": 3, "outcome": "rejected", "status": 422, "answer": "no", "at": "t"}),
-            json!({"seq": 2, "outcome": "dismissed", "at": "t"}),
-            json!({"seq": 3, "outcome": "dismissed", "at": "t"}),
+            json!({"seq": 2, "outcome": "dismissed", "list": "parked", "at": "t"}),
+            json!({"seq": 3, "outcome": "dismissed", "list": "rejected", "at": "t"}),
         ];
         let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
         std::fs::write(dir.path().join(log::FORWARDED), text).expect("write");
@@ -1035,5 +1054,37 @@ mod tests {
         assert_eq!(of["parked"][0]["seq"], 1, "{shown}");
         assert_eq!(of["rejected"], json!([]), "{shown}");
         assert!(q.next_for("b").is_none(), "{shown}");
+    }
+
+    /// A batch whose sent part the source refused: that part is rejected, the parked item stays
+    /// parked under the same seq; dismissing takes the rejected part first, and the parked
+    /// part only with a second dismissal. Read back from the file as a restart does.
+    #[tokio::test]
+    async fn a_refused_batch_keeps_its_parked_item_and_is_dismissed_a_part_at_a_time() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let body = json!([{"checkin_code": "12", "checkin": 1, "checkin_date": "d"},
+                          {"checkin_code": "555", "checkin": 1, "checkin_date": "d"}]);
+        let writes = [
+            checkin("12", Some(Person::Listed(7))),
+            checkin("555", Some(Person::Registered(101))),
+        ];
+        let line = json!({"seq": 1, "outcome": "rejected", "status": 405, "answer": "no",
+            "parked": {"items": [1], "answer": "not sent: ana"}, "at": "t"});
+        std::fs::write(dir.path().join(log::FORWARDED), format!("{line}\n")).expect("write");
+        let q = Queue::default();
+        q.push(1, "b", received("/checkin", body.clone()), &writes, true);
+        q.open(dir.path()).expect("opens");
+        let shown: Value = serde_json::from_slice(&q.body()).expect("JSON");
+        let of = &shown["bundles"]["b"];
+        assert_eq!(of["rejected"][0]["body"], json!([body[0]]), "{shown}");
+        assert_eq!(of["parked"][0]["body"], json!([body[1]]), "{shown}");
+        assert!(q.dismiss("b", 1).await.expect("dismissed"));
+        let shown: Value = serde_json::from_slice(&q.body()).expect("JSON");
+        let of = &shown["bundles"]["b"];
+        assert_eq!(of["rejected"], json!([]), "{shown}");
+        assert_eq!(of["parked"].as_array().map(Vec::len), Some(1), "{shown}");
+        assert!(q.dismiss("b", 1).await.expect("dismissed"));
+        assert!(!q.dismiss("b", 1).await.expect("nothing left"));
+        assert_eq!(&q.body()[..], br#"{"bundles":{}}"#);
     }
 }
