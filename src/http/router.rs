@@ -699,12 +699,18 @@ fn journal(
     }
 }
 
-/// The `seq` of `DELETE /_queue?seq=N`: its one parameter, a whole number from 1.
+/// The `seq` of `DELETE /_queue?seq=N`: its one parameter, a whole number from 1 (one too
+/// large for any entry saturates: no entry has it).
 fn queue_seq(query: Option<&str>) -> Option<u64> {
     let mut params = form_urlencoded::parse(query?.as_bytes());
     let (name, value) = params.next()?;
     let digits = !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit());
-    let seq = value.parse::<u64>().ok().filter(|&n| digits && n >= 1);
+    let seq = match value.parse::<u64>() {
+        Ok(n) => Some(n),
+        Err(_) if digits => Some(u64::MAX),
+        Err(_) => None,
+    };
+    let seq = seq.filter(|&n| digits && n >= 1);
     (name == "seq" && params.next().is_none()).then_some(seq)?
 }
 

@@ -622,6 +622,10 @@ async fn a_check_in_of_someone_the_source_does_not_list_is_parked_unsent() {
             .await
             .assert_error(400, "invalid_queue_entry");
     }
+    // A whole number too large for any entry is no entry (schemathesis sent one).
+    dismiss("?seq=313242804171643879424".to_string(), Some(DEMO_TOKEN))
+        .await
+        .assert_error(404, "not_in_queue");
     let done = dismiss(format!("?seq={seq}"), Some(DEMO_TOKEN)).await;
     assert_eq!(done.status, 204, "{}", done.text());
     dismiss(format!("?seq={seq}"), Some(DEMO_TOKEN))
