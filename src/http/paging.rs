@@ -20,13 +20,8 @@ pub(crate) fn paging(query: Option<&str>) -> Result<Option<(usize, usize)>, ApiE
         } else {
             continue;
         };
-        let text = v.trim();
         // A whole number too large for this machine is as good as "all": it saturates.
-        let n = match text.parse::<usize>() {
-            Ok(n) => n,
-            Err(_) if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) => usize::MAX,
-            Err(_) => 0,
-        };
+        let n = whole_number(v.trim()).map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX));
         if n < 1 || slot.is_some_and(|m| m != n) {
             return Err(ApiError::InvalidPaging);
         }
@@ -36,6 +31,14 @@ pub(crate) fn paging(query: Option<&str>) -> Result<Option<(usize, usize)>, ApiE
         (None, None) => None,
         (page, per_page) => Some((page.unwrap_or(1), per_page.unwrap_or(DEFAULT_PER_PAGE))),
     })
+}
+
+/// The whole number `text` writes in ASCII digits (nothing else), saturating at `u64::MAX`.
+pub(crate) fn whole_number(text: &str) -> Option<u64> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(text.parse::<u64>().unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]

@@ -704,13 +704,7 @@ fn journal(
 fn queue_seq(query: Option<&str>) -> Option<u64> {
     let mut params = form_urlencoded::parse(query?.as_bytes());
     let (name, value) = params.next()?;
-    let digits = !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit());
-    let seq = match value.parse::<u64>() {
-        Ok(n) => Some(n),
-        Err(_) if digits => Some(u64::MAX),
-        Err(_) => None,
-    };
-    let seq = seq.filter(|&n| digits && n >= 1);
+    let seq = paging::whole_number(&value).filter(|&n| n >= 1);
     (name == "seq" && params.next().is_none()).then_some(seq)?
 }
 

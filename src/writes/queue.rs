@@ -44,13 +44,10 @@ impl Entry {
     /// This entry with only the items of its batch at `places` (their persons with them).
     fn only(&self, places: &[usize]) -> Entry {
         let persons = if self.persons.len() == batch_items_of(&self.request.body).len() {
-            let mut k = 0;
-            let mut persons = self.persons.clone();
-            persons.retain(|_| {
-                k += 1;
-                places.contains(&(k - 1))
-            });
-            persons
+            let kept = self.persons.iter().enumerate();
+            kept.filter(|(k, _)| places.contains(k))
+                .map(|(_, p)| *p)
+                .collect()
         } else {
             // Not in line with the items: matched by their codes and ids instead.
             vec![None; places.len()]
@@ -216,17 +213,23 @@ struct Parked {
     at: String,
 }
 
+impl Aside {
+    fn new(e: Entry, status: Option<u16>, answer: String, at: &str) -> Aside {
+        Aside {
+            seq: e.seq,
+            bundle: e.bundle,
+            path: e.request.path,
+            body: e.request.body,
+            status,
+            answer,
+            at: at.to_string(),
+        }
+    }
+}
+
 impl Parked {
     fn shown(&self) -> Aside {
-        Aside {
-            seq: self.entry.seq,
-            bundle: self.entry.bundle.clone(),
-            path: self.entry.request.path.clone(),
-            body: self.entry.request.body.clone(),
-            status: None,
-            answer: self.answer.clone(),
-            at: self.at.clone(),
-        }
+        Aside::new(self.entry.clone(), None, self.answer.clone(), &self.at)
     }
 }
 
@@ -352,15 +355,16 @@ impl Inner {
 
     /// Moves `entry` to the rejected list, with the source's status (`None`: not sent).
     fn reject(&mut self, e: Entry, status: Option<u16>, answer: String, at: &str) {
-        self.rejected.push(Aside {
-            seq: e.seq,
-            bundle: e.bundle,
-            path: e.request.path,
-            body: e.request.body,
-            status,
-            answer,
-            at: at.to_string(),
-        });
+        self.rejected.push(Aside::new(e, status, answer, at));
+    }
+
+    /// Whether `entry`'s check-ins name a registration made here whose id and code at the
+    /// source are not known.
+    fn names_unknown(&self, entry: &Entry) -> bool {
+        let named = self.named(entry);
+        named
+            .iter()
+            .any(|n| matches!(n, Named::Here(h) if h.source.is_none()))
     }
 }
 
@@ -431,11 +435,7 @@ impl Queue {
     /// Whether `entry`'s check-ins name a registration made here whose id and code at the
     /// source are not known: its e-mail is to be looked up there first ([`Queue::learn`]).
     pub(crate) fn needs_look_up(&self, entry: &Entry) -> bool {
-        let inner = self.inner();
-        let named = inner.named(entry);
-        named
-            .iter()
-            .any(|n| matches!(n, Named::Here(h) if h.source.is_none()))
+        self.inner().names_unknown(entry)
     }
 
     /// The registrations made here that `entry`'s check-ins name and whose id and code at the
@@ -623,13 +623,7 @@ impl Queue {
     pub(crate) fn parked_to_look_up(&self, bundle: &str) -> bool {
         let inner = self.inner();
         let mut parked = inner.parked.values().map(|p| &p.entry);
-        parked.any(|e| {
-            e.bundle == bundle
-                && inner
-                    .named(e)
-                    .iter()
-                    .any(|n| matches!(n, Named::Here(h) if h.source.is_none()))
-        })
+        parked.any(|e| e.bundle == bundle && inner.names_unknown(e))
     }
 
     /// How many entries wait for the source, are parked, and were refused, in every bundle.
