@@ -3,7 +3,6 @@
 //! an exit code, so `main` stays a dispatcher.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use tokio::net::TcpListener;
@@ -38,9 +37,9 @@ pub enum Command {
     /// Check the data folder: every problem on its own line, then a summary.
     Check(CheckArgs),
     /// Copy a live event (the service or another eventbox) into a bundle, swapped in whole.
-    Pull(PullArgs),
+    Pull(crate::pull::PullOptions),
     /// Invent a realistic event as a bundle; the same seed gives the same files.
-    Gen(GenArgs),
+    Gen(crate::gen::GenOptions),
     /// Print a shell completion script, e.g. `eventbox completions bash > ~/.local/share/bash-completion/completions/eventbox`.
     Completions(CompletionsArgs),
     /// Print the man page (roff), e.g. `eventbox man | man -l -`.
@@ -114,94 +113,12 @@ pub enum CheckFormat {
     Json,
 }
 
-#[derive(Debug, Clone, Args)]
-pub struct PullArgs {
-    /// The service: its origin or its API base, e.g. https://host/api/v1
-    #[arg(long, value_name = "BASE_URL")]
-    pub(crate) from: String,
-    /// The token that opens the event (EVENTBOX_TOKEN keeps it out of the process list)
-    #[arg(long, env = "EVENTBOX_TOKEN", hide_env_values = true)]
-    pub(crate) token: crate::pull::Token,
-    /// The bundle folder to create or replace: absent, empty, or a bundle (it has bundle.toml);
-    /// or a bundle in object storage, s3://bucket/prefix/NAME (or gs://, az://, a WebDAV
-    /// http(s)://), written with its manifest last, credentials from the environment
-    #[arg(long, value_name = "DIR/NAME")]
-    pub(crate) into: PathBuf,
-    /// Replace --into even when it holds other bundles or files (all of them are deleted)
-    #[arg(long)]
-    pub(crate) force: bool,
-    /// Detail requests in flight at once
-    #[arg(long, default_value_t = 8, value_name = "N")]
-    pub(crate) concurrency: usize,
-    /// Re-indent the JSON instead of keeping the bodies byte for byte
-    #[arg(long)]
-    pub(crate) pretty: bool,
-    /// Retries of one request (timeouts, connection errors, 429, 5xx)
-    #[arg(long, default_value_t = 4, value_name = "N")]
-    pub(crate) retries: u32,
-    /// Time allowed to connect
-    #[arg(long, default_value = "10s", value_parser = config::parse_duration)]
-    pub(crate) connect_timeout: Duration,
-    /// Time allowed for one request, its body included
-    #[arg(long, default_value = "60s", value_parser = config::parse_duration)]
-    pub(crate) timeout: Duration,
-    /// The longest wait before a retry, Retry-After included
-    #[arg(long, default_value = "30s", value_parser = config::parse_duration)]
-    pub(crate) max_retry_wait: Duration,
-    /// A bar on a terminal and plain lines otherwise (auto), plain lines, or nothing
-    #[arg(long, value_enum, default_value_t = crate::pull::ProgressMode::Auto)]
-    pub(crate) progress: crate::pull::ProgressMode,
-    /// The company's Authorization-App key: pulls the company's events too
-    /// (EVENTBOX_APP keeps it out of the process list)
-    #[arg(long, env = "EVENTBOX_APP", hide_env_values = true, value_name = "KEY")]
-    pub(crate) app: Option<crate::pull::Token>,
-}
-
-impl PullArgs {
-    pub(crate) fn options(&self) -> crate::pull::PullOptions {
-        let mut o =
-            crate::pull::PullOptions::new(self.from.clone(), self.token.expose(), &self.into);
-        o.force = self.force;
-        o.concurrency = self.concurrency;
-        o.pretty = self.pretty;
-        o.retries = self.retries;
-        o.connect_timeout = self.connect_timeout;
-        o.timeout = self.timeout;
-        o.max_retry_wait = self.max_retry_wait;
-        o.progress = self.progress;
-        o.app = self.app.clone();
-        o
-    }
-}
-
-#[derive(Debug, Clone, Args)]
-pub struct GenArgs {
-    /// The bundle folder to create or replace: absent, empty, or a bundle (it has bundle.toml)
-    #[arg(long, value_name = "DIR/NAME")]
-    pub into: PathBuf,
-    /// Replace --into even when it holds other bundles or files (all of them are deleted)
-    #[arg(long)]
-    pub force: bool,
-    /// How many payments
-    #[arg(long, default_value_t = 1000, value_name = "N")]
-    pub payments: usize,
-    /// How many submissions
-    #[arg(long, default_value_t = 100, value_name = "N")]
-    pub submissions: usize,
-    /// The seed: the same seed gives the same files
-    #[arg(long, default_value_t = 1, value_name = "S")]
-    pub seed: u64,
-    /// The token that opens the bundle [default: NAME-token]
-    #[arg(long, value_name = "T")]
-    pub token: Option<crate::pull::Token>,
-}
-
 /// `eventbox pull`: 0 when the new copy is in place, 1 when the pull failed (the earlier copy
 /// is untouched), 2 when the options cannot be used. Ctrl-C (130) and SIGTERM (143) stop it the
 /// same way: the pull is dropped, which removes its staging folder.
-pub async fn pull(args: &PullArgs) -> u8 {
+pub async fn pull(args: &crate::pull::PullOptions) -> u8 {
     use crate::pull::PullError;
-    let mut options = args.options();
+    let mut options = args.clone();
     // `--into s3://bucket/prefix/NAME`: pulled into a temporary folder as usual (the same checks
     // before anything is written), then published there, its manifest last (src/mirror.rs).
     let publish = match crate::mirror::Source::parse(&args.into) {
@@ -273,17 +190,12 @@ pub async fn pull(args: &PullArgs) -> u8 {
 
 /// `eventbox gen`: 0 when the bundle is in place, 1 when it could not be written, 2 when the
 /// options cannot be used. Ctrl-C (130) and SIGTERM (143) stop it and remove its staging folder.
-pub async fn gen(args: &GenArgs) -> u8 {
-    use crate::gen::{GenError, GenOptions};
+pub async fn gen(args: &crate::gen::GenOptions) -> u8 {
+    use crate::gen::GenError;
     let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let options = GenOptions {
-        into: args.into.clone(),
-        force: args.force,
-        payments: args.payments,
-        submissions: args.submissions,
-        seed: args.seed,
-        token: args.token.clone(),
+    let options = crate::gen::GenOptions {
         cancel: Some(std::sync::Arc::clone(&cancel)),
+        ..args.clone()
     };
     let stop = stop_signal();
     let mut task = tokio::task::spawn_blocking(move || crate::gen::run(&options));
@@ -814,6 +726,35 @@ pub(crate) async fn shutdown_signal() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pull_and_gen_take_their_library_defaults_from_no_flags() {
+        // The defaults are written twice, in the flags' attributes and in `new`: held equal here.
+        let parsed = |args: &[&str]| {
+            Cli::try_parse_from(args)
+                .map(|cli| format!("{:?}", cli.command))
+                .unwrap_or_else(|e| e.to_string())
+        };
+        let pull = crate::pull::PullOptions::new("https://h", "t0ken", "d/x");
+        assert_eq!(
+            parsed(&[
+                "eventbox",
+                "pull",
+                "--from",
+                "https://h",
+                "--token",
+                "t0ken",
+                "--into",
+                "d/x"
+            ]),
+            format!("{:?}", Some(Command::Pull(pull)))
+        );
+        let gen = crate::gen::GenOptions::new("d/x");
+        assert_eq!(
+            parsed(&["eventbox", "gen", "--into", "d/x"]),
+            format!("{:?}", Some(Command::Gen(gen)))
+        );
+    }
 
     #[test]
     fn the_command_line_is_well_formed_and_short_flags_do_not_clash() {

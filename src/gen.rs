@@ -33,21 +33,33 @@ use crate::rng::Rng;
 use crate::stage::{StageError, Staging};
 use crate::token::Token;
 
-/// What `gen` makes.
-#[derive(Debug, Clone)]
+/// What `gen` makes: the `eventbox gen` command line (each field's doc is its `--help` line);
+/// [`GenOptions::new`] gives the same defaults, which a test holds equal.
+#[derive(Debug, Clone, clap::Args)]
 pub struct GenOptions {
-    /// `DIR/NAME`: the bundle folder to create or replace.
+    /// The bundle folder to create or replace: absent, empty, or a bundle (it has bundle.toml)
+    #[arg(long, value_name = "DIR/NAME")]
     pub into: PathBuf,
-    /// Replace `into` even when it holds things other than one bundle (see
-    /// `crate::stage::check_target`); never a file or a symbolic link.
+    /// Replace --into even when it holds other bundles or files (all of them are deleted)
+    // Never a file or a symbolic link (see `crate::stage::check_target`).
+    #[arg(long)]
     pub force: bool,
+    /// How many payments
+    #[arg(long, default_value_t = 1000, value_name = "N")]
     pub payments: usize,
+    /// How many submissions
+    #[arg(long, default_value_t = 100, value_name = "N")]
     pub submissions: usize,
+    /// The seed: the same seed gives the same files
+    #[arg(long, default_value_t = 1, value_name = "S")]
     pub seed: u64,
-    /// The token that opens the bundle; `<NAME>-token` when `None`. Its `Debug` shows a hint.
+    /// The token that opens the bundle [default: NAME-token]
+    // Its `Debug` shows a hint.
+    #[arg(long, value_name = "T")]
     pub token: Option<Token>,
-    /// Set from elsewhere (a signal handler) to stop early: `run` returns
-    /// [`GenError::Interrupted`] and removes its staging folder.
+    // Set from elsewhere (a signal handler) to stop early: `run` returns
+    // [`GenError::Interrupted`] and removes its staging folder. Not a flag.
+    #[arg(skip)]
     pub cancel: Option<Arc<AtomicBool>>,
 }
 

@@ -39,36 +39,57 @@ pub use progress::ProgressMode;
 /// The token given with `--token` (see [`crate::token`]).
 pub use crate::token::Token;
 
-/// What `pull` does; [`PullOptions::new`] gives the command line's defaults.
-#[derive(Debug, Clone)]
+/// What `pull` does: the `eventbox pull` command line (each field's doc is its `--help` line);
+/// [`PullOptions::new`] gives the same defaults, which a test holds equal.
+#[derive(Debug, Clone, clap::Args)]
 pub struct PullOptions {
-    /// The service: its origin (`https://host`) or its API base (`https://host/api/v1`).
+    /// The service: its origin or its API base, e.g. https://host/api/v1
+    #[arg(long, value_name = "BASE_URL")]
     pub from: String,
+    /// The token that opens the event (EVENTBOX_TOKEN keeps it out of the process list)
+    #[arg(long, env = "EVENTBOX_TOKEN", hide_env_values = true)]
     pub token: Token,
-    /// `DIR/NAME`: the bundle folder to create or replace.
+    /// The bundle folder to create or replace: absent, empty, or a bundle (it has bundle.toml);
+    /// or a bundle in object storage, s3://bucket/prefix/NAME (or gs://, az://, a WebDAV
+    /// http(s)://), written with its manifest last, credentials from the environment
+    #[arg(long, value_name = "DIR/NAME")]
     pub into: PathBuf,
-    /// Replace `into` even when it holds things other than one bundle (see
-    /// `stage::check_target`); never a file or a symbolic link.
+    /// Replace --into even when it holds other bundles or files (all of them are deleted)
+    // Never a file or a symbolic link (see `stage::check_target`).
+    #[arg(long)]
     pub force: bool,
-    /// Detail requests in flight at once.
+    /// Detail requests in flight at once
+    #[arg(long, default_value_t = 8, value_name = "N")]
     pub concurrency: usize,
-    /// Re-indent the JSON instead of keeping the bytes as received.
+    /// Re-indent the JSON instead of keeping the bodies byte for byte
+    #[arg(long)]
     pub pretty: bool,
-    /// Retries of one request after its first attempt.
+    /// Retries of one request (timeouts, connection errors, 429, 5xx)
+    #[arg(long, default_value_t = 4, value_name = "N")]
     pub retries: u32,
+    /// Time allowed to connect
+    #[arg(long, default_value = "10s", value_parser = crate::config::parse_duration)]
     pub connect_timeout: Duration,
-    /// The whole of one request, body included.
+    /// Time allowed for one request, its body included
+    #[arg(long, default_value = "60s", value_parser = crate::config::parse_duration)]
     pub timeout: Duration,
-    /// The first backoff; each retry doubles it (with jitter), up to `max_retry_wait`.
+    // The first backoff; each retry doubles it (with jitter), up to `max_retry_wait`. Not a flag.
+    #[arg(skip = Duration::from_millis(250))]
     pub backoff: Duration,
-    /// The longest wait before a retry, `Retry-After` included.
+    /// The longest wait before a retry, Retry-After included
+    #[arg(long, default_value = "30s", value_parser = crate::config::parse_duration)]
     pub max_retry_wait: Duration,
+    /// A bar on a terminal and plain lines otherwise (auto), plain lines, or nothing
+    #[arg(long, value_enum, default_value_t = ProgressMode::Auto)]
     pub progress: ProgressMode,
-    /// The company's `Authorization-App` key: with it the two-header reads (the company's
-    /// events) are pulled too; without it they are left out. A secret, like the token.
+    /// The company's Authorization-App key: pulls the company's events too
+    /// (EVENTBOX_APP keeps it out of the process list)
+    // A secret, like the token; without it the two-header reads are left out.
+    #[arg(long, env = "EVENTBOX_APP", hide_env_values = true, value_name = "KEY")]
     pub app: Option<Token>,
-    /// Set by `serve --refresh-every` (`crate::kiosk`): a conditional pull over the bundle at
-    /// `into`, keeping its bundle.toml's tokens and other keys.
+    // Set by `serve --refresh-every` (`crate::kiosk`): a conditional pull over the bundle at
+    // `into`, keeping its bundle.toml's tokens and other keys.
+    #[arg(skip)]
     pub(crate) refresh: Option<Refresh>,
 }
 
