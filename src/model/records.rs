@@ -640,24 +640,6 @@ record! {
 }
 
 record! {
-    /// Speaker of an activity: a [`Speaker`] that also carries the activity's `id_session`.
-    pub(crate) struct SessionSpeaker, decoded by session_speaker {
-        id_event: i64,
-        id_speaker: i64,
-        id_session: i64,
-        name: String,
-        photo: String,
-        resume: Option<String>,
-        facebook: String,
-        linkedin: String,
-        email: String,
-        lattes: String,
-        twitter: String,
-        site: String,
-    }
-}
-
-record! {
     /// When an activity is held: one per day it is held on (programacao.md).
     pub(crate) struct SessionTime, decoded by session_time {
         id_event: i64,
@@ -669,21 +651,39 @@ record! {
     }
 }
 
-record! {
+/// A speaker's record, written once for the two places the documentation shows one: the
+/// speakers list, and each activity's speakers, which carry the activity's `id_session` after
+/// `id_speaker` (field order is served order).
+macro_rules! speaker_record {
+    ($(#[$meta:meta])* $name:ident, $decoder:ident $(, $id_session:ident)?) => {
+        record! {
+            $(#[$meta])*
+            pub(crate) struct $name, decoded by $decoder {
+                id_event: i64,
+                id_speaker: i64,
+                $($id_session: i64,)?
+                name: String,
+                photo: String,
+                resume: Option<String>,
+                facebook: String,
+                linkedin: String,
+                email: String,
+                lattes: String,
+                twitter: String,
+                site: String,
+            }
+        }
+    };
+}
+
+speaker_record! {
     /// Speaker (programacao.md, `GET /speaker`). `resume` may be null (the schedule example).
-    pub(crate) struct Speaker, decoded by speaker {
-        id_event: i64,
-        id_speaker: i64,
-        name: String,
-        photo: String,
-        resume: Option<String>,
-        facebook: String,
-        linkedin: String,
-        email: String,
-        lattes: String,
-        twitter: String,
-        site: String,
-    }
+    Speaker, speaker
+}
+
+speaker_record! {
+    /// Speaker of an activity: a [`Speaker`] that also carries the activity's `id_session`.
+    SessionSpeaker, session_speaker, id_session
 }
 
 record! {
