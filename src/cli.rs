@@ -412,14 +412,6 @@ pub async fn serve(options: &ServeOptions) -> u8 {
             "control headers are obeyed: any client may delay, fail or break its answers"
         );
     }
-    if options.allow_control_headers && options.idle_timeout <= options.max_delay {
-        tracing::warn!(
-            idle_timeout = %humantime::format_duration(options.idle_timeout),
-            max_delay = %humantime::format_duration(options.max_delay),
-            "--idle-timeout is not above --max-delay: a connection may be closed during a \
-             simulated delay; raise --idle-timeout"
-        );
-    }
     match &options.admin_token {
         // Never the token, not even its hint: it is the one secret of the whole server.
         Some(_) => tracing::info!(

@@ -34,7 +34,7 @@ impl InFlight {
         Entered(Arc::clone(self))
     }
 
-    fn is_idle(&self) -> bool {
+    pub(crate) fn is_idle(&self) -> bool {
         self.count.load(Ordering::Acquire) == 0
     }
 }

@@ -2,17 +2,25 @@
 //! the timeout is closed. hyper's header-read timeout only guards HTTP/1 request heads; this also
 //! covers HTTP/2 and keep-alive connections left open by clients that went away.
 //!
+//! The silence that counts is the client's: while the connection has a request in flight and
+//! nothing waits to be written, the server is the one working (a simulated delay, say), so a
+//! read that waits does not time out then. A write that the client does not take (it stops
+//! reading its answer) times out as ever, request in flight or not.
+//!
 //! Activity only records an `Instant`; the timer is re-armed when it fires, not on every read or
 //! write, so the cost on the hot path is one clock read per I/O call.
 
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::{Instant, Sleep};
+
+use super::drain::InFlight;
 
 /// A stream closed after `idle` without traffic.
 #[derive(Debug)]
@@ -21,16 +29,23 @@ pub(crate) struct IdleTimeout<S> {
     idle: Duration,
     last_activity: Instant,
     timer: Pin<Box<Sleep>>,
+    /// The connection's requests in flight: a waiting read does not time out while any is
+    /// and no write is stalled.
+    in_flight: Arc<InFlight>,
+    /// The last write waited for the client to take bytes.
+    write_stalled: bool,
 }
 
 impl<S> IdleTimeout<S> {
-    pub(crate) fn new(inner: S, idle: Duration) -> Self {
+    pub(crate) fn new(inner: S, idle: Duration, in_flight: Arc<InFlight>) -> Self {
         let now = Instant::now();
         IdleTimeout {
             inner,
             idle,
             last_activity: now,
             timer: Box::pin(tokio::time::sleep_until(now + idle)),
+            in_flight,
+            write_stalled: false,
         }
     }
 
@@ -47,6 +62,21 @@ impl<S> IdleTimeout<S> {
             self.timer.as_mut().reset(deadline);
         }
     }
+
+    /// [`Self::expired`] for a read that waits: while a request is in flight and no write
+    /// waits for the client, the server is answering, so the timer is put off by the timeout
+    /// instead (and polled, to wake again).
+    fn read_expired(&mut self, cx: &mut Context<'_>) -> bool {
+        if !self.expired(cx) {
+            return false;
+        }
+        if self.write_stalled || self.in_flight.is_idle() {
+            return true;
+        }
+        self.timer.as_mut().reset(Instant::now() + self.idle);
+        let _ = self.timer.as_mut().poll(cx);
+        false
+    }
 }
 
 impl<S> IdleTimeout<S> {
@@ -56,6 +86,7 @@ impl<S> IdleTimeout<S> {
         cx: &mut Context<'_>,
         written: Poll<io::Result<usize>>,
     ) -> Poll<io::Result<usize>> {
+        self.write_stalled = written.is_pending();
         match written {
             Poll::Ready(Ok(n)) => {
                 if n > 0 {
@@ -87,7 +118,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for IdleTimeout<S> {
                 }
                 Poll::Ready(Ok(()))
             }
-            Poll::Pending if self.expired(cx) => Poll::Ready(Err(timed_out())),
+            Poll::Pending if self.read_expired(cx) => Poll::Ready(Err(timed_out())),
             other => other,
         }
     }

@@ -241,11 +241,12 @@ pub async fn serve(
         let shared = Arc::clone(&shared);
         // Only a connection that may ask for faults gets the state to act on them.
         let fault = shared.ctx.allow_control_headers.then(ConnFault::default);
+        let inflight = Arc::new(InFlight::default());
         let io = TokioIo::new(IdleTimeout::new(
             FaultIo::new(stream, fault.clone()),
             limits.idle_timeout,
+            Arc::clone(&inflight),
         ));
-        let inflight = Arc::new(InFlight::default());
         let counted = Arc::clone(&inflight);
         let svc = service_fn(move |req| {
             let shared = Arc::clone(&shared);

@@ -869,28 +869,6 @@ fn a_journal_over_100000_is_refused_from_the_flag_and_the_environment() {
     }
 }
 
-#[tokio::test]
-async fn serve_warns_when_the_idle_timeout_is_not_above_the_max_delay() {
-    // The first load is published after the warning is written: once ready, it is there.
-    let served = serve_demo(
-        &[
-            "--allow-control-headers",
-            "--idle-timeout",
-            "1s",
-            "--max-delay",
-            "2s",
-        ],
-        &[("RUST_LOG", "warn")],
-    )
-    .await;
-
-    let stderr = served.stderr();
-    assert!(
-        stderr.contains("--idle-timeout is not above --max-delay"),
-        "{stderr}"
-    );
-}
-
 /// Runs the binary without blocking the runtime (the test's server answers meanwhile).
 async fn eventbox_async(args: &[&str]) -> (i32, String, String) {
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_eventbox"))

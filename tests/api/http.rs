@@ -511,6 +511,70 @@ async fn an_idle_connection_is_closed() {
 }
 
 #[tokio::test]
+async fn a_delay_longer_than_the_idle_timeout_is_answered() {
+    // The connection is silent while the server waits out the delay: the server's silence,
+    // not the client's (it was closed at the idle timeout, and journaled as 499).
+    let app = demo_with(|s| {
+        s.limits.idle_timeout = Duration::from_millis(300);
+        s.allow_control_headers = true;
+    })
+    .await;
+
+    for _ in 0..2 {
+        let res = app
+            .get_with("/api/v1/event", DEMO_TOKEN, &[("x-eventbox-delay", "1000")])
+            .await;
+        assert_eq!(res.status, 200, "{}", res.text());
+    }
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_its_answer_is_cut_off_by_the_idle_timeout() {
+    // A payments body far larger than the two sockets' buffers, sent in pieces: the server's
+    // writes stall with the request still in flight (its last piece not yet taken), which
+    // is the client's silence, unlike a delay.
+    let data = crate::helpers::TempData::new();
+    let mut gen = eventbox::gen::GenOptions::new(data.path().join("big"));
+    gen.payments = 20_000;
+    gen.submissions = 1;
+    gen.token = Some(eventbox::pull::Token::new("big-token"));
+    eventbox::gen::run(&gen).expect("gen succeeds");
+    let app = App::new(data.path());
+    app.load().expect("loads");
+    let app = serve_app_with(app, |s| s.limits.idle_timeout = Duration::from_millis(300)).await;
+    let whole = app.get("/api/v1/payments", "big-token").await;
+    assert_eq!(whole.status, 200);
+    assert!(whole.body.len() > 8 << 20, "{} bytes", whole.body.len());
+
+    let addr: std::net::SocketAddr = app
+        .base
+        .trim_start_matches("http://")
+        .parse()
+        .expect("an address");
+    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+    socket.set_recv_buffer_size(4096).expect("a small buffer");
+    let mut conn = socket.connect(addr).await.expect("connect");
+    conn.write_all(
+        b"GET /api/v1/payments HTTP/1.1\r\nHost: x\r\nAuthorization-Token: big-token\r\n\r\n",
+    )
+    .await
+    .expect("write");
+    // Not reading for ten idle timeouts (no signal tells when the server gives up; reading
+    // would end the stall).
+    tokio::time::sleep(Duration::from_secs(3)).await;
+
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), conn.read_to_end(&mut answer)).await;
+
+    assert!(
+        matches!(read, Ok(Ok(_)) | Ok(Err(_))) && answer.len() < whole.body.len(),
+        "the connection was closed before the whole answer was sent: {} of {} bytes, {read:?}",
+        answer.len(),
+        whole.body.len()
+    );
+}
+
+#[tokio::test]
 async fn a_request_head_over_the_cap_is_refused() {
     let app = demo_with(|s| s.limits.max_header_bytes = 16 * 1024).await;
     let big = "x".repeat(20 * 1024);
