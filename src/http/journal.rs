@@ -130,9 +130,10 @@ impl Journal {
         self.lock().iter().cloned().collect()
     }
 
-    /// Forgets every request.
-    pub(crate) fn clear(&self) {
-        self.lock().clear();
+    /// Forgets the requests `filter` matches: every request with [`Filter::default`], or one
+    /// bundle's (`DELETE /_journal?bundle=NAME`).
+    pub(crate) fn forget(&self, filter: &Filter) {
+        self.lock().retain(|e| !filter.matches(e));
     }
 
     /// The `GET /_journal` body: `{"capacity": N, "count": n, "entries": [...]}`, the entries
@@ -200,14 +201,16 @@ fn shown_body(body: &[u8]) -> serde_json::Value {
 }
 
 /// Which entries to list or count: every filter given must hold. The `/_journal` query
-/// (`?method=GET&path=/api/v1/payments*&status=4xx`) and the test server's `Expect` both make
-/// one with [`Filter::set`], so both accept the same values.
+/// (`?method=GET&path=/api/v1/payments*&status=4xx&bundle=demo`) and the test server's `Expect`
+/// both make one with [`Filter::set`], so both accept the same values.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Filter {
     /// A method name, compared ignoring ASCII case.
     method: Option<String>,
     path: Option<PathPattern>,
     status: Option<StatusPattern>,
+    /// The name of the bundle the request's token opened, as written.
+    bundle: Option<String>,
 }
 
 /// A path as [`crate::api::Route::of`] matches one: ignoring one trailing slash and ASCII case;
@@ -247,14 +250,37 @@ const PATH_TAKES: &str =
     "takes a path starting with / (ignoring case and one trailing slash; a trailing * matches every path starting with the rest)";
 const STATUS_TAKES: &str =
     "takes a status code (201; 0 for no answer, 499 for a client that went away) or a class (4xx)";
+const BUNDLE_TAKES: &str = "takes the name of a bundle (its folder's name)";
 
 impl Filter {
-    /// The filter of a `/_journal` query string: `method`, `path` and `status`, each at most
-    /// once; any other parameter, or a value that cannot be used, is a [`BadFilter`].
+    /// The filter of a `/_journal` query string: `method`, `path`, `status` and `bundle`, each
+    /// at most once; any other parameter, or a value that cannot be used, is a [`BadFilter`].
     pub(crate) fn from_query(query: Option<&str>) -> Result<Filter, BadFilter> {
+        Filter::parse(query, |_| None)
+    }
+
+    /// For `DELETE /_journal`, which forgets every request, or one bundle's with `bundle`: no
+    /// other parameter (it would suggest that only the requests it matches go).
+    pub(crate) fn to_forget(query: Option<&str>) -> Result<Filter, BadFilter> {
+        Filter::parse(query, |name| {
+            (name != "bundle").then_some(
+                "is not taken by DELETE, which forgets every request, or one bundle's (bundle=NAME)",
+            )
+        })
+    }
+
+    /// Each parameter of `query` at most once, set by [`Filter::set`] unless `refused` gives
+    /// a reason not to take it.
+    fn parse(
+        query: Option<&str>,
+        refused: impl Fn(&str) -> Option<&'static str>,
+    ) -> Result<Filter, BadFilter> {
         let mut filter = Filter::default();
         let mut seen: Vec<String> = Vec::new();
         for (name, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+            if let Some(reason) = refused(&name) {
+                return Err(BadFilter::new(&name, reason));
+            }
             if seen.iter().any(|s| *s == name) {
                 return Err(BadFilter::new(
                     &name,
@@ -265,18 +291,6 @@ impl Filter {
             seen.push(name.into_owned());
         }
         Ok(filter)
-    }
-
-    /// For `DELETE /_journal`, which empties the whole journal: no parameter at all (a filter
-    /// there would suggest that only the matching entries go).
-    pub(crate) fn none(query: Option<&str>) -> Result<Filter, BadFilter> {
-        match form_urlencoded::parse(query.unwrap_or_default().as_bytes()).next() {
-            Some((name, _)) => Err(BadFilter::new(
-                &name,
-                "is not taken by DELETE, which empties the whole journal",
-            )),
-            None => Ok(Filter::default()),
-        }
     }
 
     /// Sets one filter from its parameter name and value, as the query string gives them.
@@ -316,10 +330,16 @@ impl Filter {
                     _ => return Err(BadFilter::new(name, STATUS_TAKES)),
                 });
             }
+            "bundle" => {
+                if value.is_empty() {
+                    return Err(BadFilter::new(name, BUNDLE_TAKES));
+                }
+                self.bundle = Some(value.to_string());
+            }
             _ => {
                 return Err(BadFilter::new(
                     name,
-                    "is not a filter of /_journal: the filters are method, path and status",
+                    "is not a filter of /_journal: the filters are method, path, status and bundle",
                 ))
             }
         }
@@ -333,6 +353,10 @@ impl Filter {
             .is_none_or(|m| m.eq_ignore_ascii_case(&e.method))
             && self.path.as_ref().is_none_or(|p| p.matches(&e.path))
             && self.status.is_none_or(|s| s.matches(e.status))
+            && self
+                .bundle
+                .as_deref()
+                .is_none_or(|b| e.bundle.as_deref() == Some(b))
     }
 }
 
@@ -400,7 +424,7 @@ mod tests {
         assert_eq!(v["entries"][0]["time"], "2026-11-18T11:06:40.123Z");
         assert_eq!(v["entries"][0]["duration_ms"], 0.42);
         assert_eq!(v["entries"][0]["query"], serde_json::Value::Null);
-        journal.clear();
+        journal.forget(&Filter::default());
         assert!(journal.entries().is_empty());
         assert!(Journal::with_capacity(0).is_none());
     }
@@ -526,11 +550,46 @@ mod tests {
             ("method=G%20T", "method"),
             ("path=api", "path"),
             ("status=200&status=201", "status"),
+            ("bundle=", "bundle"),
+            ("bundle=a&bundle=b", "bundle"),
         ] {
             let bad = filter(query).expect_err(query);
             assert_eq!(bad.parameter, parameter, "{query}");
         }
         let long = filter(&"n".repeat(500)).expect_err("unknown");
         assert_eq!(long.parameter, format!("{}…", "n".repeat(MAX_NAME)));
+    }
+
+    #[test]
+    fn a_bundle_filter_lists_and_forgets_that_bundle_only() {
+        let journal = Journal::with_capacity(8).expect("a journal");
+        for (path, bundle) in [("/a", Some("demo")), ("/b", Some("other")), ("/c", None)] {
+            let mut e = entry(path);
+            e.bundle = bundle.map(Arc::from);
+            journal.record(e);
+        }
+        let paths = |f: &Filter| -> Vec<String> {
+            let shown: serde_json::Value = serde_json::from_slice(&journal.body(f)).expect("JSON");
+            shown["entries"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|e| e["path"].as_str().unwrap_or_default().to_string())
+                .collect()
+        };
+        assert_eq!(paths(&filter("bundle=demo").expect("a filter")), ["/a"]);
+        assert_eq!(
+            paths(&filter("bundle=Demo").expect("a filter")),
+            [] as [&str; 0]
+        );
+
+        journal.forget(&Filter::to_forget(Some("bundle=demo")).expect("a filter"));
+
+        assert_eq!(paths(&Filter::default()), ["/b", "/c"]);
+        for query in ["method=GET", "bundle=demo&path=/a", "status=200"] {
+            assert!(Filter::to_forget(Some(query)).is_err(), "{query}");
+        }
+        journal.forget(&Filter::to_forget(None).expect("no filter"));
+        assert!(journal.entries().is_empty());
     }
 }

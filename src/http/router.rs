@@ -663,7 +663,7 @@ fn no_content() -> Response<Payload> {
 }
 
 /// `/_journal`: GET lists the requests kept (those its query's filters match), DELETE forgets
-/// them (it takes no parameter); 404 when the journal is off.
+/// them all, or one bundle's; 404 when the journal is off.
 fn journal(
     route: Route,
     method: &Method,
@@ -675,7 +675,7 @@ fn journal(
     };
     let filter = match *method {
         Method::GET | Method::HEAD => Filter::from_query(query),
-        Method::DELETE => Filter::none(query),
+        Method::DELETE => Filter::to_forget(query),
         _ => return not_allowed(route),
     };
     let filter = match filter {
@@ -690,7 +690,7 @@ fn journal(
     match *method {
         Method::GET | Method::HEAD => json(StatusCode::OK, journal.body(&filter)),
         Method::DELETE => {
-            journal.clear();
+            journal.forget(&filter);
             let mut res = Response::new(Payload::default());
             *res.status_mut() = StatusCode::NO_CONTENT;
             res

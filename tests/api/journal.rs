@@ -470,6 +470,43 @@ async fn a_bad_journal_filter_is_400_invalid_journal_filter_naming_the_parameter
 }
 
 #[tokio::test]
+async fn two_test_runs_on_one_server_list_and_forget_their_own_bundles_requests() {
+    let data = crate::helpers::TempData::new();
+    data.with_demo("alpha").with_demo("beta");
+    data.write("alpha/bundle.toml", "tokens = [\"alpha-token\"]\n");
+    data.write("beta/bundle.toml", "tokens = [\"beta-token\"]\n");
+    let app = App::new(data.path());
+    app.load().expect("loads");
+    let app = serve_app_with(app, |s| *s = s.clone().with_journal(20)).await;
+    for token in ["alpha-token", "beta-token", "alpha-token", "wrong-token"] {
+        app.get("/api/v1/event", token).await;
+    }
+    let bundles = |listed: &Value| -> Vec<String> {
+        listed["entries"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| e["bundle"].as_str().unwrap_or("none").to_string())
+            .collect()
+    };
+
+    let alpha = app.get("/_journal?bundle=alpha", "").await.json();
+    assert_eq!(bundles(&alpha), ["alpha", "alpha"], "{alpha}");
+    assert_eq!(alpha["count"], 2);
+
+    let forgotten = app
+        .request(Method::DELETE, "/_journal?bundle=alpha", "", &[])
+        .await;
+    assert_eq!(forgotten.status, 204, "{}", forgotten.text());
+    assert_eq!(bundles(&journal(&app).await), ["beta", "none"]);
+    let refused = app
+        .request(Method::DELETE, "/_journal?bundle=beta&status=200", "", &[])
+        .await;
+    refused.assert_error(400, "invalid_journal_filter");
+    assert_eq!(bundles(&journal(&app).await), ["beta", "none"]);
+}
+
+#[tokio::test]
 async fn request_bodies_read_are_kept_as_json_or_text_and_cut_at_16_kib() {
     let app = journaled(10).await;
     let details = "/api/v1/payments/details";

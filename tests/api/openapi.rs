@@ -297,6 +297,7 @@ async fn the_journal_filtered_or_refused_conforms_to_the_document() {
             200,
         ),
         ("/_journal?status=4xx", 200),
+        ("/_journal?bundle=demo", 200),
         ("/_journal?nope=1", 400),
         ("/_journal?status=6xx", 400),
     ] {
@@ -313,7 +314,7 @@ async fn the_journal_filtered_or_refused_conforms_to_the_document() {
         .iter()
         .filter_map(|p| p["name"].as_str())
         .collect();
-    assert_eq!(params, ["method", "path", "status"]);
+    assert_eq!(params, ["method", "path", "status", "bundle"]);
 }
 
 /// Every read of a whole body, one record by id (found and not), and a page (and a bad one)
