@@ -1,11 +1,13 @@
-//! An idle timeout for connections: a connection that has neither read nor written a byte for
+//! An idle timeout for connections: a connection without traffic (no byte read or written) for
 //! the timeout is closed. hyper's header-read timeout only guards HTTP/1 request heads; this also
 //! covers HTTP/2 and keep-alive connections left open by clients that went away.
 //!
-//! The silence that counts is the client's: while the connection has a request in flight and
-//! nothing waits to be written, the server is the one working (a simulated delay, say), so a
-//! read that waits does not time out then. A write that the client does not take (it stops
-//! reading its answer) times out as ever, request in flight or not.
+//! A simulated delay is the server's silence, not the client's: while the connection has a
+//! request in flight and no write waits for the client, a read that waits gets `grace` more
+//! (`--max-delay`, the longest delay), so a delay never closes its connection. The grace is
+//! bounded, so nothing else in flight (an HTTP/2 client that stops granting window, a sync
+//! that hangs) can hold a connection for ever. A write that the client does not take (it stops
+//! reading its answer) times out after the timeout alone.
 //!
 //! Activity only records an `Instant`; the timer is re-armed when it fires, not on every read or
 //! write, so the cost on the hot path is one clock read per I/O call.
@@ -29,21 +31,23 @@ pub(crate) struct IdleTimeout<S> {
     idle: Duration,
     last_activity: Instant,
     timer: Pin<Box<Sleep>>,
-    /// The connection's requests in flight: a waiting read does not time out while any is
-    /// and no write is stalled.
+    /// What a waiting read gets beyond `idle` while a request is in flight.
+    grace: Duration,
+    /// The connection's requests in flight (see `grace`).
     in_flight: Arc<InFlight>,
     /// The last write waited for the client to take bytes.
     write_stalled: bool,
 }
 
 impl<S> IdleTimeout<S> {
-    pub(crate) fn new(inner: S, idle: Duration, in_flight: Arc<InFlight>) -> Self {
+    pub(crate) fn new(inner: S, idle: Duration, grace: Duration, in_flight: Arc<InFlight>) -> Self {
         let now = Instant::now();
         IdleTimeout {
             inner,
             idle,
             last_activity: now,
             timer: Box::pin(tokio::time::sleep_until(now + idle)),
+            grace,
             in_flight,
             write_stalled: false,
         }
@@ -64,16 +68,17 @@ impl<S> IdleTimeout<S> {
     }
 
     /// [`Self::expired`] for a read that waits: while a request is in flight and no write
-    /// waits for the client, the server is answering, so the timer is put off by the timeout
-    /// instead (and polled, to wake again).
+    /// waits for the client, the timer is put off to the end of the grace instead (and
+    /// polled, to wake then).
     fn read_expired(&mut self, cx: &mut Context<'_>) -> bool {
         if !self.expired(cx) {
             return false;
         }
-        if self.write_stalled || self.in_flight.is_idle() {
+        let end = self.last_activity + self.idle + self.grace;
+        if self.write_stalled || self.in_flight.is_idle() || end <= Instant::now() {
             return true;
         }
-        self.timer.as_mut().reset(Instant::now() + self.idle);
+        self.timer.as_mut().reset(end);
         let _ = self.timer.as_mut().poll(cx);
         false
     }

@@ -245,6 +245,7 @@ pub async fn serve(
         let io = TokioIo::new(IdleTimeout::new(
             FaultIo::new(stream, fault.clone()),
             limits.idle_timeout,
+            shared.ctx.max_delay,
             Arc::clone(&inflight),
         ));
         let counted = Arc::clone(&inflight);
