@@ -188,16 +188,38 @@ fn len(v: &Value) -> Option<usize> {
     v.as_array().map(Vec::len)
 }
 
+/// Fetched by `pull`, its records counted in `data`.
+const DATA_LIST: Pull = Pull::List {
+    count: |v| len(&v["data"]),
+};
+
+/// The decoder of a file that must be present.
+macro_rules! required {
+    ($decode:path) => {
+        &Typed {
+            decode: $decode,
+            absent: None,
+        }
+    };
+}
+
+/// The decoder of a file that may be absent: its body is then the type's default (empty).
+macro_rules! optional {
+    ($decode:path) => {
+        &Typed {
+            decode: $decode,
+            absent: Some(Default::default),
+        }
+    };
+}
+
 /// The API's endpoints. Their order is the order of `/status` record counts and of `pull`.
 pub(crate) static API: [Endpoint; 20] = [
     Endpoint {
         key: "event",
         path: "/api/v1/event",
         methods: &[("GET", "getEvent"), ("HEAD", "headEvent")],
-        feed: Feed::File(&Typed {
-            decode: bodies::event_body,
-            absent: None,
-        }),
+        feed: Feed::File(required!(bodies::event_body)),
         pull: Pull::List {
             count: |v| len(&v["data"]).or_else(|| len(v)).or(Some(1)),
         },
@@ -208,19 +230,14 @@ pub(crate) static API: [Endpoint; 20] = [
         path: "/api/v1/payments",
         methods: &[("GET", "getPayments"), ("HEAD", "headPayments")],
         feed: Feed::Stream,
-        pull: Pull::List {
-            count: |v| len(&v["data"]),
-        },
+        pull: DATA_LIST,
         app: false,
     },
     Endpoint {
         key: "payment_details",
         path: "/api/v1/payments/details",
         methods: &[("GET", "getPaymentDetails"), ("HEAD", "headPaymentDetails")],
-        feed: Feed::PerReference(&Typed {
-            decode: bodies::details_body,
-            absent: None,
-        }),
+        feed: Feed::PerReference(required!(bodies::details_body)),
         pull: Pull::PerPayment,
         app: false,
     },
@@ -228,10 +245,7 @@ pub(crate) static API: [Endpoint; 20] = [
         key: "submission",
         path: "/api/v1/submission/",
         methods: &[("GET", "getSubmission"), ("HEAD", "headSubmission")],
-        feed: Feed::File(&Typed {
-            decode: bodies::submission_body,
-            absent: Some(Default::default),
-        }),
+        feed: Feed::File(optional!(bodies::submission_body)),
         pull: Pull::List {
             count: |v| Some(len(&v["submission_type"]["data"])? + len(&v["topic_area"]["data"])?),
         },
@@ -241,10 +255,7 @@ pub(crate) static API: [Endpoint; 20] = [
         key: "submission_list",
         path: "/api/v1/submission/list",
         methods: &[("GET", "getSubmissionList"), ("HEAD", "headSubmissionList")],
-        feed: Feed::File(&Typed {
-            decode: bodies::submission_list_body,
-            absent: Some(Default::default),
-        }),
+        feed: Feed::File(optional!(bodies::submission_list_body)),
         pull: Pull::List {
             count: |v| len(&v["submission"]["data"]),
         },
@@ -254,10 +265,7 @@ pub(crate) static API: [Endpoint; 20] = [
         key: "hotsite",
         path: "/api/v1/hotsite/",
         methods: &[("GET", "getHotsite"), ("HEAD", "headHotsite")],
-        feed: Feed::File(&Typed {
-            decode: bodies::hotsite_body,
-            absent: Some(Default::default),
-        }),
+        feed: Feed::File(optional!(bodies::hotsite_body)),
         pull: Pull::List {
             count: |v| len(&v["areasSite"]),
         },
@@ -267,133 +275,96 @@ pub(crate) static API: [Endpoint; 20] = [
         key: "attendees",
         path: "/api/v1/attendees",
         methods: &[("GET", "getAttendees"), ("HEAD", "headAttendees")],
-        feed: Feed::File(&Typed {
-            decode: bodies::attendees_body,
-            absent: Some(Default::default),
-        }),
-        pull: Pull::List {
-            count: |v| len(&v["data"]),
-        },
+        feed: Feed::File(optional!(bodies::attendees_body)),
+        pull: DATA_LIST,
         app: false,
     },
-    Endpoint {
-        key: "attendee_by_id",
-        path: "/api/v1/attendees/{id}",
-        methods: &[("GET", "getAttendee"), ("HEAD", "headAttendee")],
-        feed: Feed::Item {
+    route(
+        "attendee_by_id",
+        "/api/v1/attendees/{id}",
+        &[("GET", "getAttendee"), ("HEAD", "headAttendee")],
+        Feed::Item {
             list: "attendees",
             missing: ApiError::AttendeeNotFound,
         },
-        pull: Pull::No,
-        app: false,
-    },
+    ),
     Endpoint {
         key: "session",
         path: "/api/v1/session",
         methods: &[("GET", "getSessions"), ("HEAD", "headSessions")],
-        feed: Feed::File(&Typed {
-            decode: bodies::sessions_body,
-            absent: Some(Default::default),
-        }),
-        pull: Pull::List {
-            count: |v| len(&v["data"]),
-        },
+        feed: Feed::File(optional!(bodies::sessions_body)),
+        pull: DATA_LIST,
         app: false,
     },
-    Endpoint {
-        key: "schedule",
-        path: "/api/v1/session/getschedule",
-        methods: &[("GET", "getSchedule"), ("HEAD", "headSchedule")],
-        feed: Feed::Derived {
+    route(
+        "schedule",
+        "/api/v1/session/getschedule",
+        &[("GET", "getSchedule"), ("HEAD", "headSchedule")],
+        Feed::Derived {
             from: "session",
             derive: bodies::schedule_json,
         },
-        pull: Pull::No,
-        app: false,
-    },
-    Endpoint {
-        key: "session_by_id",
-        path: "/api/v1/session/{id}",
-        methods: &[("GET", "getSession"), ("HEAD", "headSession")],
-        feed: Feed::Item {
+    ),
+    route(
+        "session_by_id",
+        "/api/v1/session/{id}",
+        &[("GET", "getSession"), ("HEAD", "headSession")],
+        Feed::Item {
             list: "session",
             missing: ApiError::RecordNotFound,
         },
-        pull: Pull::No,
-        app: false,
-    },
+    ),
     Endpoint {
         key: "speaker",
         path: "/api/v1/speaker",
         methods: &[("GET", "getSpeakers"), ("HEAD", "headSpeakers")],
-        feed: Feed::File(&Typed {
-            decode: bodies::speakers_body,
-            absent: Some(Default::default),
-        }),
-        pull: Pull::List {
-            count: |v| len(&v["data"]),
-        },
+        feed: Feed::File(optional!(bodies::speakers_body)),
+        pull: DATA_LIST,
         app: false,
     },
-    Endpoint {
-        key: "speaker_by_id",
-        path: "/api/v1/speaker/{id}",
-        methods: &[("GET", "getSpeaker"), ("HEAD", "headSpeaker")],
-        feed: Feed::Item {
+    route(
+        "speaker_by_id",
+        "/api/v1/speaker/{id}",
+        &[("GET", "getSpeaker"), ("HEAD", "headSpeaker")],
+        Feed::Item {
             list: "speaker",
             missing: ApiError::RecordNotFound,
         },
-        pull: Pull::No,
-        app: false,
-    },
+    ),
     Endpoint {
         key: "certificates",
         path: "/api/v1/certificates",
         methods: &[("GET", "getCertificates"), ("HEAD", "headCertificates")],
-        feed: Feed::File(&Typed {
-            decode: bodies::certificates_body,
-            absent: Some(Default::default),
-        }),
+        feed: Feed::File(optional!(bodies::certificates_body)),
         pull: Pull::List {
             count: |v| len(&v["certificates"]["data"]),
         },
         app: false,
     },
-    Endpoint {
-        key: "attendee_create",
-        path: "/api/v1/attendees/create",
-        methods: &[("POST", "createAttendee")],
-        feed: Feed::Write(WriteKind::Register),
-        pull: Pull::No,
-        app: false,
-    },
-    Endpoint {
-        key: "checkin_attendees",
-        path: "/api/v1/checkin/attendees",
-        methods: &[("POST", "checkinAttendees")],
-        feed: Feed::Write(WriteKind::Checkin),
-        pull: Pull::No,
-        app: false,
-    },
-    Endpoint {
-        key: "checkin_sessions",
-        path: "/api/v1/checkin/sessions",
-        methods: &[("POST", "checkinSessions")],
-        feed: Feed::Write(WriteKind::CheckinSessions),
-        pull: Pull::No,
-        app: false,
-    },
+    route(
+        "attendee_create",
+        "/api/v1/attendees/create",
+        &[("POST", "createAttendee")],
+        Feed::Write(WriteKind::Register),
+    ),
+    route(
+        "checkin_attendees",
+        "/api/v1/checkin/attendees",
+        &[("POST", "checkinAttendees")],
+        Feed::Write(WriteKind::Checkin),
+    ),
+    route(
+        "checkin_sessions",
+        "/api/v1/checkin/sessions",
+        &[("POST", "checkinSessions")],
+        Feed::Write(WriteKind::CheckinSessions),
+    ),
     Endpoint {
         key: "company_events",
         path: "/api/v1/customclient/events",
         methods: &[("GET", "getCompanyEvents"), ("HEAD", "headCompanyEvents")],
-        feed: Feed::File(&Typed {
-            decode: bodies::company_events_body,
-            absent: Some(Default::default),
-        }),
-        pull: Pull::List {
-            count: |v| len(&v["data"]),
-        },
+        feed: Feed::File(optional!(bodies::company_events_body)),
+        pull: DATA_LIST,
         app: true,
     },
     Endpoint {
@@ -422,31 +393,31 @@ pub(crate) static API: [Endpoint; 20] = [
 
 /// The operations routes.
 pub(crate) static OPERATIONS: [Endpoint; 9] = [
-    operation(
+    route(
         "healthz",
         "/healthz",
         &[("GET", "getHealth"), ("HEAD", "headHealth")],
-        Operation::Healthz,
+        Feed::Server(Operation::Healthz),
     ),
-    operation(
+    route(
         "readyz",
         "/readyz",
         &[("GET", "getReady"), ("HEAD", "headReady")],
-        Operation::Readyz,
+        Feed::Server(Operation::Readyz),
     ),
-    operation(
+    route(
         "status",
         "/status",
         &[("GET", "getStatus"), ("HEAD", "headStatus")],
-        Operation::Status,
+        Feed::Server(Operation::Status),
     ),
-    operation(
+    route(
         "metrics",
         "/metrics",
         &[("GET", "getMetrics"), ("HEAD", "headMetrics")],
-        Operation::Metrics,
+        Feed::Server(Operation::Metrics),
     ),
-    operation(
+    route(
         "journal",
         "/_journal",
         &[
@@ -454,15 +425,15 @@ pub(crate) static OPERATIONS: [Endpoint; 9] = [
             ("HEAD", "headJournal"),
             ("DELETE", "clearJournal"),
         ],
-        Operation::Journal,
+        Feed::Server(Operation::Journal),
     ),
-    operation(
+    route(
         "ui",
         "/_ui",
         &[("GET", "getUi"), ("HEAD", "headUi")],
-        Operation::Ui,
+        Feed::Server(Operation::Ui),
     ),
-    operation(
+    route(
         "queue",
         "/_queue",
         &[
@@ -470,33 +441,34 @@ pub(crate) static OPERATIONS: [Endpoint; 9] = [
             ("HEAD", "headQueue"),
             ("DELETE", "dismissQueued"),
         ],
-        Operation::Queue,
+        Feed::Server(Operation::Queue),
     ),
-    operation(
+    route(
         "writes_reset",
         "/_writes/reset",
         &[("POST", "resetWrites")],
-        Operation::WritesReset,
+        Feed::Server(Operation::WritesReset),
     ),
-    operation(
+    route(
         "openapi",
         "/openapi.json",
         &[("GET", "getOpenApi"), ("HEAD", "headOpenApi")],
-        Operation::OpenApi,
+        Feed::Server(Operation::OpenApi),
     ),
 ];
 
-const fn operation(
+/// An entry `pull` does not fetch and `Authorization-App` does not guard.
+const fn route(
     key: &'static str,
     path: &'static str,
     methods: &'static [(&'static str, &'static str)],
-    op: Operation,
+    feed: Feed,
 ) -> Endpoint {
     Endpoint {
         key,
         path,
         methods,
-        feed: Feed::Server(op),
+        feed,
         pull: Pull::No,
         app: false,
     }

@@ -318,8 +318,8 @@ pub struct ServeOptions {
         default_value_t = crate::read::DEFAULT_MAX_FILE_BYTES
     )]
     pub max_file_bytes: u64,
-    /// Obey the X-Eventbox-Delay, X-Eventbox-Status and X-Eventbox-Fault request headers (for
-    /// testing clients; ignored without it); --allow-control-headers=false undoes a file's
+    /// Obey the X-Eventbox-Delay, -Status, -Fault and -Retry-After request headers (for testing
+    /// clients; ignored without it); --allow-control-headers=false undoes a file's
     /// allow-control-headers = true
     #[arg(long, env = "EVENTBOX_ALLOW_CONTROL_HEADERS", action = clap::ArgAction::Set,
           num_args = 0..=1, require_equals = true, default_value_t = false,

@@ -178,10 +178,7 @@ pub fn run(opts: &GenOptions) -> Result<GenSummary, GenError> {
     let mut bytes = payments.bytes;
     bytes += write_value(&dir.join("event.json"), &event.body(&payments.sold))?;
     let details_dir = dir.join("payment_details");
-    std::fs::create_dir(&details_dir).map_err(|source| GenError::Io {
-        path: details_dir.clone(),
-        source,
-    })?;
+    std::fs::create_dir(&details_dir).map_err(io_error(&details_dir))?;
     for detail in &payments.groups {
         let path = details_dir.join(format!("{}.json", detail.reference));
         bytes += write_value(&path, &detail.body(&event, &mut rng))?;
@@ -222,12 +219,7 @@ pub fn run(opts: &GenOptions) -> Result<GenSummary, GenError> {
     let toml_text =
         crate::model::bundle_toml(std::slice::from_ref(&token), Some(&note), None, None);
     let toml_path = dir.join("bundle.toml");
-    crate::stage::write_private(&toml_path, toml_text.as_bytes()).map_err(|source| {
-        GenError::Io {
-            path: toml_path,
-            source,
-        }
-    })?;
+    crate::stage::write_private(&toml_path, toml_text.as_bytes()).map_err(io_error(&toml_path))?;
     bytes += toml_text.len() as u64;
 
     interrupted(cancel)?;
@@ -257,11 +249,24 @@ fn interrupted(cancel: Option<&AtomicBool>) -> Result<(), GenError> {
     }
 }
 
-fn write_value(path: &Path, value: &Value) -> Result<u64, GenError> {
-    let io = |source| GenError::Io {
+/// Turns an I/O error on `path` into the error `gen` reports.
+fn io_error(path: &Path) -> impl Fn(io::Error) -> GenError + Copy + '_ {
+    |source| GenError::Io {
         path: path.to_path_buf(),
         source,
-    };
+    }
+}
+
+/// A new file at `path`, written through a large buffer (records go in one by one).
+fn create(path: &Path) -> Result<BufWriter<File>, GenError> {
+    Ok(BufWriter::with_capacity(
+        1 << 20,
+        File::create(path).map_err(io_error(path))?,
+    ))
+}
+
+fn write_value(path: &Path, value: &Value) -> Result<u64, GenError> {
+    let io = io_error(path);
     let mut text = serde_json::to_vec_pretty(value).map_err(|e| io(io::Error::other(e)))?;
     text.push(b'\n');
     std::fs::write(path, &text).map_err(io)?;
@@ -1034,11 +1039,8 @@ impl EventPlan {
         registrations: &[Registration],
         rng: &mut Rng,
     ) -> Result<AttendeesWritten, GenError> {
-        let io = |source| GenError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        let mut w = BufWriter::with_capacity(1 << 20, File::create(path).map_err(io)?);
+        let io = io_error(path);
+        let mut w = create(path)?;
         let mut id = rng.range(1_000_000, 1_999_999);
         let mut code = rng.range(10_000_000, 19_999_999);
         let mut count = 0usize;
@@ -1392,11 +1394,8 @@ impl EventPlan {
         confirmed: &[Person],
         rng: &mut Rng,
     ) -> Result<Written, GenError> {
-        let io = |source| GenError::Io {
-            path: path.to_path_buf(),
-            source,
-        };
-        let mut w = BufWriter::with_capacity(1 << 20, File::create(path).map_err(io)?);
+        let io = io_error(path);
+        let mut w = create(path)?;
         let head = b"{\n  \"certificates\": {\n    \"data\": [";
         w.write_all(head).map_err(io)?;
         let mut bytes = head.len() as u64;
@@ -1540,12 +1539,8 @@ fn write_payments(
     rng: &mut Rng,
     cancel: Option<&AtomicBool>,
 ) -> Result<PaymentsWritten, GenError> {
-    let io = |source| GenError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    let file = File::create(path).map_err(io)?;
-    let mut w = BufWriter::with_capacity(1 << 20, file);
+    let io = io_error(path);
+    let mut w = create(path)?;
     let mut sold: Vec<Vec<u64>> = event
         .tickets
         .iter()

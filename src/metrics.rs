@@ -14,7 +14,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
@@ -69,68 +69,62 @@ impl Default for Metrics {
 /// The content type of the text format this module writes.
 pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
+/// Registers `metric` as `name` and gives it back: a handle on the values the registry encodes.
+fn registered<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M {
+    registry.register(name, help, metric.clone());
+    metric
+}
+
 impl Metrics {
     pub(crate) fn new() -> Metrics {
         let mut registry = Registry::with_prefix("eventbox");
-        let requests = Family::<RequestLabels, Counter>::default();
-        registry.register(
-            "http_requests",
-            "HTTP requests answered, by endpoint and status",
-            requests.clone(),
-        );
-        let durations: HistogramFamily = Family::new_with_constructor(duration_histogram);
-        registry.register(
-            "http_request_duration_seconds",
-            "Time to answer a request, by endpoint",
-            durations.clone(),
-        );
-        let bundles_served = Gauge::default();
-        registry.register(
-            "bundles_served",
-            "Bundles being served",
-            bundles_served.clone(),
-        );
-        let reloads = Family::<ResultLabels, Counter>::default();
-        registry.register(
-            "bundle_loads",
-            "Bundle folders read (at start and on reload), by result: ok, or error (the last good version, if any, keeps serving)",
-            reloads.clone(),
-        );
-        let last_reload = Gauge::<f64, AtomicU64>::default();
-        registry.register(
-            "last_reload_timestamp_seconds",
-            "When the served snapshot was last replaced, in seconds since the Unix epoch",
-            last_reload.clone(),
-        );
-        let load_errors = Family::<BundleLabels, Gauge>::default();
-        registry.register(
-            "bundle_load_errors",
-            "Errors in the latest load of each bundle folder",
-            load_errors.clone(),
-        );
-        let upstream_up = Family::<BundleLabels, Gauge>::default();
-        registry.register(
-            "upstream_up",
-            "1 while a followed bundle's source answers its refreshes (serve --refresh-every), 0 while it is offline",
-            upstream_up.clone(),
-        );
-        let snapshot_age = Family::<BundleLabels, Gauge<f64, AtomicU64>>::default();
-        registry.register(
-            "snapshot_age_seconds",
-            "Seconds since the source of each bundle naming one last confirmed the snapshot served (the Age header)",
-            snapshot_age.clone(),
-        );
+        let r = &mut registry;
         Metrics {
-            registry,
-            requests,
-            durations,
-            bundles_served,
-            reloads,
-            last_reload,
-            load_errors,
-            upstream_up,
-            snapshot_age,
+            requests: registered(
+                r,
+                "http_requests",
+                "HTTP requests answered, by endpoint and status",
+                Family::default(),
+            ),
+            durations: registered(
+                r,
+                "http_request_duration_seconds",
+                "Time to answer a request, by endpoint",
+                Family::new_with_constructor(duration_histogram),
+            ),
+            bundles_served: registered(r, "bundles_served", "Bundles being served", Gauge::default()),
+            reloads: registered(
+                r,
+                "bundle_loads",
+                "Bundle folders read (at start and on reload), by result: ok, or error (the last good version, if any, keeps serving)",
+                Family::default(),
+            ),
+            last_reload: registered(
+                r,
+                "last_reload_timestamp_seconds",
+                "When the served snapshot was last replaced, in seconds since the Unix epoch",
+                Gauge::default(),
+            ),
+            load_errors: registered(
+                r,
+                "bundle_load_errors",
+                "Errors in the latest load of each bundle folder",
+                Family::default(),
+            ),
+            upstream_up: registered(
+                r,
+                "upstream_up",
+                "1 while a followed bundle's source answers its refreshes (serve --refresh-every), 0 while it is offline",
+                Family::default(),
+            ),
+            snapshot_age: registered(
+                r,
+                "snapshot_age_seconds",
+                "Seconds since the source of each bundle naming one last confirmed the snapshot served (the Age header)",
+                Family::default(),
+            ),
             sources: std::sync::OnceLock::new(),
+            registry,
         }
     }
 

@@ -257,32 +257,35 @@ fn store(source: &Source, timeout: Duration) -> Result<Arc<dyn ObjectStore>, Str
         retry_timeout: timeout,
         ..Default::default()
     };
+    // The four builders share no trait: the same steps, written once.
+    macro_rules! build {
+        ($builder:expr, $allow_http:expr) => {
+            $builder
+                .with_client_options(client($allow_http))
+                .with_retry(retry)
+                .build()
+                .map(|s| Arc::new(s) as Arc<dyn ObjectStore>)
+        };
+    }
     let bucket = &source.bucket;
     let built: object_store::Result<Arc<dyn ObjectStore>> = match source.kind {
-        Kind::S3 => AmazonS3Builder::from_env()
-            .with_bucket_name(bucket)
-            .with_client_options(client(allowed("AWS_ALLOW_HTTP")))
-            .with_retry(retry)
-            .build()
-            .map(|s| Arc::new(s) as Arc<dyn ObjectStore>),
-        Kind::Gcs => GoogleCloudStorageBuilder::from_env()
-            .with_bucket_name(bucket)
-            .with_client_options(client(allowed("GOOGLE_ALLOW_HTTP")))
-            .with_retry(retry)
-            .build()
-            .map(|s| Arc::new(s) as Arc<dyn ObjectStore>),
-        Kind::Azure => MicrosoftAzureBuilder::from_env()
-            .with_container_name(bucket)
-            .with_client_options(client(allowed("AZURE_ALLOW_HTTP")))
-            .with_retry(retry)
-            .build()
-            .map(|s| Arc::new(s) as Arc<dyn ObjectStore>),
-        Kind::Http { tls } => HttpBuilder::new()
-            .with_url(format!("{}://{bucket}", if tls { "https" } else { "http" }))
-            .with_client_options(client(!tls))
-            .with_retry(retry)
-            .build()
-            .map(|s| Arc::new(s) as Arc<dyn ObjectStore>),
+        Kind::S3 => build!(
+            AmazonS3Builder::from_env().with_bucket_name(bucket),
+            allowed("AWS_ALLOW_HTTP")
+        ),
+        Kind::Gcs => build!(
+            GoogleCloudStorageBuilder::from_env().with_bucket_name(bucket),
+            allowed("GOOGLE_ALLOW_HTTP")
+        ),
+        Kind::Azure => build!(
+            MicrosoftAzureBuilder::from_env().with_container_name(bucket),
+            allowed("AZURE_ALLOW_HTTP")
+        ),
+        Kind::Http { tls } => build!(
+            HttpBuilder::new()
+                .with_url(format!("{}://{bucket}", if tls { "https" } else { "http" })),
+            !tls
+        ),
     };
     built.map_err(|e| format!("cannot use {source}: {}", chain(&e)))
 }

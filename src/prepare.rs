@@ -722,7 +722,7 @@ impl Payments {
         let rows = serde_json::from_slice::<Purchase>(self.span(row.piece, row.record))
             .map(|p| PaymentDetail::rows_of(&p))
             .unwrap_or_default();
-        let list = bodies::List {
+        let list: bodies::List<_> = bodies::List {
             data: rows,
             extra: Map::new(),
         };

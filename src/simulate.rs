@@ -11,6 +11,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::model::formats::RetryAfter;
 use crate::model::simulate::{Settings, Simulate};
 use crate::rng::{mix, GOLDEN};
 
@@ -21,6 +22,8 @@ pub(crate) struct Draw {
     pub(crate) delay: Duration,
     /// The status of a simulated error, or `None` for the real answer.
     pub(crate) error: Option<u16>,
+    /// The `Retry-After` of a simulated error on this endpoint, drawn or asked for.
+    pub(crate) retry_after: Option<RetryAfter>,
 }
 
 /// One bundle version's simulation: its settings per endpoint and its request counter.
@@ -87,6 +90,7 @@ pub(crate) fn draw_at(seed: u64, n: u64, settings: &Settings) -> Draw {
     Draw {
         delay: Duration::from_millis(delay_ms),
         error,
+        retry_after: settings.retry_after,
     }
 }
 
@@ -104,6 +108,7 @@ mod tests {
             latency_ms,
             error_rate,
             error_status: 503,
+            retry_after: None,
         }
     }
 

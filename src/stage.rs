@@ -348,6 +348,13 @@ mod tests {
             .collect()
     }
 
+    /// Stages one file for `target` and commits it.
+    fn commit_file(target: &Path, name: &str, text: &str) {
+        let s = Staging::create(target, "gen", false).expect("staging");
+        std::fs::write(s.path().join(name), text).expect("write");
+        s.commit().expect("commit");
+    }
+
     #[test]
     fn commit_replaces_the_old_copy_and_leaves_nothing_else() {
         let tmp = tempfile::tempdir().expect("tmp");
@@ -355,9 +362,7 @@ mod tests {
         std::fs::create_dir_all(&target).expect("mkdir");
         std::fs::write(target.join(BUNDLE_FILE), "").expect("write");
         std::fs::write(target.join("event.json"), "old").expect("write");
-        let s = Staging::create(&target, "pull", false).expect("staging");
-        std::fs::write(s.path().join("event.json"), "new").expect("write");
-        s.commit().expect("commit");
+        commit_file(&target, "event.json", "new");
         assert_eq!(read(&target.join("event.json")), "new");
         assert!(leftovers(&tmp.path().join("data")).is_empty());
     }
@@ -435,9 +440,7 @@ mod tests {
     fn commit_creates_a_missing_target() {
         let tmp = tempfile::tempdir().expect("tmp");
         let target = tmp.path().join("fresh/x");
-        let s = Staging::create(&target, "gen", false).expect("staging");
-        std::fs::write(s.path().join("a"), "1").expect("write");
-        s.commit().expect("commit");
+        commit_file(&target, "a", "1");
         assert_eq!(read(&target.join("a")), "1");
         assert!(leftovers(&tmp.path().join("fresh")).is_empty());
     }

@@ -457,8 +457,8 @@ impl Builder {
         self
     }
 
-    /// Obeys the `X-Eventbox-Delay`, `-Status` and `-Fault` request headers (default off, as
-    /// `--allow-control-headers`).
+    /// Obeys the `X-Eventbox-Delay`, `-Status`, `-Fault` and `-Retry-After` request headers
+    /// (default off, as `--allow-control-headers`).
     pub fn allow_control_headers(mut self, allow: bool) -> Builder {
         self.options.allow_control_headers = allow;
         self

@@ -3,7 +3,9 @@
 //!
 //! - `X-Eventbox-Delay: <ms>` waits that long before answering (capped by `--max-delay`);
 //! - `X-Eventbox-Status: <400..=599>` answers that status with the simulated error body;
-//! - `X-Eventbox-Fault: reset | empty | truncate` breaks the answer as [`Fault`] says.
+//! - `X-Eventbox-Fault: reset | empty | truncate` breaks the answer as [`Fault`] says;
+//! - `X-Eventbox-Retry-After: <seconds | HTTP-date | none>` is the `Retry-After` of a simulated
+//!   error (this request's or the bundle's drawn one), over the bundle's `retry_after`.
 //!
 //! A value that cannot be used is 400 `invalid_control_header`, not silently ignored: a test
 //! that asks for a fault must not pass because nothing happened.
@@ -13,10 +15,12 @@ use std::time::Duration;
 use hyper::header::HeaderMap;
 
 use super::errors::SIMULATED_STATUSES;
+use crate::model::formats::RetryAfter;
 
 pub(crate) const DELAY_HEADER: &str = "x-eventbox-delay";
 pub(crate) const STATUS_HEADER: &str = "x-eventbox-status";
 pub(crate) const FAULT_HEADER: &str = "x-eventbox-fault";
+pub(crate) const RETRY_AFTER_HEADER: &str = "x-eventbox-retry-after";
 
 /// The largest delay a request may ask for when `--max-delay` is not given.
 pub(crate) const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(30);
@@ -57,6 +61,8 @@ pub(crate) struct Control {
     pub(crate) delay: Option<Duration>,
     pub(crate) status: Option<u16>,
     pub(crate) fault: Option<Fault>,
+    /// `Some(None)`: `none`, no `Retry-After` even where the bundle gives one.
+    pub(crate) retry_after: Option<Option<RetryAfter>>,
 }
 
 /// A control header that cannot be used: 400 `invalid_control_header`, its message naming the
@@ -77,6 +83,7 @@ impl BadControl {
         match self.name {
             DELAY_HEADER => "X-Eventbox-Delay",
             STATUS_HEADER => "X-Eventbox-Status",
+            RETRY_AFTER_HEADER => "X-Eventbox-Retry-After",
             _ => "X-Eventbox-Fault",
         }
     }
@@ -138,10 +145,12 @@ impl Control {
                 .filter(|code| SIMULATED_STATUSES.contains(code))
         })?;
         let fault = one(headers, FAULT_HEADER, Fault::parse)?;
+        let retry_after = one(headers, RETRY_AFTER_HEADER, RetryAfter::parse_setting)?;
         Ok(Control {
             delay,
             status,
             fault,
+            retry_after,
         })
     }
 }
@@ -166,8 +175,13 @@ mod tests {
             (DELAY_HEADER, " 250 "),
             (STATUS_HEADER, "429"),
             (FAULT_HEADER, "Truncate"),
+            (RETRY_AFTER_HEADER, "Wed, 21 Oct 2026 07:28:00 GMT"),
         ])
         .expect("valid");
+        assert_eq!(
+            c.retry_after.flatten().map(|r| r.to_string()).as_deref(),
+            Some("Wed, 21 Oct 2026 07:28:00 GMT")
+        );
         assert_eq!(c.delay, Some(Duration::from_millis(250)));
         assert_eq!(c.status, Some(429));
         assert_eq!(c.fault, Some(Fault::Truncate));
@@ -185,6 +199,8 @@ mod tests {
             [(STATUS_HEADER, "600")],
             [(STATUS_HEADER, "5o3")],
             [(FAULT_HEADER, "explode")],
+            [(RETRY_AFTER_HEADER, "soon")],
+            [(RETRY_AFTER_HEADER, "-1")],
         ] {
             assert_eq!(
                 control(&pairs),

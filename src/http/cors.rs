@@ -9,7 +9,7 @@ use hyper::header::{
 
 const ANY: HeaderValue = HeaderValue::from_static("*");
 const HEADERS: HeaderValue =
-    HeaderValue::from_static("Authorization-Token, Authorization-App, Content-Type, If-None-Match, X-Eventbox-Delay, X-Eventbox-Status, X-Eventbox-Fault");
+    HeaderValue::from_static("Authorization-Token, Authorization-App, Content-Type, If-None-Match, X-Eventbox-Delay, X-Eventbox-Status, X-Eventbox-Fault, X-Eventbox-Retry-After");
 const EXPOSE: HeaderValue = HeaderValue::from_static("ETag, Retry-After, Age, Eventbox-Source");
 /// How long a browser may cache a preflight answer, in seconds (browsers cap it lower).
 const MAX_AGE: HeaderValue = HeaderValue::from_static("86400");

@@ -97,9 +97,9 @@ errors! {
     NotReady = (503, "not_ready", "eventbox is still loading its data; retry shortly."),
     /// `Accept-Encoding` refuses every encoding eventbox can send.
     NotAcceptable = (406, "not_acceptable", "Accept-Encoding refuses every encoding available: identity, gzip and br."),
-    /// An `X-Eventbox-Delay`, `-Status` or `-Fault` value that cannot be used (with
+    /// An `X-Eventbox-Delay`, `-Status`, `-Fault` or `-Retry-After` value that cannot be used (with
     /// `--allow-control-headers`).
-    InvalidControlHeader = (400, "invalid_control_header", "A control header cannot be used: X-Eventbox-Delay takes milliseconds, X-Eventbox-Status a status from 400 to 599, X-Eventbox-Fault one of reset, empty, truncate."),
+    InvalidControlHeader = (400, "invalid_control_header", "A control header cannot be used: X-Eventbox-Delay takes milliseconds; X-Eventbox-Status a status from 400 to 599; X-Eventbox-Fault one of reset, empty, truncate; X-Eventbox-Retry-After seconds, an HTTP-date or none."),
     /// `/_journal` while the request journal is off.
     JournalDisabled = (404, "journal_disabled", "The request journal is off; start eventbox with --journal N to keep the last N requests."),
     /// Two different `Authorization-Token` values in one request.

@@ -422,7 +422,17 @@ where
     if let Some(status) = status {
         let code = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
         if let Some(body) = simulated_error_body(code.as_u16()) {
-            return (json(code, body), Read::default());
+            let mut res = json(code, body);
+            // The request's (`none` included), else the endpoint's.
+            let retry_after = match control.retry_after {
+                Some(asked) => asked,
+                None => draw.and_then(|d| d.retry_after),
+            };
+            if let Some(value) = retry_after.and_then(|r| HeaderValue::try_from(r.to_string()).ok())
+            {
+                res.headers_mut().insert(RETRY_AFTER, value);
+            }
+            return (res, Read::default());
         }
     }
     let (parts, request_body) = req.into_parts();
@@ -622,7 +632,7 @@ where
         .filter(|_| !diag.has_errors())
         .ok_or(ApiError::InvalidParameter)?;
     let today = chrono::Utc::now().date_naive();
-    let parse = |d: Option<&crate::model::records::IsoDate>, default: NaiveDate| match d {
+    let parse = |d: Option<&crate::model::formats::IsoDate>, default: NaiveDate| match d {
         Some(d) => NaiveDate::parse_from_str(d.as_str(), "%Y-%m-%d")
             .map_err(|_| ApiError::InvalidParameter),
         None => Ok(default),

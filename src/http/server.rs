@@ -42,7 +42,8 @@ pub struct Service {
     /// Which origins may read answers.
     pub cors: Cors,
     pub limits: Limits,
-    /// Obey the `X-Eventbox-Delay`, `X-Eventbox-Status` and `X-Eventbox-Fault` request headers
+    /// Obey the `X-Eventbox-Delay`, `X-Eventbox-Status`, `X-Eventbox-Fault` and
+    /// `X-Eventbox-Retry-After` request headers
     /// (`--allow-control-headers`; off by default: they are ignored).
     pub allow_control_headers: bool,
     /// The longest simulated delay, from a control header or `[simulate]` (`--max-delay`).

@@ -334,12 +334,12 @@ mod tests {
         assert_eq!(h.status(now).last_error.as_deref(), Some("refused again"));
         h.failed(
             now,
-            "the copy did not load:\n  a/event.json:2:1: EOF\n\n  a/hotsite.json: gone\n".into(),
+            "the copy did not load:\n  a/event.json:2:1: EOF\n\n  a/bundle.toml: gone\n".into(),
             2,
         );
         assert_eq!(
             h.status(now).last_error.as_deref(),
-            Some("the copy did not load: a/event.json:2:1: EOF; a/hotsite.json: gone")
+            Some("the copy did not load: a/event.json:2:1: EOF; a/bundle.toml: gone")
         );
         assert_eq!(h.succeeded(now), Some(Transition::CameOnline));
         assert!(h.is_online());

@@ -19,14 +19,20 @@ use super::records::{
     TopicArea,
 };
 
-/// A list envelope: `{"data": [...], "count": n}`, then any members the file added.
+/// A list envelope: `{"data": [...], "count": n}` ([`Data`]: without the count), then any
+/// members the file added.
 #[derive(Debug, Clone)]
-pub(crate) struct List<T> {
+pub(crate) struct List<T, const COUNTED: bool = true> {
     pub(crate) data: Vec<T>,
     pub(crate) extra: Extra,
 }
 
-impl<T> Default for List<T> {
+/// A list envelope without a count, as the service writes the activities, the speakers and the
+/// company events: `{"data": [...]}`, then any members the file added. A file may still carry
+/// `count` (it is checked, and not served).
+pub(crate) type Data<T> = List<T, false>;
+
+impl<T, const COUNTED: bool> Default for List<T, COUNTED> {
     fn default() -> Self {
         List {
             data: Vec::new(),
@@ -35,11 +41,14 @@ impl<T> Default for List<T> {
     }
 }
 
-impl<T: Serialize> Serialize for List<T> {
+impl<T: Serialize, const COUNTED: bool> Serialize for List<T, COUNTED> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        with_extra(s, 2, &self.extra, |m| {
+        with_extra(s, 1 + usize::from(COUNTED), &self.extra, |m| {
             m.serialize_entry("data", &self.data)?;
-            m.serialize_entry("count", &self.data.len())
+            if COUNTED {
+                m.serialize_entry("count", &self.data.len())?;
+            }
+            Ok(())
         })
     }
 }
@@ -78,12 +87,12 @@ fn check_count(o: &mut Obj<'_, '_>, expected: usize, what: &str) {
 
 /// Decodes a list envelope or a bare list. Also returns the path of the records (`data` or the
 /// root), for checks that name a record.
-pub(crate) fn list<T>(
+pub(crate) fn list<T, const COUNTED: bool>(
     v: &Value,
     path: &str,
     diag: &mut Diag,
     item: ItemDecoder<T>,
-) -> Option<(List<T>, String)> {
+) -> Option<(List<T, COUNTED>, String)> {
     if v.is_array() {
         let data = decode_array(v, path, diag, item)?;
         return Some((
@@ -153,7 +162,7 @@ pub(crate) fn event_body(v: &Value, diag: &mut Diag) -> Option<EventBody> {
             extra: Extra::new(),
         });
     }
-    let (list, data_path) = list(v, "", diag, records::event)?;
+    let (list, data_path): (List<_>, _) = list(v, "", diag, records::event)?;
     let n = list.data.len();
     let Some(event) = list.data.into_iter().next().filter(|_| n == 1) else {
         diag.error(&data_path, format!("expected exactly one event, found {n}"));
@@ -525,30 +534,6 @@ pub(crate) fn schedule_json(activities: &dyn crate::api::FileBody) -> serde_json
 
 // ---- The bodies of the rest of the documented API ----
 
-/// A list envelope without a count, as the service writes the activities, the speakers and the
-/// company events: `{"data": [...]}`, then any members the file added. A file may still carry
-/// `count` (it is checked, and not served).
-#[derive(Debug, Clone)]
-pub(crate) struct Data<T> {
-    pub(crate) data: Vec<T>,
-    pub(crate) extra: Extra,
-}
-
-impl<T> Default for Data<T> {
-    fn default() -> Self {
-        Data {
-            data: Vec::new(),
-            extra: Extra::new(),
-        }
-    }
-}
-
-impl<T: Serialize> Serialize for Data<T> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        with_extra(s, 1, &self.extra, |m| m.serialize_entry("data", &self.data))
-    }
-}
-
 /// Reports every record whose key (`key` of the record, read by `get`) an earlier one already
 /// has: a lookup by that key would be ambiguous.
 fn unique_keys<T, K: Eq + std::hash::Hash + std::fmt::Display>(
@@ -591,14 +576,7 @@ pub(crate) fn attendees_body(v: &Value, diag: &mut Diag) -> Option<List<Attendee
 
 /// Decodes a list envelope (with or without `count`) or a bare list into a [`Data`].
 fn data<T>(v: &Value, diag: &mut Diag, item: ItemDecoder<T>) -> Option<(Data<T>, String)> {
-    let (list, path) = list(v, "", diag, item)?;
-    Some((
-        Data {
-            data: list.data,
-            extra: list.extra,
-        },
-        path,
-    ))
+    list(v, "", diag, item)
 }
 
 /// Body of `GET /api/v1/session`: the activities. `id_session` must be unique; a speaker or a

@@ -78,8 +78,21 @@ text_newtype!(
     "an HH:MM hour"
 );
 text_newtype!(
+    /// `YYYY-MM-DD`, a calendar date (the company events' `start_date`, api-fgv.md's range).
+    IsoDate,
+    "9999-99-99",
+    NaiveDate,
+    "%Y-%m-%d",
+    "a YYYY-MM-DD date"
+);
+text_newtype!(
     /// A decimal number carried as text, such as `-23.5505`.
     DecimalText
+);
+text_newtype!(
+    /// The `checkin_date` of a check-in: a "datetime" (models.md), which clients write as
+    /// `YYYY-MM-DDTHH:MM:SS`, with or without fractional seconds and a zone (`Z`, `-03:00`).
+    CheckinDate
 );
 
 #[cfg(test)]
@@ -88,6 +101,22 @@ super::decode::describe_plain! {
     BrDate => "`DD/MM/YYYY` date", "\"15/09/2026\"";
     HourMinute => "`HH:MM` hour", "\"09:30\"";
     DecimalText => "decimal number in a string", "\"-22.8478\"";
+    IsoDate => "`YYYY-MM-DD` date", "\"2026-09-15\"";
+    CheckinDate => "`YYYY-MM-DDTHH:MM:SS` date-time, may add fractions and a zone",
+        "\"2026-09-15T08:00:00\"";
+}
+
+impl TextFormat for CheckinDate {
+    fn parse(text: &str) -> Result<Self, String> {
+        let local = NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f").is_ok();
+        if local || chrono::DateTime::parse_from_rfc3339(text).is_ok() {
+            Ok(CheckinDate(text.to_string()))
+        } else {
+            Err(format!(
+                "{text:?} is not a date-time such as 2020-01-01T10:00:00"
+            ))
+        }
+    }
 }
 
 impl TextFormat for DecimalText {
@@ -106,9 +135,107 @@ impl TextFormat for DecimalText {
     }
 }
 
+/// A `Retry-After` value as RFC 9110 §10.2.3 writes it: whole seconds, or an HTTP-date (read
+/// in any of its three forms, written in the preferred one). Given to simulated errors
+/// (`[simulate] retry_after`, `X-Eventbox-Retry-After`) and read from upstream answers by `pull`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RetryAfter {
+    Seconds(u64),
+    Date(std::time::SystemTime),
+}
+
+impl RetryAfter {
+    /// The value of `text` (white space around it ignored); `None` when it is neither form.
+    pub(crate) fn parse(text: &str) -> Option<RetryAfter> {
+        let text = text.trim();
+        if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+            // Beyond u64 is no value: refused, never clamped to another one.
+            return text.parse().ok().map(RetryAfter::Seconds);
+        }
+        httpdate::parse_http_date(text).ok().map(RetryAfter::Date)
+    }
+
+    /// A simulation's setting: a value, or `none` (any case) for no `Retry-After` at all, so
+    /// that an endpoint or a request can take back the bundle's. `None` when it is neither.
+    pub(crate) fn parse_setting(text: &str) -> Option<Option<RetryAfter>> {
+        if text.trim().eq_ignore_ascii_case("none") {
+            return Some(None);
+        }
+        RetryAfter::parse(text).map(Some)
+    }
+
+    /// How long it says to wait from `now` (a date in the past: no wait).
+    pub(crate) fn wait(self, now: std::time::SystemTime) -> std::time::Duration {
+        match self {
+            RetryAfter::Seconds(s) => std::time::Duration::from_secs(s),
+            RetryAfter::Date(when) => when.duration_since(now).unwrap_or_default(),
+        }
+    }
+}
+
+impl std::fmt::Display for RetryAfter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RetryAfter::Seconds(s) => write!(f, "{s}"),
+            RetryAfter::Date(when) => f.write_str(&httpdate::fmt_http_date(*when)),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retry_after_takes_seconds_or_an_http_date_in_any_form() {
+        use std::time::{Duration, UNIX_EPOCH};
+        assert_eq!(RetryAfter::parse(" 120 "), Some(RetryAfter::Seconds(120)));
+        let date = UNIX_EPOCH + Duration::from_secs(784_111_777);
+        for form in [
+            "Sun, 06 Nov 1994 08:49:37 GMT",
+            "Sunday, 06-Nov-94 08:49:37 GMT",
+            "Sun Nov  6 08:49:37 1994",
+        ] {
+            assert_eq!(
+                RetryAfter::parse(form),
+                Some(RetryAfter::Date(date)),
+                "{form}"
+            );
+        }
+        // Written in the preferred form, whatever form it was read in.
+        assert_eq!(
+            RetryAfter::Date(date).to_string(),
+            "Sun, 06 Nov 1994 08:49:37 GMT"
+        );
+        for bad in [
+            "",
+            "soon",
+            "-5",
+            "+5",
+            "1.5",
+            "99999999999999999999",
+            "Sun, 06 Nov 1994 25:49:37 GMT",
+            "Mon, 06 Nov 1994 08:49:37 GMT",
+        ] {
+            assert_eq!(RetryAfter::parse(bad), None, "{bad:?}");
+        }
+        assert_eq!(RetryAfter::parse("0300"), Some(RetryAfter::Seconds(300)));
+        assert_eq!(RetryAfter::parse_setting(" None "), Some(None));
+        assert_eq!(
+            RetryAfter::parse_setting("5"),
+            Some(Some(RetryAfter::Seconds(5)))
+        );
+        assert_eq!(RetryAfter::parse_setting("never"), None);
+        assert_eq!(
+            RetryAfter::Date(date).wait(date + Duration::from_secs(9)),
+            Duration::ZERO,
+            "a date in the past means now"
+        );
+        assert_eq!(
+            RetryAfter::Date(date + Duration::from_secs(9)).wait(date),
+            Duration::from_secs(9)
+        );
+    }
 
     #[test]
     fn date_times() {

@@ -1059,11 +1059,11 @@ mod tests {
                 payments.reference(*row).as_ref(),
                 Some(&payment.reference_payment)
             );
-            let expected_row = serde_json::to_vec(&List {
+            let expected: List<_> = List {
                 data: PaymentDetail::derived_from(&payment),
                 extra: Map::new(),
-            })
-            .expect("serialisable");
+            };
+            let expected_row = serde_json::to_vec(&expected).expect("serialisable");
             assert_eq!(
                 String::from_utf8_lossy(&payments.detail(*row)),
                 String::from_utf8_lossy(&expected_row)

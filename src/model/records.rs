@@ -22,7 +22,7 @@ use serde::Serialize;
 use serde_json::{Map, Number, Value};
 
 use super::decode::{Diag, Field, Obj, Omittable, Record, TextFormat};
-use super::formats::{BrDate, DateTime, DecimalText, HourMinute};
+use super::formats::{BrDate, CheckinDate, DateTime, DecimalText, HourMinute, IsoDate};
 
 /// Fields a file has beyond its record's declared fields, in file order.
 pub(crate) type Extra = Map<String, Value>;
@@ -484,73 +484,7 @@ impl<T: super::decode::Describe> super::decode::Describe for OrEmpty<T> {
 
 #[cfg(test)]
 super::decode::describe_plain! {
-    IsoDate => "`YYYY-MM-DD` date", "\"2026-09-15\"";
-    CheckinDate => "`YYYY-MM-DDTHH:MM:SS` date-time, may add fractions and a zone",
-        "\"2026-09-15T08:00:00\"";
     EventToken => "string (a secret token)", "\"event-token\"";
-}
-
-/// `YYYY-MM-DD`, a calendar date (the company events' `start_date`, api-fgv.md's range).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(transparent)]
-pub(crate) struct IsoDate(String);
-
-impl IsoDate {
-    pub(crate) fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl TextFormat for IsoDate {
-    fn parse(text: &str) -> Result<Self, String> {
-        let shape = text.len() == 10
-            && text.bytes().enumerate().all(|(i, b)| match i {
-                4 | 7 => b == b'-',
-                _ => b.is_ascii_digit(),
-            });
-        if shape && chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").is_ok() {
-            Ok(IsoDate(text.to_string()))
-        } else {
-            Err(format!("{text:?} is not a YYYY-MM-DD date"))
-        }
-    }
-}
-
-impl Field for IsoDate {
-    fn read(o: &mut Obj<'_, '_>, key: &'static str) -> Option<Self> {
-        o.text(key)
-    }
-}
-
-/// The `checkin_date` of a check-in: a "datetime" (models.md), which clients write as
-/// `YYYY-MM-DDTHH:MM:SS`, with or without fractional seconds and a zone (`Z`, `-03:00`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(transparent)]
-pub(crate) struct CheckinDate(String);
-
-impl CheckinDate {
-    pub(crate) fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl TextFormat for CheckinDate {
-    fn parse(text: &str) -> Result<Self, String> {
-        let local = chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f").is_ok();
-        if local || chrono::DateTime::parse_from_rfc3339(text).is_ok() {
-            Ok(CheckinDate(text.to_string()))
-        } else {
-            Err(format!(
-                "{text:?} is not a date-time such as 2020-01-01T10:00:00"
-            ))
-        }
-    }
-}
-
-impl Field for CheckinDate {
-    fn read(o: &mut Obj<'_, '_>, key: &'static str) -> Option<Self> {
-        o.text(key)
-    }
 }
 
 /// An event's own token, as a company's event list carries it. A secret: `Debug` and every

@@ -10,6 +10,7 @@
 use serde_json::{Map, Value};
 
 use super::decode::{describe, join_key, Diag};
+use super::formats::RetryAfter;
 
 /// The status of a simulated error when `error_status` is not given.
 pub(crate) const DEFAULT_ERROR_STATUS: u16 = 503;
@@ -23,6 +24,8 @@ pub(crate) struct Settings {
     pub(crate) error_rate: f64,
     /// The status of a simulated error, in 400..=599.
     pub(crate) error_status: u16,
+    /// The `Retry-After` of a simulated error (none by default).
+    pub(crate) retry_after: Option<RetryAfter>,
 }
 
 impl Default for Settings {
@@ -31,6 +34,7 @@ impl Default for Settings {
             latency_ms: (0, 0),
             error_rate: 0.0,
             error_status: DEFAULT_ERROR_STATUS,
+            retry_after: None,
         }
     }
 }
@@ -52,6 +56,8 @@ struct Partial {
     latency_ms: Option<(u64, u64)>,
     error_rate: Option<f64>,
     error_status: Option<u16>,
+    /// `Some(None)`: `"none"`, the bundle's value taken back.
+    retry_after: Option<Option<RetryAfter>>,
 }
 
 impl Partial {
@@ -60,6 +66,7 @@ impl Partial {
             latency_ms: self.latency_ms.unwrap_or(base.latency_ms),
             error_rate: self.error_rate.unwrap_or(base.error_rate),
             error_status: self.error_status.unwrap_or(base.error_status),
+            retry_after: self.retry_after.unwrap_or(base.retry_after),
         }
     }
 }
@@ -74,7 +81,7 @@ pub(crate) fn simulate(v: &Value, diag: &mut Diag) -> Option<Simulate> {
     for (key, value) in map {
         let at = join_key(path, key);
         match key.as_str() {
-            "latency_ms" | "error_rate" | "error_status" => {}
+            "latency_ms" | "error_rate" | "error_status" | "retry_after" => {}
             "seed" => match value.as_u64() {
                 Some(s) => seed = Some(s),
                 None => diag.error(
@@ -109,7 +116,7 @@ pub(crate) fn simulate(v: &Value, diag: &mut Diag) -> Option<Simulate> {
             }
             _ => diag.warning(
                 &at,
-                "unknown key, ignored (known: latency_ms, error_rate, error_status, seed, endpoints)",
+                "unknown key, ignored (known: latency_ms, error_rate, error_status, retry_after, seed, endpoints)",
             ),
         }
     }
@@ -138,7 +145,7 @@ fn table<'v>(v: &'v Value, path: &str, diag: &mut Diag) -> Option<&'v Map<String
     }
 }
 
-/// The three settings of a table. The bundle-wide table's other keys are checked by the caller;
+/// The settings of a table. The bundle-wide table's other keys are checked by the caller;
 /// an endpoint table's unknown keys are warned about here.
 fn fields(map: &Map<String, Value>, path: &str, diag: &mut Diag, bundle_wide: bool) -> Partial {
     let mut out = Partial::default();
@@ -165,6 +172,23 @@ fn fields(map: &Map<String, Value>, path: &str, diag: &mut Diag, bundle_wide: bo
                     ),
                 ),
             },
+            "retry_after" => {
+                let read = match value {
+                    Value::Number(n) => n.as_u64().map(|s| Some(RetryAfter::Seconds(s))),
+                    Value::String(text) => RetryAfter::parse_setting(text),
+                    _ => None,
+                };
+                match read {
+                    Some(r) => out.retry_after = Some(r),
+                    None => diag.error(
+                        &at,
+                        format!(
+                            "expected whole seconds (120), an HTTP-date whose weekday matches its date (\"Wed, 21 Oct 2026 07:28:00 GMT\") or \"none\", found {}",
+                            describe(value)
+                        ),
+                    ),
+                }
+            }
             _ if bundle_wide => {}
             "seed" => diag.warning(
                 &at,
@@ -172,7 +196,7 @@ fn fields(map: &Map<String, Value>, path: &str, diag: &mut Diag, bundle_wide: bo
             ),
             _ => diag.warning(
                 &at,
-                "unknown key, ignored (known: latency_ms, error_rate, error_status)",
+                "unknown key, ignored (known: latency_ms, error_rate, error_status, retry_after)",
             ),
         }
     }
@@ -240,9 +264,10 @@ mod tests {
     #[test]
     fn endpoint_tables_override_the_bundle_field_by_field() {
         let (sim, problems) = decode(
-            "[simulate]\nlatency_ms = 120\nerror_rate = 0.05\nseed = 7\n\
+            "[simulate]\nlatency_ms = 120\nerror_rate = 0.05\nseed = 7\nretry_after = 30\n\
              [simulate.endpoints.payments]\nlatency_ms = [200, 800]\n\
-             [simulate.endpoints.submission_list]\nerror_status = 502\n",
+             retry_after = \"Wed, 21 Oct 2026 07:28:00 GMT\"\n\
+             [simulate.endpoints.submission_list]\nerror_status = 502\nretry_after = \"none\"\n",
         );
         assert_eq!(problems, Vec::<String>::new());
         let sim = sim.expect("valid");
@@ -256,13 +281,20 @@ mod tests {
         assert_eq!(at("payments").error_rate, 0.05);
         assert_eq!(at("submission_list").error_status, 502);
         assert_eq!(at("submission_list").latency_ms, (120, 120));
+        assert_eq!(event.retry_after, Some(RetryAfter::Seconds(30)));
+        assert_eq!(at("submission_list").retry_after, None, "taken back");
+        assert_eq!(
+            at("payments").retry_after.map(|r| r.to_string()).as_deref(),
+            Some("Wed, 21 Oct 2026 07:28:00 GMT")
+        );
     }
 
     #[test]
     fn bad_values_are_errors_with_their_key_and_unknown_names_warnings() {
         let (sim, problems) = decode(
             "[simulate]\nerror_rate = 1.5\nerror_status = 302\nlatency_ms = [5]\nspeed = 1\n\
-             [simulate.endpoints.payments]\nlatency_ms = [800, 200]\nseed = 3\n\
+             retry_after = \"soon\"\n\
+             [simulate.endpoints.payments]\nlatency_ms = [800, 200]\nseed = 3\nretry_after = -1\n\
              [simulate.endpoints.tickets]\nerror_rate = 1\n",
         );
         let unknown = format!(
@@ -273,13 +305,15 @@ mod tests {
         assert_eq!(
             problems,
             vec![
-                "warning: simulate.speed: unknown key, ignored (known: latency_ms, error_rate, error_status, seed, endpoints)",
+                "warning: simulate.speed: unknown key, ignored (known: latency_ms, error_rate, error_status, retry_after, seed, endpoints)",
                 "error: simulate.endpoints.payments.latency_ms: the range [800, 200] has its minimum above its maximum",
                 "warning: simulate.endpoints.payments.seed: unknown key, ignored (the seed is set once for the bundle, in [simulate])",
+                "error: simulate.endpoints.payments.retry_after: expected whole seconds (120), an HTTP-date whose weekday matches its date (\"Wed, 21 Oct 2026 07:28:00 GMT\") or \"none\", found the number -1",
                 unknown.as_str(),
                 "error: simulate.error_rate: expected a number from 0 to 1, found the number 1.5",
                 "error: simulate.error_status: expected an HTTP error status from 400 to 599, found the number 302",
                 "error: simulate.latency_ms: expected milliseconds (120) or a range [min, max] ([50, 400]); a range has exactly two numbers",
+                "error: simulate.retry_after: expected whole seconds (120), an HTTP-date whose weekday matches its date (\"Wed, 21 Oct 2026 07:28:00 GMT\") or \"none\", found the string \"soon\"",
             ]
         );
     }

@@ -19,6 +19,7 @@ use reqwest::StatusCode;
 
 use super::progress::Progress;
 use super::{quoted, PullError, PullOptions};
+use crate::model::formats::RetryAfter;
 use crate::problem::token_hint;
 
 /// Sends the pull's requests, retrying what may succeed on a second try.
@@ -392,18 +393,10 @@ fn server_message(body: &[u8], redact: impl Fn(&str) -> String) -> String {
     format!(": {}", quoted(&redact(text.trim())))
 }
 
-/// `Retry-After` as a wait: whole seconds, or an HTTP-date in any of the three forms RFC 9110
-/// allows (a date in the past means now).
+/// `Retry-After` as a wait (see [`RetryAfter`]; a date in the past means now).
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let text = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
-    if let Ok(seconds) = text.parse::<u64>() {
-        return Some(Duration::from_secs(seconds));
-    }
-    let when = httpdate::parse_http_date(text).ok()?;
-    Some(
-        when.duration_since(std::time::SystemTime::now())
-            .unwrap_or(Duration::ZERO),
-    )
+    let text = headers.get(RETRY_AFTER)?.to_str().ok()?;
+    Some(RetryAfter::parse(text)?.wait(std::time::SystemTime::now()))
 }
 
 #[cfg(test)]

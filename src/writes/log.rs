@@ -267,6 +267,14 @@ mod tests {
         serde_json::from_str::<serde_json::Value>(line).is_ok()
     }
 
+    /// A folder whose log holds `text`, and the log's path.
+    fn log_holding(text: &str) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(FILE);
+        std::fs::write(&path, text).expect("write");
+        (dir, path)
+    }
+
     #[tokio::test]
     async fn lines_appended_are_read_back_on_open() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -287,9 +295,7 @@ mod tests {
 
     #[test]
     fn a_torn_last_line_is_copied_aside_and_cut() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join(FILE);
-        std::fs::write(&path, "{\"n\":1}\n{\"n\":2}\n{\"n\":").expect("write");
+        let (dir, path) = log_holding("{\"n\":1}\n{\"n\":2}\n{\"n\":");
         let opened = Log::open(dir.path(), FILE, is_json).expect("opens");
         assert_eq!(opened.lines, vec!["{\"n\":1}", "{\"n\":2}"]);
         let aside = opened.torn.expect("torn");
@@ -302,9 +308,7 @@ mod tests {
 
     #[test]
     fn a_last_line_that_is_not_json_is_torn_too() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join(FILE);
-        std::fs::write(&path, "{\"n\":1}\n\0\0\0\n").expect("write");
+        let (dir, path) = log_holding("{\"n\":1}\n\0\0\0\n");
         let opened = Log::open(dir.path(), FILE, is_json).expect("opens");
         assert_eq!(opened.lines, vec!["{\"n\":1}"]);
         assert!(opened.torn.is_some());
@@ -313,10 +317,8 @@ mod tests {
 
     #[test]
     fn damage_before_the_last_line_fails_naming_the_line_and_changes_nothing() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join(FILE);
         let text = "{\"n\":1}\nnot json\n{\"n\":3}\n";
-        std::fs::write(&path, text).expect("write");
+        let (dir, path) = log_holding(text);
         let err = Log::open(dir.path(), FILE, is_json).expect_err("refused");
         assert!(err.to_string().contains("writes.jsonl:2:"), "{err}");
         assert_eq!(std::fs::read_to_string(&path).expect("log"), text);

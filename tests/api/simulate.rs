@@ -409,6 +409,103 @@ async fn a_control_header_overrides_the_bundles_simulation() {
         .assert_error(503, "simulated_error");
 }
 
+#[tokio::test]
+async fn a_simulated_error_carries_the_retry_after_asked_for() {
+    let data = TempData::new();
+    data.with_simulating_demo(
+        "demo",
+        "[simulate]\nerror_rate = 1\nerror_status = 429\nretry_after = 7\n\
+         [simulate.endpoints.payments]\nretry_after = \"Sunday, 06-Nov-94 08:49:37 GMT\"\n\
+         [simulate.endpoints.hotsite]\nerror_rate = 0\n\
+         [simulate.endpoints.submission]\nretry_after = \"none\"\n",
+    );
+    let app = with_control(data.path(), Duration::from_secs(30)).await;
+    const STATUS: &str = "x-eventbox-status";
+    const RETRY: &str = "x-eventbox-retry-after";
+    let date = "Wed, 21 Oct 2026 07:28:00 GMT";
+
+    /// Why, the path, the control headers, then the status and `Retry-After` answered.
+    type Case<'a> = (
+        &'a str,
+        &'a str,
+        &'a [(&'a str, &'a str)],
+        u16,
+        Option<&'a str>,
+    );
+    let cases: &[Case] = &[
+        ("the bundle's", "/api/v1/event", &[], 429, Some("7")),
+        (
+            "an endpoint's, a date sent in the preferred form",
+            "/api/v1/payments",
+            &[],
+            429,
+            Some("Sun, 06 Nov 1994 08:49:37 GMT"),
+        ),
+        (
+            "taken back for an endpoint",
+            "/api/v1/submission/",
+            &[],
+            429,
+            None,
+        ),
+        (
+            "a real answer: none",
+            "/api/v1/hotsite/",
+            &[(RETRY, "2")],
+            200,
+            None,
+        ),
+        (
+            "the request's, on a drawn error",
+            "/api/v1/event",
+            &[(RETRY, "1")],
+            429,
+            Some("1"),
+        ),
+        (
+            "the request's, on an asked error",
+            "/api/v1/hotsite/",
+            &[(STATUS, "503"), (RETRY, date)],
+            503,
+            Some(date),
+        ),
+        (
+            "the bundle's, on an asked error",
+            "/api/v1/hotsite/",
+            &[(STATUS, "503")],
+            503,
+            Some("7"),
+        ),
+        (
+            "taken back for a request",
+            "/api/v1/event",
+            &[(RETRY, "none")],
+            429,
+            None,
+        ),
+    ];
+    for (why, path, headers, status, retry_after) in cases {
+        let res = app.get_with(path, DEMO_TOKEN, headers).await;
+        assert_eq!(res.status, *status, "{why}");
+        if *status != 200 {
+            res.assert_error(*status, "simulated_error");
+        }
+        assert_eq!(res.header("retry-after"), *retry_after, "{why}");
+    }
+
+    let unusable = app
+        .get_with("/api/v1/event", DEMO_TOKEN, &[(RETRY, "in a minute")])
+        .await;
+    unusable.assert_error(400, "invalid_control_header");
+    assert!(
+        unusable.json()["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("X-Eventbox-Retry-After")),
+        "{}",
+        unusable.json()
+    );
+}
+
 fn raw_request(fault: &str) -> String {
     raw_request_to("/api/v1/event", fault)
 }
