@@ -322,10 +322,12 @@ fn checked<'s, B>(
             return Checked::Answered(json(StatusCode::OK, ctx.writes.queue.body()))
         }
         (_, Some(Operation::WritesReset)) => {
-            return match bundle {
-                Ok(bundle) => Checked::Reset(bundle),
-                Err(e) => Checked::Answered(error(e)),
-            }
+            let query = req.uri().query().filter(|q| !q.is_empty());
+            return match (bundle, query) {
+                (Err(e), _) => Checked::Answered(error(e)),
+                (Ok(_), Some(_)) => Checked::Answered(error(ApiError::InvalidReset)),
+                (Ok(bundle), None) => Checked::Reset(bundle),
+            };
         }
         (Route::Api(index), None) => index,
         (Route::Operation(_), None) => return Checked::Answered(error(ApiError::NotReady)),

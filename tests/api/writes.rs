@@ -374,6 +374,20 @@ async fn read_only_refuses_every_write_with_405_and_reset_forgets_the_writes() {
     app.send(Method::POST, "/_writes/reset", None, None)
         .await
         .assert_error(401, "missing_token");
+    // The token alone picks the bundle: a parameter that seems to pick another is refused, and
+    // nothing is forgotten.
+    app.send(
+        Method::POST,
+        "/_writes/reset?bundle=other",
+        Some(DEMO_TOKEN),
+        None,
+    )
+    .await
+    .assert_error(400, "invalid_reset");
+    assert_ne!(
+        app.get("/api/v1/attendees", DEMO_TOKEN).await.body,
+        pristine
+    );
     let reset = app
         .send(Method::POST, "/_writes/reset", Some(DEMO_TOKEN), None)
         .await;
