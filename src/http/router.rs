@@ -424,6 +424,16 @@ where
     if let Some(status) = status {
         let code = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
         if let Some(body) = simulated_error_body(code.as_u16()) {
+            // With a journal, the body sent is kept (read up to the largest any endpoint
+            // takes), so a test can check what a client sent before it was refused and retried.
+            let mut read = Read::default();
+            if ctx.journal.is_some() {
+                let (parts, request_body) = req.into_parts();
+                read.body = read_body(&parts, request_body, WRITE_LIMIT)
+                    .await
+                    .ok()
+                    .filter(|b| !b.is_empty());
+            }
             let mut res = json(code, body);
             // The request's (`none` included), else the endpoint's.
             let retry_after = match control.retry_after {
@@ -434,7 +444,7 @@ where
             {
                 res.headers_mut().insert(RETRY_AFTER, value);
             }
-            return (res, Read::default());
+            return (res, read);
         }
     }
     let (parts, request_body) = req.into_parts();

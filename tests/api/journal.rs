@@ -583,3 +583,39 @@ async fn request_bodies_read_are_kept_as_json_or_text_and_cut_at_16_kib() {
     assert_eq!(entries[5]["body"], Value::Null);
     assert_eq!(entries[5]["body_cut"], false);
 }
+
+#[tokio::test]
+async fn a_request_answered_by_a_simulated_error_is_journaled_with_the_body_it_sent() {
+    let app = journaled(10).await;
+    let body = br#"{"name": "Ana Lima", "email": "ana@exemplo.com", "amount": 10.00}"#;
+    let refused = crate::helpers::answer(
+        app.client
+            .post(format!("{}/api/v1/attendees/create", app.base))
+            .header("Authorization-Token", DEMO_TOKEN)
+            .header("x-eventbox-status", "503")
+            .header("content-type", "application/json")
+            .body(&body[..]),
+    )
+    .await;
+    refused.assert_error(503, "simulated_error");
+    // A simulated error on a request without a body keeps none.
+    app.get_with("/api/v1/event", DEMO_TOKEN, &[("x-eventbox-status", "429")])
+        .await
+        .assert_error(429, "simulated_error");
+
+    let raw = app.get("/_journal", "").await.text();
+    assert!(
+        raw.contains(
+            r#""status":503,"duration_ms""#
+        ) && raw.contains(
+            r#""body":{"name":"Ana Lima","email":"ana@exemplo.com","amount":10.00},"body_cut":false"#
+        ),
+        "the refused write's body, as sent: {raw}"
+    );
+    let listed: Value = serde_json::from_str(&raw).expect("JSON");
+    let entries = listed["entries"].as_array().expect("entries");
+    assert_eq!(entries.len(), 2);
+    assert_eq!(entries[0]["status"], 503);
+    assert_eq!(entries[1]["status"], 429);
+    assert_eq!(entries[1]["body"], Value::Null);
+}
