@@ -78,25 +78,26 @@ impl BadControl {
         BadControl { name, twice: false }
     }
 
-    /// The header as the documentation spells it.
-    fn header(self) -> &'static str {
+    /// The header as the documentation spells it, and what it takes.
+    fn header(self) -> (&'static str, &'static str) {
         match self.name {
-            DELAY_HEADER => "X-Eventbox-Delay",
-            STATUS_HEADER => "X-Eventbox-Status",
-            RETRY_AFTER_HEADER => "X-Eventbox-Retry-After",
-            _ => "X-Eventbox-Fault",
+            DELAY_HEADER => ("X-Eventbox-Delay", "milliseconds in plain digits"),
+            STATUS_HEADER => ("X-Eventbox-Status", "a status from 400 to 599"),
+            RETRY_AFTER_HEADER => (
+                "X-Eventbox-Retry-After",
+                "seconds, an HTTP-date whose weekday matches its date, or none",
+            ),
+            _ => ("X-Eventbox-Fault", "one of reset, empty, truncate"),
         }
     }
 
     /// What the error's message adds: which header, and how it cannot be used.
     pub(crate) fn detail(self) -> String {
+        let (header, takes) = self.header();
         if self.twice {
-            format!(
-                "This request gives {} twice, with different values.",
-                self.header()
-            )
+            format!("This request gives {header} twice, with different values.")
         } else {
-            format!("This request's {} is not one of those.", self.header())
+            format!("This request's {header} is not {takes}.")
         }
     }
 }

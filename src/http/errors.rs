@@ -155,9 +155,9 @@ errors! {
     InvalidQueueEntry = (400, "invalid_queue_entry", "DELETE /_queue takes one parameter, seq: the seq of a parked or rejected entry of the token's bundle, as GET /_queue lists it."),
     /// `DELETE /_queue?seq=N` where the token's bundle has no parked or rejected entry `N`.
     NotInQueue = (404, "not_in_queue", "The token's bundle has no parked or rejected entry with that seq (GET /_queue lists them):"),
-    /// `POST /_writes/reset` with a query: the token alone picks the bundle, so a parameter
-    /// (`?bundle=other`) would be ignored while the token's bundle is reset.
-    InvalidReset = (400, "invalid_reset", "POST /_writes/reset takes no parameter: the Authorization-Token picks the bundle whose writes are forgotten."),
+    /// `POST /_writes/reset` with a parameter or a body: the token alone picks the bundle, so
+    /// `?bundle=other` would be ignored while the token's bundle is reset.
+    InvalidReset = (400, "invalid_reset", "POST /_writes/reset takes no parameter and no body: the Authorization-Token picks the bundle whose writes are forgotten."),
     /// `page` or `per_page` that is not a whole number from 1.
     InvalidPaging = (400, "invalid_paging", "page and per_page take whole numbers from 1, each given once (per_page without page is page 1; page without per_page pages by 100)."),
 }

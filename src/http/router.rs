@@ -187,7 +187,10 @@ where
     match checked(req, route, bundle, snapshot, ctx, peer) {
         Checked::Api(req, index, bundle) => api(req, index, bundle, ctx).await,
         Checked::Answered(response) => Handled::plain(response),
-        Checked::Reset(bundle) => {
+        Checked::Reset(bundle, body) => {
+            if prefix(body, 1).await.is_some_and(|b| !b.is_empty()) {
+                return Handled::plain(error(ApiError::InvalidReset));
+            }
             Handled::plain(match ctx.writes.reset(&bundle.name).durable().await {
                 Ok(()) => no_content(),
                 Err(_) => error(ApiError::StateUnwritable),
@@ -212,8 +215,8 @@ enum Checked<'s, B> {
     Answered(Response<Payload>),
     /// An API request that passed, with its endpoint's index and its bundle.
     Api(Request<B>, usize, &'s Prepared),
-    /// `POST /_writes/reset` with the token of this bundle.
-    Reset(&'s Prepared),
+    /// `POST /_writes/reset` with the token of this bundle, and its body (refused unless empty).
+    Reset(&'s Prepared, B),
     /// `DELETE /_queue?seq=N` with the token of this bundle.
     Dismiss(&'s Prepared, u64),
 }
@@ -322,11 +325,13 @@ fn checked<'s, B>(
             return Checked::Answered(json(StatusCode::OK, ctx.writes.queue.body()))
         }
         (_, Some(Operation::WritesReset)) => {
-            let query = req.uri().query().filter(|q| !q.is_empty());
+            // Nothing but the token may seem to pick the bundle: no parameter (nor a body,
+            // checked when read).
+            let query = req.uri().query().is_some_and(|q| !q.is_empty());
             return match (bundle, query) {
                 (Err(e), _) => Checked::Answered(error(e)),
-                (Ok(_), Some(_)) => Checked::Answered(error(ApiError::InvalidReset)),
-                (Ok(bundle), None) => Checked::Reset(bundle),
+                (Ok(_), true) => Checked::Answered(error(ApiError::InvalidReset)),
+                (Ok(bundle), false) => Checked::Reset(bundle, req.into_body()),
             };
         }
         (Route::Api(index), None) => index,
@@ -424,14 +429,13 @@ where
     if let Some(status) = status {
         let code = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
         if let Some(body) = simulated_error_body(code.as_u16()) {
-            // With a journal, the body sent is kept (read up to the largest any endpoint
-            // takes), so a test can check what a client sent before it was refused and retried.
+            // With a journal, the body's first bytes are kept (what the journal keeps, and one
+            // more to show it was cut), so a test can check what a client sent before it was
+            // refused and retried.
             let mut read = Read::default();
             if ctx.journal.is_some() {
-                let (parts, request_body) = req.into_parts();
-                read.body = read_body(&parts, request_body, WRITE_LIMIT)
+                read.body = prefix(req.into_body(), super::journal::MAX_BODY + 1)
                     .await
-                    .ok()
                     .filter(|b| !b.is_empty());
             }
             let mut res = json(code, body);
@@ -772,6 +776,29 @@ fn represent(headers: &HeaderMap, body: &prepare::Body, ctx: &Context) -> Respon
         h.insert(CONTENT_ENCODING, HeaderValue::from_static(name));
     }
     res
+}
+
+/// The first `n` bytes of a body (all of a shorter one), reading no further; `None` when it
+/// fails before any (a timeout, a reset).
+async fn prefix<B>(body: B, n: usize) -> Option<Bytes>
+where
+    B: Body,
+{
+    let mut body = std::pin::pin!(body);
+    let mut got = bytes::BytesMut::new();
+    while got.len() < n {
+        match body.frame().await {
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    bytes::BufMut::put(&mut got, data);
+                }
+            }
+            Some(Err(_)) if got.is_empty() => return None,
+            Some(Err(_)) | None => break,
+        }
+    }
+    got.truncate(n);
+    Some(got.freeze())
 }
 
 /// A request's body, at most `limit` bytes (a larger declared length is refused before reading).

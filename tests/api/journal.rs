@@ -598,6 +598,17 @@ async fn a_request_answered_by_a_simulated_error_is_journaled_with_the_body_it_s
     )
     .await;
     refused.assert_error(503, "simulated_error");
+    // A body larger than any endpoint takes: its first 16 KiB, cut as any other.
+    let large = format!(r#"{{"pad": "{}"}}"#, "x".repeat(2 * 1024 * 1024));
+    crate::helpers::answer(
+        app.client
+            .post(format!("{}/api/v1/checkin/attendees", app.base))
+            .header("Authorization-Token", DEMO_TOKEN)
+            .header("x-eventbox-status", "502")
+            .body(large.clone()),
+    )
+    .await
+    .assert_error(502, "simulated_error");
     // A simulated error on a request without a body keeps none.
     app.get_with("/api/v1/event", DEMO_TOKEN, &[("x-eventbox-status", "429")])
         .await
@@ -614,8 +625,13 @@ async fn a_request_answered_by_a_simulated_error_is_journaled_with_the_body_it_s
     );
     let listed: Value = serde_json::from_str(&raw).expect("JSON");
     let entries = listed["entries"].as_array().expect("entries");
-    assert_eq!(entries.len(), 2);
+    assert_eq!(entries.len(), 3);
     assert_eq!(entries[0]["status"], 503);
-    assert_eq!(entries[1]["status"], 429);
-    assert_eq!(entries[1]["body"], Value::Null);
+    assert_eq!(entries[1]["status"], 502);
+    let cut = entries[1]["body"].as_str().expect("a cut body is text");
+    assert_eq!(cut.len(), 16 * 1024);
+    assert!(large.starts_with(cut));
+    assert_eq!(entries[1]["body_cut"], true);
+    assert_eq!(entries[2]["status"], 429);
+    assert_eq!(entries[2]["body"], Value::Null);
 }

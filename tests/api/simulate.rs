@@ -493,14 +493,19 @@ async fn a_simulated_error_carries_the_retry_after_asked_for() {
         assert_eq!(res.header("retry-after"), *retry_after, "{why}");
     }
 
+    // A date whose weekday is wrong is no HTTP-date: the message says what the header takes.
     let unusable = app
-        .get_with("/api/v1/event", DEMO_TOKEN, &[(RETRY, "in a minute")])
+        .get_with(
+            "/api/v1/event",
+            DEMO_TOKEN,
+            &[(RETRY, "Mon, 06 Nov 1994 08:49:37 GMT")],
+        )
         .await;
     unusable.assert_error(400, "invalid_control_header");
     assert!(
-        unusable.json()["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("X-Eventbox-Retry-After")),
+        unusable.json()["message"].as_str().is_some_and(|m| m.contains(
+            "This request's X-Eventbox-Retry-After is not seconds, an HTTP-date whose weekday matches its date, or none."
+        )),
         "{}",
         unusable.json()
     );

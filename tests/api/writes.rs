@@ -384,6 +384,14 @@ async fn read_only_refuses_every_write_with_405_and_reset_forgets_the_writes() {
     )
     .await
     .assert_error(400, "invalid_reset");
+    app.send(
+        Method::POST,
+        "/_writes/reset",
+        Some(DEMO_TOKEN),
+        Some(("application/json", br#"{"bundle": "other"}"#)),
+    )
+    .await
+    .assert_error(400, "invalid_reset");
     assert_ne!(
         app.get("/api/v1/attendees", DEMO_TOKEN).await.body,
         pristine
