@@ -188,8 +188,19 @@ where
         Checked::Api(req, index, bundle) => api(req, index, bundle, ctx).await,
         Checked::Answered(response) => Handled::plain(response),
         Checked::Reset(bundle, body) => {
-            if prefix(body, 1).await.is_some_and(|b| !b.is_empty()) {
-                return Handled::plain(error(ApiError::InvalidReset));
+            // A body refuses the reset, and so does one that fails before it is known to be
+            // empty (too slow: 408): a broken request never forgets anything.
+            let refused = if body.size_hint().lower() > 0 {
+                Some(ApiError::InvalidReset)
+            } else {
+                match prefix(body, 1).await {
+                    Ok(b) if b.is_empty() => None,
+                    Ok(_) => Some(ApiError::InvalidReset),
+                    Err(e) => Some(e),
+                }
+            };
+            if let Some(e) = refused {
+                return Handled::plain(error(e));
             }
             Handled::plain(match ctx.writes.reset(&bundle.name).durable().await {
                 Ok(()) => no_content(),
@@ -436,6 +447,7 @@ where
             if ctx.journal.is_some() {
                 read.body = prefix(req.into_body(), super::journal::MAX_BODY + 1)
                     .await
+                    .ok()
                     .filter(|b| !b.is_empty());
             }
             let mut res = json(code, body);
@@ -778,11 +790,12 @@ fn represent(headers: &HeaderMap, body: &prepare::Body, ctx: &Context) -> Respon
     res
 }
 
-/// The first `n` bytes of a body (all of a shorter one), reading no further; `None` when it
-/// fails before any (a timeout, a reset).
-async fn prefix<B>(body: B, n: usize) -> Option<Bytes>
+/// The first `n` bytes of a body (all of a shorter one), reading no further. A body that fails
+/// before them (too slow, cut off) is an error, as [`read_body`] gives it.
+async fn prefix<B>(body: B, n: usize) -> Result<Bytes, ApiError>
 where
     B: Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let mut body = std::pin::pin!(body);
     let mut got = bytes::BytesMut::new();
@@ -793,12 +806,23 @@ where
                     bytes::BufMut::put(&mut got, data);
                 }
             }
-            Some(Err(_)) if got.is_empty() => return None,
-            Some(Err(_)) | None => break,
+            Some(Err(e)) => return Err(body_error(e.into())),
+            None => break,
         }
     }
     got.truncate(n);
-    Some(got.freeze())
+    Ok(got.freeze())
+}
+
+/// What a body that could not be read whole answers.
+fn body_error(e: Box<dyn std::error::Error + Send + Sync>) -> ApiError {
+    if e.is::<http_body_util::LengthLimitError>() {
+        ApiError::BodyTooLarge
+    } else if e.is::<super::deadline::BodyTimedOut>() {
+        ApiError::BodyTimeout
+    } else {
+        ApiError::InvalidBody
+    }
 }
 
 /// A request's body, at most `limit` bytes (a larger declared length is refused before reading).
@@ -818,15 +842,7 @@ where
     Ok(Limited::new(body, limit)
         .collect()
         .await
-        .map_err(|e| {
-            if e.is::<http_body_util::LengthLimitError>() {
-                ApiError::BodyTooLarge
-            } else if e.is::<super::deadline::BodyTimedOut>() {
-                ApiError::BodyTimeout
-            } else {
-                ApiError::InvalidBody
-            }
-        })?
+        .map_err(body_error)?
         .to_bytes())
 }
 

@@ -392,6 +392,20 @@ async fn read_only_refuses_every_write_with_405_and_reset_forgets_the_writes() {
     )
     .await
     .assert_error(400, "invalid_reset");
+    // A body announced and never sent is refused at once, not waited for and taken as empty.
+    let held = crate::helpers::raw_http1(
+        &app.base,
+        &format!(
+            "POST /_writes/reset HTTP/1.1\r\nHost: x\r\nAuthorization-Token: {DEMO_TOKEN}\r\n\
+             Content-Length: 20\r\n\r\n"
+        ),
+    )
+    .await;
+    let head = String::from_utf8_lossy(&held.received);
+    assert!(
+        head.starts_with("HTTP/1.1 400") && head.contains("invalid_reset"),
+        "{head}"
+    );
     assert_ne!(
         app.get("/api/v1/attendees", DEMO_TOKEN).await.body,
         pristine
