@@ -6,10 +6,13 @@
 //! The same seed therefore gives the same sequence of delays and errors for requests made one
 //! after another; concurrent requests take the numbers in the order they arrive. A reload of the
 //! bundle builds a new version, which starts its sequence again. Without a seed, the clock seeds
-//! it. No HTTP here: the router asks for a [`Draw`] and acts on it.
+//! it. The router asks for a [`Draw`] and acts on it; the one piece of HTTP here is each
+//! endpoint's `Retry-After`, made into a header value once per version, not per request.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use hyper::header::HeaderValue;
 
 use crate::model::formats::RetryAfter;
 use crate::model::simulate::{Settings, Simulate};
@@ -22,8 +25,11 @@ pub(crate) struct Draw {
     pub(crate) delay: Duration,
     /// The status of a simulated error, or `None` for the real answer.
     pub(crate) error: Option<u16>,
-    /// The `Retry-After` of a simulated error on this endpoint, drawn or asked for.
-    pub(crate) retry_after: Option<RetryAfter>,
+}
+
+/// The `Retry-After` header value of `r`.
+pub(crate) fn header_value(r: RetryAfter) -> Option<HeaderValue> {
+    HeaderValue::try_from(r.to_string()).ok()
 }
 
 /// One bundle version's simulation: its settings per endpoint and its request counter.
@@ -33,6 +39,8 @@ pub(crate) struct Simulation {
     /// The seed bundle.toml names, if any (else `seed` came from the clock).
     configured: Option<u64>,
     endpoints: Vec<Settings>,
+    /// Each endpoint's `Retry-After` for its simulated errors, as sent.
+    retry_after: Vec<Option<HeaderValue>>,
     next: AtomicU64,
 }
 
@@ -50,6 +58,11 @@ impl Simulation {
             seed: config.seed.unwrap_or_else(clock_seed),
             configured: config.seed,
             endpoints: config.endpoints.clone(),
+            retry_after: config
+                .endpoints
+                .iter()
+                .map(|s| s.retry_after.and_then(header_value))
+                .collect(),
             next: AtomicU64::new(0),
         }
     }
@@ -60,8 +73,14 @@ impl Simulation {
             seed: self.configured.unwrap_or_else(clock_seed),
             configured: self.configured,
             endpoints: self.endpoints.clone(),
+            retry_after: self.retry_after.clone(),
             next: AtomicU64::new(0),
         }
+    }
+
+    /// The `Retry-After` of `endpoint`'s simulated errors, if it gives one.
+    pub(crate) fn retry_after(&self, endpoint: usize) -> Option<&HeaderValue> {
+        self.retry_after.get(endpoint)?.as_ref()
     }
 
     /// The draw of the next request to `endpoint` (an index into
@@ -90,7 +109,6 @@ pub(crate) fn draw_at(seed: u64, n: u64, settings: &Settings) -> Draw {
     Draw {
         delay: Duration::from_millis(delay_ms),
         error,
-        retry_after: settings.retry_after,
     }
 }
 

@@ -451,13 +451,16 @@ where
                     .filter(|b| !b.is_empty());
             }
             let mut res = json(code, body);
-            // The request's (`none` included), else the endpoint's.
+            // The request's (`none` included), else the endpoint's, made when it loaded.
             let retry_after = match control.retry_after {
-                Some(asked) => asked,
-                None => draw.and_then(|d| d.retry_after),
+                Some(asked) => asked.and_then(crate::simulate::header_value),
+                None => bundle
+                    .simulation
+                    .as_ref()
+                    .and_then(|s| s.retry_after(index))
+                    .cloned(),
             };
-            if let Some(value) = retry_after.and_then(|r| HeaderValue::try_from(r.to_string()).ok())
-            {
+            if let Some(value) = retry_after {
                 res.headers_mut().insert(RETRY_AFTER, value);
             }
             return (res, read);

@@ -56,7 +56,7 @@ struct Partial {
     latency_ms: Option<(u64, u64)>,
     error_rate: Option<f64>,
     error_status: Option<u16>,
-    /// `Some(None)`: `"none"`, the bundle's value taken back.
+    /// `Some(None)`: `"none"`, the bundle's value removed for this endpoint.
     retry_after: Option<Option<RetryAfter>>,
 }
 
