@@ -113,7 +113,7 @@ impl Body {
         let len: usize = pieces.iter().map(|p| p.bytes.len()).sum();
         if len <= EAGER_COMPRESS_MAX {
             let whole = Payload::pieces(pieces.iter().map(|p| p.bytes.clone()));
-            return Body::new(whole.to_bytes());
+            return Body::new(crate::memfile::keep(whole.to_bytes()));
         }
         let mut hasher = xxhash_rust::xxh3::Xxh3::new();
         for p in pieces.iter() {
@@ -347,7 +347,7 @@ impl std::fmt::Debug for Answers {
 }
 
 fn to_body(json: serde_json::Result<Vec<u8>>) -> serde_json::Result<Body> {
-    json.map(|v| Body::new(Bytes::from(v)))
+    json.map(|v| Body::new(crate::memfile::keep(Bytes::from(v))))
 }
 
 impl Prepared {
@@ -360,11 +360,13 @@ impl Prepared {
         for (i, (slot, e)) in bundle.slots.iter().zip(&api::API).enumerate() {
             answers.push(match slot {
                 Slot::Body(body) => {
+                    // Served as they are: lists and single bodies (the ranges are read apart).
                     let json = Bytes::from(body.to_json()?);
+                    let kept = crate::memfile::keep;
                     match (body.ids(), body.ranged()) {
-                        (Some(ids), _) => Answers::List(Arc::new(Listed::new(json, ids)?)),
+                        (Some(ids), _) => Answers::List(Arc::new(Listed::new(kept(json), ids)?)),
                         (None, Some(by)) => Answers::Ranged(Ranged::new(&json, by)?),
-                        (None, None) => Answers::One(Body::new(json)),
+                        (None, None) => Answers::One(Body::new(kept(json))),
                     }
                 }
                 Slot::Elsewhere => match e.feed {

@@ -188,7 +188,7 @@ impl AsyncWrite for FaultIo {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        super::sendfile::poll_write_vectored(&mut self.inner, cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {

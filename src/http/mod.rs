@@ -35,6 +35,7 @@ mod paging;
 pub(crate) mod per_ip;
 mod pipeline;
 pub(crate) mod router;
+mod sendfile;
 pub(crate) mod server;
 
 pub use cors::Cors;

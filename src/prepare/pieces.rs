@@ -357,7 +357,7 @@ impl Pieces {
             debug_assert_eq!(live.rows[..], rows[..]);
             return live;
         }
-        let piece = Arc::new(Piece::new(Bytes::copy_from_slice(bytes), rows));
+        let piece = Arc::new(Piece::new(crate::memfile::copy(bytes), rows));
         *remember(&mut held.by_bytes, hash, |w| w.strong_count() > 0) = Arc::downgrade(&piece);
         piece
     }

@@ -707,6 +707,69 @@ async fn until(
     }
 }
 
+/// A client that reads through a small window gets a large answer whole over HTTP/1: the
+/// server's sends from the memory file its pieces live in stop when the socket is full and go on
+/// from where they stopped. The bytes are checked against the gzip variant, made apart and sent
+/// from the heap.
+#[tokio::test]
+async fn a_large_answer_read_through_a_small_window_is_whole() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let data = TempData::new();
+    fixtures::write_json(&data, "big");
+    let path = data.path().join("big/payments.json");
+    std::fs::write(&path, many_payments(12_000, 'a')).expect("write");
+    let app = App::new(data.path());
+    app.load().expect("loads");
+    let app = serve_app(app).await;
+    let gzip = until(
+        &app,
+        "/api/v1/payments",
+        &[("accept-encoding", "gzip")],
+        |r| r.header("content-encoding").is_some(),
+    )
+    .await;
+    let expected = decode(&gzip);
+    assert!(expected.len() > 4 << 20, "{} bytes", expected.len());
+
+    let addr: std::net::SocketAddr = app
+        .base
+        .trim_start_matches("http://")
+        .parse()
+        .expect("an address");
+    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+    socket.set_recv_buffer_size(4096).expect("a small buffer");
+    let mut conn = socket.connect(addr).await.expect("connect");
+    let request = format!(
+        "GET /api/v1/payments HTTP/1.1\r\nHost: x\r\nAuthorization-Token: {TOKEN}\r\nConnection: close\r\n\r\n"
+    );
+    conn.write_all(request.as_bytes()).await.expect("write");
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 1024];
+    loop {
+        let n = conn.read(&mut chunk).await.expect("read");
+        if n == 0 {
+            break;
+        }
+        answer.extend_from_slice(&chunk[..n]);
+    }
+    let end = answer
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a head");
+    let head = String::from_utf8_lossy(&answer[..end]).to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(
+        head.contains(&format!("content-length: {}", expected.len())),
+        "{head}"
+    );
+    let body = &answer[end + 4..];
+    assert_eq!(body.len(), expected.len());
+    assert!(
+        body == &expected[..],
+        "the body differs from its gzip variant"
+    );
+}
+
 /// A large body is served in pieces (a reload shares the unchanged ones): every encoding is one
 /// valid stream of the whole, its length announced, and a reload serves the new bytes whole.
 #[tokio::test]
