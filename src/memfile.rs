@@ -366,7 +366,10 @@ mod tests {
         let kept = copy(&bytes);
         assert_eq!(kept[..], bytes[..]);
         if let Some(why) = imp::unusable() {
-            assert!(locate(&kept).is_none(), "kept in a memory file despite: {why}");
+            assert!(
+                locate(&kept).is_none(),
+                "kept in a memory file despite: {why}"
+            );
             return;
         }
         // A slice of it is found in the file; heap bytes are not.

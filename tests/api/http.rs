@@ -707,6 +707,15 @@ async fn until(
     }
 }
 
+/// A bundle `big` whose payments body is about 5 MB (12,000 payments), and its payments file.
+fn big_payments() -> (TempData, std::path::PathBuf) {
+    let data = TempData::new();
+    fixtures::write_json(&data, "big");
+    let path = data.path().join("big/payments.json");
+    std::fs::write(&path, many_payments(12_000, 'a')).expect("write");
+    (data, path)
+}
+
 /// A client that reads through a small window gets a large answer whole over HTTP/1: the
 /// server's sends from the memory file its pieces live in stop when the socket is full and go on
 /// from where they stopped. The bytes are checked against the gzip variant, made apart and sent
@@ -714,10 +723,7 @@ async fn until(
 #[tokio::test]
 async fn a_large_answer_read_through_a_small_window_is_whole() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let data = TempData::new();
-    fixtures::write_json(&data, "big");
-    let path = data.path().join("big/payments.json");
-    std::fs::write(&path, many_payments(12_000, 'a')).expect("write");
+    let (data, _) = big_payments();
     let app = App::new(data.path());
     app.load().expect("loads");
     let app = serve_app(app).await;
@@ -774,10 +780,7 @@ async fn a_large_answer_read_through_a_small_window_is_whole() {
 /// valid stream of the whole, its length announced, and a reload serves the new bytes whole.
 #[tokio::test]
 async fn a_large_body_in_pieces_is_whole_in_every_encoding_and_after_a_reload() {
-    let data = TempData::new();
-    fixtures::write_json(&data, "big");
-    let path = data.path().join("big/payments.json");
-    std::fs::write(&path, many_payments(12_000, 'a')).expect("write");
+    let (data, path) = big_payments();
     // As `serve` does: watch first, then load.
     let app = App::new(data.path());
     let _watch = app
