@@ -24,7 +24,8 @@ use bytes::Bytes;
 
 /// Bytes shorter than this stay on the heap, and a buffer shorter than this is written as it is
 /// without being looked up: a region takes whole pages, copying a few kilobytes into a socket
-/// costs less than a second system call, and an HTTP/2 frame (16 KiB) is never sent from the file.
+/// costs less than a second system call, and an HTTP/2 frame (16 KiB unless the client asks
+/// for more) is written as it is.
 pub(crate) const MIN_LEN: usize = 32 * 1024;
 
 /// `bytes`, copied into a memory file when they are large enough and one can be had, else
@@ -116,47 +117,37 @@ mod imp {
 
     /// Whether the kernel may give a memory file's pages in folios larger than one page
     /// (transparent huge pages for shmem, `root` being the sysfs folder): punching a hole in
-    /// part of one zeroes that part in place, while a socket may still be sending it. Settings
-    /// that cannot be read count as yes; no such folder (a kernel without them) as no.
+    /// part of one zeroes that part in place, while a socket may still be sending it. The
+    /// setting for memory files is the top one (a size's own setting is for anonymous shared
+    /// memory); a size set on its own to `always` or `within_size` counts too, to be safe. A
+    /// setting that cannot be read counts as yes; no such folder where `/sys/kernel/mm` is
+    /// there (a kernel without them) as no, and no `/sys/kernel/mm` (not mounted) as yes.
     pub(super) fn large_pages_possible(root: &Path) -> bool {
         if !root.exists() {
-            return false;
+            return !root.parent().is_some_and(Path::exists);
         }
         let chosen = |path: &Path| {
             let text = std::fs::read_to_string(path).ok()?;
             let word = text.split_whitespace().find(|w| w.starts_with('['))?;
             Some(word.trim_matches(['[', ']']).to_string())
         };
-        let Some(top) = chosen(&root.join("shmem_enabled")) else {
-            return true;
-        };
-        let top_on = match top.as_str() {
-            "deny" => return false,
-            "force" => return true,
-            "never" | "advise" => false,
-            _ => true,
-        };
+        match chosen(&root.join("shmem_enabled")).as_deref() {
+            Some("never" | "advise" | "deny") => {}
+            _ => return true,
+        }
         let Ok(entries) = std::fs::read_dir(root) else {
             return true;
         };
-        // Since Linux 6.11, one setting a size; before, the one setting (the PMD size).
-        let mut sizes = false;
-        for entry in entries.flatten() {
-            if !entry
+        entries.flatten().any(|entry| {
+            entry
                 .file_name()
                 .to_string_lossy()
                 .starts_with("hugepages-")
-            {
-                continue;
-            }
-            sizes = true;
-            match chosen(&entry.path().join("shmem_enabled")).as_deref() {
-                Some("never" | "advise") => {}
-                Some("inherit") if !top_on => {}
-                _ => return true,
-            }
-        }
-        top_on && !sizes
+                && matches!(
+                    chosen(&entry.path().join("shmem_enabled")).as_deref(),
+                    Some("always" | "within_size")
+                )
+        })
     }
 
     impl Arena {
@@ -180,6 +171,16 @@ mod imp {
                 base,
                 next: std::sync::atomic::AtomicUsize::new(0),
             });
+            // SAFETY: advice on the mapping just made, which changes no byte of it. A core dump
+            // would otherwise read the whole 16 GiB (its holes as zero pages made for it).
+            unsafe {
+                rustix::mm::madvise(base as *mut _, ARENA_LEN, rustix::mm::Advice::LinuxDontDump)?;
+            }
+            // A file system that cannot free part of a file (a sandbox's) would keep every
+            // region's pages until the whole file goes: then no memory file at all.
+            let whole = FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE;
+            let page = rustix::param::page_size() as u64;
+            rustix::fs::fallocate(&arena.fd, whole, 0, page)?;
             let mut mapped = MAPPED.write().unwrap_or_else(PoisonError::into_inner);
             mapped.retain(|(_, a)| a.strong_count() > 0);
             mapped.push((base, Arc::downgrade(&arena)));
@@ -302,6 +303,10 @@ mod imp {
         if UNSENDABLE.load(Ordering::Relaxed) {
             return None;
         }
+        find(slice)
+    }
+
+    fn find(slice: &[u8]) -> Option<Located> {
         let start = slice.as_ptr() as usize;
         let mapped = MAPPED.read().unwrap_or_else(PoisonError::into_inner);
         let (base, arena) = mapped
@@ -314,8 +319,8 @@ mod imp {
         })
     }
 
-    /// Whether `e`, from [`Located::send`], says that the kernel does not `sendfile` from a
-    /// memory file to this socket (a sandbox that refuses the call, an old kernel): if so,
+    /// Whether `e`, from [`Located::send`] or the write of the buffers before it, says that the
+    /// kernel refuses the calls (a sandbox that refuses them, an old kernel): if so,
     /// nothing is sent from memory files from then on, and the caller writes the bytes instead.
     pub(crate) fn refused(e: &io::Error) -> bool {
         use rustix::io::Errno;
@@ -324,13 +329,15 @@ mod imp {
             .iter()
             .any(|n| e.raw_os_error() == Some(n.raw_os_error()));
         if refused && !UNSENDABLE.swap(true, Ordering::Relaxed) {
+            // Nothing to gain from the file any more: new bodies go on the heap.
+            UNAVAILABLE.store(true, Ordering::Relaxed);
             tracing::info!(error = %e, "sendfile refused: large bodies are copied when sent");
         }
         refused
     }
 
     pub(super) fn is_kept(slice: &[u8]) -> bool {
-        locate(slice).is_some()
+        find(slice).is_some()
     }
 
     impl Located {
@@ -451,23 +458,39 @@ mod tests {
         assert!(!possible(), "never, and no sizes of their own");
         set("shmem_enabled", "within_size");
         assert!(possible(), "within_size");
-        set("hugepages-2048kB/shmem_enabled", "inherit");
+        set("hugepages-2048kB/shmem_enabled", "never");
         set("hugepages-64kB/shmem_enabled", "never");
-        assert!(possible(), "a size inherits within_size");
+        assert!(
+            possible(),
+            "the top setting is the memory file's, whatever the sizes say"
+        );
         set("shmem_enabled", "advise");
+        set("hugepages-2048kB/shmem_enabled", "inherit");
         assert!(
             !possible(),
             "advise: only mappings asked for, which this one is not"
         );
         set("hugepages-64kB/shmem_enabled", "always");
         assert!(possible(), "one size always");
-        set("shmem_enabled", "force");
         set("hugepages-64kB/shmem_enabled", "never");
+        set("shmem_enabled", "force");
         assert!(possible(), "force");
         set("shmem_enabled", "deny");
-        assert!(!possible(), "deny overrides every size");
+        assert!(!possible(), "deny");
+        // Linux 6.8 to 6.10: folders a size, without a shmem setting.
+        std::fs::create_dir_all(root.path().join("hugepages-32kB")).expect("mkdir");
+        assert!(!possible(), "a size without a shmem setting");
         std::fs::write(root.path().join("shmem_enabled"), "").expect("write");
         assert!(possible(), "a setting that cannot be read counts as yes");
-        assert!(!imp::large_pages_possible(&root.path().join("absent")));
+        let kernel = root.path().join("mm");
+        std::fs::create_dir_all(&kernel).expect("mkdir");
+        assert!(
+            !imp::large_pages_possible(&kernel.join("absent")),
+            "a kernel without them"
+        );
+        assert!(
+            imp::large_pages_possible(&root.path().join("none/absent")),
+            "no sysfs"
+        );
     }
 }

@@ -49,9 +49,7 @@ pub(crate) fn poll_write_vectored(
     };
     match sent {
         // Nothing was sent: the same buffers are written instead.
-        Err(e) if before == 0 && crate::memfile::refused(&e) => {
-            Pin::new(stream).poll_write_vectored(cx, bufs)
-        }
+        Err(e) if crate::memfile::refused(&e) => Pin::new(stream).poll_write_vectored(cx, bufs),
         sent => Poll::Ready(sent),
     }
 }
