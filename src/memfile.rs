@@ -73,12 +73,11 @@ mod imp {
         fd: OwnedFd,
         /// Where the mapping starts (an address, kept as a number so that the arena is `Send`).
         base: usize,
-        /// The next free offset, a whole number of pages; only grows.
-        next: std::sync::atomic::AtomicUsize,
     }
 
-    /// The arena new regions go to.
-    static CURRENT: Mutex<Option<Arc<Arena>>> = Mutex::new(None);
+    /// The arena new regions go to, and its next free offset (a whole number of pages; only
+    /// grows).
+    static CURRENT: Mutex<Option<(Arc<Arena>, usize)>> = Mutex::new(None);
     /// Every arena that may be alive, by where it is mapped: what [`locate`] looks a slice up in.
     static MAPPED: RwLock<Vec<(usize, Weak<Arena>)>> = RwLock::new(Vec::new());
     /// No memory file could be made: bytes stay on the heap from then on.
@@ -166,11 +165,7 @@ mod imp {
                     0,
                 )?
             } as usize;
-            let arena = Arc::new(Arena {
-                fd,
-                base,
-                next: std::sync::atomic::AtomicUsize::new(0),
-            });
+            let arena = Arc::new(Arena { fd, base });
             // SAFETY: advice on the mapping just made, which changes no byte of it. A core dump
             // would otherwise read the whole 16 GiB (its holes as zero pages made for it).
             unsafe {
@@ -230,29 +225,40 @@ mod imp {
         }
     }
 
-    /// A region of `pages` bytes, from a new arena if the current one is full.
-    fn region(len: usize) -> Option<(Arc<Arena>, usize, usize)> {
+    /// Whether `e` is one of `errors`.
+    fn is_one_of(e: &io::Error, errors: &[rustix::io::Errno]) -> bool {
+        errors
+            .iter()
+            .any(|n| e.raw_os_error() == Some(n.raw_os_error()))
+    }
+
+    /// A region for `len` bytes, from a new arena if the current one is full.
+    fn region(len: usize) -> Option<Region> {
         let pages = len.checked_next_multiple_of(rustix::param::page_size())?;
         if pages > ARENA_LEN {
             return None;
         }
         let mut current = CURRENT.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
-            if let Some(arena) = current.as_ref() {
-                let offset = arena.next.load(Ordering::Relaxed);
+            if let Some((arena, next)) = current.as_mut() {
+                let offset = *next;
                 if offset + pages <= ARENA_LEN {
-                    arena.next.store(offset + pages, Ordering::Relaxed);
-                    return Some((Arc::clone(arena), offset, pages));
+                    *next += pages;
+                    let arena = Arc::clone(arena);
+                    return Some(Region {
+                        arena,
+                        offset,
+                        len,
+                        pages,
+                    });
                 }
             }
             match Arena::new() {
-                Ok(arena) => *current = Some(arena),
+                Ok(arena) => *current = Some((arena, 0)),
                 Err(e) => {
                     *current = None;
-                    let retry = [rustix::io::Errno::MFILE, rustix::io::Errno::NFILE]
-                        .iter()
-                        .any(|n| e.raw_os_error() == Some(n.raw_os_error()));
-                    if retry {
+                    use rustix::io::Errno;
+                    if is_one_of(&e, &[Errno::MFILE, Errno::NFILE]) {
                         // Out of file descriptors for now: tried again for the next body.
                         tracing::debug!(error = %e, "no memory file for bodies for now");
                     } else {
@@ -269,20 +275,14 @@ mod imp {
         if UNAVAILABLE.load(Ordering::Relaxed) || unusable().is_some() {
             return None;
         }
-        let (arena, offset, pages) = region(bytes.len())?;
-        let region = Region {
-            arena,
-            offset,
-            len: bytes.len(),
-            pages,
-        };
+        let region = region(bytes.len())?;
         // Written into the file, not through the mapping (which is read-only): the kernel
         // fills the pages without a page fault each (written through the mapping, 200,000
         // payments were ready 0.1 s later, bench/scale.py), and reads through the mapping
         // later map them many pages a fault.
         let mut written = 0;
         while written < bytes.len() {
-            let at = (offset + written) as u64;
+            let at = (region.offset + written) as u64;
             match rustix::io::pwrite(&region.arena.fd, &bytes[written..], at) {
                 Ok(0) | Err(_) => return None,
                 Ok(n) => written += n,
@@ -324,10 +324,10 @@ mod imp {
     /// nothing is sent from memory files from then on, and the caller writes the bytes instead.
     pub(crate) fn refused(e: &io::Error) -> bool {
         use rustix::io::Errno;
-        let refusals = [Errno::INVAL, Errno::NOSYS, Errno::OPNOTSUPP, Errno::PERM];
-        let refused = refusals
-            .iter()
-            .any(|n| e.raw_os_error() == Some(n.raw_os_error()));
+        let refused = is_one_of(
+            e,
+            &[Errno::INVAL, Errno::NOSYS, Errno::OPNOTSUPP, Errno::PERM],
+        );
         if refused && !UNSENDABLE.swap(true, Ordering::Relaxed) {
             // Nothing to gain from the file any more: new bodies go on the heap.
             UNAVAILABLE.store(true, Ordering::Relaxed);

@@ -528,6 +528,17 @@ async fn a_delay_longer_than_the_idle_timeout_is_answered() {
     }
 }
 
+/// A connection to `base` whose receive buffer is 4 KiB: the server's sends fill it at once.
+async fn small_window(base: &str) -> tokio::net::TcpStream {
+    let addr: std::net::SocketAddr = base
+        .trim_start_matches("http://")
+        .parse()
+        .expect("an address");
+    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
+    socket.set_recv_buffer_size(4096).expect("a small buffer");
+    socket.connect(addr).await.expect("connect")
+}
+
 /// The largest send buffer the kernel may give a socket (Linux), if it says.
 fn largest_send_buffer() -> Option<usize> {
     let text = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_wmem").ok()?;
@@ -594,14 +605,7 @@ async fn a_client_that_stops_reading_its_answer_is_cut_off_over_http1_and_http2(
         eprintln!("HTTP/1 half skipped: the kernel's send buffers may hold the whole answer");
         return;
     }
-    let addr: std::net::SocketAddr = app
-        .base
-        .trim_start_matches("http://")
-        .parse()
-        .expect("an address");
-    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
-    socket.set_recv_buffer_size(4096).expect("a small buffer");
-    let mut conn = socket.connect(addr).await.expect("connect");
+    let mut conn = small_window(&app.base).await;
     conn.write_all(
         b"GET /api/v1/payments HTTP/1.1\r\nHost: x\r\nAuthorization-Token: big-token\r\n\r\n",
     )
@@ -737,14 +741,7 @@ async fn a_large_answer_read_through_a_small_window_is_whole() {
     let expected = decode(&gzip);
     assert!(expected.len() > 4 << 20, "{} bytes", expected.len());
 
-    let addr: std::net::SocketAddr = app
-        .base
-        .trim_start_matches("http://")
-        .parse()
-        .expect("an address");
-    let socket = tokio::net::TcpSocket::new_v4().expect("a socket");
-    socket.set_recv_buffer_size(4096).expect("a small buffer");
-    let mut conn = socket.connect(addr).await.expect("connect");
+    let mut conn = small_window(&app.base).await;
     let request = format!(
         "GET /api/v1/payments HTTP/1.1\r\nHost: x\r\nAuthorization-Token: {TOKEN}\r\nConnection: close\r\n\r\n"
     );
