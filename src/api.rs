@@ -18,6 +18,7 @@ use serde_json::Value;
 use crate::http::errors::ApiError;
 use crate::model::bodies::{self, Records};
 use crate::model::decode::Diag;
+use crate::model::records::{Certificate, Submission};
 
 /// The operations routes, answered by the server rather than from a bundle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -255,7 +256,7 @@ pub(crate) static API: [Endpoint; 20] = [
         key: "submission_list",
         path: "/api/v1/submission/list",
         methods: &[("GET", "getSubmissionList"), ("HEAD", "headSubmissionList")],
-        feed: Feed::File(optional!(bodies::submission_list_body)),
+        feed: Feed::File(optional!(bodies::nested_body::<Submission>)),
         pull: Pull::List {
             count: |v| len(&v["submission"]["data"]),
         },
@@ -335,7 +336,7 @@ pub(crate) static API: [Endpoint; 20] = [
         key: "certificates",
         path: "/api/v1/certificates",
         methods: &[("GET", "getCertificates"), ("HEAD", "headCertificates")],
-        feed: Feed::File(optional!(bodies::certificates_body)),
+        feed: Feed::File(optional!(bodies::nested_body::<Certificate>)),
         pull: Pull::List {
             count: |v| len(&v["certificates"]["data"]),
         },

@@ -236,17 +236,52 @@ pub(crate) fn submission_body(v: &Value, diag: &mut Diag) -> Option<SubmissionBo
     })
 }
 
-/// Body of `GET /api/v1/submission/list`: `{"submission": {"data": [...], "count": n}, "count": 1}`.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct SubmissionListBody {
-    pub(crate) submission: List<Submission>,
+/// A body that holds one list as its member [`NestedRecord::MEMBER`], with a top-level count of 1:
+/// `{"submission": {"data": [...], "count": n}, "count": 1}` (`GET /api/v1/submission/list`), and
+/// the certificates the same way. The documented certificates example has one certificate, so its
+/// top-level `1` could be either; read as the submission list's (whose top-level count the live
+/// service answers as 1), it is always 1.
+#[derive(Debug, Clone)]
+pub(crate) struct Nested<T> {
+    pub(crate) list: List<T>,
     pub(crate) extra: Extra,
 }
 
-impl Serialize for SubmissionListBody {
+/// A record type served in a [`Nested`] body.
+pub(crate) trait NestedRecord: Sized {
+    /// The member that holds the list.
+    const MEMBER: &'static str;
+    /// What `/status` calls the records.
+    const COUNTED_AS: &'static str;
+    /// The decoder of one record.
+    const DECODE: ItemDecoder<Self>;
+}
+
+impl NestedRecord for Submission {
+    const MEMBER: &'static str = "submission";
+    const COUNTED_AS: &'static str = "submissions";
+    const DECODE: ItemDecoder<Self> = records::submission;
+}
+
+impl NestedRecord for Certificate {
+    const MEMBER: &'static str = "certificates";
+    const COUNTED_AS: &'static str = "certificates";
+    const DECODE: ItemDecoder<Self> = records::certificate;
+}
+
+impl<T> Default for Nested<T> {
+    fn default() -> Self {
+        Nested {
+            list: List::default(),
+            extra: Extra::new(),
+        }
+    }
+}
+
+impl<T: NestedRecord + Serialize> Serialize for Nested<T> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         with_extra(s, 2, &self.extra, |m| {
-            m.serialize_entry("submission", &self.submission)?;
+            m.serialize_entry(T::MEMBER, &self.list)?;
             m.serialize_entry("count", &1)
         })
     }
@@ -260,22 +295,22 @@ pub(crate) const SUBMISSION_LIST_DOC: BodyDoc = BodyDoc {
     records: &[("submission.data", <Submission as Describe>::ty)],
 };
 
-/// The submission list file: the service's body, or a bare list of submissions.
-pub(crate) fn submission_list_body(v: &Value, diag: &mut Diag) -> Option<SubmissionListBody> {
+/// A [`Nested`] file: the service's body, or a bare list of its records.
+pub(crate) fn nested_body<T: NestedRecord>(v: &Value, diag: &mut Diag) -> Option<Nested<T>> {
     if v.is_array() {
-        let (submission, _) = list(v, "", diag, records::submission)?;
-        return Some(SubmissionListBody {
-            submission,
+        let (list, _) = list(v, "", diag, T::DECODE)?;
+        return Some(Nested {
+            list,
             extra: Extra::new(),
         });
     }
     let mut o = Obj::new(v, "", diag)?;
-    let inner = o.raw("submission");
+    let inner = o.raw(T::MEMBER);
     check_count(&mut o, 1, "the body has lists:");
     let extra = o.finish();
-    let inner = inner.map(|v| (v, "submission".to_string()));
-    let submission = member_list(inner, "submission", diag, records::submission)?;
-    Some(SubmissionListBody { submission, extra })
+    let inner = inner.map(|v| (v, T::MEMBER.to_string()));
+    let list = member_list(inner, T::MEMBER, diag, T::DECODE)?;
+    Some(Nested { list, extra })
 }
 
 /// Body of `GET /api/v1/hotsite/`: the cover and the page areas, sorted by `ordem`.
@@ -475,9 +510,9 @@ impl Records for SubmissionBody {
     }
 }
 
-impl Records for SubmissionListBody {
+impl<T: NestedRecord> Records for Nested<T> {
     fn records(&self) -> Vec<(&'static str, usize)> {
-        vec![("submissions", self.submission.data.len())]
+        vec![(T::COUNTED_AS, self.list.data.len())]
     }
 }
 
@@ -514,12 +549,6 @@ impl Records for Data<Speaker> {
 
     fn ids(&self) -> Option<Vec<i64>> {
         Some(self.data.iter().map(|s| s.id_speaker).collect())
-    }
-}
-
-impl Records for CertificatesBody {
-    fn records(&self) -> Vec<(&'static str, usize)> {
-        vec![("certificates", self.certificates.data.len())]
     }
 }
 
@@ -628,46 +657,6 @@ pub(crate) fn company_events_body(v: &Value, diag: &mut Diag) -> Option<Data<Com
     let (body, path) = data(v, diag, records::company_event)?;
     unique_keys(&body.data, &path, "id", |e| Some(e.id), diag);
     Some(body)
-}
-
-/// Body of `GET /api/v1/certificates`, nested like the submission list:
-/// `{"certificates": {"data": [...], "count": n}, "count": 1}`. The documented example has one
-/// certificate, so its top-level `1` could be either; read as the submission list's (whose
-/// top-level count the live service answers as 1), it is always 1.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct CertificatesBody {
-    pub(crate) certificates: List<Certificate>,
-    pub(crate) extra: Extra,
-}
-
-impl Serialize for CertificatesBody {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        with_extra(s, 2, &self.extra, |m| {
-            m.serialize_entry("certificates", &self.certificates)?;
-            m.serialize_entry("count", &1)
-        })
-    }
-}
-
-/// The certificates file: the service's body, or a bare list of certificates.
-pub(crate) fn certificates_body(v: &Value, diag: &mut Diag) -> Option<CertificatesBody> {
-    if v.is_array() {
-        let (certificates, _) = list(v, "", diag, records::certificate)?;
-        return Some(CertificatesBody {
-            certificates,
-            extra: Extra::new(),
-        });
-    }
-    let mut o = Obj::new(v, "", diag)?;
-    let inner = o.raw("certificates");
-    check_count(&mut o, 1, "the body has lists:");
-    let extra = o.finish();
-    let inner = inner.map(|v| (v, "certificates".to_string()));
-    let certificates = member_list(inner, "certificates", diag, records::certificate)?;
-    Some(CertificatesBody {
-        certificates,
-        extra,
-    })
 }
 
 /// The body of `POST /api/v1/attendees/create`: the `Attendee` object, sent flat or wrapped as
@@ -875,7 +864,7 @@ mod tests {
         let certificates = round_trips(
             "certificados-certificates",
             fixture!("certificados-certificates.json"),
-            certificates_body,
+            nested_body::<Certificate>,
         );
         let events = round_trips(
             "empresas-events",
@@ -898,7 +887,7 @@ mod tests {
         assert_eq!(activity.ticket_price.to_string(), "10.0000", "as written");
         assert_eq!((activity.speakers.len(), activity.times.len()), (2, 1));
         assert_eq!(speakers.data[0].id_speaker, 117452);
-        assert_eq!(certificates.certificates.data[0].id_pessoa, 1234);
+        assert_eq!(certificates.list.data[0].id_pessoa, 1234);
         assert_eq!(
             events.data[0].privacy.type_,
             "Privado - com link de acessso"
@@ -1063,7 +1052,7 @@ mod tests {
         v["certificates"]["count"] = json!(2);
         v["count"] = json!(3);
         v["certificates"]["data"][0]["id_pessoa"] = json!("1234");
-        let (body, problems) = findings(&v, certificates_body);
+        let (body, problems) = findings(&v, nested_body::<Certificate>);
         assert!(body.is_none());
         assert_eq!(
             problems,
@@ -1073,7 +1062,7 @@ mod tests {
             ]
         );
         v["certificates"]["data"][0]["id_pessoa"] = json!(1234);
-        let (_, problems) = findings(&v, certificates_body);
+        let (_, problems) = findings(&v, nested_body::<Certificate>);
         assert_eq!(problems[1], "certificates.count: count is 2 but data has 1");
 
         let mut v = parse(fixture!("empresas-events.json"));
