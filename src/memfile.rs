@@ -48,6 +48,22 @@ pub(crate) fn keep(bytes: Bytes) -> Bytes {
     imp::copy(&bytes).unwrap_or(bytes)
 }
 
+/// What the memory files hold and have sent, for `/metrics`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Usage {
+    /// Whether new large bodies go to a memory file (if not, an `info` line said why).
+    pub(crate) in_use: bool,
+    /// Bytes of memory file pages holding live bodies (whole pages).
+    pub(crate) held: u64,
+    /// Bytes sent to sockets from memory files since the process started.
+    pub(crate) sent: u64,
+}
+
+/// This process's [`Usage`].
+pub(crate) fn usage() -> Usage {
+    imp::usage()
+}
+
 #[cfg(all(target_os = "linux", target_pointer_width = "64"))]
 pub(crate) use imp::{locate, refused};
 
@@ -56,7 +72,7 @@ mod imp {
     use std::io;
     use std::os::fd::{AsFd, OwnedFd};
     use std::path::Path;
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
 
     use bytes::Bytes;
@@ -84,6 +100,18 @@ mod imp {
     static UNAVAILABLE: AtomicBool = AtomicBool::new(false);
     /// The kernel refused to `sendfile` from a memory file: buffers are written from then on.
     static UNSENDABLE: AtomicBool = AtomicBool::new(false);
+    /// The pages of live regions, in bytes.
+    static HELD: AtomicU64 = AtomicU64::new(0);
+    /// The bytes sent from memory files.
+    static SENT: AtomicU64 = AtomicU64::new(0);
+
+    pub(super) fn usage() -> super::Usage {
+        super::Usage {
+            in_use: !UNAVAILABLE.load(Ordering::Relaxed) && unusable().is_none(),
+            held: HELD.load(Ordering::Relaxed),
+            sent: SENT.load(Ordering::Relaxed),
+        }
+    }
 
     /// Why this process should not keep bodies in a memory file, if it should not (checked
     /// once, logged once).
@@ -222,6 +250,7 @@ mod imp {
             if let Err(e) = freed {
                 tracing::warn!(error = %e, "cannot free bytes of a memory file of bodies");
             }
+            HELD.fetch_sub(self.pages as u64, Ordering::Relaxed);
         }
     }
 
@@ -244,6 +273,7 @@ mod imp {
                 let offset = *next;
                 if offset + pages <= ARENA_LEN {
                     *next += pages;
+                    HELD.fetch_add(pages as u64, Ordering::Relaxed);
                     let arena = Arc::clone(arena);
                     return Some(Region {
                         arena,
@@ -345,8 +375,9 @@ mod imp {
         /// say. On a non-blocking socket that is full, `WouldBlock`.
         pub(crate) fn send(&self, socket: impl AsFd) -> io::Result<usize> {
             let mut offset = self.offset;
-            rustix::fs::sendfile(socket, &self.arena.fd, Some(&mut offset), self.len)
-                .map_err(Into::into)
+            let sent = rustix::fs::sendfile(socket, &self.arena.fd, Some(&mut offset), self.len)?;
+            SENT.fetch_add(sent as u64, Ordering::Relaxed);
+            Ok(sent)
         }
     }
 }
@@ -359,6 +390,10 @@ mod imp {
 
     pub(super) fn is_kept(_: &[u8]) -> bool {
         false
+    }
+
+    pub(super) fn usage() -> super::Usage {
+        super::Usage::default()
     }
 }
 
@@ -382,10 +417,17 @@ mod tests {
         // A slice of it is found in the file; heap bytes are not.
         let (a, b) = std::os::unix::net::UnixStream::pair().expect("a socket pair");
         let found = locate(&kept[100..200]).expect("found in a memory file");
+        let before = usage();
         assert_eq!(found.send(&a).expect("sent"), 100);
         let mut got = [0u8; 100];
         (&b).read_exact(&mut got).expect("read");
         assert_eq!(got[..], bytes[100..200]);
+        // Counted for /metrics (other tests may add to the figures meanwhile, never take from
+        // the bytes sent, nor free this test's pages).
+        let after = usage();
+        assert!(after.in_use);
+        assert!(after.sent >= before.sent + 100, "{before:?} then {after:?}");
+        assert!(after.held >= kept.len() as u64, "{after:?}");
         assert!(locate(&bytes[..]).is_none());
         assert!(
             locate(&copy(&bytes[..10])[..]).is_none(),

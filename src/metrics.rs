@@ -1,5 +1,6 @@
 //! Prometheus metrics: requests by endpoint and status, request durations, bundles served, reloads
-//! by result, the time of the last reload, and load errors per bundle.
+//! by result, the time of the last reload, load errors per bundle, and what the memory file of
+//! large bodies holds and has sent (process-wide, read when scraped).
 //!
 //! Uses the Prometheus project's own Rust client for the text format. Recording a request is a
 //! few atomic operations; `/metrics` encodes the registry when scraped (an operations endpoint,
@@ -8,11 +9,12 @@
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
+use prometheus_client::collector::Collector;
 use prometheus_client::encoding::text::encode;
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Metric, Registry};
 
@@ -63,6 +65,28 @@ pub(crate) struct Metrics {
 impl Default for Metrics {
     fn default() -> Self {
         Metrics::new()
+    }
+}
+
+/// The memory file of large bodies ([`crate::memfile`]), read when scraped: one per process.
+#[derive(Debug)]
+struct MemoryFile;
+
+impl Collector for MemoryFile {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> std::fmt::Result {
+        let usage = crate::memfile::usage();
+        let in_use = ConstGauge::new(i64::from(usage.in_use));
+        let held = ConstGauge::new(i64::try_from(usage.held).unwrap_or(i64::MAX));
+        let sent = ConstCounter::new(usage.sent);
+        let metrics: [(&str, &str, &dyn EncodeMetric); 3] = [
+            ("memory_file_in_use", "1 while large bodies are kept in a memory file and sent from it with sendfile; 0 when they are copied into sockets (an info log line says why)", &in_use),
+            ("memory_file_bytes", "Bytes of the memory file's pages that hold bodies being served (whole pages)", &held),
+            ("memory_file_sent_bytes", "Bytes sent to clients from the memory file (sendfile), since the process started", &sent),
+        ];
+        for (name, help, metric) in metrics {
+            metric.encode(encoder.encode_descriptor(name, help, None, metric.metric_type())?)?;
+        }
+        Ok(())
     }
 }
 
@@ -124,7 +148,10 @@ impl Metrics {
                 Family::default(),
             ),
             sources: std::sync::OnceLock::new(),
-            registry,
+            registry: {
+                registry.register_collector(Box::new(MemoryFile));
+                registry
+            },
         }
     }
 
@@ -244,6 +271,14 @@ mod tests {
             text.contains("eventbox_http_request_duration_seconds_count{endpoint=\"event\"} 1"),
             "{text}"
         );
+        for series in [
+            "# TYPE eventbox_memory_file_in_use gauge",
+            "# TYPE eventbox_memory_file_bytes gauge",
+            "# TYPE eventbox_memory_file_sent_bytes counter",
+            "eventbox_memory_file_sent_bytes_total ",
+        ] {
+            assert!(text.contains(series), "{series} in {text}");
+        }
         m.set_load_errors(std::iter::empty(), &["demo".to_string()]);
         assert!(!m.render().contains("bundle=\"demo\""));
     }

@@ -1015,6 +1015,9 @@ struct BundleStatus<'a> {
     /// when its bundle.toml names a source.
     #[serde(skip_serializing_if = "Option::is_none")]
     source: Option<crate::kiosk::SourceStatus>,
+    /// The served version's `[simulate]`, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    simulate: Option<serde_json::Value>,
 }
 
 fn bundle_status(e: &Entry) -> BundleStatus<'_> {
@@ -1041,6 +1044,7 @@ fn bundle_status(e: &Entry) -> BundleStatus<'_> {
             .into_iter()
             .find_map(|v| v.as_ref()?.prepared.source.as_ref())
             .map(|h| h.status(Utc::now())),
+        simulate: served.and_then(|v| Some(v.prepared.simulation.as_ref()?.shown())),
     }
 }
 

@@ -44,11 +44,13 @@ pub(crate) struct Simulation {
     next: AtomicU64,
 }
 
-/// A seed from the clock, for a `[simulate]` that names none.
+/// A seed from the clock, for a `[simulate]` that names none: 53 bits, so that `/status` shows
+/// it exactly to any JSON reader (a double holds no more), for bundle.toml to replay it.
 fn clock_seed() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
+        & ((1 << 53) - 1)
 }
 
 impl Simulation {
@@ -76,6 +78,32 @@ impl Simulation {
             retry_after: self.retry_after.clone(),
             next: AtomicU64::new(0),
         }
+    }
+
+    /// What `/status` shows of it: the seed of the sequence (`seed_from`: `bundle.toml`, or the
+    /// `clock` when it names none; with it a run can be replayed) and the settings of each
+    /// endpoint given anything, by key.
+    pub(crate) fn shown(&self) -> serde_json::Value {
+        let endpoints: serde_json::Map<String, serde_json::Value> = crate::api::API
+            .iter()
+            .zip(&self.endpoints)
+            .filter(|(_, s)| **s != Settings::default())
+            .map(|(e, s)| {
+                let shown = serde_json::json!({
+                    "latency_ms": [s.latency_ms.0, s.latency_ms.1],
+                    "error_rate": s.error_rate,
+                    "error_status": s.error_status,
+                    "retry_after": s.retry_after.map(|r| r.to_string()),
+                });
+                (e.key.to_string(), shown)
+            })
+            .collect();
+        let seed_from = if self.configured.is_some() {
+            "bundle.toml"
+        } else {
+            "clock"
+        };
+        serde_json::json!({ "seed": self.seed, "seed_from": seed_from, "endpoints": endpoints })
     }
 
     /// The `Retry-After` of `endpoint`'s simulated errors, if it gives one.

@@ -66,20 +66,29 @@ pub(crate) struct Control {
 }
 
 /// A control header that cannot be used: 400 `invalid_control_header`, its message naming the
-/// header (and whether it was given twice with different values).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// header and quoting its value (or saying that it was given twice with different values).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BadControl {
     pub(crate) name: &'static str,
-    pub(crate) twice: bool,
+    /// The value that cannot be used, cut to [`MAX_QUOTED`] bytes; `None`: given twice.
+    pub(crate) value: Option<String>,
 }
 
+/// The most bytes of a header's value quoted back.
+const MAX_QUOTED: usize = 64;
+
 impl BadControl {
-    fn value(name: &'static str) -> BadControl {
-        BadControl { name, twice: false }
+    fn value(name: &'static str, value: &str) -> BadControl {
+        let mut value = value.to_string();
+        super::journal::clip(&mut value, MAX_QUOTED);
+        BadControl {
+            name,
+            value: Some(value),
+        }
     }
 
     /// The header as the documentation spells it, and what it takes.
-    fn header(self) -> (&'static str, &'static str) {
+    fn header(&self) -> (&'static str, &'static str) {
         match self.name {
             DELAY_HEADER => ("X-Eventbox-Delay", "milliseconds in plain digits"),
             STATUS_HEADER => ("X-Eventbox-Status", "a status from 400 to 599"),
@@ -92,12 +101,11 @@ impl BadControl {
     }
 
     /// What the error's message adds: which header, and how it cannot be used.
-    pub(crate) fn detail(self) -> String {
+    pub(crate) fn detail(&self) -> String {
         let (header, takes) = self.header();
-        if self.twice {
-            format!("This request gives {header} twice, with different values.")
-        } else {
-            format!("This request's {header} is not {takes}.")
+        match &self.value {
+            None => format!("This request gives {header} twice, with different values."),
+            Some(value) => format!("This request's {header} is `{value}`, not {takes}."),
         }
     }
 }
@@ -116,9 +124,11 @@ fn one<T: PartialEq>(
             .to_str()
             .ok()
             .and_then(|t| parse(t.trim()))
-            .ok_or(BadControl::value(name))?;
+            .ok_or_else(|| {
+                BadControl::value(name, String::from_utf8_lossy(value.as_bytes()).trim())
+            })?;
         match &found {
-            Some(earlier) if *earlier != read => return Err(BadControl { name, twice: true }),
+            Some(earlier) if *earlier != read => return Err(BadControl { name, value: None }),
             _ => found = Some(read),
         }
     }
@@ -205,7 +215,7 @@ mod tests {
         ] {
             assert_eq!(
                 control(&pairs),
-                Err(BadControl::value(pairs[0].0)),
+                Err(BadControl::value(pairs[0].0, pairs[0].1)),
                 "{pairs:?}"
             );
         }
@@ -231,12 +241,29 @@ mod tests {
             twice(DELAY_HEADER, "300", "600"),
             Err(BadControl {
                 name: DELAY_HEADER,
-                twice: true
+                value: None
             })
         );
         assert_eq!(
             twice(STATUS_HEADER, "503", "oops"),
-            Err(BadControl::value(STATUS_HEADER))
+            Err(BadControl::value(STATUS_HEADER, "oops"))
         );
+    }
+
+    #[test]
+    fn the_message_quotes_the_value_cut_short() {
+        let long = "9".repeat(200);
+        let bad = control(&[(STATUS_HEADER, " 5o3 ")]).expect_err("not a status");
+        assert_eq!(
+            bad.detail(),
+            "This request's X-Eventbox-Status is `5o3`, not a status from 400 to 599."
+        );
+        let mut h = HeaderMap::new();
+        h.insert(
+            DELAY_HEADER,
+            HeaderValue::from_str(&format!("{long}x")).expect("a value"),
+        );
+        let bad = Control::from_headers(&h, Duration::from_secs(30)).expect_err("not digits");
+        assert_eq!(bad.value, Some(format!("{}…", &long[..MAX_QUOTED])));
     }
 }

@@ -380,3 +380,10 @@ pub fn whole_reads() -> Vec<String> {
     assert!(out.len() >= 6, "{out:?}");
     out
 }
+
+/// The value of one series (`name{labels}`) of a metrics text, if shown.
+pub fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}

@@ -740,6 +740,14 @@ async fn a_large_answer_read_through_a_small_window_is_whole() {
     .await;
     let expected = decode(&gzip);
     assert!(expected.len() > 4 << 20, "{} bytes", expected.len());
+    let memory_file = |name: &'static str| {
+        let app = &app;
+        async move {
+            let text = app.get("/metrics", "").await.text();
+            crate::helpers::metric(&text, name).unwrap_or_else(|| panic!("{name} in {text}"))
+        }
+    };
+    let sent_before = memory_file("eventbox_memory_file_sent_bytes_total").await;
 
     let mut conn = small_window(&app.base).await;
     let request = format!(
@@ -779,6 +787,15 @@ async fn a_large_answer_read_through_a_small_window_is_whole() {
         served["data"] == file["data"],
         "the records differ from the file's"
     );
+    // Where the memory file is in use (Linux, no huge pages for shmem...), the body was sent
+    // from it: most of it (its pieces of 32 KiB and more), other tests' bodies maybe besides.
+    if memory_file("eventbox_memory_file_in_use").await == 1.0 {
+        let half = (expected.len() / 2) as f64;
+        let sent = memory_file("eventbox_memory_file_sent_bytes_total").await - sent_before;
+        assert!(sent >= half, "{sent} bytes sent from the memory file");
+        let held = memory_file("eventbox_memory_file_bytes").await;
+        assert!(held >= half, "{held} bytes held in the memory file");
+    }
 }
 
 /// A large body is served in pieces (a reload shares the unchanged ones): every encoding is one

@@ -16,7 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use crate::helpers::{
-    copy_dir, serve_app, serve_app_on, spawn_app, Answer, TempData, TestApp, DEMO_TOKEN,
+    copy_dir, metric, serve_app, serve_app_on, spawn_app, Answer, TempData, TestApp, DEMO_TOKEN,
 };
 
 const PERIOD: Duration = Duration::from_millis(200);
@@ -146,12 +146,6 @@ fn identity(path: &Path) -> (u64, Vec<u8>) {
     (inode, std::fs::read(path).expect("the file"))
 }
 
-fn metric(text: &str, line_start: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(line_start))
-        .and_then(|v| v.trim().parse().ok())
-}
-
 async fn metrics(app: &TestApp) -> String {
     app.send(reqwest::Method::GET, "/metrics", None, None)
         .await
@@ -198,7 +192,7 @@ async fn a_kiosk_follows_its_source_serves_through_its_outage_and_comes_back_onl
         let text = metrics(source_ref).await;
         metric(
             &text,
-            "eventbox_http_requests_total{endpoint=\"event\",status=\"304\"} ",
+            "eventbox_http_requests_total{endpoint=\"event\",status=\"304\"}",
         )
         .unwrap_or(0.0)
     };
@@ -255,13 +249,12 @@ async fn a_kiosk_follows_its_source_serves_through_its_outage_and_comes_back_onl
     .await;
     let text = metrics(kiosk).await;
     assert_eq!(
-        metric(&text, "eventbox_upstream_up{bundle=\"summit\"} "),
+        metric(&text, "eventbox_upstream_up{bundle=\"summit\"}"),
         Some(0.0),
         "{text}"
     );
     assert!(
-        metric(&text, "eventbox_snapshot_age_seconds{bundle=\"summit\"} ")
-            .is_some_and(|a| a >= 1.0),
+        metric(&text, "eventbox_snapshot_age_seconds{bundle=\"summit\"}").is_some_and(|a| a >= 1.0),
         "{text}"
     );
 
@@ -276,7 +269,7 @@ async fn a_kiosk_follows_its_source_serves_through_its_outage_and_comes_back_onl
     assert!(age(&back) <= 1, "{:?}", back.headers);
     let text = metrics(kiosk).await;
     assert_eq!(
-        metric(&text, "eventbox_upstream_up{bundle=\"summit\"} "),
+        metric(&text, "eventbox_upstream_up{bundle=\"summit\"}"),
         Some(1.0),
         "{text}"
     );

@@ -337,16 +337,9 @@ async fn readyz_is_503_until_the_first_load_then_200() {
     assert_eq!(app.get("/api/v1/event", DEMO_TOKEN).await.status, 200);
 }
 
-/// The value of one sample line of the metrics text, 0 when absent.
+/// The value of one series of the metrics text, 0 when absent.
 fn sample(metrics: &str, series: &str) -> f64 {
-    metrics
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix(series)
-                .and_then(|rest| rest.strip_prefix(' '))
-        })
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0.0)
+    crate::helpers::metric(metrics, series).unwrap_or(0.0)
 }
 
 #[tokio::test]

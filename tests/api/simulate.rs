@@ -148,6 +148,16 @@ async fn the_same_seed_gives_the_same_sequence_and_a_reload_starts_it_again() {
     assert_eq!(a, b, "two servers, one seed");
     assert_eq!(a, after_reload, "a reload starts the sequence again");
     assert_ne!(a, c, "another seed, another sequence");
+    let status = first.get("/status", "").await.json();
+    let shown = &status["bundles"][0]["simulate"];
+    assert_eq!(
+        (&shown["seed"], &shown["seed_from"]),
+        (&42.into(), &"bundle.toml".into())
+    );
+    assert_eq!(
+        shown["endpoints"]["payments"]["error_rate"], 0.5,
+        "{status}"
+    );
 }
 
 #[tokio::test]
@@ -179,6 +189,20 @@ async fn an_endpoint_override_applies_to_that_endpoint_only() {
     assert_eq!(event.status, 200);
     assert!(event_took < Duration::from_millis(600), "{event_took:?}");
     assert_eq!(submission.status, 200);
+
+    // /status shows what each endpoint is given (only those given anything), and the seed the
+    // clock gave, with which the run can be replayed.
+    let status = app.get("/status", "").await.json();
+    let shown = &status["bundles"][0]["simulate"];
+    assert_eq!(shown["seed_from"], "clock", "{status}");
+    assert!(shown["seed"].is_u64(), "{status}");
+    assert_eq!(
+        shown["endpoints"],
+        serde_json::json!({
+            "payments": {"latency_ms": [0, 0], "error_rate": 1.0, "error_status": 502, "retry_after": null},
+            "hotsite": {"latency_ms": [600, 600], "error_rate": 0.0, "error_status": 503, "retry_after": null},
+        })
+    );
 }
 
 #[tokio::test]
@@ -351,7 +375,8 @@ async fn x_eventbox_status_answers_that_status_with_the_error_body() {
             .get_with("/api/v1/event", DEMO_TOKEN, &[(header, value)])
             .await;
         res.assert_error(400, "invalid_control_header");
-        // The message names the header that cannot be used, as the client spelt it or not.
+        // The message names the header that cannot be used, as the client spelt it or not,
+        // and quotes its value.
         let message = res.json()["message"]
             .as_str()
             .unwrap_or_default()
@@ -359,7 +384,7 @@ async fn x_eventbox_status_answers_that_status_with_the_error_body() {
         assert!(
             message
                 .to_ascii_lowercase()
-                .contains(&format!("this request's {header} is not")),
+                .contains(&format!("this request's {header} is `{value}`, not")),
             "{message}"
         );
     }
@@ -504,7 +529,7 @@ async fn a_simulated_error_carries_the_retry_after_asked_for() {
     unusable.assert_error(400, "invalid_control_header");
     assert!(
         unusable.json()["message"].as_str().is_some_and(|m| m.contains(
-            "This request's X-Eventbox-Retry-After is not seconds, an HTTP-date whose weekday matches its date, or none."
+            "This request's X-Eventbox-Retry-After is `Mon, 06 Nov 1994 08:49:37 GMT`, not seconds, an HTTP-date whose weekday matches its date, or none."
         )),
         "{}",
         unusable.json()
