@@ -74,6 +74,9 @@ impl App {
     /// or not); [`App::service`] and [`App::watch_as_configured`] take the rest. Nothing is
     /// loaded yet.
     pub fn with_options(options: &ServeOptions) -> App {
+        if options.memory_file == crate::config::Switch::Off {
+            crate::memfile::turn_off();
+        }
         let store = Arc::new(Store::new(Snapshot::default()));
         let metrics = Arc::new(Metrics::new());
         let sources = Arc::new(crate::kiosk::Sources::default());

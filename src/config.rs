@@ -261,6 +261,10 @@ pub struct ServeOptions {
     /// Send gzip and brotli bodies to clients that accept them
     #[arg(long, env = "EVENTBOX_COMPRESSION", value_enum, default_value_t = Switch::On)]
     pub compression: Switch,
+    /// Keep bodies of 32 KiB and more in a memory file and send them with sendfile; off keeps
+    /// them on the heap (for the whole process, once off)
+    #[arg(long, env = "EVENTBOX_MEMORY_FILE", value_enum, default_value_t = Switch::On)]
+    pub memory_file: Switch,
     /// An origin allowed to read answers from a browser; repeat it for more; `*` for all, `none`
     /// to turn CORS off
     #[arg(

@@ -59,6 +59,13 @@ pub(crate) struct Usage {
     pub(crate) sent: u64,
 }
 
+/// Keeps every body made from now on out of memory files, and sends none from them (the
+/// process's `--memory-file off`): an escape hatch, say for a sandbox that kills a process on a
+/// call the memory file makes. There is no turning it back on.
+pub(crate) fn turn_off() {
+    imp::turn_off();
+}
+
 /// This process's [`Usage`].
 pub(crate) fn usage() -> Usage {
     imp::usage()
@@ -104,6 +111,16 @@ mod imp {
     static HELD: AtomicU64 = AtomicU64::new(0);
     /// The bytes sent from memory files.
     static SENT: AtomicU64 = AtomicU64::new(0);
+
+    pub(super) fn turn_off() {
+        let was_sending = !UNSENDABLE.swap(true, Ordering::Relaxed);
+        let was_keeping = !UNAVAILABLE.swap(true, Ordering::Relaxed);
+        if was_sending || was_keeping {
+            tracing::info!(
+                "large bodies are kept on the heap and copied when sent: --memory-file off"
+            );
+        }
+    }
 
     pub(super) fn usage() -> super::Usage {
         super::Usage {
@@ -391,6 +408,8 @@ mod imp {
     pub(super) fn is_kept(_: &[u8]) -> bool {
         false
     }
+
+    pub(super) fn turn_off() {}
 
     pub(super) fn usage() -> super::Usage {
         super::Usage::default()

@@ -1277,3 +1277,74 @@ async fn with_a_fifo_in_a_bundle_serve_answers_the_others_reloads_and_exits_on_s
         stopping.elapsed()
     );
 }
+
+/// `--memory-file off` (here from the environment) keeps bodies out of the memory file, for the
+/// whole process: `/metrics` says so, the log says why, and a large body is served whole.
+#[tokio::test]
+async fn memory_file_off_keeps_bodies_on_the_heap_and_says_so() {
+    let (data, _) = crate::http::big_payments();
+    let dir = data.path().to_str().expect("UTF-8");
+    // For each setting: the memory file's three series after a large body was served, and the log.
+    let mut runs = Vec::new();
+    for memory_file in ["on", "off"] {
+        let served = start_binary(
+            &["--addr", "127.0.0.1:0", "--no-watch", "-d", dir],
+            &[("EVENTBOX_MEMORY_FILE", memory_file)],
+        );
+        let client = crate::helpers::client();
+        // Bound first, then loaded: /readyz says when.
+        let started = std::time::Instant::now();
+        while client
+            .get(format!("{}/readyz", served.base))
+            .send()
+            .await
+            .map_or(true, |r| r.status() != 200)
+        {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(30),
+                "never ready"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let body = client
+            .get(format!("{}/api/v1/payments", served.base))
+            .header("Authorization-Token", fixtures::TOKEN)
+            .send()
+            .await
+            .expect("answered")
+            .bytes()
+            .await
+            .expect("a body");
+        let served_json: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(served_json["data"].as_array().map(Vec::len), Some(12_000));
+        let text = client
+            .get(format!("{}/metrics", served.base))
+            .send()
+            .await
+            .expect("answered")
+            .text()
+            .await
+            .expect("text");
+        let series = ["in_use", "bytes", "sent_bytes_total"]
+            .map(|s| crate::helpers::metric(&text, &format!("eventbox_memory_file_{s}")));
+        runs.push((series, body.len() as f64, stop(served)));
+    }
+    let ([in_use, held, sent], _, log) = &runs[1];
+    assert_eq!(
+        (*in_use, *held, *sent),
+        (Some(0.0), Some(0.0), Some(0.0)),
+        "off: {log}"
+    );
+    assert!(log.contains("--memory-file off"), "{log}");
+    // On, it is in use and the body went out of it, unless this machine cannot have one (the
+    // log then says why).
+    let ([in_use, _, sent], len, log) = &runs[0];
+    if *in_use == Some(1.0) {
+        assert!(
+            sent.is_some_and(|s| s >= len / 2.0),
+            "on: {sent:?} of {len}"
+        );
+    } else {
+        assert!(log.contains("large bodies are kept on the heap"), "{log}");
+    }
+}

@@ -712,7 +712,7 @@ async fn until(
 }
 
 /// A bundle `big` whose payments body is about 5 MB (12,000 payments), and its payments file.
-fn big_payments() -> (TempData, std::path::PathBuf) {
+pub(crate) fn big_payments() -> (TempData, std::path::PathBuf) {
     let data = TempData::new();
     fixtures::write_json(&data, "big");
     let path = data.path().join("big/payments.json");
