@@ -491,6 +491,16 @@ pub(crate) async fn get_event(base: &str, token: &str) -> (u16, serde_json::Valu
     panic!("eventbox never became ready at {base}");
 }
 
+/// The body of a GET of `path`, with `token` if given.
+async fn fetch(base: &str, path: &str, token: Option<&str>) -> bytes::Bytes {
+    let mut req = crate::helpers::client().get(format!("{base}{path}"));
+    if let Some(token) = token {
+        req = req.header("Authorization-Token", token);
+    }
+    let res = req.send().await.expect("answered");
+    res.bytes().await.expect("a body")
+}
+
 #[tokio::test]
 async fn sighup_reloads_every_bundle_now() {
     let data = TempData::new();
@@ -791,14 +801,7 @@ async fn serve_flags_and_env_turn_on_control_headers_max_delay_and_the_journal()
         .expect("answered")
         .status();
     let took = start.elapsed();
-    let journal = client
-        .get(format!("{}/_journal", served.base))
-        .send()
-        .await
-        .expect("answered")
-        .bytes()
-        .await
-        .expect("a body");
+    let journal = fetch(&served.base, "/_journal", None).await;
     let journal: serde_json::Value = serde_json::from_slice(&journal).expect("JSON");
 
     assert_eq!(status, 429);
@@ -1291,40 +1294,13 @@ async fn memory_file_off_keeps_bodies_on_the_heap_and_says_so() {
             &["--addr", "127.0.0.1:0", "--no-watch", "-d", dir],
             &[("EVENTBOX_MEMORY_FILE", memory_file)],
         );
-        let client = crate::helpers::client();
-        // Bound first, then loaded: /readyz says when.
-        let started = std::time::Instant::now();
-        while client
-            .get(format!("{}/readyz", served.base))
-            .send()
-            .await
-            .map_or(true, |r| r.status() != 200)
-        {
-            assert!(
-                started.elapsed() < std::time::Duration::from_secs(30),
-                "never ready"
-            );
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-        let body = client
-            .get(format!("{}/api/v1/payments", served.base))
-            .header("Authorization-Token", fixtures::TOKEN)
-            .send()
-            .await
-            .expect("answered")
-            .bytes()
-            .await
-            .expect("a body");
+        // Bound first, then loaded: the event answers when it is.
+        assert_eq!(get_event(&served.base, fixtures::TOKEN).await.0, 200);
+        let body = fetch(&served.base, "/api/v1/payments", Some(fixtures::TOKEN)).await;
         let served_json: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
         assert_eq!(served_json["data"].as_array().map(Vec::len), Some(12_000));
-        let text = client
-            .get(format!("{}/metrics", served.base))
-            .send()
-            .await
-            .expect("answered")
-            .text()
-            .await
-            .expect("text");
+        let text =
+            String::from_utf8_lossy(&fetch(&served.base, "/metrics", None).await).into_owned();
         let series = ["in_use", "bytes", "sent_bytes_total"]
             .map(|s| crate::helpers::metric(&text, &format!("eventbox_memory_file_{s}")));
         runs.push((series, body.len() as f64, stop(served)));
