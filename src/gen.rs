@@ -265,6 +265,58 @@ fn create(path: &Path) -> Result<BufWriter<File>, GenError> {
     ))
 }
 
+/// A list file written one compact record per line, so that no tree of a large event is ever
+/// held: the text before the records, each record (on its own line at `indent`), then the text
+/// after them, made from their count.
+struct ListWriter<'p> {
+    w: BufWriter<File>,
+    path: &'p Path,
+    indent: &'static [u8],
+    line: Vec<u8>,
+    written: Written,
+}
+
+impl<'p> ListWriter<'p> {
+    fn create(path: &'p Path, head: &str, indent: &'static str) -> Result<Self, GenError> {
+        let mut w = create(path)?;
+        w.write_all(head.as_bytes()).map_err(io_error(path))?;
+        Ok(ListWriter {
+            w,
+            path,
+            indent: indent.as_bytes(),
+            line: Vec::with_capacity(512),
+            written: Written {
+                bytes: head.len() as u64,
+                count: 0,
+            },
+        })
+    }
+
+    fn record(&mut self, record: &Value) -> Result<(), GenError> {
+        let io = io_error(self.path);
+        self.line.clear();
+        if self.written.count > 0 {
+            self.line.push(b',');
+        }
+        self.line.push(b'\n');
+        self.line.extend_from_slice(self.indent);
+        serde_json::to_writer(&mut self.line, record).map_err(|e| io(e.into()))?;
+        self.w.write_all(&self.line).map_err(io)?;
+        self.written.bytes += self.line.len() as u64;
+        self.written.count += 1;
+        Ok(())
+    }
+
+    fn finish(mut self, tail: impl FnOnce(usize) -> String) -> Result<Written, GenError> {
+        let io = io_error(self.path);
+        let tail = tail(self.written.count);
+        self.w.write_all(tail.as_bytes()).map_err(io)?;
+        self.w.flush().map_err(io)?;
+        self.written.bytes += tail.len() as u64;
+        Ok(self.written)
+    }
+}
+
 fn write_value(path: &Path, value: &Value) -> Result<u64, GenError> {
     let io = io_error(path);
     let mut text = serde_json::to_vec_pretty(value).map_err(|e| io(io::Error::other(e)))?;
@@ -1039,17 +1091,10 @@ impl EventPlan {
         registrations: &[Registration],
         rng: &mut Rng,
     ) -> Result<AttendeesWritten, GenError> {
-        let io = io_error(path);
-        let mut w = create(path)?;
+        let mut list = ListWriter::create(path, "{\n  \"data\": [", "    ")?;
         let mut id = rng.range(1_000_000, 1_999_999);
         let mut code = rng.range(10_000_000, 19_999_999);
-        let mut count = 0usize;
-        let mut bytes = 0u64;
-        let mut line = Vec::with_capacity(512);
         let mut confirmed = Vec::new();
-        let head = b"{\n  \"data\": [";
-        w.write_all(head).map_err(io)?;
-        bytes += head.len() as u64;
         for r in registrations {
             let companions = if r.paid { r.quantity - 1 } else { 0 };
             for k in 0..=companions {
@@ -1090,20 +1135,14 @@ impl EventPlan {
                     "registration_date": br_date(r.date),
                     "registration_hour": format!("{:02}:{:02}", r.hour, r.minute),
                 });
-                line.clear();
-                line.extend_from_slice(if count == 0 { b"\n    " } else { b",\n    " });
-                serde_json::to_writer(&mut line, &record).map_err(|e| io(e.into()))?;
-                w.write_all(&line).map_err(io)?;
-                bytes += line.len() as u64;
-                count += 1;
+                list.record(&record)?;
                 confirmed.extend(certified);
             }
         }
-        let tail = format!("\n  ],\n  \"count\": {count}\n}}\n");
-        w.write_all(tail.as_bytes()).map_err(io)?;
-        w.flush().map_err(io)?;
+        let Written { bytes, count } =
+            list.finish(|count| format!("\n  ],\n  \"count\": {count}\n}}\n"))?;
         Ok(AttendeesWritten {
-            bytes: bytes + tail.len() as u64,
+            bytes,
             count,
             confirmed,
         })
@@ -1394,13 +1433,8 @@ impl EventPlan {
         confirmed: &[Person],
         rng: &mut Rng,
     ) -> Result<Written, GenError> {
-        let io = io_error(path);
-        let mut w = create(path)?;
-        let head = b"{\n  \"certificates\": {\n    \"data\": [";
-        w.write_all(head).map_err(io)?;
-        let mut bytes = head.len() as u64;
-        let mut count = 0usize;
-        let mut line = Vec::with_capacity(384);
+        let head = "{\n  \"certificates\": {\n    \"data\": [";
+        let mut list = ListWriter::create(path, head, "      ")?;
         for p in confirmed {
             if !rng.chance(65) {
                 continue;
@@ -1416,23 +1450,10 @@ impl EventPlan {
                     self.id, p.id
                 ),
             });
-            line.clear();
-            line.extend_from_slice(if count == 0 {
-                b"\n      "
-            } else {
-                b",\n      "
-            });
-            serde_json::to_writer(&mut line, &record).map_err(|e| io(e.into()))?;
-            w.write_all(&line).map_err(io)?;
-            bytes += line.len() as u64;
-            count += 1;
+            list.record(&record)?;
         }
-        let tail = format!("\n    ],\n    \"count\": {count}\n  }},\n  \"count\": 1\n}}\n");
-        w.write_all(tail.as_bytes()).map_err(io)?;
-        w.flush().map_err(io)?;
-        Ok(Written {
-            bytes: bytes + tail.len() as u64,
-            count,
+        list.finish(|count| {
+            format!("\n    ],\n    \"count\": {count}\n  }},\n  \"count\": 1\n}}\n")
         })
     }
 }
