@@ -69,13 +69,15 @@ impl<S> IdleTimeout<S> {
 
     /// [`Self::expired`] for a read that waits: while a request is in flight and no write
     /// waits for the client, the timer is put off to the end of the grace instead (and
-    /// polled, to wake then).
+    /// polled, to wake then). While the last write waited for the client, the write decides
+    /// (polled in the same turn, as a connection flushes what it holds): the client may have
+    /// taken those bytes since, and a stall that is over closes nothing.
     fn read_expired(&mut self, cx: &mut Context<'_>) -> bool {
-        if !self.expired(cx) {
+        if !self.expired(cx) || self.write_stalled {
             return false;
         }
         let end = self.last_activity + self.idle + self.grace;
-        if self.write_stalled || self.in_flight.is_idle() || end <= Instant::now() {
+        if self.in_flight.is_idle() || end <= Instant::now() {
             return true;
         }
         self.timer.as_mut().reset(end);
@@ -158,5 +160,100 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for IdleTimeout<S> {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::poll_fn;
+
+    use tokio::io::AsyncReadExt;
+
+    use super::*;
+
+    const IDLE: Duration = Duration::from_secs(1);
+
+    /// A server side whose client (the other end, `client`) holds 64 bytes unread at most.
+    fn pair() -> (
+        IdleTimeout<tokio::io::DuplexStream>,
+        tokio::io::DuplexStream,
+    ) {
+        let (server, client) = tokio::io::duplex(64);
+        let in_flight = Arc::new(InFlight::default());
+        (
+            IdleTimeout::new(server, IDLE, Duration::ZERO, in_flight),
+            client,
+        )
+    }
+
+    /// Polls once, as a connection's task does when woken.
+    async fn poll_once<T>(f: impl FnMut(&mut Context<'_>) -> Poll<T>) -> Poll<T> {
+        let mut f = f;
+        poll_fn(|cx| Poll::Ready(f(cx))).await
+    }
+
+    async fn read_once(io: &mut IdleTimeout<tokio::io::DuplexStream>) -> Poll<io::Result<()>> {
+        let mut buf = [0u8; 8];
+        poll_once(|cx| Pin::new(&mut *io).poll_read(cx, &mut ReadBuf::new(&mut buf))).await
+    }
+
+    async fn write_once(io: &mut IdleTimeout<tokio::io::DuplexStream>) -> Poll<io::Result<usize>> {
+        poll_once(|cx| Pin::new(&mut *io).poll_write(cx, &[b'x'; 64])).await
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_the_client_never_takes_times_out() {
+        let (mut io, _client) = pair();
+        assert!(matches!(write_once(&mut io).await, Poll::Ready(Ok(64))));
+        assert!(
+            write_once(&mut io).await.is_pending(),
+            "the client's side is full"
+        );
+
+        tokio::time::advance(IDLE + Duration::from_millis(1)).await;
+
+        // Whichever side is polled first, the connection is closed.
+        let _ = read_once(&mut io).await;
+        match write_once(&mut io).await {
+            Poll::Ready(Err(e)) => assert_eq!(e.kind(), io::ErrorKind::TimedOut),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// The client took the stalled bytes before the connection's task ran again, past the
+    /// deadline: the read polled first must not close the connection for a stall that is over;
+    /// the write goes on.
+    #[tokio::test(start_paused = true)]
+    async fn a_stall_the_client_ended_does_not_close_the_connection() {
+        let (mut io, mut client) = pair();
+        assert!(matches!(write_once(&mut io).await, Poll::Ready(Ok(64))));
+        assert!(
+            write_once(&mut io).await.is_pending(),
+            "the client's side is full"
+        );
+        let mut taken = [0u8; 64];
+        client
+            .read_exact(&mut taken)
+            .await
+            .expect("the client reads");
+
+        tokio::time::advance(IDLE + Duration::from_millis(1)).await;
+
+        assert!(
+            read_once(&mut io).await.is_pending(),
+            "closed by a stale stall"
+        );
+        assert!(matches!(write_once(&mut io).await, Poll::Ready(Ok(64))));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_silent_for_the_timeout_is_closed_on_read() {
+        let (mut io, _client) = pair();
+        assert!(read_once(&mut io).await.is_pending());
+        tokio::time::advance(IDLE + Duration::from_millis(1)).await;
+        match read_once(&mut io).await {
+            Poll::Ready(Err(e)) => assert_eq!(e.kind(), io::ErrorKind::TimedOut),
+            other => panic!("{other:?}"),
+        }
     }
 }
