@@ -98,6 +98,13 @@ impl<S> IdleTimeout<S> {
             Poll::Ready(Ok(n)) => {
                 if n > 0 {
                     self.last_activity = Instant::now();
+                    // A read past the deadline left the timer spent while this write stalled
+                    // (see `read_expired`): armed again, or nothing would wake a connection
+                    // that falls silent after this write.
+                    if self.timer.is_elapsed() {
+                        self.timer.as_mut().reset(self.last_activity + self.idle);
+                        let _ = self.timer.as_mut().poll(cx);
+                    }
                 }
                 Poll::Ready(Ok(n))
             }
@@ -212,8 +219,8 @@ mod tests {
 
         tokio::time::advance(IDLE + Duration::from_millis(1)).await;
 
-        // Whichever side is polled first, the connection is closed.
-        let _ = read_once(&mut io).await;
+        // The read polled first leaves it to the write, which closes the connection.
+        assert!(read_once(&mut io).await.is_pending());
         match write_once(&mut io).await {
             Poll::Ready(Err(e)) => assert_eq!(e.kind(), io::ErrorKind::TimedOut),
             other => panic!("{other:?}"),
@@ -244,6 +251,56 @@ mod tests {
             "closed by a stale stall"
         );
         assert!(matches!(write_once(&mut io).await, Poll::Ready(Ok(64))));
+    }
+
+    /// Counts the wake-ups of the task that polled with it.
+    struct Wakes(std::sync::atomic::AtomicUsize);
+
+    impl std::task::Wake for Wakes {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// After the stall the client ended, a connection that then falls silent is still woken by
+    /// the timer (to be closed): the write that went on arms it again.
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_silent_after_an_ended_stall_is_still_woken() {
+        let (mut io, mut client) = pair();
+        let wakes = Arc::new(Wakes(Default::default()));
+        let waker = std::task::Waker::from(Arc::clone(&wakes));
+        let mut cx = Context::from_waker(&waker);
+        let mut buf = [0u8; 8];
+        let mut read = |io: &mut IdleTimeout<_>| {
+            Pin::new(io)
+                .poll_read(&mut cx, &mut ReadBuf::new(&mut buf))
+                .is_pending()
+        };
+        let write = |io: &mut IdleTimeout<_>, cx: &mut Context<'_>| {
+            Pin::new(io).poll_write(cx, &[b'x'; 64])
+        };
+        let mut other_cx = Context::from_waker(std::task::Waker::noop());
+        assert!(matches!(write(&mut io, &mut other_cx), Poll::Ready(Ok(64))));
+        assert!(write(&mut io, &mut other_cx).is_pending());
+        let mut taken = [0u8; 64];
+        client
+            .read_exact(&mut taken)
+            .await
+            .expect("the client reads");
+        tokio::time::advance(IDLE + Duration::from_millis(1)).await;
+        assert!(read(&mut io));
+        assert!(matches!(
+            write(&mut io, &mut Context::from_waker(&waker)),
+            Poll::Ready(Ok(64))
+        ));
+        let before = wakes.0.load(std::sync::atomic::Ordering::Relaxed);
+
+        tokio::time::advance(IDLE * 10).await;
+
+        assert!(
+            wakes.0.load(std::sync::atomic::Ordering::Relaxed) > before,
+            "nothing wakes the silent connection"
+        );
     }
 
     #[tokio::test(start_paused = true)]
