@@ -174,7 +174,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for IdleTimeout<S> {
 mod tests {
     use std::future::poll_fn;
 
-    use tokio::io::AsyncReadExt;
+    use tokio::io::{AsyncReadExt, DuplexStream};
 
     use super::*;
 
@@ -199,12 +199,12 @@ mod tests {
         poll_fn(|cx| Poll::Ready(f(cx))).await
     }
 
-    async fn read_once(io: &mut IdleTimeout<tokio::io::DuplexStream>) -> Poll<io::Result<()>> {
+    async fn read_once(io: &mut IdleTimeout<DuplexStream>) -> Poll<io::Result<()>> {
         let mut buf = [0u8; 8];
         poll_once(|cx| Pin::new(&mut *io).poll_read(cx, &mut ReadBuf::new(&mut buf))).await
     }
 
-    async fn write_once(io: &mut IdleTimeout<tokio::io::DuplexStream>) -> Poll<io::Result<usize>> {
+    async fn write_once(io: &mut IdleTimeout<DuplexStream>) -> Poll<io::Result<usize>> {
         poll_once(|cx| Pin::new(&mut *io).poll_write(cx, &[b'x'; 64])).await
     }
 
@@ -227,15 +227,12 @@ mod tests {
         }
     }
 
-    /// The client took the stalled bytes before the connection's task ran again, past the
-    /// deadline: the read polled first must not close the connection for a stall that is over;
-    /// the write goes on.
-    #[tokio::test(start_paused = true)]
-    async fn a_stall_the_client_ended_does_not_close_the_connection() {
-        let (mut io, mut client) = pair();
-        assert!(matches!(write_once(&mut io).await, Poll::Ready(Ok(64))));
+    /// A write the client does not take at first, then does (before the connection's task runs
+    /// again), and the deadline passed meanwhile.
+    async fn stall_ended(io: &mut IdleTimeout<DuplexStream>, client: &mut DuplexStream) {
+        assert!(matches!(write_once(io).await, Poll::Ready(Ok(64))));
         assert!(
-            write_once(&mut io).await.is_pending(),
+            write_once(io).await.is_pending(),
             "the client's side is full"
         );
         let mut taken = [0u8; 64];
@@ -243,8 +240,15 @@ mod tests {
             .read_exact(&mut taken)
             .await
             .expect("the client reads");
-
         tokio::time::advance(IDLE + Duration::from_millis(1)).await;
+    }
+
+    /// The read polled first must not close the connection for a stall that is over; the write
+    /// goes on.
+    #[tokio::test(start_paused = true)]
+    async fn a_stall_the_client_ended_does_not_close_the_connection() {
+        let (mut io, mut client) = pair();
+        stall_ended(&mut io, &mut client).await;
 
         assert!(
             read_once(&mut io).await.is_pending(),
@@ -267,32 +271,15 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_connection_silent_after_an_ended_stall_is_still_woken() {
         let (mut io, mut client) = pair();
+        stall_ended(&mut io, &mut client).await;
         let wakes = Arc::new(Wakes(Default::default()));
         let waker = std::task::Waker::from(Arc::clone(&wakes));
         let mut cx = Context::from_waker(&waker);
         let mut buf = [0u8; 8];
-        let mut read = |io: &mut IdleTimeout<_>| {
-            Pin::new(io)
-                .poll_read(&mut cx, &mut ReadBuf::new(&mut buf))
-                .is_pending()
-        };
-        let write = |io: &mut IdleTimeout<_>, cx: &mut Context<'_>| {
-            Pin::new(io).poll_write(cx, &[b'x'; 64])
-        };
-        let mut other_cx = Context::from_waker(std::task::Waker::noop());
-        assert!(matches!(write(&mut io, &mut other_cx), Poll::Ready(Ok(64))));
-        assert!(write(&mut io, &mut other_cx).is_pending());
-        let mut taken = [0u8; 64];
-        client
-            .read_exact(&mut taken)
-            .await
-            .expect("the client reads");
-        tokio::time::advance(IDLE + Duration::from_millis(1)).await;
-        assert!(read(&mut io));
-        assert!(matches!(
-            write(&mut io, &mut Context::from_waker(&waker)),
-            Poll::Ready(Ok(64))
-        ));
+        let read = Pin::new(&mut io).poll_read(&mut cx, &mut ReadBuf::new(&mut buf));
+        assert!(read.is_pending());
+        let written = Pin::new(&mut io).poll_write(&mut cx, &[b'x'; 64]);
+        assert!(matches!(written, Poll::Ready(Ok(64))));
         let before = wakes.0.load(std::sync::atomic::Ordering::Relaxed);
 
         tokio::time::advance(IDLE * 10).await;
