@@ -82,7 +82,7 @@ impl Simulation {
 
     /// What `/status` shows of it: the seed of the sequence (`seed_from`: `bundle.toml`, or the
     /// `clock` when it names none; with it a run can be replayed) and the settings of each
-    /// endpoint given anything, by key.
+    /// endpoint whose settings are not the defaults, by key.
     pub(crate) fn shown(&self) -> serde_json::Value {
         let endpoints: serde_json::Map<String, serde_json::Value> = crate::api::API
             .iter()

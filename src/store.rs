@@ -89,11 +89,6 @@ impl Snapshot {
         self.by_token.get(&token).map(Arc::as_ref)
     }
 
-    /// Whether a bundle of that name is served.
-    pub(crate) fn serves(&self, name: &str) -> bool {
-        self.by_token.values().any(|b| *b.name == *name)
-    }
-
     /// The `/status` body.
     pub(crate) fn status(&self) -> &Bytes {
         &self.status

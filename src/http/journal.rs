@@ -251,8 +251,6 @@ const PATH_TAKES: &str =
 const STATUS_TAKES: &str =
     "takes a status code (201; 0 for no answer, 499 for a client that went away) or a class (4xx)";
 const BUNDLE_TAKES: &str = "takes the name of a bundle (its folder's name)";
-const UNKNOWN_BUNDLE: &str =
-    "names no bundle: none is served under that name and no request kept opened one (names are case-sensitive)";
 
 impl Filter {
     /// The filter of a `/_journal` query string: `method`, `path`, `status` and `bundle`, each
@@ -346,28 +344,6 @@ impl Filter {
             }
         }
         Ok(())
-    }
-
-    /// A `bundle` filter that lists must name a bundle that is served (`served` tells) or that a
-    /// request kept in `journal` opened: any other name is more likely a typo than a bundle with
-    /// no requests, so it is refused rather than answered with nothing.
-    pub(crate) fn known_bundle(
-        self,
-        journal: &Journal,
-        served: impl Fn(&str) -> bool,
-    ) -> Result<Filter, BadFilter> {
-        match self.bundle.as_deref() {
-            Some(name)
-                if !served(name)
-                    && !journal
-                        .lock()
-                        .iter()
-                        .any(|e| e.bundle.as_deref() == Some(name)) =>
-            {
-                Err(BadFilter::new("bundle", UNKNOWN_BUNDLE))
-            }
-            _ => Ok(self),
-        }
     }
 
     /// Whether an entry passes every filter given.
@@ -607,23 +583,7 @@ mod tests {
             [] as [&str; 0]
         );
 
-        let served = |name: &str| name == "served";
-        let known = |query: &str| {
-            filter(query)
-                .expect("a filter")
-                .known_bundle(&journal, served)
-        };
-        for query in ["bundle=demo", "bundle=served", "path=/a"] {
-            assert!(known(query).is_ok(), "{query}");
-        }
-        let unknown = known("bundle=Demo").expect_err("no such bundle");
-        assert_eq!(
-            (unknown.parameter.as_str(), unknown.reason),
-            ("bundle", UNKNOWN_BUNDLE)
-        );
-
         journal.forget(&Filter::to_forget(Some("bundle=demo")).expect("a filter"));
-        assert!(known("bundle=demo").is_err(), "forgotten, and not served");
 
         assert_eq!(paths(&Filter::default()), ["/b", "/c"]);
         for query in ["method=GET", "bundle=demo&path=/a", "status=200"] {

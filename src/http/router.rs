@@ -263,7 +263,6 @@ fn checked<'s, B>(
                 req.method(),
                 req.uri().query(),
                 ctx.journal.as_deref(),
-                snapshot,
             ))
         }
         // No preflight either: no web page may dismiss what waits for the source.
@@ -711,7 +710,6 @@ fn journal(
     method: &Method,
     query: Option<&str>,
     journal: Option<&Journal>,
-    snapshot: &Snapshot,
 ) -> Response<Payload> {
     let Some(journal) = journal else {
         return error(ApiError::JournalDisabled);
@@ -720,14 +718,6 @@ fn journal(
         Method::GET | Method::HEAD => Filter::from_query(query),
         Method::DELETE => Filter::to_forget(query),
         _ => return not_allowed(route),
-    };
-    // A listing by an unknown bundle is refused once bundles are loaded; forgetting stays
-    // idempotent (a cleanup that runs twice, or after its bundle went, is no error).
-    let filter = match *method {
-        Method::GET | Method::HEAD if snapshot.is_ready() => {
-            filter.and_then(|f| f.known_bundle(journal, |name| snapshot.serves(name)))
-        }
-        _ => filter,
     };
     let filter = match filter {
         Ok(filter) => filter,
