@@ -617,23 +617,15 @@ where
         }
         Some(Ok(pending)) => pending,
     };
-    let seq = pending.seq;
     match pending.durable().await {
-        Ok(()) => {
-            ctx.writes.queue.durable(seq);
-            json(
-                StatusCode::OK,
-                Bytes::from_static(match kind {
-                    WriteKind::Register => b"\"Data entered successfully.\"",
-                    WriteKind::Checkin | WriteKind::CheckinSessions => b"\"OK\"",
-                }),
-            )
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "a write could not be made durable; it is taken back");
-            ctx.writes.forget(name, seq);
-            error(ApiError::StateUnwritable)
-        }
+        Ok(()) => json(
+            StatusCode::OK,
+            Bytes::from_static(match kind {
+                WriteKind::Register => b"\"Data entered successfully.\"",
+                WriteKind::Checkin | WriteKind::CheckinSessions => b"\"OK\"",
+            }),
+        ),
+        Err(_) => error(ApiError::StateUnwritable),
     }
 }
 

@@ -16,6 +16,8 @@ pub(crate) mod log;
 pub(crate) mod queue;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -577,23 +579,29 @@ impl BundleWrites {
 }
 
 /// A write that passed and waits to be durable.
-pub(crate) struct Pending {
-    wait: Option<tokio::sync::oneshot::Receiver<std::io::Result<()>>>,
-    /// The log line's `seq`, to take the writes back if it cannot be made durable.
-    pub(crate) seq: u64,
-}
+pub(crate) struct Pending(Option<Durable>);
+
+/// Resolves once a write is in the log (or could not be put there).
+type Durable = Pin<Box<dyn Future<Output = std::io::Result<()>> + Send>>;
 
 impl Pending {
-    /// Waits until the write is in the log (at once without `--state`). On an error the caller
-    /// takes the writes back ([`Writes::forget`]): they were never acknowledged.
+    /// Waits until the write is in the log (at once without `--state`). On an error it was
+    /// taken back already: it was never acknowledged.
     pub(crate) async fn durable(self) -> std::io::Result<()> {
-        match self.wait {
+        match self.0 {
             None => Ok(()),
-            Some(wait) => wait
-                .await
-                .unwrap_or_else(|_| Err(std::io::Error::other("the write log has stopped"))),
+            Some(wait) => wait.await,
         }
     }
+}
+
+/// What the log answers for one line: whether it is durable.
+type LogWait = tokio::sync::oneshot::Receiver<std::io::Result<()>>;
+
+/// The log's answer, or the error of a log that stopped without one.
+async fn logged(wait: LogWait) -> std::io::Result<()> {
+    wait.await
+        .unwrap_or_else(|_| Err(std::io::Error::other("the write log has stopped")))
 }
 
 /// Every bundle's writes, and the log when there is one.
@@ -706,7 +714,7 @@ impl Writes {
     /// holds (all or none), logs them in that order and returns the wait for their durability.
     /// One lock for all of it, so the log's order is the order the writes were applied in.
     fn commit(
-        &self,
+        self: &Arc<Self>,
         bundle: &str,
         base: &Arc<Base>,
         request: Received,
@@ -744,7 +752,27 @@ impl Writes {
         };
         b.writes.extend(writes.into_iter().map(|w| (seq, w)));
         self.any.store(true, Ordering::Release);
-        Ok(Pending { wait, seq })
+        drop(bundles);
+        Ok(Pending(wait.map(|wait| self.settle(bundle, seq, wait))))
+    }
+
+    /// Once log line `seq` is durable, lets the queue send it; if it cannot be, takes its
+    /// writes back. In a task of its own, started now: a client that leaves before the answer
+    /// (its request dropped) changes neither. The future answers what the log did.
+    fn settle(self: &Arc<Self>, bundle: &str, seq: u64, wait: LogWait) -> Durable {
+        let (writes, bundle) = (Arc::clone(self), bundle.to_string());
+        let task = tokio::spawn(async move {
+            let result = logged(wait).await;
+            match &result {
+                Ok(()) => writes.queue.durable(seq),
+                Err(e) => {
+                    tracing::error!(error = %e, bundle, "a write could not be made durable; it is taken back");
+                    writes.forget(&bundle, seq);
+                }
+            }
+            result
+        });
+        Box::pin(async move { task.await.unwrap_or_else(|e| Err(std::io::Error::other(e))) })
     }
 
     /// Appends one request's writes to the log, if there is one: the wait for their durability.
@@ -754,7 +782,7 @@ impl Writes {
         bundle: &str,
         request: Option<Received>,
         writes: &[Write],
-    ) -> Option<(u64, tokio::sync::oneshot::Receiver<std::io::Result<()>>)> {
+    ) -> Option<(u64, LogWait)> {
         let log = self.log.get()?;
         let seq = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
         let logged = Logged {
@@ -773,7 +801,7 @@ impl Writes {
 
     /// Takes back the writes of log line `seq` of `bundle`, which could not be made durable:
     /// reads stop showing them, and the same request may be made again.
-    pub(crate) fn forget(&self, bundle: &str, seq: u64) {
+    fn forget(&self, bundle: &str, seq: u64) {
         let mut bundles = self.bundles();
         if let Some(b) = bundles.get_mut(bundle) {
             b.writes.retain(|(s, _)| *s != seq);
@@ -784,7 +812,7 @@ impl Writes {
 
     /// Registers an attendee (`POST /attendees/create`).
     pub(crate) fn register(
-        &self,
+        self: &Arc<Self>,
         bundle: &str,
         base: &Arc<Base>,
         request: Received,
@@ -798,7 +826,7 @@ impl Writes {
     /// Applies a batch of check-ins (`POST /checkin/attendees`, `/checkin/sessions`), all or
     /// none.
     pub(crate) fn checkins(
-        &self,
+        self: &Arc<Self>,
         bundle: &str,
         base: &Arc<Base>,
         request: Received,
@@ -827,11 +855,10 @@ impl Writes {
                 "writes reset (POST /_writes/reset): forgotten, and the bundle's queue with them"
             );
         }
-        let (seq, wait) = match self.log(bundle, None, &[Write::Reset]) {
-            Some((seq, wait)) => (seq, Some(wait)),
-            None => (0, None),
-        };
-        Pending { wait, seq }
+        Pending(
+            self.log(bundle, None, &[Write::Reset])
+                .map(|(_, wait)| Box::pin(logged(wait)) as _),
+        )
     }
 
     /// The log file, when there is one.
@@ -860,5 +887,58 @@ mod tests {
         assert_eq!(again, plain);
         let unmarked = Bytes::from_static(br#"{"id":2}"#);
         assert_eq!(marked(unmarked.clone(), None), unmarked);
+    }
+
+    /// Log line 1 of bundle `b`, queued for its source and not durable yet.
+    fn queued_checkin() -> Arc<Writes> {
+        let writes = Arc::new(Writes::new(false));
+        let write = Write::Checkin {
+            checkin_code: "12".into(),
+            checkin: 1,
+            checkin_date: "d".into(),
+            person: Some(Person::Listed(7)),
+        };
+        let request = Received {
+            path: "/api/v1/checkin/attendees".into(),
+            body: serde_json::json!([{"checkin_code": "12"}]),
+            forward: true,
+        };
+        writes.queue.push(1, "b", request, &[write], false);
+        assert!(
+            writes.queue.next_for("b").is_none(),
+            "not sent before it is durable"
+        );
+        writes
+    }
+
+    /// The client of a write leaves while its line is being synced (its request, and the
+    /// wait, dropped): once the line is durable, the write is sent all the same. Before,
+    /// the queue learnt it only in the request's own future, and the bundle's queue stopped
+    /// behind it until a restart.
+    #[tokio::test]
+    async fn a_write_whose_client_left_before_the_sync_is_sent_once_durable() {
+        let writes = queued_checkin();
+        let (synced, wait) = tokio::sync::oneshot::channel();
+        drop(Pending(Some(writes.settle("b", 1, wait))));
+        let ready = writes.queue.ready.notified();
+        synced.send(Ok(())).expect("the settling task waits");
+        tokio::time::timeout(std::time::Duration::from_secs(10), ready)
+            .await
+            .expect("the queue hears of it");
+        assert_eq!(writes.queue.next_for("b").map(|e| e.seq), Some(1));
+    }
+
+    /// A line that cannot be synced is taken back, so it is never sent, whether or not its
+    /// client waited for the answer.
+    #[tokio::test]
+    async fn a_write_that_cannot_be_made_durable_is_taken_back_and_not_sent() {
+        let writes = queued_checkin();
+        let (synced, wait) = tokio::sync::oneshot::channel();
+        let pending = Pending(Some(writes.settle("b", 1, wait)));
+        synced
+            .send(Err(std::io::Error::other("disk full")))
+            .expect("the settling task waits");
+        assert!(pending.durable().await.is_err());
+        assert_eq!(writes.queue.counts(), (0, 0, 0));
     }
 }
