@@ -25,6 +25,7 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use super::{changed, Sources};
+use crate::api::Route;
 use crate::reload::Reloader;
 use crate::token::Token;
 use crate::writes::queue::{with_items, Entry, Ids, Kind, LeftOut, Outcome};
@@ -307,11 +308,11 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
         tracing::warn!(seq = entry.seq, path = %entry.request.path, items = left.items.len(), "check-ins made here name someone registered here whom the source does not list; they are parked until it does, the rest is sent");
     }
     record(writes, Outcome::new(entry.seq, Kind::Sending)).await?;
-    let path = entry
-        .request
-        .path
-        .strip_prefix("/api/v1")
-        .unwrap_or(&entry.request.path);
+    // The path as the table spells it: the router took the request's in any case, with or
+    // without a trailing slash.
+    let logged = entry.request.path.as_str();
+    let documented = Route::of(logged).map_or(logged, |route| route.endpoint().path);
+    let path = documented.strip_prefix("/api/v1").unwrap_or(documented);
     // A check-in naming someone registered here goes with the id and code the source knows.
     let mut body = writes.queue.translated(entry);
     if let Some(left) = &parked {
@@ -340,7 +341,7 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
         return record(writes, o).await.map(|()| Went::Accepted);
     }
     let answer = res.text().await.unwrap_or_default();
-    if status.is_client_error() && status.as_u16() != 408 && status.as_u16() != 429 {
+    if refuses_entry(status, &answer) {
         tracing::warn!(seq = entry.seq, status = status.as_u16(), path = %entry.request.path, "the source refused a write made here; it is kept in the rejected list");
         let mut o = Outcome::new(entry.seq, Kind::Rejected);
         o.status = Some(status.as_u16());
@@ -348,7 +349,26 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
         o.parked = parked;
         return record(writes, o).await.map(|()| Went::Refused);
     }
-    Err(format!("{base} answered {status}"))
+    let mended = match status.as_u16() {
+        401 | 403 | 407 => " (the token sent, or a proxy's credentials, refused: writes wait until they are mended)",
+        404 | 405 => " without JSON (no API there: is the source's url right?)",
+        _ => "",
+    };
+    Err(format!("{base} answered {status}{mended}"))
+}
+
+/// Whether a source's answer refuses the entry itself, which is then kept aside (rejected),
+/// rather than saying the source takes no writes from here for now, when the entry waits and
+/// is tried again. Any 4xx but 408 and 429 (try later); 401, 403 and 407 (the token sent or a
+/// proxy's credentials: every entry would be refused alike until they are mended); and a 404
+/// or 405 whose body is not JSON (no API at that address: a wrong source url or a proxy's
+/// page; the platform and eventbox refuse a write with a JSON body).
+fn refuses_entry(status: reqwest::StatusCode, answer: &str) -> bool {
+    match status.as_u16() {
+        401 | 403 | 407 | 408 | 429 => false,
+        404 | 405 => serde_json::from_str::<Value>(answer).is_ok(),
+        code => (400..500).contains(&code),
+    }
 }
 
 async fn record(writes: &Writes, outcome: Outcome) -> Result<(), String> {
@@ -380,7 +400,8 @@ async fn at_source(to: &Source<'_>, email: &str) -> Result<Option<(i64, i64)>, S
 }
 
 /// The id and check-in code of every participant the source lists, by lower-case e-mail (the
-/// first of an e-mail listed twice).
+/// first of an e-mail listed twice). Each is a number, or a string of one; a participant
+/// without both is left out: a check-in of them is not sent with a code they do not have.
 async fn people_at_source(to: &Source<'_>) -> Result<HashMap<String, (i64, i64)>, String> {
     let base = &to.base;
     let res = to
@@ -399,16 +420,55 @@ async fn people_at_source(to: &Source<'_>) -> Result<HashMap<String, (i64, i64)>
         .map_err(|e| format!("{base}/attendees: {e}"))?;
     let body: Value =
         serde_json::from_slice(&bytes).map_err(|e| format!("{base}/attendees is not JSON: {e}"))?;
-    let list = body.get("data").unwrap_or(&body);
+    Ok(people(&body))
+}
+
+/// [`people_at_source`] of the source's answer: its `data` list, or a bare list.
+fn people(body: &Value) -> HashMap<String, (i64, i64)> {
+    let list = body.get("data").unwrap_or(body);
     let mut people = HashMap::new();
     for p in list.as_array().into_iter().flatten() {
         let Some(email) = p.get("email").and_then(Value::as_str) else {
             continue;
         };
-        let number = |key: &str| p.get(key).and_then(Value::as_i64).unwrap_or_default();
+        let number = |key: &str| {
+            let v = p.get(key)?;
+            v.as_i64().or_else(|| v.as_str()?.trim().parse().ok())
+        };
+        let (Some(id), Some(code)) = (number("id_attendees"), number("checkin_code")) else {
+            continue;
+        };
         people
             .entry(email.trim().to_lowercase())
-            .or_insert((number("id_attendees"), number("checkin_code")));
+            .or_insert((id, code));
     }
-    Ok(people)
+    people
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    /// A participant the source lists without a number for their id or code is not learnt
+    /// (before, as 0: their check-ins went with code "0"); a number in a string is one.
+    #[test]
+    fn only_participants_with_an_id_and_a_code_are_learnt() {
+        let body = json!({"data": [
+            {"email": "Ana@X ", "id_attendees": 7, "checkin_code": 10000007},
+            {"email": "bia@x", "id_attendees": 8, "checkin_code": "10000008"},
+            {"email": "cai@x", "id_attendees": 9, "checkin_code": null},
+            {"email": "dora@x", "checkin_code": 10000010},
+            {"email": "ana@x", "id_attendees": 11, "checkin_code": 10000011},
+            {"id_attendees": 12, "checkin_code": 10000012}
+        ]});
+        let people = super::people(&body);
+        assert_eq!(people.len(), 2, "{people:?}");
+        assert_eq!(
+            people["ana@x"],
+            (7, 10000007),
+            "the first of an e-mail listed twice"
+        );
+        assert_eq!(people["bia@x"], (8, 10000008));
+        assert_eq!(super::people(&body["data"]), people, "a bare list");
+    }
 }

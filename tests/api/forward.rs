@@ -56,6 +56,8 @@ impl Source {
         data.with_demo("demo");
         let app = App::with_options(&ServeOptions {
             read_only,
+            // What the desk asked of it, for the tests that wait on that.
+            journal: 256,
             ..ServeOptions::for_folder(data.path())
         });
         app.load().expect("the source loads");
@@ -70,6 +72,13 @@ impl Source {
             },
             server,
         )
+    }
+
+    /// Opens its bundle with `token` alone from now on (a token changed at the source).
+    fn with_token(&self, token: &str) {
+        self._data
+            .write("demo/bundle.toml", format!("tokens = [\"{token}\"]\n"));
+        self.app.load().expect("the source reloads");
     }
 
     /// Serves it again at its address.
@@ -812,6 +821,61 @@ async fn a_parked_check_in_goes_before_one_made_by_the_code_the_new_data_shows()
         gil.get("checkin").is_none(),
         "Gil got Hugo's check-in: {gil}"
     );
+}
+
+/// The token the desk sends is changed at the source, which answers 401: that refuses no
+/// write of the desk's in particular, so they wait (none is rejected) and go once the source
+/// takes the token again. Before, every write made meanwhile was rejected at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_wait_while_the_source_refuses_the_desks_token_and_go_once_it_takes_it() {
+    let (source_at, source) = Source::start().await;
+    let desk = Desk::slow(&source).await;
+    let kiosk = &desk.server;
+    source_at.with_token("changed-token");
+    register(kiosk, "Ana Site", "ana.site@exemplo.com").await;
+    // Refused twice: the first try did not reject the entry, which was tried again.
+    until(
+        Duration::from_secs(15),
+        "the source to refuse the desk's token twice",
+        || async {
+            let refused = source.get("/_journal?status=401", "").await.json()["entries"]
+                .as_array()
+                .map_or(0, Vec::len);
+            (refused >= 2).then_some(())
+        },
+    )
+    .await;
+    let queue = kiosk.send(Method::GET, "/_queue", None, None).await.json();
+    assert_eq!(queue["bundles"]["demo"]["pending"], 1, "{queue}");
+    assert_eq!(queue["bundles"]["demo"]["rejected"], json!([]), "{queue}");
+
+    source_at.with_token(DEMO_TOKEN);
+    let queue = settled(kiosk).await;
+    assert!(queue["bundles"].get("demo").is_none(), "{queue}");
+    assert!(emails(&source)
+        .await
+        .contains(&"ana.site@exemplo.com".to_string()));
+}
+
+/// A write made by a path in another case, with a trailing slash, as the router takes it,
+/// reaches the source at the path the API documents (before: `<url>/API/V1/...`, a 404).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_made_by_a_path_in_another_case_reaches_the_source_at_the_documented_path() {
+    let (_source_at, source) = Source::start().await;
+    let desk = Desk::slow(&source).await;
+    let kiosk = &desk.server;
+    let made = post(
+        kiosk,
+        "/API/V1/Attendees/Create/",
+        &person("Ana Site", "ana.site@exemplo.com", a_price(kiosk).await),
+    )
+    .await;
+    assert_eq!(made.status, 200, "{}", made.text());
+    let queue = settled(kiosk).await;
+    assert!(queue["bundles"].get("demo").is_none(), "{queue}");
+    assert!(emails(&source)
+        .await
+        .contains(&"ana.site@exemplo.com".to_string()));
 }
 
 /// After `/_writes/reset`, the desk numbers registrations from where it started: Cai gets the
