@@ -41,7 +41,8 @@ const PIECE_MAX: usize = 1 << 20;
 /// Whether a chunk (or piece) of `len` bytes ending with `record` ends there. The content
 /// decides, so after a record inserted or removed the cuts fall back into line at the next cut.
 pub(crate) fn cuts_after(len: usize, record: &[u8]) -> bool {
-    len >= PIECE_MAX || (len >= PIECE_MIN && xxhash_rust::xxh3::xxh3_64(record) % PIECE_EVERY == 0)
+    len >= PIECE_MAX
+        || (len >= PIECE_MIN && xxhash_rust::xxh3::xxh3_64(record).is_multiple_of(PIECE_EVERY))
 }
 
 /// The most white space read in one run (a separator is two: before and after its comma): the

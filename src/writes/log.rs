@@ -33,6 +33,11 @@ pub(crate) enum LogError {
         #[source]
         source: io::Error,
     },
+    #[error(
+        "{path}: in use by another eventbox process; a state folder belongs to one process \
+         (give each its own --state)"
+    )]
+    InUse { path: PathBuf },
     #[error("{path}:{line}: not a write eventbox logged ({message}); the file was left as it is")]
     Damaged {
         path: PathBuf,
@@ -53,11 +58,43 @@ pub(crate) struct Opened {
 
 type Request = (Vec<u8>, oneshot::Sender<io::Result<()>>);
 
-/// The appending side of the log.
+/// The appending side of the log. Dropped, it waits for the lines queued to be written and the
+/// file to be closed (and so unlocked): the same folder can be opened again at once.
 #[derive(Debug)]
 pub(crate) struct Log {
     path: PathBuf,
-    tx: mpsc::Sender<Request>,
+    tx: Option<mpsc::Sender<Request>>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        drop(self.tx.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Takes `file`'s exclusive lock (`flock`), held until it is closed: a second process on the
+/// same state folder fails to start rather than interleave its lines and numbers with this
+/// one's. A file system that has no such locks (some network ones) is used without, with a
+/// warning.
+fn lock(file: &File, path: &Path) -> Result<(), LogError> {
+    match file.try_lock() {
+        Ok(()) => Ok(()),
+        Err(std::fs::TryLockError::WouldBlock) => Err(LogError::InUse {
+            path: path.to_path_buf(),
+        }),
+        Err(std::fs::TryLockError::Error(e)) if e.kind() == io::ErrorKind::Unsupported => {
+            tracing::warn!(path = %path.display(), error = %e, "the state folder's file system cannot lock files: make sure no other process uses it");
+            Ok(())
+        }
+        Err(std::fs::TryLockError::Error(source)) => Err(LogError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
 }
 
 impl Log {
@@ -83,6 +120,8 @@ impl Log {
             .create(true)
             .open(&path)
             .map_err(io)?;
+        // Before anything is read: another process's line being written is not torn.
+        lock(&file, &path)?;
         let (lines, good_len, torn_at) = read_lines(&mut file, &path, &is_record)?;
         let torn = match torn_at {
             Some(at) => {
@@ -106,12 +145,16 @@ impl Log {
         let len = file.seek(SeekFrom::End(0)).map_err(io)?;
         let (tx, rx) = mpsc::channel::<Request>();
         let thread_path = path.clone();
-        thread::Builder::new()
+        let thread = thread::Builder::new()
             .name("eventbox-log".into())
             .spawn(move || run(file, len, rx, &thread_path))
             .map_err(io)?;
         Ok(Opened {
-            log: Log { path, tx },
+            log: Log {
+                path,
+                tx: Some(tx),
+                thread: Some(thread),
+            },
             lines,
             torn,
         })
@@ -127,7 +170,13 @@ impl Log {
     pub(crate) fn append(&self, mut line: Vec<u8>) -> oneshot::Receiver<io::Result<()>> {
         line.push(b'\n');
         let (done, wait) = oneshot::channel();
-        if let Err(mpsc::SendError((_, done))) = self.tx.send((line, done)) {
+        let sent = match &self.tx {
+            Some(tx) => tx
+                .send((line, done))
+                .map_err(|mpsc::SendError((_, done))| done),
+            None => Err(done),
+        };
+        if let Err(done) = sent {
             let _ = done.send(Err(io::Error::other("the write log has stopped")));
         }
         wait

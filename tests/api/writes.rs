@@ -11,7 +11,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 use crate::cli::serve_demo;
-use crate::helpers::{answer, demo_data, serve_app, TempData, TestApp, DEMO_TOKEN};
+use crate::helpers::{answer, demo_data, serve_app, Answer, TempData, TestApp, DEMO_TOKEN};
 
 const JSON: &str = "application/json";
 
@@ -479,7 +479,10 @@ async fn eight_concurrent_writers_lose_none_and_a_restart_keeps_them_all() {
     // The demo names no source: nothing waits to be forwarded.
     let queue = app.send(Method::GET, "/_queue", None, None).await.json();
     assert_eq!(queue, json!({"bundles": {}}));
-    drop(app);
+    std::sync::Arc::into_inner(app)
+        .expect("the writers are done")
+        .shutdown()
+        .await;
 
     let again = demo_app(Some(state.path()), false).await;
     assert_eq!(
@@ -489,34 +492,89 @@ async fn eight_concurrent_writers_lose_none_and_a_restart_keeps_them_all() {
     );
 }
 
+/// The first ticket price of the demo served at `base` (another process).
+async fn price_at(client: &reqwest::Client, base: &str) -> i64 {
+    let event = answer(
+        client
+            .get(format!("{base}/api/v1/event"))
+            .header("Authorization-Token", DEMO_TOKEN),
+    )
+    .await
+    .json();
+    event["data"][0]["tickets"][0]["prices"][0]["id_ticket_price"]
+        .as_i64()
+        .expect("a price")
+}
+
+/// Registers `email` at the demo served at `base` (another process).
+async fn register_at(client: &reqwest::Client, base: &str, email: &str, price: i64) -> Answer {
+    answer(
+        client
+            .post(format!("{base}/api/v1/attendees/create"))
+            .header("Authorization-Token", DEMO_TOKEN)
+            .header("Content-Type", JSON)
+            .body(person("K", email, price).to_string()),
+    )
+    .await
+}
+
+/// A second eventbox given the state folder a running one uses refuses to start (exit 2),
+/// naming the log: two would interleave their lines and number them alike. The same for a
+/// second `App` in one process. The first keeps taking writes, and a restart reads them.
+#[tokio::test]
+async fn a_state_folder_in_use_is_refused_to_a_second_server() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let dir = state.path().to_str().expect("UTF-8");
+    let served = serve_demo(&["--state", dir], &[]).await;
+    let second = tokio::process::Command::new(env!("CARGO_BIN_EXE_eventbox"))
+        .args(["--addr", "127.0.0.1:0", "--no-watch", "--state", dir])
+        .env("EVENTBOX_DATA", demo_data())
+        .kill_on_drop(true)
+        .output();
+    // A second server that starts serves until killed: the time limit fails the test then.
+    let second = tokio::time::timeout(std::time::Duration::from_secs(30), second)
+        .await
+        .expect("the second eventbox exits rather than serve")
+        .expect("the second eventbox runs");
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(2), "{said}");
+    let log = state.path().join("writes.jsonl");
+    assert!(
+        said.contains(&format!(
+            "{}: in use by another eventbox process",
+            log.display()
+        )),
+        "{said}"
+    );
+    let in_process = App::with_options(&ServeOptions {
+        state: Some(state.path().to_path_buf()),
+        ..ServeOptions::for_folder(demo_data())
+    })
+    .open_state()
+    .expect_err("in use");
+    assert!(in_process.to_string().contains("in use"), "{in_process}");
+
+    let client = crate::helpers::client();
+    let price = price_at(&client, &served.base).await;
+    let made = register_at(&client, &served.base, "ana@exemplo.com", price).await;
+    assert_eq!(made.status, 200, "{}", made.text());
+    drop(served);
+    let again = demo_app(Some(state.path()), false).await;
+    let listed = attendees(&again).await;
+    assert!(listed.to_string().contains("ana@exemplo.com"), "{listed}");
+}
+
 #[tokio::test]
 async fn sigkill_between_writes_loses_no_acknowledged_write() {
     let state = tempfile::tempdir().expect("tempdir");
     let dir = state.path().to_str().expect("UTF-8");
     let served = serve_demo(&["--state", dir], &[]).await;
     let client = crate::helpers::client();
-    let event = answer(
-        client
-            .get(format!("{}/api/v1/event", served.base))
-            .header("Authorization-Token", DEMO_TOKEN),
-    )
-    .await
-    .json();
-    let price = event["data"][0]["tickets"][0]["prices"][0]["id_ticket_price"]
-        .as_i64()
-        .expect("a price");
+    let price = price_at(&client, &served.base).await;
     let mut acknowledged = Vec::new();
     for i in 0..30 {
         let email = format!("k{i}@exemplo.com");
-        let body = serde_json::to_vec(&person("K", &email, price)).expect("JSON");
-        let res = answer(
-            client
-                .post(format!("{}/api/v1/attendees/create", served.base))
-                .header("Authorization-Token", DEMO_TOKEN)
-                .header("Content-Type", JSON)
-                .body(body),
-        )
-        .await;
+        let res = register_at(&client, &served.base, &email, price).await;
         assert_eq!(res.status, 200, "{}", res.text());
         acknowledged.push(email);
     }
@@ -655,7 +713,7 @@ async fn an_empty_batch_is_refused_and_a_restart_after_it_reads_the_log() {
     .await;
     assert_eq!(ok.status, 200);
     let before = attendees(&app).await;
-    drop(app);
+    app.shutdown().await;
     let again = demo_app(Some(state.path()), false).await;
     assert_eq!(attendees(&again).await, before);
 }
@@ -687,7 +745,7 @@ async fn a_restart_counts_the_writes_a_reset_left() {
     )
     .await;
     assert_eq!(res.status, 200, "{}", res.text());
-    drop(app);
+    app.shutdown().await;
     let options = ServeOptions {
         state: Some(state.path().to_path_buf()),
         ..ServeOptions::for_folder(demo_data())
