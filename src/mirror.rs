@@ -496,7 +496,10 @@ impl Mirror {
         if again.get(name) != Some(listing) {
             return Ok(Copied::ChangedWhileRead);
         }
-        staging.commit().map_err(|e| e.to_string())?;
+        staging
+            .commit_off_thread()
+            .await
+            .map_err(|e| e.to_string())?;
         Ok(Copied::Swapped)
     }
 

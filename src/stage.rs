@@ -202,16 +202,24 @@ impl Staging {
     /// Puts the staged folder in place of the target and deletes the old copy. On an error the
     /// target is as it was and the staging folder is removed. A target that [`check_target`]
     /// refuses now (it became a file, or a folder of other things, meanwhile) is not replaced.
+    /// Durable: what was staged is on disk before it replaces the target, and the swap before
+    /// the old copy is deleted, so a power cut leaves one whole copy or the other. Blocks (it
+    /// syncs): async callers run it with [`Staging::commit_off_thread`].
     pub(crate) fn commit(mut self) -> Result<(), StageError> {
         refuse(&self.target, self.force)?;
         let swap_err = |source| StageError::Swap {
             target: self.target.clone(),
             source,
         };
+        sync_staged(&self.dir).map_err(|source| StageError::Io {
+            path: self.dir.clone(),
+            source,
+        })?;
         let target_exists = std::fs::symlink_metadata(&self.target).is_ok();
         if !target_exists {
             std::fs::rename(&self.dir, &self.target).map_err(swap_err)?;
         } else if exchange(&self.dir, &self.target).map_err(swap_err)? {
+            sync_parent(&self.target);
             // The staging name now holds the old copy.
             if let Err(e) = std::fs::remove_dir_all(&self.dir) {
                 tracing::warn!("cannot remove the old copy {}: {e}", self.dir.display());
@@ -224,9 +232,60 @@ impl Staging {
             swap_aside(&self.dir, &self.target, &aside).map_err(swap_err)?;
         }
         self.committed = true;
+        sync_parent(&self.target);
         nudge(&self.target);
         Ok(())
     }
+
+    /// [`Staging::commit`] on a blocking thread, for async callers.
+    pub(crate) async fn commit_off_thread(self) -> Result<(), StageError> {
+        let target = self.target.clone();
+        tokio::task::spawn_blocking(move || self.commit())
+            .await
+            .unwrap_or_else(|e| {
+                Err(StageError::Swap {
+                    target,
+                    source: io::Error::other(e),
+                })
+            })
+    }
+}
+
+/// Puts every file written into the staging folder `dir` on disk: on Linux one `syncfs` of
+/// its file system (one call however many files the writers made), elsewhere each file.
+fn sync_staged(dir: &Path) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        rustix::fs::syncfs(std::fs::File::open(dir)?)?;
+        Ok(())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        for entry in std::fs::read_dir(dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                sync_staged(&path)?;
+            } else {
+                std::fs::File::open(&path)?.sync_all()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Makes the swap of `target` durable: its parent folder's entries synced. Best effort (some
+/// systems cannot sync a folder): the swap is made either way; a failure is logged.
+fn sync_parent(target: &Path) {
+    let parent = match target.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    #[cfg(unix)]
+    if let Err(e) = std::fs::File::open(parent).and_then(|d| d.sync_all()) {
+        tracing::warn!(folder = %parent.display(), error = %e, "cannot sync the folder after a swap: a power cut may undo it");
+    }
+    #[cfg(not(unix))]
+    let _ = parent;
 }
 
 /// Writes a new file only its owner may read (0600 on unix): `bundle.toml`, which names the

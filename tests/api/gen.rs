@@ -604,3 +604,42 @@ fn gen_force_replaces_the_folder_and_absent_empty_or_bundle_targets_need_no_forc
     assert_eq!(names(&data), bundle, "the bundles are still there");
     assert_no_leftovers(root.path());
 }
+
+/// A swap is durable: what was staged is synced (`syncfs`) before it takes the target's name,
+/// and the folder holding the name is synced after (`fsync`), for a new target (a rename) and
+/// for one replaced (an exchange, then the old copy deleted). The system calls are read with
+/// strace (.ci/run installs it).
+#[test]
+fn a_staged_bundle_is_on_disk_before_it_takes_the_name_and_the_swap_after() {
+    let root = TempData::new();
+    let into = root.path().join("demo");
+    for round in ["new", "replaced"] {
+        let out = std::process::Command::new("strace")
+            .args(["-f", "-e", "trace=syncfs,rename,renameat,renameat2,fsync"])
+            .arg(env!("CARGO_BIN_EXE_eventbox"))
+            .args(["gen", "--payments", "20", "--submissions", "5", "--into"])
+            .arg(&into)
+            .output()
+            .expect("strace runs (apt-get install strace)");
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{round}: {said}");
+        let calls: Vec<&str> = said
+            .lines()
+            .filter(|l| !l.contains("resumed") && !l.starts_with("strace:"))
+            .filter_map(|l| {
+                let call = l.split("] ").last().unwrap_or(l);
+                ["syncfs(", "rename", "fsync("]
+                    .iter()
+                    .find(|c| call.starts_with(*c))
+                    .map(|_| call.split('(').next().unwrap_or(call))
+            })
+            .collect();
+        let swap = calls
+            .iter()
+            .position(|c| c.starts_with("rename"))
+            .unwrap_or_else(|| panic!("{round}: no rename in {said}"));
+        assert!(calls[..swap].contains(&"syncfs"), "{round}: {calls:?}");
+        assert!(calls[swap..].contains(&"fsync"), "{round}: {calls:?}");
+    }
+    assert_eq!(crate::helpers::entry_names(root.path()), ["demo"]);
+}
