@@ -25,7 +25,8 @@ pub struct Received {
     pub method: String,
     /// The path, as sent (no query).
     pub path: String,
-    /// The query string without `?`.
+    /// The query string without `?`; a parameter named like a secret (`token`, `key`, ...) has
+    /// `REDACTED` for its value.
     pub query: Option<String>,
     /// The status answered: 0 when no answer was sent (a fault), 499 when the client went away
     /// before the answer was ready.

@@ -239,6 +239,25 @@ async fn a_long_query_is_cut_in_the_journal() {
     assert_eq!(query, format!("{}…", &long[..1024]), "cut to 1024 bytes");
 }
 
+/// A token sent in the query string is not kept whole in the journal (nor shown by `/_ui`,
+/// which lists it): its value is `REDACTED`, as in the access log; the rest stays as sent.
+#[tokio::test]
+async fn secrets_in_the_query_are_redacted_in_the_journal() {
+    let app = journaled(5).await;
+    app.get(
+        "/api/v1/event?token=demo-token&api_key=s3cr3t&lang=pt",
+        DEMO_TOKEN,
+    )
+    .await;
+
+    let listed = journal(&app).await;
+    assert_eq!(
+        listed["entries"][0]["query"],
+        "token=REDACTED&api_key=REDACTED&lang=pt"
+    );
+    assert!(!listed.to_string().contains("demo-token"), "{listed}");
+}
+
 /// Polls the journal until an entry satisfies `found` (bounded); that entry.
 async fn until_listed(app: &TestApp, found: impl Fn(&Value) -> bool) -> Value {
     let start = std::time::Instant::now();
