@@ -394,6 +394,34 @@ pub async fn serve(options: &ServeOptions) -> u8 {
     // (which ends the process).
     let app = App::with_options(options);
     spawn_sighup_reloads(&app);
+    // Before the port opens: a state folder that cannot be used stops the start before
+    // anything says it is listening.
+    match app.open_state() {
+        Ok(Some(state)) => {
+            let (pending, parked, rejected) = state.queue;
+            tracing::info!(
+                log = %state.path.display(),
+                lines = state.lines,
+                writes = state.writes,
+                pending,
+                parked,
+                rejected,
+                "writes are kept in the state folder"
+            );
+            if let Some(aside) = &state.torn {
+                tracing::warn!(
+                    aside = %aside.display(),
+                    "the log's last write was cut short by a crash (it was never acknowledged); \
+                     copied aside"
+                );
+            }
+        }
+        Ok(None) => {}
+        Err(e) => {
+            tracing::error!("cannot use the --state folder: {e}; nothing is served");
+            return EXIT_UNUSABLE;
+        }
+    }
     let wanted = options.listen_addr();
     let listener = match TcpListener::bind(wanted).await {
         Ok(l) => l,
@@ -429,32 +457,6 @@ pub async fn serve(options: &ServeOptions) -> u8 {
             capacity = options.journal,
             "request journal on at /_journal"
         );
-    }
-    match app.open_state() {
-        Ok(Some(state)) => {
-            let (pending, parked, rejected) = state.queue;
-            tracing::info!(
-                log = %state.path.display(),
-                lines = state.lines,
-                writes = state.writes,
-                pending,
-                parked,
-                rejected,
-                "writes are kept in the state folder"
-            );
-            if let Some(aside) = &state.torn {
-                tracing::warn!(
-                    aside = %aside.display(),
-                    "the log's last write was cut short by a crash (it was never acknowledged); \
-                     copied aside"
-                );
-            }
-        }
-        Ok(None) => {}
-        Err(e) => {
-            tracing::error!("cannot use the --state folder: {e}; nothing is served");
-            return EXIT_UNUSABLE;
-        }
     }
     if options.read_only {
         tracing::info!("read-only: writes are refused with 405");

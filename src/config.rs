@@ -30,6 +30,9 @@ pub(crate) const DEFAULT_PORT: u16 = 8080;
 /// The shortest debounce, poll interval and timeout accepted: below it the watcher would spin.
 pub(crate) const MIN_INTERVAL: Duration = Duration::from_millis(10);
 
+/// The smallest `--max-header-bytes`: hyper's HTTP/1 floor.
+pub(crate) const MIN_HEADER_BYTES: usize = 8192;
+
 /// The shortest `--refresh-every`: each refresh asks the source for every endpoint.
 pub(crate) const MIN_REFRESH: Duration = Duration::from_millis(100);
 
@@ -204,7 +207,7 @@ pub struct ServeOptions {
     )]
     pub data: PathBuf,
     /// Where to listen: HOST:PORT, or HOST alone (the port then comes from --port, PORT or
-    /// 8080) [default: 127.0.0.1:8080]
+    /// 8080) [default: 127.0.0.1, on that port]
     #[arg(short, long, env = "EVENTBOX_ADDR", value_name = "HOST[:PORT]")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub addr: Option<ListenAddr>,
@@ -532,6 +535,13 @@ impl ServeOptions {
         at_least("header-timeout", self.header_timeout)?;
         at_least("idle-timeout", self.idle_timeout)?;
         at_least("body-timeout", self.body_timeout)?;
+        // hyper's HTTP/1 reader takes no less: a smaller limit would be ignored there.
+        if self.max_header_bytes < MIN_HEADER_BYTES {
+            return Err(ConfigError::Value(format!(
+                "--max-header-bytes must be at least {MIN_HEADER_BYTES} (8 KiB), not {}",
+                self.max_header_bytes
+            )));
+        }
         for (name, value) in [
             ("max-connections", self.max_connections as u64),
             ("max-connections-per-ip", self.max_connections_per_ip as u64),
@@ -1027,6 +1037,10 @@ mod tests {
                 "--max-connections must be at least 1",
             ),
             (
+                &["--max-header-bytes", "100"][..],
+                "--max-header-bytes must be at least 8192 (8 KiB), not 100",
+            ),
+            (
                 &["--journal", "100001"][..],
                 "the journal keeps at most 100000 requests, not 100001",
             ),
@@ -1049,6 +1063,7 @@ mod tests {
             assert_eq!(refused, message, "{args:?}");
         }
         assert!(resolve(&["--journal", "100000"]).is_ok());
+        assert!(resolve(&["--max-header-bytes", "8192"]).is_ok());
     }
 
     #[test]

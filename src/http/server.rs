@@ -154,7 +154,7 @@ fn connection_builder(limits: &Limits) -> auto::Builder<TokioExecutor> {
         .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
-        .max_buf_size(limits.max_header_bytes.max(8192));
+        .max_buf_size(limits.max_header_bytes.max(crate::config::MIN_HEADER_BYTES));
     builder
         .http2()
         .timer(TokioTimer::new())

@@ -110,6 +110,14 @@ impl Log {
             path: path.clone(),
             source,
         };
+        if dir.exists() && !dir.is_dir() {
+            return Err(LogError::Io {
+                path: dir.to_path_buf(),
+                source: io::Error::other(
+                    "not a folder (--state names a folder to keep the log in)",
+                ),
+            });
+        }
         std::fs::create_dir_all(dir).map_err(|source| LogError::Io {
             path: dir.to_path_buf(),
             source,

@@ -564,6 +564,40 @@ async fn a_state_folder_in_use_is_refused_to_a_second_server() {
     assert!(listed.to_string().contains("ana@exemplo.com"), "{listed}");
 }
 
+/// A `--state` that cannot be used (a file, a damaged log) stops the start before anything
+/// says it is listening, and says why.
+#[tokio::test]
+async fn a_state_folder_that_cannot_be_used_stops_the_start_before_it_listens() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let file = tmp.path().join("state.json");
+    std::fs::write(&file, "{}").expect("write");
+    let damaged = tmp.path().join("damaged");
+    std::fs::create_dir(&damaged).expect("mkdir");
+    std::fs::write(damaged.join("writes.jsonl"), "garbage\n{}\n").expect("write");
+    for (state, why) in [
+        (&file, "not a folder"),
+        (&damaged, "writes.jsonl:1: not a write"),
+    ] {
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_eventbox"))
+            .args(["--addr", "127.0.0.1:0", "--no-watch", "--state"])
+            .arg(state)
+            .env("EVENTBOX_DATA", demo_data())
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(std::time::Duration::from_secs(30), out)
+            .await
+            .expect("eventbox exits rather than serve")
+            .expect("eventbox runs");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(why), "{why}: {stderr}");
+        assert!(!stdout.contains("listening"), "{stdout}");
+    }
+}
+
 #[tokio::test]
 async fn sigkill_between_writes_loses_no_acknowledged_write() {
     let state = tempfile::tempdir().expect("tempdir");
