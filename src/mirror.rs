@@ -496,10 +496,7 @@ impl Mirror {
         if again.get(name) != Some(listing) {
             return Ok(Copied::ChangedWhileRead);
         }
-        staging
-            .commit_off_thread()
-            .await
-            .map_err(|e| e.to_string())?;
+        staging.commit_in_place().map_err(|e| e.to_string())?;
         Ok(Copied::Swapped)
     }
 

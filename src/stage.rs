@@ -204,7 +204,7 @@ impl Staging {
     /// refuses now (it became a file, or a folder of other things, meanwhile) is not replaced.
     /// Durable: what was staged is on disk before it replaces the target, and the swap before
     /// the old copy is deleted, so a power cut leaves one whole copy or the other. Blocks (it
-    /// syncs): async callers run it with [`Staging::commit_off_thread`].
+    /// syncs): async callers use [`Staging::commit_in_place`].
     pub(crate) fn commit(mut self) -> Result<(), StageError> {
         refuse(&self.target, self.force)?;
         let swap_err = |source| StageError::Swap {
@@ -237,17 +237,17 @@ impl Staging {
         Ok(())
     }
 
-    /// [`Staging::commit`] on a blocking thread, for async callers.
-    pub(crate) async fn commit_off_thread(self) -> Result<(), StageError> {
-        let target = self.target.clone();
-        tokio::task::spawn_blocking(move || self.commit())
-            .await
-            .unwrap_or_else(|e| {
-                Err(StageError::Swap {
-                    target,
-                    source: io::Error::other(e),
-                })
-            })
+    /// [`Staging::commit`] from async code: on a multi-threaded runtime the worker's other tasks
+    /// move to another thread meanwhile (a kiosk's refresh keeps the server answering while it
+    /// syncs). Not an await point: a caller racing it against Ctrl-C (`pull`) sees it done or
+    /// not begun, never half made.
+    pub(crate) fn commit_in_place(self) -> Result<(), StageError> {
+        match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+            Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
+                tokio::task::block_in_place(|| self.commit())
+            }
+            _ => self.commit(),
+        }
     }
 }
 
@@ -362,6 +362,7 @@ pub(crate) fn swap_aside(staged: &Path, target: &Path, aside: &Path) -> io::Resu
         let _ = std::fs::rename(aside, target);
         return Err(e);
     }
+    sync_parent(target);
     if let Err(e) = std::fs::remove_dir_all(aside) {
         tracing::warn!("cannot remove the old copy {}: {e}", aside.display());
     }

@@ -3,9 +3,10 @@
 //!
 //! One task for every bundle. It wakes when a write becomes durable, when a source comes
 //! online, and on a backoff tick; for each bundle with a source that is not offline, it sends
-//! the bundle's entries in `seq` order. A 2xx takes an entry out of the queue; a 4xx other than
-//! 408 and 429 moves it to the rejected list and goes on; anything else (a 5xx, no answer)
-//! stops that bundle until later, so the order is kept. An entry that was maybe sent before a
+//! the bundle's entries in `seq` order. A 2xx takes an entry out of the queue; a refusal of the
+//! entry itself ([`refuses_entry`]: a 4xx but those about the source or the sender) moves it to
+//! the rejected list and goes on; anything else (a 5xx, no answer, a token refused) stops that
+//! bundle until later, so the order is kept. An entry that was maybe sent before a
 //! crash is checked first: a registration whose e-mail the source lists already is taken as
 //! accepted, not sent twice (check-ins are the same when sent again).
 //!
@@ -283,7 +284,7 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
     if let (true, Some((.., email))) = (entry.maybe_sent, &registered) {
         if let Some(found) = at_source(to, email).await? {
             let mut o = Outcome::new(entry.seq, Kind::Accepted);
-            o.ids = ids(registered.as_ref(), Some(found));
+            o.ids = ids(registered.as_ref(), found);
             return record(writes, o).await.map(|()| Went::Accepted);
         }
     }
@@ -334,7 +335,7 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
         o.status = Some(status.as_u16());
         // A registration: learn what the source calls the person, for later check-ins.
         if let Some((.., email)) = &registered {
-            let found = at_source(to, email).await.ok().flatten();
+            let found = at_source(to, email).await.ok().flatten().flatten();
             o.ids = ids(registered.as_ref(), found);
         }
         o.parked = parked;
@@ -350,8 +351,8 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
         return record(writes, o).await.map(|()| Went::Refused);
     }
     let mended = match status.as_u16() {
-        401 | 403 | 407 => " (the token sent, or a proxy's credentials, refused: writes wait until they are mended)",
-        404 | 405 => " without JSON (no API there: is the source's url right?)",
+        401 | 407 => " (the token sent, or a proxy's credentials, refused: writes wait until they are mended)",
+        404 | 405 => " without the platform's error envelope (no such route there: is the source's url right?)",
         _ => "",
     };
     Err(format!("{base} answered {status}{mended}"))
@@ -359,14 +360,15 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
 
 /// Whether a source's answer refuses the entry itself, which is then kept aside (rejected),
 /// rather than saying the source takes no writes from here for now, when the entry waits and
-/// is tried again. Any 4xx but 408 and 429 (try later); 401, 403 and 407 (the token sent or a
+/// is tried again. Any 4xx but: 408 and 429 (try later); 401 and 407 (the token sent, or a
 /// proxy's credentials: every entry would be refused alike until they are mended); and a 404
-/// or 405 whose body is not JSON (no API at that address: a wrong source url or a proxy's
-/// page; the platform and eventbox refuse a write with a JSON body).
+/// or 405 without the platform's error envelope (`erros`), which is no refusal of the write
+/// but no such route there: a wrong source url, a proxy's page, an API's unknown-path answer.
 fn refuses_entry(status: reqwest::StatusCode, answer: &str) -> bool {
     match status.as_u16() {
-        401 | 403 | 407 | 408 | 429 => false,
-        404 | 405 => serde_json::from_str::<Value>(answer).is_ok(),
+        401 | 407 | 408 | 429 => false,
+        404 | 405 => serde_json::from_str::<Value>(answer)
+            .is_ok_and(|v| v.get("erros").is_some_and(Value::is_array)),
         code => (400..500).contains(&code),
     }
 }
@@ -391,18 +393,19 @@ fn ids(registered: Option<&(i64, i64, String)>, found: Option<(i64, i64)>) -> Op
     })
 }
 
-/// The id and check-in code of the participant the source lists with `email` (any case), if
-/// it lists one.
-async fn at_source(to: &Source<'_>, email: &str) -> Result<Option<(i64, i64)>, String> {
+/// Whether the source lists a participant with `email` (any case), and if so their id and
+/// check-in code when it gives both.
+async fn at_source(to: &Source<'_>, email: &str) -> Result<Option<Option<(i64, i64)>>, String> {
     Ok(people_at_source(to)
         .await?
         .remove(&email.trim().to_lowercase()))
 }
 
-/// The id and check-in code of every participant the source lists, by lower-case e-mail (the
-/// first of an e-mail listed twice). Each is a number, or a string of one; a participant
-/// without both is left out: a check-in of them is not sent with a code they do not have.
-async fn people_at_source(to: &Source<'_>) -> Result<HashMap<String, (i64, i64)>, String> {
+/// Every participant the source lists, by lower-case e-mail (the first of an e-mail listed
+/// twice), with their id and check-in code when it gives both, each a number or a string of
+/// one. Without them the person is listed (a registration of theirs is there) but not learnt:
+/// a check-in of them is not sent with a code they do not have.
+async fn people_at_source(to: &Source<'_>) -> Result<HashMap<String, Option<(i64, i64)>>, String> {
     let base = &to.base;
     let res = to
         .client
@@ -424,7 +427,7 @@ async fn people_at_source(to: &Source<'_>) -> Result<HashMap<String, (i64, i64)>
 }
 
 /// [`people_at_source`] of the source's answer: its `data` list, or a bare list.
-fn people(body: &Value) -> HashMap<String, (i64, i64)> {
+fn people(body: &Value) -> HashMap<String, Option<(i64, i64)>> {
     let list = body.get("data").unwrap_or(body);
     let mut people = HashMap::new();
     for p in list.as_array().into_iter().flatten() {
@@ -435,12 +438,8 @@ fn people(body: &Value) -> HashMap<String, (i64, i64)> {
             let v = p.get(key)?;
             v.as_i64().or_else(|| v.as_str()?.trim().parse().ok())
         };
-        let (Some(id), Some(code)) = (number("id_attendees"), number("checkin_code")) else {
-            continue;
-        };
-        people
-            .entry(email.trim().to_lowercase())
-            .or_insert((id, code));
+        let ids = number("id_attendees").zip(number("checkin_code"));
+        people.entry(email.trim().to_lowercase()).or_insert(ids);
     }
     people
 }
@@ -449,8 +448,8 @@ fn people(body: &Value) -> HashMap<String, (i64, i64)> {
 mod tests {
     use serde_json::json;
 
-    /// A participant the source lists without a number for their id or code is not learnt
-    /// (before, as 0: their check-ins went with code "0"); a number in a string is one.
+    /// A participant the source lists without a number for their id or code is listed but not
+    /// learnt (before, as 0: their check-ins went with code "0"); a number in a string is one.
     #[test]
     fn only_participants_with_an_id_and_a_code_are_learnt() {
         let body = json!({"data": [
@@ -462,13 +461,50 @@ mod tests {
             {"id_attendees": 12, "checkin_code": 10000012}
         ]});
         let people = super::people(&body);
-        assert_eq!(people.len(), 2, "{people:?}");
+        assert_eq!(people.len(), 4, "{people:?}");
         assert_eq!(
             people["ana@x"],
-            (7, 10000007),
+            Some((7, 10000007)),
             "the first of an e-mail listed twice"
         );
-        assert_eq!(people["bia@x"], (8, 10000008));
+        assert_eq!(people["bia@x"], Some((8, 10000008)));
+        // Listed, so a registration maybe sent before a crash is not sent again; not learnt.
+        assert_eq!(people["cai@x"], None);
+        assert_eq!(people["dora@x"], None);
         assert_eq!(super::people(&body["data"]), people, "a bare list");
+    }
+}
+
+#[cfg(test)]
+mod refusals {
+    use reqwest::StatusCode;
+
+    use super::refuses_entry;
+
+    /// Which answers set an entry aside and which make it wait (docs/kiosk.md).
+    #[test]
+    fn only_a_refusal_of_the_write_itself_sets_it_aside() {
+        let envelope =
+            r#"{"message":"no","erros":[{"code":404,"description":"x"}],"count_erros":1}"#;
+        let unknown_path =
+            r#"{"Message":"No HTTP resource was found that matches the request URI"}"#;
+        for (status, answer, refused) in [
+            (400, envelope, true),
+            (403, envelope, true),
+            (404, envelope, true),
+            (405, envelope, true),
+            (413, "", true),
+            (404, unknown_path, false),
+            (404, "<html>Not Found</html>", false),
+            (405, "", false),
+            (401, envelope, false),
+            (407, "", false),
+            (408, "", false),
+            (429, "", false),
+            (500, envelope, false),
+        ] {
+            let status = StatusCode::from_u16(status).expect("a status");
+            assert_eq!(refuses_entry(status, answer), refused, "{status} {answer}");
+        }
     }
 }

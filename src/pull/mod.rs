@@ -512,7 +512,7 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
     })?;
 
     let warnings = check_staged(staging.path(), &name, opts.token.expose()).await?;
-    staging.commit_off_thread().await?;
+    staging.commit_in_place()?;
     progress.finish();
     Ok(summary(warnings, false))
 }

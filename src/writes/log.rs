@@ -76,6 +76,16 @@ impl Drop for Log {
     }
 }
 
+/// Whether `e` says the file system has no locks: unsupported, or (NFS without its lock
+/// service) no locks available.
+fn cannot_lock(e: &io::Error) -> bool {
+    #[cfg(target_os = "linux")]
+    if e.raw_os_error() == Some(rustix::io::Errno::NOLCK.raw_os_error()) {
+        return true;
+    }
+    e.kind() == io::ErrorKind::Unsupported
+}
+
 /// Takes `file`'s exclusive lock (`flock`), held until it is closed: a second process on the
 /// same state folder fails to start rather than interleave its lines and numbers with this
 /// one's. A file system that has no such locks (some network ones) is used without, with a
@@ -86,7 +96,7 @@ fn lock(file: &File, path: &Path) -> Result<(), LogError> {
         Err(std::fs::TryLockError::WouldBlock) => Err(LogError::InUse {
             path: path.to_path_buf(),
         }),
-        Err(std::fs::TryLockError::Error(e)) if e.kind() == io::ErrorKind::Unsupported => {
+        Err(std::fs::TryLockError::Error(e)) if cannot_lock(&e) => {
             tracing::warn!(path = %path.display(), error = %e, "the state folder's file system cannot lock files: make sure no other process uses it");
             Ok(())
         }

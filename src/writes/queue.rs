@@ -3,8 +3,9 @@
 //! Every write request logged with `--state` is an entry, in `seq` order, once it is durable.
 //! What happened to each entry is appended to `DIR/forwarded.jsonl` (fdatasync'd, like the
 //! writes' log): `sending` before it is sent, then `accepted` (the source took it: it leaves the
-//! queue) or `rejected` (the source refused it with a 4xx: it moves to the rejected list, with
-//! the source's answer, and does not block the rest). An entry marked `sending` without an
+//! queue) or `rejected` (the source refused the entry itself with a 4xx, see
+//! `crate::kiosk::forward`: it moves to the rejected list, with the source's answer, and does
+//! not block the rest). An entry marked `sending` without an
 //! outcome was maybe sent before a crash: the forwarder checks the source before sending it
 //! again.
 //!
@@ -492,11 +493,11 @@ impl Queue {
 
     /// What the source calls the registrations made here for `bundle` whose ids there were not
     /// known: `people` is the source's list, id and code by lower-case e-mail.
-    pub(crate) fn learn(&self, bundle: &str, people: &HashMap<String, (i64, i64)>) {
+    pub(crate) fn learn(&self, bundle: &str, people: &HashMap<String, Option<(i64, i64)>>) {
         let mut inner = self.inner();
         for h in inner.here.get_mut(bundle).into_iter().flatten() {
             if h.source.is_none() {
-                h.source = people.get(&h.email).copied();
+                h.source = people.get(&h.email).copied().flatten();
             }
         }
     }
@@ -869,7 +870,10 @@ mod tests {
         });
         apply(&mut q.inner(), &accepted);
         // Ana's look-up does not land on Cai, and Cai's ids do not go with Ana's check-in.
-        q.learn("b", &HashMap::from([("ana@x".to_string(), (900, 999))]));
+        q.learn(
+            "b",
+            &HashMap::from([("ana@x".to_string(), Some((900, 999)))]),
+        );
         assert_eq!(q.inner().here["b"][0].source, Some((700, 777)));
         assert_eq!(q.translated(&in_flight), body);
         assert!(!q.needs_look_up(&in_flight));
@@ -899,7 +903,10 @@ mod tests {
         assert_eq!(unknown.keys().collect::<Vec<_>>(), [&101]);
         assert!(unknown[&101].contains("ana@x"), "{unknown:?}");
         assert_eq!(q.items_naming(&entry, &[101]), (vec![0], 2));
-        q.learn("b", &HashMap::from([("ana@x".to_string(), (700, 777))]));
+        q.learn(
+            "b",
+            &HashMap::from([("ana@x".to_string(), Some((700, 777)))]),
+        );
         let sent = q.translated(&entry);
         assert_eq!(sent["attendees"][0]["checkin_code"], "777");
         assert_eq!(sent["attendees"][1], body["attendees"][1]);
@@ -942,7 +949,10 @@ mod tests {
         assert_eq!(parked[0]["answer"], "not sent: ana");
         assert_eq!(parked[0].get("status"), None);
 
-        q.learn("b", &HashMap::from([("ana@x".to_string(), (700, 777))]));
+        q.learn(
+            "b",
+            &HashMap::from([("ana@x".to_string(), Some((700, 777)))]),
+        );
         assert!(!q.parked_to_look_up("b"));
         let next = q.next_parked("b", &[]).expect("Ana's check-in can go");
         assert!(q.next_parked("b", &[2]).is_none(), "tried this round");
@@ -1014,7 +1024,10 @@ mod tests {
         let entry = q.next_for("b").expect("the check-in");
         assert!(q.needs_look_up(&entry));
         assert!(q.unknown_at_source(&entry)[&101].contains("named no source"));
-        q.learn("b", &HashMap::from([("hugo@x".to_string(), (700, 777))]));
+        q.learn(
+            "b",
+            &HashMap::from([("hugo@x".to_string(), Some((700, 777)))]),
+        );
         assert_eq!(q.translated(&entry)[0]["checkin_code"], "777");
     }
 

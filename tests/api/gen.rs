@@ -608,9 +608,18 @@ fn gen_force_replaces_the_folder_and_absent_empty_or_bundle_targets_need_no_forc
 /// A swap is durable: what was staged is synced (`syncfs`) before it takes the target's name,
 /// and the folder holding the name is synced after (`fsync`), for a new target (a rename) and
 /// for one replaced (an exchange, then the old copy deleted). The system calls are read with
-/// strace (.ci/run installs it).
+/// strace (.ci/run installs it). Linux: elsewhere each file is synced instead.
 #[test]
 fn a_staged_bundle_is_on_disk_before_it_takes_the_name_and_the_swap_after() {
+    if std::process::Command::new("strace")
+        .args(["-o", "/dev/null", "true"])
+        .status()
+        .map_or(true, |s| !s.success())
+    {
+        // .ci/run installs it; a developer machine without it (or without ptrace) skips, saying so.
+        eprintln!("skipped: strace cannot run here (apt-get install strace)");
+        return;
+    }
     let root = TempData::new();
     let into = root.path().join("demo");
     for round in ["new", "replaced"] {
