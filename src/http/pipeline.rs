@@ -300,7 +300,7 @@ impl<'a> Outcome<'a> {
                 client = %seen.client,
                 method = %seen.method,
                 path = %seen.path,
-                query = seen.query.as_deref().unwrap_or("-"),
+                query = %seen.query.as_deref().unwrap_or("-"),
                 status,
                 bytes = sent,
                 duration_us = took.as_micros() as u64,

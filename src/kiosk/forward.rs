@@ -439,7 +439,15 @@ fn people(body: &Value) -> HashMap<String, Option<(i64, i64)>> {
             v.as_i64().or_else(|| v.as_str()?.trim().parse().ok())
         };
         let ids = number("id_attendees").zip(number("checkin_code"));
-        people.entry(email.trim().to_lowercase()).or_insert(ids);
+        // The first listing of an e-mail that gives both wins.
+        people
+            .entry(email.trim().to_lowercase())
+            .and_modify(|known: &mut Option<(i64, i64)>| {
+                if known.is_none() {
+                    *known = ids;
+                }
+            })
+            .or_insert(ids);
     }
     people
 }
@@ -458,10 +466,12 @@ mod tests {
             {"email": "cai@x", "id_attendees": 9, "checkin_code": null},
             {"email": "dora@x", "checkin_code": 10000010},
             {"email": "ana@x", "id_attendees": 11, "checkin_code": 10000011},
-            {"id_attendees": 12, "checkin_code": 10000012}
+            {"id_attendees": 12, "checkin_code": 10000012},
+            {"email": "eva@x", "id_attendees": null},
+            {"email": "EVA@x", "id_attendees": 13, "checkin_code": 10000013}
         ]});
         let people = super::people(&body);
-        assert_eq!(people.len(), 4, "{people:?}");
+        assert_eq!(people.len(), 5, "{people:?}");
         assert_eq!(
             people["ana@x"],
             Some((7, 10000007)),
@@ -471,6 +481,8 @@ mod tests {
         // Listed, so a registration maybe sent before a crash is not sent again; not learnt.
         assert_eq!(people["cai@x"], None);
         assert_eq!(people["dora@x"], None);
+        // Listed twice, first without them: the listing that gives them is learnt.
+        assert_eq!(people["eva@x"], Some((13, 10000013)));
         assert_eq!(super::people(&body["data"]), people, "a bare list");
     }
 }
