@@ -440,14 +440,10 @@ fn people(body: &Value) -> HashMap<String, Option<(i64, i64)>> {
         };
         let ids = number("id_attendees").zip(number("checkin_code"));
         // The first listing of an e-mail that gives both wins.
-        people
-            .entry(email.trim().to_lowercase())
-            .and_modify(|known: &mut Option<(i64, i64)>| {
-                if known.is_none() {
-                    *known = ids;
-                }
-            })
-            .or_insert(ids);
+        let known = people.entry(email.trim().to_lowercase()).or_insert(None);
+        if known.is_none() {
+            *known = ids;
+        }
     }
     people
 }

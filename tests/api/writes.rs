@@ -30,7 +30,11 @@ async fn demo_app(state: Option<&Path>, read_only: bool) -> TestApp {
 
 /// The first ticket price of the demo event.
 pub(crate) async fn a_price(app: &TestApp) -> i64 {
-    let event = app.get("/api/v1/event", DEMO_TOKEN).await.json();
+    first_price(&app.get("/api/v1/event", DEMO_TOKEN).await.json())
+}
+
+/// The first ticket price of an event body.
+fn first_price(event: &Value) -> i64 {
     event["data"][0]["tickets"][0]["prices"][0]["id_ticket_price"]
         .as_i64()
         .expect("a ticket price")
@@ -493,17 +497,8 @@ async fn eight_concurrent_writers_lose_none_and_a_restart_keeps_them_all() {
 }
 
 /// The first ticket price of the demo served at `base` (another process).
-async fn price_at(client: &reqwest::Client, base: &str) -> i64 {
-    let event = answer(
-        client
-            .get(format!("{base}/api/v1/event"))
-            .header("Authorization-Token", DEMO_TOKEN),
-    )
-    .await
-    .json();
-    event["data"][0]["tickets"][0]["prices"][0]["id_ticket_price"]
-        .as_i64()
-        .expect("a price")
+async fn price_at(base: &str) -> i64 {
+    first_price(&crate::cli::get_event(base, DEMO_TOKEN).await.1)
 }
 
 /// Registers `email` at the demo served at `base` (another process).
@@ -518,6 +513,21 @@ async fn register_at(client: &reqwest::Client, base: &str, email: &str, price: i
     .await
 }
 
+/// Runs eventbox on the demo with `--state state`, expecting it to refuse to start: what it
+/// said. One that starts serves until killed: the time limit fails the test then.
+async fn refused_start(state: &Path) -> std::process::Output {
+    let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_eventbox"))
+        .args(["--addr", "127.0.0.1:0", "--no-watch", "--state"])
+        .arg(state)
+        .env("EVENTBOX_DATA", demo_data())
+        .kill_on_drop(true)
+        .output();
+    tokio::time::timeout(std::time::Duration::from_secs(30), run)
+        .await
+        .expect("eventbox exits rather than serve")
+        .expect("eventbox runs")
+}
+
 /// A second eventbox given the state folder a running one uses refuses to start (exit 2),
 /// naming the log: two would interleave their lines and number them alike. The same for a
 /// second `App` in one process. The first keeps taking writes, and a restart reads them.
@@ -526,16 +536,7 @@ async fn a_state_folder_in_use_is_refused_to_a_second_server() {
     let state = tempfile::tempdir().expect("tempdir");
     let dir = state.path().to_str().expect("UTF-8");
     let served = serve_demo(&["--state", dir], &[]).await;
-    let second = tokio::process::Command::new(env!("CARGO_BIN_EXE_eventbox"))
-        .args(["--addr", "127.0.0.1:0", "--no-watch", "--state", dir])
-        .env("EVENTBOX_DATA", demo_data())
-        .kill_on_drop(true)
-        .output();
-    // A second server that starts serves until killed: the time limit fails the test then.
-    let second = tokio::time::timeout(std::time::Duration::from_secs(30), second)
-        .await
-        .expect("the second eventbox exits rather than serve")
-        .expect("the second eventbox runs");
+    let second = refused_start(state.path()).await;
     let said = String::from_utf8_lossy(&second.stderr);
     assert_eq!(second.status.code(), Some(2), "{said}");
     let log = state.path().join("writes.jsonl");
@@ -555,7 +556,7 @@ async fn a_state_folder_in_use_is_refused_to_a_second_server() {
     assert!(in_process.to_string().contains("in use"), "{in_process}");
 
     let client = crate::helpers::client();
-    let price = price_at(&client, &served.base).await;
+    let price = price_at(&served.base).await;
     let made = register_at(&client, &served.base, "ana@exemplo.com", price).await;
     assert_eq!(made.status, 200, "{}", made.text());
     drop(served);
@@ -578,16 +579,7 @@ async fn a_state_folder_that_cannot_be_used_stops_the_start_before_it_listens() 
         (&file, "not a folder"),
         (&damaged, "writes.jsonl:1: not a write"),
     ] {
-        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_eventbox"))
-            .args(["--addr", "127.0.0.1:0", "--no-watch", "--state"])
-            .arg(state)
-            .env("EVENTBOX_DATA", demo_data())
-            .kill_on_drop(true)
-            .output();
-        let out = tokio::time::timeout(std::time::Duration::from_secs(30), out)
-            .await
-            .expect("eventbox exits rather than serve")
-            .expect("eventbox runs");
+        let out = refused_start(state).await;
         let (stdout, stderr) = (
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr),
@@ -604,7 +596,7 @@ async fn sigkill_between_writes_loses_no_acknowledged_write() {
     let dir = state.path().to_str().expect("UTF-8");
     let served = serve_demo(&["--state", dir], &[]).await;
     let client = crate::helpers::client();
-    let price = price_at(&client, &served.base).await;
+    let price = price_at(&served.base).await;
     let mut acknowledged = Vec::new();
     for i in 0..30 {
         let email = format!("k{i}@exemplo.com");
