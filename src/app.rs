@@ -144,14 +144,16 @@ impl App {
         if mode == WatchMode::Off {
             return Ok(None);
         }
-        // Events carry absolute paths; the watcher maps them back to bundle names.
+        // Events carry absolute paths; the watcher maps them back to bundle names. Links are
+        // not resolved: a data folder that is a link (`current` → `releases/v2`) is watched
+        // through it, so pointing it elsewhere is seen as a new folder (the folder check).
         let data_dir = &self.options.data;
-        let canonical = std::fs::canonicalize(data_dir).map_err(|source| WatchError::Path {
+        let absolute = std::path::absolute(data_dir).map_err(|source| WatchError::Path {
             path: data_dir.clone(),
             source,
         })?;
         let reloader = Arc::clone(&self.reloader);
-        Ok(watch::spawn(&canonical, mode, debounce, reloader).await?)
+        Ok(watch::spawn(&absolute, mode, debounce, reloader).await?)
     }
 
     /// With `--refresh-every`: starts following the sources the bundles name (call it after the

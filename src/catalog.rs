@@ -95,6 +95,9 @@ pub(crate) struct Entry {
     /// The digests of the folder the candidate was prepared from ([`load::fingerprint`]), when
     /// known: a reload finding the same bytes keeps the prepared answers.
     fingerprint: Option<load::Fingerprint>,
+    /// New in the last refresh, naming the very tokens a folder that vanished in it served: the
+    /// same bundle renamed, which claims them before any copy of it (as it would serving).
+    renamed: bool,
 }
 
 /// What reading a bundle folder again gave.
@@ -119,6 +122,7 @@ impl Entry {
             serving: None,
             checked_at: report.loaded_at,
             fingerprint: None,
+            renamed: false,
         };
         entry.update(report, compression, sources);
         entry
@@ -155,6 +159,31 @@ impl Entry {
                         None
                     }
                 });
+        // The latest bundle.toml that reads decides which tokens open the bundle, also while
+        // another file has errors: the last good version serves only under the tokens it still
+        // names (a token taken out, say a leaked one, stops at once; one added waits for a
+        // version without errors). A version without errors whose tokens clash is another
+        // case: the last good one keeps its tokens until the clash is gone (`resolve_round`).
+        let tokens_read = self.candidate.is_none() && !report.tokens.is_empty();
+        if let Some(good) = self
+            .last_good
+            .take_if(|good| tokens_read && good.tokens != report.tokens)
+        {
+            let kept: Vec<Token> = good
+                .tokens
+                .iter()
+                .filter(|t| report.tokens.contains(t))
+                .cloned()
+                .collect();
+            self.last_good = (!kept.is_empty()).then(|| {
+                Arc::new(Version {
+                    prepared: Arc::clone(&good.prepared),
+                    tokens: kept,
+                    summary: good.summary.clone(),
+                    loaded_at: good.loaded_at,
+                })
+            });
+        }
         self.problems = report.problems;
         self.tokens = report.tokens;
         self.checked_at = report.loaded_at;
@@ -224,7 +253,8 @@ pub(crate) struct Catalog {
     compression: bool,
     /// The largest bundle file read (`--max-file-bytes`).
     max_file_bytes: u64,
-    /// Why the last refresh could not list the data folder (shown in `/status`).
+    /// Why the last refresh could not list the data folder (shown in `/status`). The next one
+    /// reads every bundle: the changes the failed one was for were not read.
     data_folder_error: Option<String>,
     /// How long one bundle's load may take.
     load_time_limit: std::time::Duration,
@@ -320,6 +350,11 @@ impl Catalog {
     /// vanished ones. Only a data folder that cannot be used ([`LoadError`]: unreadable, not a
     /// folder, a bundle itself) is an error (nothing changes then).
     pub(crate) fn refresh(&mut self, scope: &Scope) -> Result<Refreshed, LoadError> {
+        let scope = if self.data_folder_error.is_some() {
+            &Scope::All
+        } else {
+            scope
+        };
         let names: BTreeSet<String> = match load::bundle_names(&self.data_dir) {
             Ok(names) => {
                 self.data_folder_error = None;
@@ -336,9 +371,15 @@ impl Catalog {
             .filter(|n| !names.contains(*n))
             .cloned()
             .collect();
+        let mut freed = Vec::new();
         for name in &removed {
-            self.entries.remove(name);
+            if let Some(serving) = self.entries.remove(name).and_then(|e| e.serving) {
+                freed.push(serving.tokens.clone());
+            }
             self.sources.forget(name);
+        }
+        for entry in self.entries.values_mut() {
+            entry.renamed = false;
         }
         let (mut loaded, mut unchanged) = (Vec::new(), Vec::new());
         for name in names {
@@ -359,6 +400,7 @@ impl Catalog {
                 (Attempt::Read(report, fingerprint), None) => {
                     let mut entry = Entry::new(*report, self.compression, &self.sources);
                     entry.fingerprint = fingerprint.filter(|_| entry.candidate.is_some());
+                    entry.renamed = freed.contains(&entry.tokens);
                     self.entries.insert(name.clone(), entry);
                 }
                 (Attempt::Unchanged(_), None) => {} // not asked for without an entry
@@ -460,6 +502,7 @@ impl Catalog {
         }
         let rank = |e: &Entry| match (&e.serving, &e.candidate, &e.last_good) {
             (Some(_), _, _) => 0,
+            (None, _, _) if e.renamed => 0,
             (None, Some(_), _) | (None, None, Some(_)) => 1,
             (None, None, None) => 2,
         };
@@ -711,6 +754,76 @@ mod arbitration {
         assert_eq!(served, vec![some("new-name"), some("other")]);
         assert!(catalog.entry("old-name").is_none());
         assert!(conflicts(&catalog, "new-name").is_empty());
+    }
+
+    /// A leaked token taken out of bundle.toml while another file has an error: the last good
+    /// version keeps serving, under the tokens bundle.toml still names only.
+    #[test]
+    fn a_token_taken_out_stops_even_while_the_bundle_has_errors() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        write(tmp.path(), "alpha", &["kept-token", "leaked-token"], false);
+        let mut catalog = Catalog::new(tmp.path());
+        let both = ["kept-token", "leaked-token", "added-token"];
+        assert_eq!(
+            serve(&mut catalog, &both),
+            vec![some("alpha"), some("alpha"), None]
+        );
+
+        write(tmp.path(), "alpha", &["kept-token", "added-token"], true);
+        assert_eq!(serve(&mut catalog, &both), vec![some("alpha"), None, None]);
+        assert!(catalog.entry("alpha").is_some_and(Entry::has_errors));
+
+        // Every token taken out: not served at all; fixed, it serves its new tokens.
+        write(tmp.path(), "alpha", &["added-token"], true);
+        assert_eq!(serve(&mut catalog, &both), vec![None, None, None]);
+        write(tmp.path(), "alpha", &["added-token"], false);
+        assert_eq!(serve(&mut catalog, &both), vec![None, None, some("alpha")]);
+    }
+
+    /// A reload that could not list the data folder read nothing: the next one reads every
+    /// bundle, whatever its own events name (the edit made meanwhile is not lost).
+    #[test]
+    fn after_a_failed_listing_the_next_refresh_reads_every_bundle() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        write(tmp.path(), "alpha", &["alpha-token"], false);
+        let mut catalog = Catalog::new(tmp.path());
+        assert_eq!(serve(&mut catalog, &["alpha-token"]), vec![some("alpha")]);
+
+        // The data folder is a bundle itself for a while; alpha is edited meanwhile.
+        std::fs::write(tmp.path().join("bundle.toml"), "").expect("write");
+        std::fs::write(tmp.path().join("alpha/event.json"), "{\"data\": 3}").expect("edit");
+        let alpha = Scope::Bundles(["alpha".to_string()].into());
+        assert!(catalog.refresh(&alpha).is_err());
+        std::fs::remove_file(tmp.path().join("bundle.toml")).expect("remove");
+
+        // The event of the removal names only the data folder's own file.
+        catalog
+            .refresh(&Scope::Bundles(BTreeSet::new()))
+            .expect("lists again");
+        assert!(catalog.entry("alpha").is_some_and(Entry::has_errors));
+        assert!(catalog.refresh(&Scope::Bundles(BTreeSet::new())).is_ok());
+    }
+
+    /// A copy waits while the original serves; the original renamed keeps its token, as it
+    /// would under its old name. In name order the copy would have come first.
+    #[test]
+    fn a_renamed_bundle_keeps_its_token_from_a_copy_waiting_for_it() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        write(tmp.path(), "summit", &["event-token"], false);
+        let mut catalog = Catalog::new(tmp.path());
+        assert_eq!(serve(&mut catalog, &["event-token"]), vec![some("summit")]);
+        write(tmp.path(), "backup", &["event-token"], false);
+        assert_eq!(serve(&mut catalog, &["event-token"]), vec![some("summit")]);
+
+        std::fs::rename(tmp.path().join("summit"), tmp.path().join("zsummit")).expect("rename");
+        assert_eq!(serve(&mut catalog, &["event-token"]), vec![some("zsummit")]);
+        assert_eq!(conflicts(&catalog, "backup").len(), 1);
+        // Later refreshes change nothing: it is the bundle serving now.
+        assert_eq!(serve(&mut catalog, &["event-token"]), vec![some("zsummit")]);
+
+        // Removed for good, the copy takes over.
+        std::fs::remove_dir_all(tmp.path().join("zsummit")).expect("remove");
+        assert_eq!(serve(&mut catalog, &["event-token"]), vec![some("backup")]);
     }
 
     #[test]

@@ -277,6 +277,7 @@ pub struct ServeOptions {
         value_delimiter = ',',
         default_value = "*"
     )]
+    #[serde(deserialize_with = "one_or_many")]
     pub cors_origin: Vec<String>,
     /// Time allowed for a request's headers (also bounds an idle HTTP/1 connection)
     #[arg(long, env = "EVENTBOX_HEADER_TIMEOUT", value_parser = parse_duration,
@@ -567,6 +568,9 @@ impl ServeOptions {
                 ));
             }
         }
+        for origin in &self.cors_origin {
+            crate::http::cors::check_origin(origin).map_err(ConfigError::Value)?;
+        }
         if self.journal > MAX_JOURNAL {
             return Err(ConfigError::Value(format!(
                 "the journal keeps at most {MAX_JOURNAL} requests, not {}",
@@ -815,6 +819,21 @@ mod optional_duration_text {
 
 /// Durations in the configuration file: text through [`parse_duration`] (a bare number is
 /// refused with the same message); written back as humantime's text.
+/// A list in the file, or one string split at commas as the variable is
+/// (`cors-origin = "https://a.example, https://b.example"`).
+fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged, expecting = "a string or a list of strings")]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match serde::Deserialize::deserialize(d)? {
+        OneOrMany::One(text) => text.split(',').map(|s| s.trim().to_string()).collect(),
+        OneOrMany::Many(list) => list,
+    })
+}
+
 mod duration_text {
     use std::fmt;
     use std::time::Duration;
@@ -961,6 +980,39 @@ mod tests {
 
         let off = resolve(&["-c", p, "--no-watch"]).expect("resolves");
         assert_eq!(off.watch_mode(), WatchMode::Off);
+    }
+
+    #[test]
+    fn cors_origins_are_a_list_or_one_string_and_each_is_checked() {
+        let (_dir, path) = file("cors-origin = \"https://a.example, https://b.example\"\n");
+        let p = path.to_str().expect("UTF-8");
+        let one_string = resolve(&["--config", p]).expect("resolves");
+        assert_eq!(
+            one_string.cors(),
+            Cors::Origins(vec!["https://a.example".into(), "https://b.example".into()])
+        );
+        let (_dir, path) = file("cors-origin = [\"app.example\"]\n");
+        let refused = resolve(&["--config", path.to_str().expect("UTF-8")])
+            .expect_err("no scheme")
+            .to_string();
+        assert_eq!(
+            refused,
+            "--cors-origin \"app.example\" is not an origin: add its scheme, e.g. \
+             https://app.example"
+        );
+        let flag = resolve(&["--cors-origin", "https://a.example/path"]).expect_err("a path");
+        assert!(
+            flag.to_string().contains("write https://a.example"),
+            "{flag}"
+        );
+        let (_dir, path) = file("cors-origin = 3\n");
+        let wrong_type = resolve(&["--config", path.to_str().expect("UTF-8")])
+            .expect_err("a number")
+            .to_string();
+        assert!(
+            wrong_type.contains("cors-origin: a string or a list of strings"),
+            "{wrong_type}"
+        );
     }
 
     #[test]

@@ -69,6 +69,14 @@ pub(crate) fn ignored(name: &str) -> bool {
     name.starts_with(['_', '.'])
 }
 
+/// Whether a name inside a bundle folder is skipped: it starts with `.` (editor and system
+/// files, a temporary file to be renamed over a bundle file). A `_` is a name like another
+/// there: a payment reference may start with one. The one rule, used by loading and by the
+/// fingerprint of what loading reads.
+pub(crate) fn hidden(name: &str) -> bool {
+    name.starts_with('.')
+}
+
 /// The bundle folders of a data folder, in name order. Folders [`ignored`] are skipped, and so
 /// are plain files at the top of the data folder, but for `bundle.toml`: a data folder holding
 /// one is a bundle given in place of its parent, an error that says so (its sub-folders, such as
@@ -295,7 +303,7 @@ impl BundleLoader<'_> {
         let mut files = Found::new();
         let mut folders = BTreeMap::new();
         for (name, path, is_dir) in entries {
-            if name.starts_with('.') {
+            if hidden(&name) {
                 continue; // editor swap files, .DS_Store, partial downloads
             }
             if is_dir {
@@ -534,10 +542,24 @@ impl BundleLoader<'_> {
             Ok(t) => t,
             Err(e) => {
                 let at = e.utf8_error().valid_up_to();
+                let bytes = e.into_bytes();
+                // What comes before the first bad byte is valid UTF-8: its lines and characters
+                // place the byte as an editor shows it.
+                // As for syntax errors, columns count from after a byte-order mark.
+                let before = std::str::from_utf8(&bytes[..at]).unwrap_or_default();
+                let before = before.strip_prefix('\u{feff}').unwrap_or(before);
+                let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+                let location = Location::Text {
+                    line: before.matches('\n').count() + 1,
+                    column: before[line_start..].chars().count() + 1,
+                };
                 self.problems.push(Problem::error(
                     path,
-                    Location::File,
-                    format!("not valid UTF-8 (at byte {at})"),
+                    location,
+                    format!(
+                        "not valid UTF-8: byte 0x{:02X} (offset {at}); save the file as UTF-8",
+                        bytes.get(at).copied().unwrap_or_default()
+                    ),
                 ));
                 return None;
             }
@@ -588,7 +610,7 @@ impl BundleLoader<'_> {
         let mut found = Found::new();
         let mut ok = true;
         for (name, path, is_dir) in entries {
-            if name.starts_with('.') {
+            if hidden(&name) {
                 continue;
             }
             match split_known(&name) {
@@ -771,7 +793,7 @@ impl Digests<'_> {
         // What the load reads, only: a temporary file being written beside a bundle file (to be
         // renamed over it) must not make the same bytes look changed.
         let mut entries = sorted_entries(dir)?;
-        entries.retain(|(name, _, _)| !ignored(name));
+        entries.retain(|(name, _, _)| !hidden(name));
         self.both(&(entries.len() as u64).to_le_bytes());
         for (name, path, is_dir) in entries {
             self.both(&(name.len() as u64).to_le_bytes());
@@ -911,7 +933,7 @@ mod tests {
         let first = digest();
 
         fs::write(bundle.join(".event.json.tmp"), "{\"partial").expect("file");
-        fs::create_dir(bundle.join("_old")).expect("folder");
+        fs::create_dir(bundle.join(".old")).expect("folder");
         let with_ignored = digest();
         fs::write(bundle.join("event.json"), "{ }").expect("file");
         let changed = digest();
@@ -919,6 +941,13 @@ mod tests {
         assert_eq!(with_ignored.bytes, first.bytes);
         assert_eq!(with_ignored.stamps, first.stamps);
         assert_ne!(changed.bytes, first.bytes);
+
+        // A detail file whose reference starts with `_` is loaded, so its bytes count.
+        fs::create_dir(bundle.join("payment_details")).expect("folder");
+        fs::write(bundle.join("payment_details/_R-1.json"), "{}").expect("file");
+        let detail = digest();
+        fs::write(bundle.join("payment_details/_R-1.json"), "{ }").expect("file");
+        assert_ne!(digest().bytes, detail.bytes);
     }
 
     #[test]

@@ -178,11 +178,13 @@ enum Copied {
     Incomplete(String),
 }
 
-/// One object as listed: what tells a version apart.
+/// One object as listed: what tells a version apart. The time counts too: a WebDAV server
+/// need not give an ETag, and an edit may keep the size.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Version {
     etag: Option<String>,
     size: u64,
+    modified: chrono::DateTime<chrono::Utc>,
 }
 
 /// A bundle's objects: path inside the bundle folder → version.
@@ -374,6 +376,7 @@ impl Mirror {
                 Version {
                     etag: meta.e_tag,
                     size: meta.size,
+                    modified: meta.last_modified,
                 },
             );
         }
@@ -747,7 +750,12 @@ mod tests {
 
     #[test]
     fn a_listing_is_its_manifests_bundle_only_with_the_same_files_and_sizes() {
-        let v = |size| Version { etag: None, size };
+        let v = |size| Version {
+            etag: None,
+            size,
+            modified: chrono::DateTime::UNIX_EPOCH,
+        };
+
         let file = |size| ManifestFile {
             size,
             sha256: "ab".into(),

@@ -142,24 +142,7 @@ fn native(
     tx: mpsc::UnboundedSender<Option<Vec<PathBuf>>>,
 ) -> notify::Result<Box<dyn std::any::Any + Send>> {
     let handler = move |result: DebounceEventResult| {
-        let batch = match result {
-            // Reading a file is an event too (open, close without writing): eventbox's
-            // own reads must not trigger reloads.
-            Ok(events) => Some(
-                events
-                    .into_iter()
-                    .filter(|e| !matches!(e.event.kind, EventKind::Access(_)))
-                    .flat_map(|e| e.event.paths)
-                    .collect(),
-            ),
-            Err(errors) => {
-                for e in errors {
-                    tracing::warn!(error = %e, "file watcher error; reloading everything");
-                }
-                None
-            }
-        };
-        let _ = tx.send(batch);
+        let _ = tx.send(changed_paths(result));
     };
     // Half the quiet time here; the reload loop waits for the rest (see `reload_loop`).
     let mut d = new_debouncer_opt::<_, RecommendedWatcher, _>(
@@ -173,29 +156,82 @@ fn native(
     Ok(Box::new(d))
 }
 
+/// The paths a debounced batch of events changed; `None` (reload everything) when the watcher
+/// failed or lost events.
+fn changed_paths(result: DebounceEventResult) -> Option<Vec<PathBuf>> {
+    match result {
+        // The kernel's queue overflowed (a large bundle staged inside the data folder can do
+        // that): events were lost, so every bundle is read again.
+        Ok(events) if events.iter().any(|e| e.event.need_rescan()) => {
+            tracing::warn!("file watcher: events were lost; reloading everything");
+            None
+        }
+        // Reading a file is an event too (open, close without writing): eventbox's own reads
+        // must not trigger reloads.
+        Ok(events) => Some(
+            events
+                .into_iter()
+                .filter(|e| !matches!(e.event.kind, EventKind::Access(_)))
+                .flat_map(|e| e.event.paths)
+                .collect(),
+        ),
+        Err(errors) => {
+            for e in errors {
+                tracing::warn!(error = %e, "file watcher error; reloading everything");
+            }
+            None
+        }
+    }
+}
+
 /// How often the native watch checks that the data folder is still the one it watches.
 pub const FOLDER_CHECK: Duration = Duration::from_millis(250);
 
-/// The data folder's device and inode, or `None` when it is missing or not a folder.
-fn folder_identity(dir: &Path) -> Option<(u64, u64)> {
-    std::fs::metadata(dir)
+/// What the native watch follows: the data folder's device and inode, and the folders its
+/// top-level links lead to outside it (a bundle may be a link). A link within the data folder
+/// (a ConfigMap's `demo` → `..data/demo`) leads where the watch already is.
+#[derive(Debug, PartialEq, Eq)]
+struct FolderIdentity {
+    folder: (u64, u64),
+    links: Vec<(std::ffi::OsString, (u64, u64))>,
+}
+
+/// The data folder's [`FolderIdentity`], or `None` when it is missing or not a folder. One
+/// `stat` and one listing, and each link resolved.
+fn folder_identity(dir: &Path) -> Option<FolderIdentity> {
+    let folder = std::fs::metadata(dir)
         .ok()
         .filter(std::fs::Metadata::is_dir)
-        .map(|m| identity(&m))
+        .map(|m| identity(&m))?;
+    let inside = std::fs::canonicalize(dir).ok()?;
+    let mut links: Vec<_> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_symlink()))
+        .filter_map(|e| {
+            let target = std::fs::canonicalize(e.path()).ok()?;
+            let meta = std::fs::metadata(&target).ok()?;
+            (!target.starts_with(&inside)).then(|| (e.file_name(), identity(&meta)))
+        })
+        .collect();
+    links.sort();
+    Some(FolderIdentity { folder, links })
 }
 
 /// Keeps the native watch on the data folder. A watch follows an inode: when the folder is
-/// removed, re-created or swapped by `mv`, the old watch sees nothing more. Every
-/// [`FOLDER_CHECK`] this compares the folder's identity (one `stat`); on a change the watch is
-/// marked lost (`/status`, `/readyz`, the log), and as soon as a folder is there again it is
-/// watched anew and everything is reloaded.
+/// removed, re-created or swapped by `mv`, the old watch sees nothing more; nor does it follow a
+/// link made or pointed elsewhere after it started (`ln -sfn /srv/b/v2 data/summit`). Every
+/// [`FOLDER_CHECK`] this compares the [`FolderIdentity`]; on a change the watch is marked lost
+/// (`/status`, `/readyz`, the log) while there is no folder, and as soon as one is there it
+/// is watched anew and everything is reloaded.
 async fn guard_folder(
     dir: PathBuf,
     debounce: Duration,
     tx: mpsc::UnboundedSender<Option<Vec<PathBuf>>>,
     reloader: Arc<Reloader>,
     debouncer: Box<dyn std::any::Any + Send>,
-    mut watched: Option<(u64, u64)>,
+    mut watched: Option<FolderIdentity>,
 ) {
     let mut debouncer = Some(debouncer);
     let mut lost = false;
@@ -397,6 +433,30 @@ fn merge(a: Scope, b: Scope) -> Scope {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use notify_debouncer_full::notify::event::{AccessKind, Flag, ModifyKind};
+    use notify_debouncer_full::notify::Event;
+    use notify_debouncer_full::DebouncedEvent;
+
+    fn debounced(event: Event) -> DebouncedEvent {
+        DebouncedEvent::new(event, std::time::Instant::now())
+    }
+
+    /// An overflow of the kernel's queue arrives as one event with no path and the rescan
+    /// flag: everything is reloaded, not nothing (its empty path list once meant no reload).
+    #[test]
+    fn lost_events_reload_everything_and_reads_nothing() {
+        let edit = Event::new(EventKind::Modify(ModifyKind::Any)).add_path("/d/demo/a.json".into());
+        let read = Event::new(EventKind::Access(AccessKind::Any)).add_path("/d/demo/b.json".into());
+        assert_eq!(
+            changed_paths(Ok(vec![debounced(edit.clone()), debounced(read)])),
+            Some(vec![PathBuf::from("/d/demo/a.json")])
+        );
+        let overflow = Event::new(EventKind::Other).set_flag(Flag::Rescan);
+        assert_eq!(
+            changed_paths(Ok(vec![debounced(edit), debounced(overflow)])),
+            None
+        );
+    }
 
     #[test]
     fn paths_map_to_their_bundle() {

@@ -26,10 +26,49 @@ pub enum Cors {
     Origins(Vec<String>),
 }
 
+/// Checks a `--cors-origin` value: `*`, `none`, `null`, or an origin as browsers send it in
+/// `Origin` (`scheme://host[:port]`). Anything else (no scheme, a path, a default port, a
+/// wildcard) would match no request, silently: it is refused, with what to write instead.
+pub(crate) fn check_origin(value: &str) -> Result<(), String> {
+    let value = value.trim();
+    if value == "*" || value == "null" || value.eq_ignore_ascii_case("none") {
+        return Ok(());
+    }
+    let text = value.strip_suffix('/').unwrap_or(value);
+    let wrong = |why: &str| Err(format!("--cors-origin {value:?} is not an origin: {why}"));
+    let Ok(uri) = text.parse::<hyper::Uri>() else {
+        return wrong("write scheme://host[:port], e.g. https://app.example");
+    };
+    let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
+        return wrong(&format!("add its scheme, e.g. https://{text}"));
+    };
+    let origin = format!("{scheme}://{authority}");
+    if authority.as_str().contains(['@', '*']) {
+        return wrong("a browser's Origin has no user and no wildcard; list each origin, or *");
+    }
+    if origin.len() != text.len() {
+        return wrong(&format!("an origin has no path or query: write {origin}"));
+    }
+    let default_port = match scheme {
+        "http" => Some(80),
+        "https" => Some(443),
+        _ => None,
+    };
+    if authority.port_u16().is_some() && authority.port_u16() == default_port {
+        return wrong(&format!(
+            "a browser leaves the default port out of Origin: write {scheme}://{}",
+            authority.host()
+        ));
+    }
+    Ok(())
+}
+
 impl Cors {
     /// From `--cors-origin` values: `none` turns CORS off, `*` (the default) allows every origin.
+    /// Spaces around a value and a trailing `/` are ignored (`a, b` in a variable).
     pub fn from_origins(origins: &[String]) -> Cors {
-        if origins.is_empty() || origins.iter().any(|o| o == "*") {
+        let origins: Vec<&str> = origins.iter().map(|o| o.trim()).collect();
+        if origins.is_empty() || origins.contains(&"*") {
             Cors::Any
         } else if origins.iter().all(|o| o.eq_ignore_ascii_case("none")) {
             Cors::Off
@@ -107,6 +146,60 @@ mod tests {
             Cors::from_origins(&["https://app.example/".into()]),
             Cors::Origins(vec!["https://app.example".into()])
         );
+        // EVENTBOX_CORS_ORIGIN="https://a.example, https://b.example", split at the comma.
+        assert_eq!(
+            Cors::from_origins(&["https://a.example".into(), " https://b.example".into()]),
+            Cors::Origins(vec!["https://a.example".into(), "https://b.example".into()])
+        );
+    }
+
+    /// Values that would match no browser's `Origin` are refused with what to write instead.
+    #[test]
+    fn only_what_a_browser_can_send_is_taken_as_an_origin() {
+        for ok in [
+            "*",
+            "none",
+            "null",
+            "https://app.example",
+            "https://app.example/",
+            " http://localhost:5173",
+            "http://[::1]:8080",
+        ] {
+            assert_eq!(check_origin(ok), Ok(()), "{ok:?}");
+        }
+        for (wrong, says) in [
+            ("app.example", "add its scheme, e.g. https://app.example"),
+            (
+                "localhost:5173",
+                "add its scheme, e.g. https://localhost:5173",
+            ),
+            (
+                "https://app.example/admin",
+                "an origin has no path or query: write https://app.example",
+            ),
+            (
+                "https://app.example?x=1",
+                "an origin has no path or query: write https://app.example",
+            ),
+            (
+                "https://app.example:443",
+                "a browser leaves the default port out of Origin: write https://app.example",
+            ),
+            (
+                "https://*.app.example",
+                "a browser's Origin has no user and no wildcard; list each origin, or *",
+            ),
+            (
+                "https://",
+                "write scheme://host[:port], e.g. https://app.example",
+            ),
+        ] {
+            let refused = check_origin(wrong).expect_err(wrong);
+            assert_eq!(
+                refused,
+                format!("--cors-origin {wrong:?} is not an origin: {says}")
+            );
+        }
     }
 
     #[test]

@@ -583,7 +583,7 @@ pub(crate) fn unsafe_reference(reference: &str) -> Option<&'static str> {
         Some("it holds a path separator")
     } else if reference.contains("..") {
         Some("it holds `..`")
-    } else if reference.starts_with('.') {
+    } else if load::hidden(reference) {
         Some("it starts with `.`")
     } else if reference.chars().any(char::is_control) {
         Some("it holds a control character")

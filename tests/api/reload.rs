@@ -715,3 +715,112 @@ async fn a_data_folder_that_cannot_be_listed_shows_in_status_until_it_can() {
     let status = app.get("/status", DEMO_TOKEN).await.json();
     assert!(status.get("data_folder_error").is_none(), "{status}");
 }
+
+/// A data folder that is a link (`current` → `releases/v1`, as a release script or git-sync
+/// keeps it): pointing it at another folder is served, and edits there are seen. The watch
+/// once followed the folder the link named at start, and saw nothing more.
+#[tokio::test]
+async fn a_data_folder_link_pointed_elsewhere_is_followed() {
+    for mode in [WatchMode::Native, WatchMode::Poll(DEBOUNCE)] {
+        let data = TempData::new();
+        data.with_demo("releases/v1/demo");
+        data.with_demo("releases/v2/demo");
+        write(
+            &data.path().join("releases/v2/demo/event.json"),
+            event_titled("Versão 2"),
+        );
+        let link = data.path().join("current");
+        std::os::unix::fs::symlink("releases/v1", &link).expect("link");
+        let app = App::new(&link);
+        let watcher = app.watch(mode, DEBOUNCE).await.expect("watching starts");
+        app.load().expect("loads");
+        let w = Watched {
+            app: serve_app(app).await,
+            data,
+            _watcher: watcher,
+        };
+        let first = w.app.get("/api/v1/event", DEMO_TOKEN).await;
+        assert_eq!(first.status, 200, "{mode:?}");
+
+        // Pointed elsewhere as `ln -sfn` does it in one step: a new link renamed over the old.
+        std::os::unix::fs::symlink("releases/v2", w.path("current.new")).expect("link");
+        std::fs::rename(w.path("current.new"), &link).expect("rename over");
+        w.until_title("Versão 2").await;
+
+        write(
+            &w.path("releases/v2/demo/event.json"),
+            event_titled("Editada na v2"),
+        );
+        w.until_title("Editada na v2").await;
+    }
+}
+
+/// A bundle that is a link made after the start (`ln -s /srv/b/v1 data/linked`), then
+/// pointed elsewhere: served each time, and edits in the folder it leads to are seen. The
+/// native watch followed only the links there at its start.
+#[tokio::test]
+async fn a_bundle_link_made_or_pointed_elsewhere_while_serving_is_watched() {
+    let w = watched(WatchMode::Native).await;
+    let elsewhere = tempfile::tempdir().expect("tmp");
+    for version in ["v1", "v2"] {
+        crate::helpers::copy_demo(&elsewhere.path().join(version));
+        // The demo's token belongs to `demo`: the linked bundle has its own.
+        write(
+            &elsewhere.path().join(version).join("bundle.toml"),
+            "tokens = [\"linked-token\"]\n",
+        );
+    }
+    let linked = |title: &str| {
+        let title = title.to_string();
+        move |r: &Answer| r.status == 200 && r.json()["data"][0]["title"] == title
+    };
+    let link = w.path("linked");
+    write(
+        &elsewhere.path().join("v1/event.json"),
+        event_titled("Ligada"),
+    );
+    write(
+        &elsewhere.path().join("v2/event.json"),
+        event_titled("Versão 2"),
+    );
+    std::os::unix::fs::symlink(elsewhere.path().join("v1"), &link).expect("link");
+    w.until(
+        "/api/v1/event",
+        "linked-token",
+        "the linked bundle",
+        linked("Ligada"),
+    )
+    .await;
+    write(
+        &elsewhere.path().join("v1/event.json"),
+        event_titled("Editada na v1"),
+    );
+    w.until(
+        "/api/v1/event",
+        "linked-token",
+        "an edit through the link",
+        linked("Editada na v1"),
+    )
+    .await;
+
+    std::os::unix::fs::symlink(elsewhere.path().join("v2"), w.path("linked.new")).expect("link");
+    std::fs::rename(w.path("linked.new"), &link).expect("rename over");
+    w.until(
+        "/api/v1/event",
+        "linked-token",
+        "the new target",
+        linked("Versão 2"),
+    )
+    .await;
+    write(
+        &elsewhere.path().join("v2/event.json"),
+        event_titled("Editada na v2"),
+    );
+    w.until(
+        "/api/v1/event",
+        "linked-token",
+        "an edit in the new target",
+        linked("Editada na v2"),
+    )
+    .await;
+}
