@@ -538,7 +538,7 @@ impl Builder {
             configure(&mut service);
         }
         let journal = service.journal.clone();
-        let (addr, stop, thread) = spawn(service)?;
+        let (addr, stop, thread, runtime) = spawn(service)?;
         Ok(TestServer {
             addr,
             tokens,
@@ -547,6 +547,7 @@ impl Builder {
             data_dir,
             stop: Some(stop),
             thread: Some(thread),
+            runtime,
             _temp: temp,
         })
     }
@@ -574,15 +575,22 @@ fn write_bundles(bundles: &[Bundle]) -> Result<tempfile::TempDir, StartError> {
 ///
 /// The runtime is built, used and dropped on that thread only: a runtime dropped on the
 /// caller's thread would panic inside a `#[tokio::test]`, even on an error path.
-fn spawn(
-    service: Service,
-) -> Result<(SocketAddr, oneshot::Sender<()>, JoinHandle<()>), StartError> {
+/// The server's address, its stop signal, its thread and its runtime.
+type Spawned = (
+    SocketAddr,
+    oneshot::Sender<()>,
+    JoinHandle<()>,
+    tokio::runtime::Handle,
+);
+
+fn spawn(service: Service) -> Result<Spawned, StartError> {
     let failed = |what| move |source| StartError::Server { what, source };
     let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(failed("bind"))?;
     listener.set_nonblocking(true).map_err(failed("listener"))?;
     let addr = listener.local_addr().map_err(failed("listener"))?;
     let (stop, stopped) = oneshot::channel::<()>();
-    let (started_tx, started) = std::sync::mpsc::channel::<Result<(), StartError>>();
+    let (started_tx, started) =
+        std::sync::mpsc::channel::<Result<tokio::runtime::Handle, StartError>>();
     let thread = std::thread::Builder::new()
         .name(format!("eventbox-test-{}", addr.port()))
         .spawn(move || {
@@ -601,7 +609,7 @@ fn spawn(
             });
             match ready {
                 Ok((runtime, listener)) => {
-                    let _ = started_tx.send(Ok(()));
+                    let _ = started_tx.send(Ok(runtime.handle().clone()));
                     run(runtime, listener, service, stopped);
                 }
                 Err(e) => {
@@ -611,7 +619,7 @@ fn spawn(
         })
         .map_err(failed("thread"))?;
     match started.recv() {
-        Ok(Ok(())) => Ok((addr, stop, thread)),
+        Ok(Ok(runtime)) => Ok((addr, stop, thread, runtime)),
         Ok(Err(e)) => {
             let _ = thread.join();
             Err(e)
@@ -671,6 +679,8 @@ pub struct TestServer {
     data_dir: PathBuf,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
+    /// The server thread's runtime.
+    runtime: tokio::runtime::Handle,
     /// Last: removed after the server thread has stopped.
     _temp: Option<tempfile::TempDir>,
 }
@@ -740,11 +750,23 @@ impl TestServer {
     }
 
     /// Forgets every write (registrations, check-ins) of every bundle, as `POST /_writes/reset`
-    /// does for one: what the reads show is the bundles' files again. For test isolation. The
-    /// memory is reset at once; with a state folder the log learns it in the background.
+    /// does for one: what the reads show is the bundles' files again. For test isolation. With
+    /// a state folder it returns once the log holds the resets (it blocks the calling thread
+    /// until then; the server runs on its own).
     pub fn reset(&self) {
         for bundle in self.tokens.keys() {
-            drop(self.app.writes.reset(bundle));
+            let pending = {
+                let _entered = self.runtime.enter();
+                self.app.writes.reset(bundle)
+            };
+            let (done, wait) = std::sync::mpsc::channel();
+            self.runtime.spawn(async move {
+                if let Err(e) = pending.durable().await {
+                    tracing::error!(error = %e, "the test server's reset is not in its log");
+                }
+                let _ = done.send(());
+            });
+            let _ = wait.recv();
         }
     }
 

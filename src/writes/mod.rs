@@ -663,7 +663,7 @@ impl Writes {
                 );
             }
             if logged.writes.iter().any(|w| matches!(w, Write::Reset)) {
-                self.queue.drop_bundle(&logged.bundle);
+                self.queue.drop_bundle(&logged.bundle, logged.seq);
             }
             let b = bundles.entry(logged.bundle).or_default();
             for w in logged.writes {
@@ -757,19 +757,30 @@ impl Writes {
     }
 
     /// Once log line `seq` is durable, lets the queue send it; if it cannot be, takes its
-    /// writes back. In a task of its own, started now: a client that leaves before the answer
-    /// (its request dropped) changes neither. The future answers what the log did.
+    /// writes back.
     fn settle(self: &Arc<Self>, bundle: &str, seq: u64, wait: LogWait) -> Durable {
-        let (writes, bundle) = (Arc::clone(self), bundle.to_string());
+        let bundle = bundle.to_string();
+        self.once_logged(wait, move |writes, result| match result {
+            Ok(()) => writes.queue.durable(seq),
+            Err(e) => {
+                tracing::error!(error = %e, bundle, "a write could not be made durable; it is taken back");
+                writes.forget(&bundle, seq);
+            }
+        })
+    }
+
+    /// Runs `then` with what the log answered for a line. In a task of its own, started now: a
+    /// client that leaves before the answer (its request dropped) changes nothing of it. The
+    /// future answers what the log did, once `then` has run.
+    fn once_logged(
+        self: &Arc<Self>,
+        wait: LogWait,
+        then: impl FnOnce(&Writes, &std::io::Result<()>) + Send + 'static,
+    ) -> Durable {
+        let writes = Arc::clone(self);
         let task = tokio::spawn(async move {
             let result = logged(wait).await;
-            match &result {
-                Ok(()) => writes.queue.durable(seq),
-                Err(e) => {
-                    tracing::error!(error = %e, bundle, "a write could not be made durable; it is taken back");
-                    writes.forget(&bundle, seq);
-                }
-            }
+            then(&writes, &result);
             result
         });
         Box::pin(async move { task.await.unwrap_or_else(|e| Err(std::io::Error::other(e))) })
@@ -836,10 +847,51 @@ impl Writes {
     }
 
     /// Forgets `bundle`'s writes (`POST /_writes/reset`); logged, so a restart forgets them too.
-    pub(crate) fn reset(&self, bundle: &str) -> Pending {
+    /// With a log, they are forgotten once the reset's line is durable, as a restart replays
+    /// it: those logged before it go, those logged after it stay; a reset that cannot be made
+    /// durable forgets nothing. Needs a tokio runtime then (the future need not be awaited).
+    pub(crate) fn reset(self: &Arc<Self>, bundle: &str) -> Pending {
+        // Logged under the lock, as writes are: `seq` follows the log's order.
+        let bundles = self.bundles();
+        let logged = self.log(bundle, None, &[Write::Reset]);
+        drop(bundles);
+        match logged {
+            Some((seq, wait)) => Pending(Some(self.settle_reset(bundle, seq, wait))),
+            None => {
+                self.forget_before(bundle, u64::MAX);
+                Pending(None)
+            }
+        }
+    }
+
+    /// Once the reset at log line `seq` is durable, forgets what was logged before it.
+    fn settle_reset(self: &Arc<Self>, bundle: &str, seq: u64, wait: LogWait) -> Durable {
+        let bundle = bundle.to_string();
+        self.once_logged(wait, move |writes, result| match result {
+            Ok(()) => writes.forget_before(&bundle, seq),
+            Err(e) => tracing::error!(
+                error = %e,
+                bundle,
+                "a writes reset (POST /_writes/reset) could not be made durable; nothing was forgotten"
+            ),
+        })
+    }
+
+    /// Forgets `bundle`'s writes logged before line `seq`, and its queue's entries with them.
+    fn forget_before(&self, bundle: &str, seq: u64) {
         let mut bundles = self.bundles();
-        let forgotten = bundles.remove(bundle).map_or(0, |b| b.writes.len());
-        let unsent = self.queue.drop_bundle(bundle);
+        let mut forgotten = 0;
+        if let Some(b) = bundles.get_mut(bundle) {
+            let had = b.writes.len();
+            b.writes.retain(|(s, _)| *s > seq);
+            b.view = None;
+            forgotten = had - b.writes.len();
+            if b.writes.is_empty() {
+                bundles.remove(bundle);
+            }
+        }
+        let unsent = self.queue.drop_bundle(bundle, seq);
+        drop(bundles);
         if unsent > 0 {
             tracing::warn!(
                 bundle,
@@ -855,10 +907,6 @@ impl Writes {
                 "writes reset (POST /_writes/reset): forgotten, and the bundle's queue with them"
             );
         }
-        Pending(
-            self.log(bundle, None, &[Write::Reset])
-                .map(|(_, wait)| Box::pin(logged(wait)) as _),
-        )
     }
 
     /// The log file, when there is one.
@@ -926,6 +974,53 @@ mod tests {
             .await
             .expect("the queue hears of it");
         assert_eq!(writes.queue.next_for("b").map(|e| e.seq), Some(1));
+    }
+
+    /// A reset forgets what was logged before its line once the line is durable, not before,
+    /// and not at all when it cannot be made durable: what the reads show is what a restart
+    /// replays. A write logged after the reset's line stays.
+    #[tokio::test]
+    async fn a_reset_forgets_what_came_before_it_once_durable_and_nothing_when_not() {
+        let writes = queued_checkin();
+        let held = |writes: &Writes| {
+            writes
+                .bundles()
+                .get("b")
+                .map(|b| b.writes.iter().map(|(seq, _)| *seq).collect::<Vec<_>>())
+        };
+        let write = Write::Checkin {
+            checkin_code: "13".into(),
+            checkin: 1,
+            checkin_date: "d".into(),
+            person: Some(Person::Listed(8)),
+        };
+        writes
+            .bundles()
+            .entry("b".into())
+            .or_default()
+            .writes
+            .extend([(1, write.clone()), (3, write)]);
+
+        let (synced, wait) = tokio::sync::oneshot::channel();
+        let pending = Pending(Some(writes.settle_reset("b", 2, wait)));
+        assert_eq!(held(&writes), Some(vec![1, 3]), "nothing before the sync");
+        synced
+            .send(Err(std::io::Error::other("disk full")))
+            .expect("the settling task waits");
+        assert!(pending.durable().await.is_err());
+        assert_eq!(
+            held(&writes),
+            Some(vec![1, 3]),
+            "a failed reset forgets nothing"
+        );
+        assert_eq!(writes.queue.counts(), (1, 0, 0), "nor the queue's entry");
+
+        let (synced, wait) = tokio::sync::oneshot::channel();
+        let pending = Pending(Some(writes.settle_reset("b", 2, wait)));
+        synced.send(Ok(())).expect("the settling task waits");
+        pending.durable().await.expect("durable");
+        assert_eq!(held(&writes), Some(vec![3]), "line 3 came after the reset");
+        assert_eq!(writes.queue.counts(), (0, 0, 0));
     }
 
     /// A line that cannot be synced is taken back, so it is never sent, whether or not its

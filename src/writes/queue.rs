@@ -567,17 +567,25 @@ impl Queue {
         }
     }
 
-    /// A bundle's writes were reset: its entries are not sent, those parked or rejected are
-    /// forgotten, and the registrations made here before are no longer named by later
-    /// check-ins.
+    /// A bundle's writes were reset by log line `reset`: its entries logged before are not
+    /// sent, those parked or rejected are forgotten, and the registrations made here before
+    /// are no longer named by later check-ins. Entries logged after the reset stay.
     /// How many entries that never reached the source (pending or parked) it forgot.
-    pub(crate) fn drop_bundle(&self, bundle: &str) -> usize {
+    pub(crate) fn drop_bundle(&self, bundle: &str, reset: u64) -> usize {
         let mut inner = self.inner();
         let before = inner.pending.len() + inner.parked.len();
-        inner.pending.retain(|_, e| e.bundle != bundle);
-        inner.parked.retain(|_, p| p.entry.bundle != bundle);
-        inner.rejected.retain(|r| r.bundle != bundle);
-        inner.here.remove(bundle);
+        inner
+            .pending
+            .retain(|seq, e| e.bundle != bundle || *seq > reset);
+        inner
+            .parked
+            .retain(|seq, p| p.entry.bundle != bundle || *seq > reset);
+        inner
+            .rejected
+            .retain(|r| r.bundle != bundle || r.seq > reset);
+        if let Some(here) = inner.here.get_mut(bundle) {
+            here.retain(|h| h.seq > reset);
+        }
         before - inner.pending.len() - inner.parked.len()
     }
 
@@ -859,7 +867,7 @@ mod tests {
         let write = checkin("555", Some(Person::Registered(101)));
         q.push(2, "b", received("/checkin", body.clone()), &[write], true);
         let in_flight = q.inner().pending.get(&2).cloned().expect("entry 2");
-        q.drop_bundle("b");
+        q.drop_bundle("b", 2);
         register(&q, 3, 101, 555, "cai@x");
         let mut accepted = Outcome::new(3, Kind::Accepted);
         accepted.ids = Some(Ids {
@@ -1001,7 +1009,7 @@ mod tests {
         assert_eq!(rejected[2].get("status"), None, "{shown}");
         assert_eq!(rejected[2]["body"], json!([body[0]]), "{shown}");
         assert_eq!(of["pending"], 0);
-        q.drop_bundle("b");
+        q.drop_bundle("b", 4);
         assert_eq!(&q.body()[..], br#"{"bundles":{}}"#);
     }
 
