@@ -95,8 +95,8 @@ pub(crate) struct Entry {
     /// The digests of the folder the candidate was prepared from ([`load::fingerprint`]), when
     /// known: a reload finding the same bytes keeps the prepared answers.
     fingerprint: Option<load::Fingerprint>,
-    /// New in the last refresh, naming the very tokens a folder that vanished in it served: the
-    /// same bundle renamed, which claims them before any copy of it (as it would serving).
+    /// New in the last refresh, servable, and naming every token a folder that vanished in it
+    /// served: the same bundle renamed, which claims them before any copy (as it would serving).
     renamed: bool,
 }
 
@@ -167,7 +167,7 @@ impl Entry {
         let tokens_read = self.candidate.is_none() && !report.tokens.is_empty();
         if let Some(good) = self
             .last_good
-            .take_if(|good| tokens_read && good.tokens != report.tokens)
+            .take_if(|good| tokens_read && good.tokens.iter().any(|t| !report.tokens.contains(t)))
         {
             let kept: Vec<Token> = good
                 .tokens
@@ -400,7 +400,11 @@ impl Catalog {
                 (Attempt::Read(report, fingerprint), None) => {
                     let mut entry = Entry::new(*report, self.compression, &self.sources);
                     entry.fingerprint = fingerprint.filter(|_| entry.candidate.is_some());
-                    entry.renamed = freed.contains(&entry.tokens);
+                    // A broken one claims nothing: it must not keep a copy from the tokens.
+                    entry.renamed = entry.candidate.is_some()
+                        && freed.iter().any(|served: &Vec<Token>| {
+                            served.iter().all(|t| entry.tokens.contains(t))
+                        });
                     self.entries.insert(name.clone(), entry);
                 }
                 (Attempt::Unchanged(_), None) => {} // not asked for without an entry
@@ -823,6 +827,22 @@ mod arbitration {
 
         // Removed for good, the copy takes over.
         std::fs::remove_dir_all(tmp.path().join("zsummit")).expect("remove");
+        assert_eq!(serve(&mut catalog, &["event-token"]), vec![some("backup")]);
+    }
+
+    /// The original renamed while it has errors has nothing to serve under its new name (a new
+    /// folder has no last good version): the copy serves, as it would were it removed.
+    #[test]
+    fn a_broken_bundle_renamed_does_not_keep_a_copy_from_its_token() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        write(tmp.path(), "summit", &["event-token"], false);
+        let mut catalog = Catalog::new(tmp.path());
+        serve(&mut catalog, &[]);
+        write(tmp.path(), "backup", &["event-token"], false);
+        write(tmp.path(), "summit", &["event-token"], true);
+        assert_eq!(serve(&mut catalog, &["event-token"]), vec![some("summit")]);
+
+        std::fs::rename(tmp.path().join("summit"), tmp.path().join("zsummit")).expect("rename");
         assert_eq!(serve(&mut catalog, &["event-token"]), vec![some("backup")]);
     }
 

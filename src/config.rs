@@ -817,8 +817,6 @@ mod optional_duration_text {
     }
 }
 
-/// Durations in the configuration file: text through [`parse_duration`] (a bare number is
-/// refused with the same message); written back as humantime's text.
 /// A list in the file, or one string split at commas as the variable is
 /// (`cors-origin = "https://a.example, https://b.example"`).
 fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
@@ -829,11 +827,18 @@ fn one_or_many<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D:
         Many(Vec<String>),
     }
     Ok(match serde::Deserialize::deserialize(d)? {
-        OneOrMany::One(text) => text.split(',').map(|s| s.trim().to_string()).collect(),
+        OneOrMany::One(text) => text
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect(),
         OneOrMany::Many(list) => list,
     })
 }
 
+/// Durations in the configuration file: text through [`parse_duration`] (a bare number is
+/// refused with the same message); written back as humantime's text.
 mod duration_text {
     use std::fmt;
     use std::time::Duration;

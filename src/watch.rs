@@ -188,31 +188,34 @@ fn changed_paths(result: DebounceEventResult) -> Option<Vec<PathBuf>> {
 pub const FOLDER_CHECK: Duration = Duration::from_millis(250);
 
 /// What the native watch follows: the data folder's device and inode, and the folders its
-/// top-level links lead to outside it (a bundle may be a link). A link within the data folder
-/// (a ConfigMap's `demo` → `..data/demo`) leads where the watch already is.
+/// top-level links lead to outside it (a bundle may be a link). A link written as a path
+/// within the data folder (a ConfigMap's `demo` → `..data/demo`) leads where the watch is.
 #[derive(Debug, PartialEq, Eq)]
 struct FolderIdentity {
     folder: (u64, u64),
-    links: Vec<(std::ffi::OsString, (u64, u64))>,
+    links: Vec<(std::ffi::OsString, Option<(u64, u64)>)>,
 }
 
 /// The data folder's [`FolderIdentity`], or `None` when it is missing or not a folder. One
-/// `stat` and one listing, and each link resolved.
+/// `stat` and one listing, then per link one `readlink`, and one `stat` for each that leads
+/// outside.
 fn folder_identity(dir: &Path) -> Option<FolderIdentity> {
     let folder = std::fs::metadata(dir)
         .ok()
         .filter(std::fs::Metadata::is_dir)
         .map(|m| identity(&m))?;
-    let inside = std::fs::canonicalize(dir).ok()?;
+    let within = |text: &Path| {
+        text.is_relative() && text.components().all(|c| matches!(c, Component::Normal(_)))
+    };
     let mut links: Vec<_> = std::fs::read_dir(dir)
         .into_iter()
         .flatten()
         .flatten()
         .filter(|e| e.file_type().is_ok_and(|t| t.is_symlink()))
-        .filter_map(|e| {
-            let target = std::fs::canonicalize(e.path()).ok()?;
-            let meta = std::fs::metadata(&target).ok()?;
-            (!target.starts_with(&inside)).then(|| (e.file_name(), identity(&meta)))
+        .filter(|e| std::fs::read_link(e.path()).is_ok_and(|text| !within(&text)))
+        .map(|e| {
+            let target = std::fs::metadata(e.path()).ok().map(|m| identity(&m));
+            (e.file_name(), target)
         })
         .collect();
     links.sort();
@@ -255,9 +258,17 @@ async fn guard_folder(
                 Ok(d) => {
                     debouncer = Some(d);
                     watched = now;
-                    let reloader = Arc::clone(&reloader);
+                    let (reloader, was_lost, shown) =
+                        (Arc::clone(&reloader), lost, dir.display().to_string());
                     let _ = tokio::task::spawn_blocking(move || {
-                        reloader.set_watch_lost(None);
+                        if was_lost {
+                            reloader.set_watch_lost(None);
+                        } else {
+                            tracing::info!(
+                                "the data folder {shown} or a link in it changed: watching it anew \
+                                 and reloading everything"
+                            );
+                        }
                         reloader.reload(&Scope::All)
                     })
                     .await;

@@ -595,6 +595,11 @@ impl Pending {
     }
 }
 
+/// Leave to make writes: no reset is in flight meanwhile ([`Writes::admit`]).
+pub(crate) struct Admitted<'a> {
+    _gate: tokio::sync::RwLockReadGuard<'a, ()>,
+}
+
 /// What the log answers for one line: whether it is durable.
 type LogWait = tokio::sync::oneshot::Receiver<std::io::Result<()>>;
 
@@ -615,6 +620,10 @@ pub(crate) struct Writes {
     any: AtomicBool,
     /// The `seq` of the last line logged (0: none yet).
     seq: AtomicU64,
+    /// Taken to read by each write while it is checked and applied, and to write by a reset
+    /// until its line is durable and applied: no write is checked against what a reset in
+    /// flight will forget.
+    gate: tokio::sync::RwLock<()>,
     /// With `--state`: the write requests not yet taken by the bundle's source (kiosk mode).
     pub(crate) queue: queue::Queue,
 }
@@ -710,11 +719,20 @@ impl Writes {
         Some(b.view(base).listed())
     }
 
+    /// Waits for a reset in flight to be applied (or refused); writes are made while this is
+    /// held, and it is let go before their durability is awaited.
+    pub(crate) async fn admit(&self) -> Admitted<'_> {
+        Admitted {
+            _gate: self.gate.read().await,
+        }
+    }
+
     /// Makes the writes a request asks for on `bundle`'s view (`make`), applies them if every one
     /// holds (all or none), logs them in that order and returns the wait for their durability.
     /// One lock for all of it, so the log's order is the order the writes were applied in.
     fn commit(
         self: &Arc<Self>,
+        _: &Admitted<'_>,
         bundle: &str,
         base: &Arc<Base>,
         request: Received,
@@ -757,30 +775,19 @@ impl Writes {
     }
 
     /// Once log line `seq` is durable, lets the queue send it; if it cannot be, takes its
-    /// writes back.
+    /// writes back. In a task of its own, started now: a client that leaves before the answer
+    /// (its request dropped) changes neither. The future answers what the log did.
     fn settle(self: &Arc<Self>, bundle: &str, seq: u64, wait: LogWait) -> Durable {
-        let bundle = bundle.to_string();
-        self.once_logged(wait, move |writes, result| match result {
-            Ok(()) => writes.queue.durable(seq),
-            Err(e) => {
-                tracing::error!(error = %e, bundle, "a write could not be made durable; it is taken back");
-                writes.forget(&bundle, seq);
-            }
-        })
-    }
-
-    /// Runs `then` with what the log answered for a line. In a task of its own, started now: a
-    /// client that leaves before the answer (its request dropped) changes nothing of it. The
-    /// future answers what the log did, once `then` has run.
-    fn once_logged(
-        self: &Arc<Self>,
-        wait: LogWait,
-        then: impl FnOnce(&Writes, &std::io::Result<()>) + Send + 'static,
-    ) -> Durable {
-        let writes = Arc::clone(self);
+        let (writes, bundle) = (Arc::clone(self), bundle.to_string());
         let task = tokio::spawn(async move {
             let result = logged(wait).await;
-            then(&writes, &result);
+            match &result {
+                Ok(()) => writes.queue.durable(seq),
+                Err(e) => {
+                    tracing::error!(error = %e, bundle, "a write could not be made durable; it is taken back");
+                    writes.forget(&bundle, seq);
+                }
+            }
             result
         });
         Box::pin(async move { task.await.unwrap_or_else(|e| Err(std::io::Error::other(e))) })
@@ -824,12 +831,13 @@ impl Writes {
     /// Registers an attendee (`POST /attendees/create`).
     pub(crate) fn register(
         self: &Arc<Self>,
+        admitted: &Admitted<'_>,
         bundle: &str,
         base: &Arc<Base>,
         request: Received,
         create: &AttendeeCreate,
     ) -> Result<Pending, Refused> {
-        self.commit(bundle, base, request, |view| {
+        self.commit(admitted, bundle, base, request, |view| {
             Ok(vec![view.registration(create, Utc::now())?])
         })
     }
@@ -838,43 +846,57 @@ impl Writes {
     /// none.
     pub(crate) fn checkins(
         self: &Arc<Self>,
+        admitted: &Admitted<'_>,
         bundle: &str,
         base: &Arc<Base>,
         request: Received,
         writes: Vec<Write>,
     ) -> Result<Pending, Refused> {
-        self.commit(bundle, base, request, |_| Ok(writes))
+        self.commit(admitted, bundle, base, request, |_| Ok(writes))
     }
 
     /// Forgets `bundle`'s writes (`POST /_writes/reset`); logged, so a restart forgets them too.
     /// With a log, they are forgotten once the reset's line is durable, as a restart replays
-    /// it: those logged before it go, those logged after it stay; a reset that cannot be made
-    /// durable forgets nothing. Needs a tokio runtime then (the future need not be awaited).
+    /// it, and no write is made meanwhile ([`Writes::admit`]) nor sent to the source; a reset
+    /// that cannot be made durable forgets nothing. That runs in a task of its own (a tokio
+    /// runtime is needed then): the future need not be awaited for it to happen.
     pub(crate) fn reset(self: &Arc<Self>, bundle: &str) -> Pending {
-        // Logged under the lock, as writes are: `seq` follows the log's order.
-        let bundles = self.bundles();
-        let logged = self.log(bundle, None, &[Write::Reset]);
-        drop(bundles);
-        match logged {
-            Some((seq, wait)) => Pending(Some(self.settle_reset(bundle, seq, wait))),
-            None => {
-                self.forget_before(bundle, u64::MAX);
-                Pending(None)
-            }
+        if self.log.get().is_none() {
+            self.forget_before(bundle, u64::MAX);
+            return Pending(None);
         }
+        let (writes, bundle) = (Arc::clone(self), bundle.to_string());
+        let task = tokio::spawn(async move {
+            let _gate = writes.gate.write().await;
+            // Logged under the lock, as writes are: `seq` follows the log's order.
+            let bundles = writes.bundles();
+            let line = writes.log(&bundle, None, &[Write::Reset]);
+            drop(bundles);
+            let (seq, wait) = line.ok_or_else(|| std::io::Error::other("no write log"))?;
+            writes.queue.resetting(&bundle, seq);
+            writes.settle_reset(&bundle, seq, wait).await
+        });
+        Pending(Some(Box::pin(async move {
+            task.await.unwrap_or_else(|e| Err(std::io::Error::other(e)))
+        })))
     }
 
-    /// Once the reset at log line `seq` is durable, forgets what was logged before it.
-    fn settle_reset(self: &Arc<Self>, bundle: &str, seq: u64, wait: LogWait) -> Durable {
-        let bundle = bundle.to_string();
-        self.once_logged(wait, move |writes, result| match result {
-            Ok(()) => writes.forget_before(&bundle, seq),
-            Err(e) => tracing::error!(
-                error = %e,
-                bundle,
-                "a writes reset (POST /_writes/reset) could not be made durable; nothing was forgotten"
-            ),
-        })
+    /// Waits for the reset at log line `seq` to be durable, then forgets what was logged
+    /// before it; if it cannot be, forgets nothing and lets the queue go on.
+    async fn settle_reset(&self, bundle: &str, seq: u64, wait: LogWait) -> std::io::Result<()> {
+        let result = logged(wait).await;
+        match &result {
+            Ok(()) => self.forget_before(bundle, seq),
+            Err(e) => {
+                self.queue.reset_failed(bundle, seq);
+                tracing::error!(
+                    error = %e,
+                    bundle,
+                    "a writes reset (POST /_writes/reset) could not be made durable; nothing was forgotten"
+                );
+            }
+        }
+        result
     }
 
     /// Forgets `bundle`'s writes logged before line `seq`, and its queue's entries with them.
@@ -999,28 +1021,48 @@ mod tests {
             .entry("b".into())
             .or_default()
             .writes
-            .extend([(1, write.clone()), (3, write)]);
+            .extend([(1, write.clone()), (3, write.clone())]);
+        writes.queue.durable(1);
+        let request = Received {
+            path: "/api/v1/checkin/attendees".into(),
+            body: serde_json::json!([{"checkin_code": "13"}]),
+            forward: true,
+        };
+        // Line 3, after the reset's line 2, is durable already.
+        writes.queue.push(3, "b", request, &[write], true);
+        let settle = |wait| {
+            let writes = Arc::clone(&writes);
+            tokio::spawn(async move { writes.settle_reset("b", 2, wait).await })
+        };
 
+        writes.queue.resetting("b", 2);
         let (synced, wait) = tokio::sync::oneshot::channel();
-        let pending = Pending(Some(writes.settle_reset("b", 2, wait)));
+        let failed = settle(wait);
         assert_eq!(held(&writes), Some(vec![1, 3]), "nothing before the sync");
+        assert!(writes.queue.next_for("b").is_none(), "nor sent meanwhile");
         synced
             .send(Err(std::io::Error::other("disk full")))
             .expect("the settling task waits");
-        assert!(pending.durable().await.is_err());
+        assert!(failed.await.expect("task").is_err());
         assert_eq!(
             held(&writes),
             Some(vec![1, 3]),
             "a failed reset forgets nothing"
         );
-        assert_eq!(writes.queue.counts(), (1, 0, 0), "nor the queue's entry");
+        assert_eq!(
+            writes.queue.next_for("b").map(|e| e.seq),
+            Some(1),
+            "the queue goes on"
+        );
 
+        writes.queue.resetting("b", 2);
         let (synced, wait) = tokio::sync::oneshot::channel();
-        let pending = Pending(Some(writes.settle_reset("b", 2, wait)));
+        let done = settle(wait);
         synced.send(Ok(())).expect("the settling task waits");
-        pending.durable().await.expect("durable");
+        done.await.expect("task").expect("durable");
         assert_eq!(held(&writes), Some(vec![3]), "line 3 came after the reset");
-        assert_eq!(writes.queue.counts(), (0, 0, 0));
+        assert_eq!(writes.queue.counts(), (1, 0, 0));
+        assert_eq!(writes.queue.next_for("b").map(|e| e.seq), Some(3));
     }
 
     /// A line that cannot be synced is taken back, so it is never sent, whether or not its

@@ -277,6 +277,8 @@ struct Inner {
     rejected: Vec<Aside>,
     /// Per bundle, the registrations made here since its last reset, in `seq` order.
     here: std::collections::HashMap<String, Vec<Here>>,
+    /// Per bundle, the log line of a reset not durable yet: nothing of it is sent meanwhile.
+    resetting: std::collections::HashMap<String, u64>,
 }
 
 /// Whom an item of a batch names among the registrations made here.
@@ -573,6 +575,7 @@ impl Queue {
     /// How many entries that never reached the source (pending or parked) it forgot.
     pub(crate) fn drop_bundle(&self, bundle: &str, reset: u64) -> usize {
         let mut inner = self.inner();
+        inner.resetting.remove(bundle);
         let before = inner.pending.len() + inner.parked.len();
         inner
             .pending
@@ -586,7 +589,11 @@ impl Queue {
         if let Some(here) = inner.here.get_mut(bundle) {
             here.retain(|h| h.seq > reset);
         }
-        before - inner.pending.len() - inner.parked.len()
+        let dropped = before - inner.pending.len() - inner.parked.len();
+        drop(inner);
+        // What was logged after the reset may go now.
+        self.ready.notify_one();
+        dropped
     }
 
     /// Opens `dir/forwarded.jsonl` and applies what it says to the entries replayed.
@@ -624,7 +631,24 @@ impl Queue {
     pub(crate) fn next_for(&self, bundle: &str) -> Option<Entry> {
         let inner = self.inner();
         let first = inner.pending.values().find(|e| e.bundle == bundle)?;
-        first.durable.then(|| first.clone())
+        let reset = inner.resetting.get(bundle).is_some_and(|r| first.seq < *r);
+        (first.durable && !reset).then(|| first.clone())
+    }
+
+    /// A reset of `bundle` logged as line `seq` and not durable yet: its entries before it
+    /// are not sent until [`Queue::drop_bundle`] drops them or [`Queue::reset_failed`].
+    pub(crate) fn resetting(&self, bundle: &str, seq: u64) {
+        self.inner().resetting.insert(bundle.to_string(), seq);
+    }
+
+    /// The reset of `bundle` at line `seq` could not be made durable: its entries go on.
+    pub(crate) fn reset_failed(&self, bundle: &str, seq: u64) {
+        let mut inner = self.inner();
+        if inner.resetting.get(bundle) == Some(&seq) {
+            inner.resetting.remove(bundle);
+        }
+        drop(inner);
+        self.ready.notify_one();
     }
 
     /// Whether `bundle` has parked check-ins naming a registration made here that can be

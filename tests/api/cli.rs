@@ -80,8 +80,8 @@ fn check_names_the_file_and_place_of_every_kind_of_problem() {
         // After a byte-order mark columns count from the first character after it, streamed or not.
         ("bom-streamed", "payments.json", b"\xEF\xBB\xBF{\"data\": [}".to_vec(), "bom-streamed/payments.json:1:11: "),
         ("bom-parsed", "event.json", b"\xEF\xBB\xBF{\"data\": [}".to_vec(), "bom-parsed/event.json:1:11: "),
-        // Placed as an editor shows it: line 2, column 17 in characters (í is two bytes).
         ("not-utf8-bom", "hotsite.json", b"\xEF\xBB\xBF{\"capa\": \"caf\xe9\"}".to_vec(), "not-utf8-bom/hotsite.json:1:14: not valid UTF-8: byte 0xE9 (offset 16)"),
+        // Placed as an editor shows it: line 2, column 17 in characters (í is two bytes).
         ("not-utf8", "hotsite.json", b"{\n  \"t\xc3\xadtulo\": \"caf\xe9\"}".to_vec(), "not-utf8/hotsite.json:2:17: not valid UTF-8: byte 0xE9 (offset 19); save the file as UTF-8"),
     ];
     for (name, file, contents, _) in &cases {
