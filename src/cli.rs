@@ -52,7 +52,8 @@ impl Cli {
     /// Parses the command line (exiting with clap's message and code on a bad one) and, for
     /// `serve`, the options resolved over the configuration file.
     pub fn parse_resolved() -> (Cli, Option<Result<ServeOptions, config::ConfigError>>) {
-        let matches = Cli::command().get_matches();
+        let first = std::env::args_os().nth(1);
+        let matches = command_for(first.as_deref()).get_matches();
         let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
             Ok(cli) => cli,
             Err(e) => e.exit(),
@@ -65,6 +66,42 @@ impl Cli {
             _ => None,
         };
         (cli, serve)
+    }
+}
+
+/// The command line as parsed, given its first argument. `eventbox` alone reads serve's
+/// variables at the top; with a subcommand they belong to it, so the top's are turned off (a
+/// bad `EVENTBOX_IDLE_TIMEOUT` stopped `eventbox check`, and a flag given to `serve` did not
+/// win over its variable). An empty variable counts as unset (Compose's `${VAR}` of an unset
+/// variable).
+fn command_for(first: Option<&std::ffi::OsStr>) -> clap::Command {
+    fn unset_empty(command: clap::Command) -> clap::Command {
+        let subcommands: Vec<String> = command
+            .get_subcommands()
+            .map(|s| s.get_name().to_string())
+            .collect();
+        let mut command = command.mut_args(|arg| {
+            let empty = arg
+                .get_env()
+                .is_some_and(|name| std::env::var_os(name).is_some_and(|v| v.is_empty()));
+            if empty {
+                arg.env(None::<&'static str>)
+            } else {
+                arg
+            }
+        });
+        for name in subcommands {
+            command = command.mut_subcommand(name, unset_empty);
+        }
+        command
+    }
+    let command = unset_empty(Cli::command());
+    let subcommand =
+        first.is_some_and(|first| command.find_subcommand(first).is_some() || first == "help");
+    if subcommand {
+        command.mut_args(|arg| arg.env(None::<&'static str>))
+    } else {
+        command
     }
 }
 
@@ -555,7 +592,10 @@ pub async fn serve(options: &ServeOptions) -> u8 {
     let _ = tokio::task::spawn_blocking(move || print_bundles(&printer, report)).await;
 
     match server.await {
-        Ok(Ok(())) => 0,
+        Ok(Ok(())) => {
+            tracing::info!("stopped");
+            0
+        }
         Ok(Err(e)) => {
             tracing::error!("{e}");
             1
@@ -622,8 +662,14 @@ fn print_bundles(app: &App, report: Report) {
         }
         if !any {
             let data = app.options().data.display().to_string();
+            let why = if catalog.entries().next().is_some() {
+                "every bundle has errors (logged above; /readyz is 503 until one is served)"
+                    .to_string()
+            } else {
+                format!("add one under {data} (/readyz is 503 until one is served)")
+            };
             report.line(
-                &format!("  no bundle is served: add one under {data}"),
+                &format!("  no bundle is served: {why}"),
                 serde_json::json!({"data": data}),
             );
         }
@@ -644,7 +690,13 @@ fn spawn_sighup_reloads(app: &App) {
             while hangups.recv().await.is_some() {
                 tracing::info!("SIGHUP: reloading every bundle");
                 let app = app.clone();
-                let _ = tokio::task::spawn_blocking(move || app.load()).await;
+                // A failed reload logged its reason already.
+                if let Ok(Ok(refreshed)) = tokio::task::spawn_blocking(move || app.load()).await {
+                    tracing::info!(
+                        bundles = refreshed.loaded.len(),
+                        "SIGHUP: every bundle reloaded"
+                    );
+                }
             }
         });
     }

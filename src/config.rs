@@ -518,6 +518,15 @@ impl ServeOptions {
         if self.watch_mode() != WatchMode::Off {
             at_least("poll-interval", self.poll_interval)?;
             at_least("debounce", self.debounce)?;
+            // A burst of changes is waited for this long at most: a longer quiet time would
+            // never be waited for in full.
+            if self.debounce > crate::watch::MAX_SETTLE {
+                return Err(ConfigError::Value(format!(
+                    "--debounce must be at most {}, not {}",
+                    humantime::format_duration(crate::watch::MAX_SETTLE),
+                    humantime::format_duration(self.debounce)
+                )));
+            }
         }
         if let Some(every) = self.refresh_every {
             if every < MIN_REFRESH {
@@ -558,6 +567,13 @@ impl ServeOptions {
             if token.is_empty() {
                 return Err(ConfigError::Value(
                     "--admin-token must not be empty".to_string(),
+                ));
+            }
+            // The documented example's value, copied as it is, would be a published secret.
+            if token.expose().starts_with("change-me") {
+                return Err(ConfigError::Value(
+                    "--admin-token is the documentation's placeholder: set a secret of your own"
+                        .to_string(),
                 ));
             }
             if !token.expose().bytes().all(|b| b.is_ascii_graphic()) {
@@ -1062,6 +1078,10 @@ mod tests {
         for (token, message) in [
             ("", "--admin-token must not be empty"),
             (
+                "change-me-to-a-long-random-secret",
+                "--admin-token is the documentation's placeholder",
+            ),
+            (
                 "two words",
                 "--admin-token takes visible ASCII characters only",
             ),
@@ -1084,6 +1104,10 @@ mod tests {
             (
                 &["--watch", "poll", "--poll-interval", "1ms"][..],
                 "--poll-interval must be at least 10ms, not 1ms",
+            ),
+            (
+                &["--debounce", "1h"][..],
+                "--debounce must be at most 2s, not 1h",
             ),
             (
                 &["--idle-timeout", "5ms"][..],

@@ -94,6 +94,11 @@ impl Snapshot {
         &self.status
     }
 
+    /// Whether no token opens a bundle.
+    pub(crate) fn serves_nothing(&self) -> bool {
+        self.by_token.is_empty()
+    }
+
     /// Whether the first load has been published.
     pub(crate) fn is_ready(&self) -> bool {
         self.ready

@@ -126,9 +126,10 @@ pub(crate) async fn spawn(
             }
         }
     };
-    // Poll mode settles by itself (a bundle is sent once a scan finds it unchanged).
+    // The debouncer waits for half the quiet time, the reload loop for the other half. Poll
+    // mode settles by itself (a bundle is sent once a scan finds it unchanged).
     let quiet = match mode {
-        WatchMode::Native => debounce,
+        WatchMode::Native => debounce / 2,
         _ => Duration::ZERO,
     };
     tokio::spawn(reload_loop(data_dir.to_path_buf(), rx, reloader, quiet));
@@ -421,8 +422,8 @@ async fn reload_loop(
     }
 }
 
-/// The longest a reload waits for a folder to stop changing.
-const MAX_SETTLE: Duration = Duration::from_secs(2);
+/// The longest a reload waits for a folder to stop changing (and so the longest `--debounce`).
+pub(crate) const MAX_SETTLE: Duration = Duration::from_secs(2);
 
 fn batch_scope(data_dir: &Path, batch: Option<Vec<PathBuf>>) -> Scope {
     match batch {

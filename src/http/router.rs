@@ -303,6 +303,17 @@ fn checked<'s, B>(
                 None => error(ApiError::NotReady),
             })
         }
+        // Loaded, but no token opens anything: not ready (a rollout whose bundles all have
+        // errors must not replace replicas that serve).
+        (_, Some(Operation::Readyz)) if snapshot.serves_nothing() => {
+            return Checked::Answered(error_with_body(
+                ApiError::NotReady,
+                detailed_body(
+                    ApiError::NotReady,
+                    "no bundle is served: each has errors, or the data folder holds none (see /status)",
+                ),
+            ));
+        }
         (_, Some(Operation::Readyz)) => {
             let body = match (snapshot.watch_lost(), snapshot.storage_failing()) {
                 (false, false) => READY,

@@ -545,6 +545,23 @@ async fn sighup_reloads_every_bundle_now() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+    // The log says when it is done (the answer can show it a moment before the line).
+    while !served
+        .stderr()
+        .contains("SIGHUP: every bundle reloaded bundles=1")
+    {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "no end of the reload logged:\n{}",
+            served.stderr()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let log = stop(served);
+    assert!(
+        log.lines().last().is_some_and(|l| l.ends_with("stopped")),
+        "{log}"
+    );
 }
 
 #[tokio::test]
@@ -735,6 +752,63 @@ fn a_config_file_with_a_misspelt_key_or_a_bad_value_fails_naming_the_line() {
             "missing {line:?} in:\n{stderr}"
         );
     }
+}
+
+/// A variable of `serve` counts for `serve` only, and only where no flag gives the value: a bad
+/// one stopped `check` and a `serve` whose flag was right. An empty one counts as unset, as
+/// Compose gives `${VAR}` of a variable that is not set.
+#[test]
+fn serve_variables_count_only_for_serve_without_its_flag_and_empty_ones_are_unset() {
+    let dir = TempData::new();
+    let missing = dir.path().join("missing");
+    let run = |args: &[&str], envs: &[(&str, &str)]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_eventbox"))
+            .args(args)
+            .envs(envs.iter().copied())
+            .env_remove("EVENTBOX_DATA")
+            .env_remove("EVENTBOX_ADDR")
+            .output()
+            .expect("run eventbox");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let demo = demo_data();
+    let bad = [("EVENTBOX_IDLE_TIMEOUT", "60"), ("EVENTBOX_PORT", "eighty")];
+    let (code, stderr) = run(&["check", demo.to_str().expect("UTF-8")], &bad);
+    assert_eq!(code, Some(0), "check: {stderr}");
+
+    // The options pass, then serve stops at the missing data folder: exit 2, its own message.
+    let data = missing.to_str().expect("UTF-8");
+    let flags = [
+        "serve",
+        "--data",
+        data,
+        "--idle-timeout",
+        "60s",
+        "--port",
+        "0",
+    ];
+    for (args, envs) in [
+        (&flags[..], &bad[..]),
+        (
+            &["serve", "--data", data][..],
+            &[("EVENTBOX_PORT", ""), ("EVENTBOX_LOG_LEVEL", "")][..],
+        ),
+        (
+            &["--data", data][..],
+            &[("EVENTBOX_IDLE_TIMEOUT", ""), ("EVENTBOX_STATE", "")][..],
+        ),
+    ] {
+        let (code, stderr) = run(args, envs);
+        assert_eq!(code, Some(2), "{args:?} {envs:?}: {stderr}");
+        assert!(stderr.contains("missing"), "{args:?} {envs:?}: {stderr}");
+    }
+    // Without its flag, a bad variable is still refused, naming it.
+    let (code, stderr) = run(&["serve", "--data", data], &bad[..1]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("60: add a unit"), "{stderr}");
 }
 
 #[test]

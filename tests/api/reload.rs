@@ -337,6 +337,44 @@ async fn readyz_is_503_until_the_first_load_then_200() {
     assert_eq!(app.get("/api/v1/event", DEMO_TOKEN).await.status, 200);
 }
 
+/// Loaded, but with nothing to serve (every bundle broken, or none there): not ready, so a
+/// rollout whose bundles all have errors does not replace replicas that serve. Once a bundle
+/// is served, ready.
+#[tokio::test]
+async fn readyz_is_503_while_no_bundle_is_served() {
+    let data = TempData::new();
+    let app = serve_app(App::new(data.path())).await;
+    app.app.load().expect("an empty folder loads");
+    let empty = app.send(Method::GET, "/readyz", None, None).await;
+    empty.assert_error(503, "not_ready");
+    assert!(
+        empty.text().contains("no bundle is served"),
+        "{}",
+        empty.text()
+    );
+
+    data.with_demo("demo");
+    write(&data.path().join("demo/event.json"), "{");
+    app.app.load().expect("loads");
+    app.send(Method::GET, "/readyz", None, None)
+        .await
+        .assert_error(503, "not_ready");
+    assert_eq!(
+        app.send(Method::GET, "/healthz", None, None).await.status,
+        200
+    );
+
+    write(
+        &data.path().join("demo/event.json"),
+        event_titled("Consertada"),
+    );
+    app.app.load().expect("loads");
+    assert_eq!(
+        app.send(Method::GET, "/readyz", None, None).await.status,
+        200
+    );
+}
+
 /// The value of one series of the metrics text, 0 when absent.
 fn sample(metrics: &str, series: &str) -> f64 {
     crate::helpers::metric(metrics, series).unwrap_or(0.0)
