@@ -8,6 +8,7 @@
 //! every error naming the file, the line and the key ([`ConfigError::File`]). Every duration,
 //! here and in `pull`, goes through `parse_duration`.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::ops::Range;
@@ -449,18 +450,35 @@ impl ServeOptions {
                 Some(ValueSource::CommandLine | ValueSource::EnvVariable)
             )
         };
-        let options = match &self.config {
-            None => self,
-            Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-                    path: path.clone(),
-                    source,
-                })?;
-                let file = parse_file(path, &text)?;
-                self.over_file(file, given)?
-            }
+        let Some(path) = self.config.clone() else {
+            return self.with_port_variable(port);
         };
-        options.with_port_variable(port)
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let file = parse_file(&path, &text)?;
+        let places = file.places.clone();
+        let options = self.over_file(file, given)?;
+        options.with_port_variable(port).map_err(|e| match e {
+            // `--debounce must be ...` about a value the file gave: named at its place there.
+            ConfigError::Value(message) => {
+                let key = message
+                    .strip_prefix("--")
+                    .and_then(|m| m.split_once(' '))
+                    .filter(|(key, _)| !given(&key.replace('-', "_")));
+                match key.and_then(|(key, rest)| Some((key, rest, places.get(key)?))) {
+                    Some((key, rest, &(line, column))) => ConfigError::File {
+                        path: path.clone(),
+                        line,
+                        column,
+                        message: format!("{key}: {rest}"),
+                    },
+                    None => ConfigError::Value(message),
+                }
+            }
+            other => other,
+        })
     }
 
     /// `self` where `given` says a value was given (flag or variable), the file's values for the
@@ -589,7 +607,7 @@ impl ServeOptions {
         }
         if self.journal > MAX_JOURNAL {
             return Err(ConfigError::Value(format!(
-                "the journal keeps at most {MAX_JOURNAL} requests, not {}",
+                "--journal keeps at most {MAX_JOURNAL} requests, not {}",
                 self.journal
             )));
         }
@@ -667,6 +685,8 @@ impl ServeOptions {
 struct FileOptions {
     options: ServeOptions,
     keys: Vec<String>,
+    /// Where each key's value starts: (line, column), 1-based.
+    places: HashMap<String, (usize, usize)>,
 }
 
 /// The keys a configuration file may have: the long names of `serve`'s flags that take a value
@@ -704,12 +724,13 @@ fn parse_file(path: &Path, text: &str) -> Result<FileOptions, ConfigError> {
     let table =
         toml::de::DeTable::parse(text).map_err(|e| at(e.span(), first_line(e.message())))?;
     let known = file_keys();
-    let mut keys = Vec::new();
-    for (key, _) in table.get_ref() {
+    let (mut keys, mut places) = (Vec::new(), HashMap::new());
+    for (key, value) in table.get_ref() {
         let name = key.get_ref().to_string();
         if !known.contains(&name) {
             return Err(at(Some(key.span()), unknown_key(&name, &known)));
         }
+        places.insert(name.clone(), line_column(text, value.span().start));
         keys.push(name);
     }
     let options = toml::from_str::<ServeOptions>(text).map_err(|e| {
@@ -726,7 +747,11 @@ fn parse_file(path: &Path, text: &str) -> Result<FileOptions, ConfigError> {
             None => at(span, message),
         }
     })?;
-    Ok(FileOptions { options, keys })
+    Ok(FileOptions {
+        options,
+        keys,
+        places,
+    })
 }
 
 /// `unknown key "idle-timout"; did you mean "idle-timeout"?`
@@ -1013,7 +1038,9 @@ mod tests {
             Cors::Origins(vec!["https://a.example".into(), "https://b.example".into()])
         );
         let (_dir, path) = file("cors-origin = [\"app.example\"]\n");
-        let refused = resolve(&["--config", path.to_str().expect("UTF-8")])
+        let p = path.to_str().expect("UTF-8");
+        // Given as a flag over the file, the flag is named.
+        let refused = resolve(&["--config", p, "--cors-origin", "app.example"])
             .expect_err("no scheme")
             .to_string();
         assert_eq!(
@@ -1123,7 +1150,7 @@ mod tests {
             ),
             (
                 &["--journal", "100001"][..],
-                "the journal keeps at most 100000 requests, not 100001",
+                "--journal keeps at most 100000 requests, not 100001",
             ),
             (
                 &["--refresh-every", "50ms"][..],
@@ -1228,6 +1255,19 @@ mod tests {
                 ":1:8: addr: \"here\" is not an address",
             ),
             ("addr = \n", ":1:8: "),
+            // Checked once every value is known, and still named at its place in the file.
+            (
+                "\ndebounce = \"1ms\"\n",
+                ":2:12: debounce: must be at least 10ms, not 1ms",
+            ),
+            (
+                "journal = 200000\n",
+                ":1:11: journal: keeps at most 100000 requests, not 200000",
+            ),
+            (
+                "cors-origin = [\"app.example\"]\n",
+                ":1:15: cors-origin: \"app.example\" is not an origin: add its scheme",
+            ),
         ] {
             let (_dir, path) = file(text);
             let err = resolve(&["-c", path.to_str().expect("UTF-8")])

@@ -943,7 +943,7 @@ fn a_journal_over_100000_is_refused_from_the_flag_and_the_environment() {
         assert_eq!(out.status.code(), Some(2));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
-            stderr.contains("the journal keeps at most 100000 requests, not 100001"),
+            stderr.contains("--journal keeps at most 100000 requests, not 100001"),
             "{stderr}"
         );
     }
