@@ -537,8 +537,8 @@ impl ServeOptions {
             at_least("poll-interval", self.poll_interval)?;
             at_least("debounce", self.debounce)?;
             // A burst of changes is waited for this long at most: a longer quiet time would
-            // never be waited for in full.
-            if self.debounce > crate::watch::MAX_SETTLE {
+            // never be waited for in full (poll mode has none).
+            if self.watch_mode() == WatchMode::Native && self.debounce > crate::watch::MAX_SETTLE {
                 return Err(ConfigError::Value(format!(
                     "--debounce must be at most {}, not {}",
                     humantime::format_duration(crate::watch::MAX_SETTLE),

@@ -126,10 +126,12 @@ pub(crate) async fn spawn(
             }
         }
     };
-    // The debouncer waits for half the quiet time, the reload loop for the other half. Poll
-    // mode settles by itself (a bundle is sent once a scan finds it unchanged).
+    // The debouncer sends an event half the quiet time after it came, whether or not more
+    // follow on that file (a file being copied in); the reload loop then waits for a whole quiet
+    // time without any: about 1.5 times the quiet time in all. Poll mode settles by itself (a
+    // bundle is sent once a scan finds it unchanged).
     let quiet = match mode {
-        WatchMode::Native => debounce / 2,
+        WatchMode::Native => debounce,
         _ => Duration::ZERO,
     };
     tokio::spawn(reload_loop(data_dir.to_path_buf(), rx, reloader, quiet));

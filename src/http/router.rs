@@ -310,7 +310,7 @@ fn checked<'s, B>(
                 ApiError::NotReady,
                 detailed_body(
                     ApiError::NotReady,
-                    "no bundle is served: each has errors, or the data folder holds none (see /status)",
+                    "no bundle is served: each has errors (or waits for its source's first refresh), or the data folder holds none; see /status",
                 ),
             ));
         }

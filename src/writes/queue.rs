@@ -508,9 +508,10 @@ impl Queue {
     /// has something to send now: an item naming someone whose id at the source is known.
     pub(crate) fn next_parked(&self, bundle: &str, tried: &[u64]) -> Option<Entry> {
         let inner = self.inner();
+        let reset = inner.resetting.get(bundle).copied().unwrap_or(0);
         let parked = inner.parked.values().map(|p| &p.entry);
         parked
-            .filter(|e| e.bundle == bundle && !tried.contains(&e.seq))
+            .filter(|e| e.bundle == bundle && !tried.contains(&e.seq) && e.seq > reset)
             .find(|e| {
                 inner.named(e).iter().any(|n| match n {
                     Named::Here(h) => h.source.is_some(),
@@ -986,6 +987,13 @@ mod tests {
             &HashMap::from([("ana@x".to_string(), Some((700, 777)))]),
         );
         assert!(!q.parked_to_look_up("b"));
+        // A reset logged after it and not durable yet holds it; one that failed lets it go.
+        q.resetting("b", 3);
+        assert!(
+            q.next_parked("b", &[]).is_none(),
+            "held by the reset in flight"
+        );
+        q.reset_failed("b", 3);
         let next = q.next_parked("b", &[]).expect("Ana's check-in can go");
         assert!(q.next_parked("b", &[2]).is_none(), "tried this round");
         assert!(q.unknown_at_source(&next).is_empty());
