@@ -602,26 +602,19 @@ where
         forward: bundle.source.is_some(),
     };
     // A reset in flight is applied first; durability is awaited once this is let go.
-    let admitted = ctx.writes.admit().await;
-    let a = &admitted;
+    let writer = ctx.writes.admit(name, base).await;
     let done = match kind {
         WriteKind::Register => bodies::attendee_create_body(&value, &mut diag)
             .filter(|_| !diag.has_errors())
-            .map(|create| ctx.writes.register(a, name, base, received(), &create)),
+            .map(|create| writer.register(received(), &create)),
         WriteKind::Checkin => bodies::checkin_attendees_body(&value, &mut diag)
             .filter(|_| !diag.has_errors())
-            .map(|items| {
-                let writes = items.iter().map(Into::into).collect();
-                ctx.writes.checkins(a, name, base, received(), writes)
-            }),
+            .map(|items| writer.checkins(received(), items.iter().map(Into::into).collect())),
         WriteKind::CheckinSessions => bodies::checkin_sessions_body(&value, &mut diag)
             .filter(|_| !diag.has_errors())
-            .map(|items| {
-                let writes = items.iter().map(Into::into).collect();
-                ctx.writes.checkins(a, name, base, received(), writes)
-            }),
+            .map(|items| writer.checkins(received(), items.iter().map(Into::into).collect())),
     };
-    drop(admitted);
+    drop(writer);
     let pending = match done {
         None => return detailed(ApiError::InvalidWrite, &diag.errors().join("; ")),
         Some(Err(refused)) => {

@@ -595,9 +595,37 @@ impl Pending {
     }
 }
 
-/// Leave to make writes: no reset is in flight meanwhile ([`Writes::admit`]).
+/// Leave to make writes on one bundle: no reset is in flight while it is held
+/// ([`Writes::admit`]). Let it go before awaiting the writes' durability.
 pub(crate) struct Admitted<'a> {
+    writes: &'a Arc<Writes>,
+    bundle: &'a str,
+    base: &'a Arc<Base>,
     _gate: tokio::sync::RwLockReadGuard<'a, ()>,
+}
+
+impl Admitted<'_> {
+    /// Registers an attendee (`POST /attendees/create`).
+    pub(crate) fn register(
+        &self,
+        request: Received,
+        create: &AttendeeCreate,
+    ) -> Result<Pending, Refused> {
+        self.writes.commit(self.bundle, self.base, request, |view| {
+            Ok(vec![view.registration(create, Utc::now())?])
+        })
+    }
+
+    /// Applies a batch of check-ins (`POST /checkin/attendees`, `/checkin/sessions`), all or
+    /// none.
+    pub(crate) fn checkins(
+        &self,
+        request: Received,
+        writes: Vec<Write>,
+    ) -> Result<Pending, Refused> {
+        self.writes
+            .commit(self.bundle, self.base, request, |_| Ok(writes))
+    }
 }
 
 /// What the log answers for one line: whether it is durable.
@@ -719,10 +747,17 @@ impl Writes {
         Some(b.view(base).listed())
     }
 
-    /// Waits for a reset in flight to be applied (or refused); writes are made while this is
-    /// held, and it is let go before their durability is awaited.
-    pub(crate) async fn admit(&self) -> Admitted<'_> {
+    /// Waits for a reset in flight to be applied (or refused), then gives leave to write on
+    /// `bundle` over `base`.
+    pub(crate) async fn admit<'a>(
+        self: &'a Arc<Self>,
+        bundle: &'a str,
+        base: &'a Arc<Base>,
+    ) -> Admitted<'a> {
         Admitted {
+            writes: self,
+            bundle,
+            base,
             _gate: self.gate.read().await,
         }
     }
@@ -730,9 +765,9 @@ impl Writes {
     /// Makes the writes a request asks for on `bundle`'s view (`make`), applies them if every one
     /// holds (all or none), logs them in that order and returns the wait for their durability.
     /// One lock for all of it, so the log's order is the order the writes were applied in.
+    /// Called by [`Admitted`] only: never while a reset is in flight.
     fn commit(
         self: &Arc<Self>,
-        _: &Admitted<'_>,
         bundle: &str,
         base: &Arc<Base>,
         request: Received,
@@ -826,33 +861,6 @@ impl Writes {
             b.view = None;
         }
         self.queue.forget(seq);
-    }
-
-    /// Registers an attendee (`POST /attendees/create`).
-    pub(crate) fn register(
-        self: &Arc<Self>,
-        admitted: &Admitted<'_>,
-        bundle: &str,
-        base: &Arc<Base>,
-        request: Received,
-        create: &AttendeeCreate,
-    ) -> Result<Pending, Refused> {
-        self.commit(admitted, bundle, base, request, |view| {
-            Ok(vec![view.registration(create, Utc::now())?])
-        })
-    }
-
-    /// Applies a batch of check-ins (`POST /checkin/attendees`, `/checkin/sessions`), all or
-    /// none.
-    pub(crate) fn checkins(
-        self: &Arc<Self>,
-        admitted: &Admitted<'_>,
-        bundle: &str,
-        base: &Arc<Base>,
-        request: Received,
-        writes: Vec<Write>,
-    ) -> Result<Pending, Refused> {
-        self.commit(admitted, bundle, base, request, |_| Ok(writes))
     }
 
     /// Forgets `bundle`'s writes (`POST /_writes/reset`); logged, so a restart forgets them too.
