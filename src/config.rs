@@ -511,6 +511,8 @@ impl ServeOptions {
     /// one, then checks every value.
     fn with_port_variable(mut self, port: Option<&str>) -> Result<ServeOptions, ConfigError> {
         let addr_port = self.addr.and_then(|a| a.port);
+        // Empty, it counts as unset, as an empty EVENTBOX_* variable does.
+        let port = port.filter(|text| !text.trim().is_empty());
         if let (None, None, Some(text)) = (self.port, addr_port, port) {
             let parsed = text.trim().parse::<u16>().map_err(|_| {
                 ConfigError::Value(format!("PORT={text:?} is not a port number (0 to 65535)"))
@@ -1325,6 +1327,7 @@ mod tests {
         );
         let bad = port(&[], Some("http")).expect_err("refused").to_string();
         assert_eq!(bad, "PORT=\"http\" is not a port number (0 to 65535)");
+        assert_eq!(port(&[], Some("")).expect("unset"), "127.0.0.1:8080");
         assert_eq!(
             port(&["-a", "localhost:81"], Some("9000")).expect("ok"),
             "127.0.0.1:81"
