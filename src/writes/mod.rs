@@ -879,9 +879,11 @@ impl Writes {
             // Logged under the lock, as writes are: `seq` follows the log's order.
             let bundles = writes.bundles();
             let line = writes.log(&bundle, None, &[Write::Reset]);
+            if let Some((seq, _)) = &line {
+                writes.queue.resetting(&bundle, *seq);
+            }
             drop(bundles);
             let (seq, wait) = line.ok_or_else(|| std::io::Error::other("no write log"))?;
-            writes.queue.resetting(&bundle, seq);
             writes.settle_reset(&bundle, seq, wait).await
         });
         Pending(Some(Box::pin(async move {
