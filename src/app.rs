@@ -166,6 +166,7 @@ impl App {
             crate::kiosk::refresh::RefreshOptions {
                 every,
                 offline_after: self.options.offline_after,
+                max_file_bytes: self.options.max_file_bytes,
             },
             Arc::clone(&self.reloader),
             Arc::clone(&self.sources),

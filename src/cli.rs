@@ -37,7 +37,7 @@ pub enum Command {
     /// Check the data folder: every problem on its own line, then a summary.
     Check(CheckArgs),
     /// Copy a live event (the service or another eventbox) into a bundle, swapped in whole.
-    Pull(crate::pull::PullOptions),
+    Pull(Box<crate::pull::PullOptions>),
     /// Invent a realistic event as a bundle; the same seed gives the same files.
     Gen(crate::gen::GenOptions),
     /// Print a shell completion script, e.g. `eventbox completions bash > ~/.local/share/bash-completion/completions/eventbox`.
@@ -157,7 +157,7 @@ pub async fn pull(args: &crate::pull::PullOptions) -> u8 {
     use crate::pull::PullError;
     let mut options = args.clone();
     // `--into s3://bucket/prefix/NAME`: pulled into a temporary folder as usual (the same checks
-    // before anything is written), then published there, its manifest last (src/mirror.rs).
+    // before anything is written), then published there, its manifest first (src/mirror.rs).
     let publish = match crate::mirror::Source::parse(&args.into) {
         None => None,
         Some(Err(e)) => {
@@ -183,44 +183,59 @@ pub async fn pull(args: &crate::pull::PullOptions) -> u8 {
             }
         }
     };
-    let stop = stop_signal();
-    let result = tokio::select! {
-        r = crate::pull::run(&options) => r,
-        stop = stop => {
-            let name = stop.name();
-            eprintln!("eventbox pull: interrupted ({name}); the earlier copy is as it was");
-            return stop.exit_code();
+    // Pulled, then published: one run, which Ctrl-C and SIGTERM stop at any point of either.
+    let work = async {
+        if let Some((target, name, _)) = &publish {
+            if let Err(e) =
+                crate::mirror::check_target(target, name, args.force, args.timeout).await
+            {
+                eprintln!("eventbox pull: {e}");
+                return EXIT_UNUSABLE;
+            }
+        }
+        let summary = match crate::pull::run(&options).await {
+            Ok(summary) => summary,
+            Err(e) => {
+                eprintln!("eventbox pull: {e}");
+                return match e {
+                    PullError::BadBase { .. }
+                    | PullError::BadTarget { .. }
+                    | PullError::BadToken(_)
+                    | PullError::BadConcurrency => EXIT_UNUSABLE,
+                    _ => 1,
+                };
+            }
+        };
+        say(format_args!("{summary}"));
+        let Some((target, name, folder)) = &publish else {
+            return 0;
+        };
+        let dir = folder.path().join(name);
+        match crate::mirror::publish(target, name, &dir, args.force, args.timeout).await {
+            Ok(files) => {
+                say(format_args!(
+                    "published {files} files to {target}/{name}, its manifest first"
+                ));
+                0
+            }
+            Err(e) => {
+                eprintln!("eventbox pull: {e}");
+                1
+            }
         }
     };
-    match result {
-        Ok(summary) => {
-            say(format_args!("{summary}"));
-            let Some((target, name, folder)) = publish else {
-                return 0;
-            };
-            let dir = folder.path().join(&name);
-            match crate::mirror::publish(&target, &name, &dir, args.timeout).await {
-                Ok(files) => {
-                    say(format_args!(
-                        "published {files} files to {target}/{name}, its manifest last"
-                    ));
-                    0
-                }
-                Err(e) => {
-                    eprintln!("eventbox pull: {e}");
-                    1
-                }
+    tokio::select! {
+        code = work => code,
+        stop = stop_signal() => {
+            let name = stop.name();
+            if publish.is_some() {
+                eprintln!(
+                    "eventbox pull: interrupted ({name}); mirrors keep their last good copy until a publish completes"
+                );
+            } else {
+                eprintln!("eventbox pull: interrupted ({name}); the earlier copy is as it was");
             }
-        }
-        Err(e) => {
-            eprintln!("eventbox pull: {e}");
-            match e {
-                PullError::BadBase { .. }
-                | PullError::BadTarget { .. }
-                | PullError::BadToken(_)
-                | PullError::BadConcurrency => EXIT_UNUSABLE,
-                _ => 1,
-            }
+            stop.exit_code()
         }
     }
 }
@@ -793,7 +808,7 @@ mod tests {
                 "--into",
                 "d/x"
             ]),
-            format!("{:?}", Some(Command::Pull(pull)))
+            format!("{:?}", Some(Command::Pull(Box::new(pull))))
         );
         let gen = crate::gen::GenOptions::new("d/x");
         assert_eq!(

@@ -77,7 +77,8 @@ pub fn load(toml: bool, selector: u8, bytes: &[u8]) {
         crate::model::payments::split_agrees(bytes);
     }
 
-    let report = crate::load::load_bundle(&dir, "bundle");
+    let report =
+        crate::load::load_bundle_capped(&dir, "bundle", crate::read::DEFAULT_MAX_FILE_BYTES);
     match &report.bundle {
         Some(bundle) => {
             let prepared = crate::prepare::Prepared::new(bundle, false);

@@ -172,11 +172,6 @@ fn known_files() -> String {
     out
 }
 
-/// Loads one bundle folder, each file at most [`DEFAULT_MAX_FILE_BYTES`].
-pub(crate) fn load_bundle(dir: &Path, name: &str) -> BundleReport {
-    load_bundle_capped(dir, name, DEFAULT_MAX_FILE_BYTES)
-}
-
 /// Loads one bundle folder; a file over `max_file_bytes` is an error, not read.
 pub(crate) fn load_bundle_capped(dir: &Path, name: &str, max_file_bytes: u64) -> BundleReport {
     load_bundle_tracked(
@@ -905,7 +900,7 @@ mod tests {
             .join("data")
             .join("demo");
 
-        let report = load_bundle(&demo, "demo");
+        let report = load_bundle_capped(&demo, "demo", DEFAULT_MAX_FILE_BYTES);
         let shown = format!("{report:?}");
 
         assert!(report.bundle.is_some(), "{shown}");

@@ -8,7 +8,7 @@
 //! and the bundle reloaded (`crate::reload`), as the file watcher does. Otherwise it is retried
 //! at the next poll. A bundle gone from storage is removed locally.
 //!
-//! A bundle with a manifest object ([`MANIFEST`], written last by `pull --into s3://...`, see
+//! A bundle with a manifest object ([`MANIFEST`], written first by `pull --into s3://...`, see
 //! [`publish`]) is taken only when its objects are exactly the manifest's files, with its sizes
 //! and SHA-256 digests: a writer replacing a bundle object by object is never served half-way. A failed poll (no such
 //! bucket, refused credentials, a store that hangs past `--store-timeout`) is logged and changes
@@ -102,7 +102,11 @@ impl std::fmt::Display for Source {
             .iter()
             .find(|(_, k)| *k == self.kind)
             .map_or("s3", |(s, _)| s);
-        write!(f, "{scheme}://{}", self.bucket)?;
+        // A WebDAV URL may carry `user:password@`: never shown.
+        match self.bucket.rsplit_once('@') {
+            Some((_, host)) => write!(f, "{scheme}://***@{host}")?,
+            None => write!(f, "{scheme}://{}", self.bucket)?,
+        }
         if !self.prefix.is_empty() {
             write!(f, "/{}", self.prefix)?;
         }
@@ -110,8 +114,8 @@ impl std::fmt::Display for Source {
     }
 }
 
-/// The manifest object of a bundle, `prefix/NAME/_manifest.json` (a `_` name: the loader never
-/// serves it). Its writer puts it last; see [`Manifest`].
+/// The manifest object of a bundle, `prefix/NAME/_manifest.json`; not copied into the local
+/// folder. Its writer puts it first; see [`publish`].
 pub(crate) const MANIFEST: &str = "_manifest.json";
 
 /// What a bundle is made of when complete: each file (its path in the bundle folder) with its
@@ -368,7 +372,10 @@ impl Mirror {
                 });
             }
             let manifest = matches!(file, [only] if only == MANIFEST);
-            if file.is_empty() || !safe(name) || !(manifest || file.iter().all(|s| safe(s))) {
+            if file.is_empty()
+                || !bundle_name(name)
+                || !(manifest || file.iter().all(|s| bundle_file_segment(s)))
+            {
                 continue;
             }
             bundles.entry(name.clone()).or_default().insert(
@@ -429,7 +436,7 @@ impl Mirror {
                     .flatten()
                     .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
                     .filter_map(|e| e.file_name().into_string().ok())
-                    .filter(|n| safe(n) && !remote.contains_key(n)),
+                    .filter(|n| bundle_name(n) && !remote.contains_key(n)),
             );
         }
         self.waiting.retain(|n, _| remote.contains_key(n));
@@ -465,7 +472,7 @@ impl Mirror {
                 if let Some(why) = manifest.mismatch(listing) {
                     return Ok(Copied::Incomplete(why));
                 }
-                write(&staging.path().join(MANIFEST), &bytes)?;
+                // Not copied: the local folder holds the bundle's files, and nothing else.
                 Some(manifest)
             }
         };
@@ -493,7 +500,14 @@ impl Mirror {
                     )));
                 }
             }
-            write(&staging.path().join(file), &bytes)?;
+            let path = staging.path().join(file);
+            if file == crate::load::BUNDLE_FILE {
+                // It names the bundle's tokens: readable by its owner only, as `pull` writes it.
+                crate::stage::write_private(&path, &bytes)
+                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            } else {
+                write(&path, &bytes)?;
+            }
         }
         let again = self.list(Some(&bundle)).await.map_err(|e| e.to_string())?;
         if again.get(name) != Some(listing) {
@@ -527,34 +541,122 @@ fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
     std::fs::write(path, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
+/// `eventbox pull --into s3://bucket/prefix/NAME`: whether bundle `name` of `source` may be
+/// replaced, before anything is pulled. The rule of a local target (`stage::check_target`): the
+/// bundle's prefix holds nothing, or a bundle (`bundle.toml` or a manifest at its top); a prefix
+/// holding other objects (the bundles of a mistyped `--into s3://bucket/prefix`) is refused
+/// unless `force`, since publishing deletes what the new bundle does not hold.
+pub(crate) async fn check_target(
+    source: &Source,
+    name: &str,
+    force: bool,
+    timeout: Duration,
+) -> Result<(), String> {
+    let store = store(source, timeout)?;
+    let bundle = bundle_path(source, name)?;
+    let held = held(&*store, &bundle).await?;
+    refuse(source, name, &held, force)
+}
+
+/// The objects under `bundle/`, by their path inside it.
+async fn held(store: &dyn ObjectStore, bundle: &StorePath) -> Result<Vec<String>, String> {
+    let listed = store
+        .list(Some(bundle))
+        .try_collect::<Vec<_>>()
+        .await
+        .map_err(|e| format!("cannot list {bundle}: {}", chain(&e)))?;
+    let inside = format!("{bundle}/");
+    Ok(listed
+        .into_iter()
+        .filter_map(|m| {
+            m.location
+                .as_ref()
+                .strip_prefix(&inside)
+                .map(str::to_string)
+        })
+        .collect())
+}
+
+/// [`check_target`]'s rule over what the bundle's prefix holds.
+fn refuse(source: &Source, name: &str, held: &[String], force: bool) -> Result<(), String> {
+    let is_bundle = held
+        .iter()
+        .any(|rel| rel == crate::load::BUNDLE_FILE || rel == MANIFEST);
+    if force || is_bundle || held.is_empty() {
+        return Ok(());
+    }
+    let mut bundles = BTreeSet::new();
+    let mut others = BTreeSet::new();
+    for rel in held {
+        match rel.split_once('/') {
+            Some((top, file)) if file == crate::load::BUNDLE_FILE => bundles.insert(top),
+            Some((top, _)) => others.insert(top),
+            None => others.insert(rel.as_str()),
+        };
+    }
+    let others = others.difference(&bundles).map(|s| s.to_string()).collect();
+    let refusal = crate::stage::Refusal::NotABundle {
+        dir: PathBuf::from(format!("{source}/{name}")),
+        bundles: bundles.into_iter().map(str::to_string).collect(),
+        others,
+    };
+    Err(format!("--into {source}/{name}: {refusal}"))
+}
+
+/// Where bundle `name` of `source` is, when `name` can name a bundle there.
+fn bundle_path(source: &Source, name: &str) -> Result<StorePath, String> {
+    if !bundle_name(name) {
+        return Err(format!("{name:?} cannot name a bundle in {source}"));
+    }
+    Ok(if source.prefix.is_empty() {
+        StorePath::from(name)
+    } else {
+        StorePath::from(format!("{}/{name}", source.prefix))
+    })
+}
+
 /// `eventbox pull --into s3://bucket/prefix/NAME`: uploads the bundle folder `dir` as bundle
-/// `name` of `source`. Every file first; then the bundle's objects that are no longer in it are
-/// deleted; then its [`Manifest`], last. A mirror reading the bundle meanwhile finds its objects
-/// disagreeing with the manifest it has (the old one, or none yet: then the listing's
-/// stability is the rule) and keeps serving its last good copy. Returns how many files.
+/// `name` of `source`, refused as [`check_target`] says. Its [`Manifest`] first; then every
+/// file; then the bundle's objects that are no longer in it are deleted. A mirror reading the
+/// bundle meanwhile finds its objects disagreeing with the manifest (missing, extra, other
+/// sizes or other bytes) and keeps serving its last good copy; a publish cut short leaves a
+/// bundle that is never served until a publish completes, even the first one. Returns how many
+/// files.
 pub(crate) async fn publish(
     source: &Source,
     name: &str,
     dir: &Path,
+    force: bool,
     timeout: Duration,
 ) -> Result<usize, String> {
-    if !safe(name) {
-        return Err(format!("{name:?} cannot name a bundle in {source}"));
-    }
     let store = store(source, timeout)?;
-    let bundle = if source.prefix.is_empty() {
-        StorePath::from(name)
-    } else {
-        StorePath::from(format!("{}/{name}", source.prefix))
-    };
+    publish_to(&*store, source, name, dir, force, timeout).await
+}
+
+/// [`publish`] through `store`.
+async fn publish_to(
+    store: &dyn ObjectStore,
+    source: &Source,
+    name: &str,
+    dir: &Path,
+    force: bool,
+    timeout: Duration,
+) -> Result<usize, String> {
+    let bundle = bundle_path(source, name)?;
+    let held = held(store, &bundle).await?;
+    refuse(source, name, &held, force)?;
     let mut files = Vec::new();
     walk(dir, "", &mut files)?;
+    let read = |path: &Path| {
+        crate::read::read(path, crate::read::DEFAULT_MAX_FILE_BYTES)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))
+    };
+    // Read twice, to hash and then to upload, rather than held whole: 200,000 detail files.
     let mut manifest = Manifest {
         files: BTreeMap::new(),
     };
     for (rel, path) in &files {
-        let bytes = crate::read::read(path, crate::read::DEFAULT_MAX_FILE_BYTES)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let bytes = read(path)?;
         manifest.files.insert(
             rel.clone(),
             ManifestFile {
@@ -562,33 +664,24 @@ pub(crate) async fn publish(
                 sha256: sha256(&bytes),
             },
         );
-        let location = StorePath::from(format!("{bundle}/{rel}"));
-        put(&*store, &location, bytes, timeout).await?;
     }
-    let stale: Vec<StorePath> = store
-        .list(Some(&bundle))
-        .try_collect::<Vec<_>>()
-        .await
-        .map_err(|e| format!("cannot list {bundle}: {}", chain(&e)))?
-        .into_iter()
-        .map(|m| m.location)
-        .filter(|l| {
-            let rel = l
-                .as_ref()
-                .strip_prefix(&format!("{bundle}/"))
-                .unwrap_or_default();
-            rel != MANIFEST && !manifest.files.contains_key(rel)
-        })
-        .collect();
-    for location in stale {
+    let body = serde_json::to_vec_pretty(&manifest).map_err(|e| e.to_string())?;
+    let location = StorePath::from(format!("{bundle}/{MANIFEST}"));
+    put(store, &location, body, timeout).await?;
+    for (rel, path) in &files {
+        let location = StorePath::from(format!("{bundle}/{rel}"));
+        put(store, &location, read(path)?, timeout).await?;
+    }
+    let stale = held
+        .iter()
+        .filter(|rel| *rel != MANIFEST && !manifest.files.contains_key(*rel));
+    for rel in stale {
+        let location = StorePath::from(format!("{bundle}/{rel}"));
         store
             .delete(&location)
             .await
             .map_err(|e| format!("cannot delete {location}: {}", chain(&e)))?;
     }
-    let body = serde_json::to_vec_pretty(&manifest).map_err(|e| e.to_string())?;
-    let location = StorePath::from(format!("{bundle}/{MANIFEST}"));
-    put(&*store, &location, body, timeout).await?;
     Ok(files.len())
 }
 
@@ -620,7 +713,7 @@ fn walk(dir: &Path, under: &str, out: &mut Vec<(String, PathBuf)>) -> Result<(),
         let Ok(name) = entry.file_name().into_string() else {
             continue;
         };
-        if !safe(&name) {
+        if !bundle_file_segment(&name) || (under.is_empty() && name == MANIFEST) {
             continue;
         }
         let rel = if under.is_empty() {
@@ -638,12 +731,20 @@ fn walk(dir: &Path, under: &str, out: &mut Vec<(String, PathBuf)>) -> Result<(),
     Ok(())
 }
 
-/// A path segment that is a plain name the loader does not ignore.
-fn safe(segment: &str) -> bool {
-    !segment.is_empty()
-        && !segment.starts_with('.')
-        && !segment.starts_with('_')
-        && !segment.contains(['/', '\\', '\0'])
+/// A path segment that names only itself: not empty, no separator, no NUL.
+fn plain(segment: &str) -> bool {
+    !segment.is_empty() && !segment.contains(['/', '\\', '\0'])
+}
+
+/// A name the loader serves as a bundle (`load::ignored`).
+fn bundle_name(segment: &str) -> bool {
+    plain(segment) && !crate::load::ignored(segment)
+}
+
+/// A name the loader reads inside a bundle (`load::hidden`): a payment reference may start
+/// with `_`.
+fn bundle_file_segment(segment: &str) -> bool {
+    plain(segment) && !crate::load::hidden(segment)
 }
 
 /// The mirror running: polls every `every` and reloads what changed. Dropping it stops it.
@@ -746,6 +847,12 @@ mod tests {
             .expect("a source")
             .expect("valid");
         assert_eq!(bare.parent_and_name(), None);
+        // A WebDAV password reaches the store, never a message.
+        let dav = Source::parse(Path::new("https://me:s3cret@dav.example/p"))
+            .expect("a source")
+            .expect("valid");
+        assert_eq!(dav.bucket, "me:s3cret@dav.example");
+        assert_eq!(dav.to_string(), "https://***@dav.example/p");
     }
 
     #[test]
@@ -799,6 +906,8 @@ mod tests {
         reads: std::sync::Mutex<Vec<String>>,
         /// When the first path is read: the second is written with these bytes first.
         change_on_read: std::sync::Mutex<Option<(String, String, &'static str)>>,
+        /// How many more writes succeed (`None`: all), as a connection that drops would.
+        puts_left: std::sync::Mutex<Option<usize>>,
     }
 
     impl std::fmt::Display for Storage {
@@ -815,6 +924,15 @@ mod tests {
             payload: object_store::PutPayload,
             opts: object_store::PutOptions,
         ) -> object_store::Result<object_store::PutResult> {
+            if let Some(left) = self.puts_left.lock().expect("lock").as_mut() {
+                if *left == 0 {
+                    return Err(object_store::Error::Generic {
+                        store: "Storage",
+                        source: "the connection dropped".into(),
+                    });
+                }
+                *left -= 1;
+            }
             self.inner.put_opts(location, payload, opts).await
         }
         async fn put_multipart_opts(
@@ -944,6 +1062,66 @@ mod tests {
         assert_eq!(local("b.json").as_deref(), Some("\"b2\""));
     }
 
+    /// A first publish cut short is never served; a complete one is, with every file the
+    /// loader reads (a payment reference starting with `_` among them), its tokens readable by
+    /// the owner only, and no manifest in the local folder.
+    #[tokio::test]
+    async fn a_publish_is_served_only_once_complete_even_the_first() {
+        let storage = storage_with(&[]).await;
+        let tmp = tempfile::tempdir().expect("tmp");
+        let dir = tmp.path().join("pulled");
+        std::fs::create_dir_all(dir.join("payment_details")).expect("mkdir");
+        for (file, body) in [
+            ("bundle.toml", "tokens = [\"t\"]\n"),
+            ("event.json", "\"e\""),
+            ("payments.json", "\"p\""),
+            ("payment_details/_R1.json", "\"r\""),
+        ] {
+            std::fs::write(dir.join(file), body).expect("write");
+        }
+        let source = Source::parse(Path::new("s3://bucket/events"))
+            .expect("s3")
+            .expect("valid");
+        let timeout = Duration::from_secs(5);
+        let mut mirror = Mirror::over(
+            source.clone(),
+            storage.clone(),
+            tmp.path().join("mirror"),
+            timeout,
+        )
+        .expect("mirror");
+
+        *storage.puts_left.lock().expect("lock") = Some(3);
+        publish_to(&*storage, &source, "demo", &dir, false, timeout)
+            .await
+            .expect_err("the connection dropped");
+        let changed = mirror.sync().await.expect("listed");
+        assert!(changed.is_empty(), "served half-published: {changed:?}");
+
+        *storage.puts_left.lock().expect("lock") = None;
+        let files = publish_to(&*storage, &source, "demo", &dir, false, timeout)
+            .await
+            .expect("published");
+        assert_eq!(files, 4);
+        let changed = mirror.sync().await.expect("listed");
+        assert_eq!(changed.into_iter().collect::<Vec<_>>(), ["demo"]);
+        let local = tmp.path().join("mirror/demo");
+        assert_eq!(
+            std::fs::read_to_string(local.join("payment_details/_R1.json")).ok(),
+            Some("\"r\"".to_string())
+        );
+        assert!(!local.join(MANIFEST).exists());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(local.join("bundle.toml"))
+                .expect("bundle.toml")
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+    }
+
     #[tokio::test]
     async fn a_prefix_that_is_a_bundle_is_refused_saying_so() {
         let storage = storage_with(&[
@@ -981,9 +1159,43 @@ mod tests {
 
     #[test]
     fn only_plain_names_become_paths() {
-        assert!(safe("event.json"));
-        assert!(!safe(".."));
-        assert!(!safe("_staging"));
-        assert!(!safe(""));
+        for name in ["event.json", "demo"] {
+            assert!(bundle_name(name) && bundle_file_segment(name), "{name}");
+        }
+        for name in ["..", ".", "", "a/b", "a\\b", "a\0b", ".event.json.swp"] {
+            assert!(!bundle_name(name) && !bundle_file_segment(name), "{name:?}");
+        }
+        // A staging folder is no bundle; a payment reference may start with `_`.
+        assert!(!bundle_name("_staging"));
+        assert!(bundle_file_segment("_R1.json"));
+    }
+
+    #[test]
+    fn a_prefix_holding_other_bundles_or_objects_is_not_replaced_unless_forced() {
+        let source = Source::parse(Path::new("s3://b/events"))
+            .expect("a store")
+            .expect("parsed");
+        let held = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        for fine in [
+            held(&[]),
+            held(&["bundle.toml", "event.json", "payment_details/R1.json"]),
+            held(&[MANIFEST, "event.json"]),
+        ] {
+            assert_eq!(refuse(&source, "demo", &fine, false), Ok(()), "{fine:?}");
+        }
+        let other = held(&[
+            "demo/bundle.toml",
+            "demo/event.json",
+            "summit/bundle.toml",
+            "notes.txt",
+            "old/event.json",
+        ]);
+        let said = refuse(&source, "all", &other, false).expect_err("refused");
+        assert!(
+            said.contains("s3://b/events/all holds 2 bundles (demo, summit) and 2 other entries (notes.txt, old)")
+                && said.contains("--into s3://b/events/all/NAME"),
+            "{said}"
+        );
+        assert_eq!(refuse(&source, "all", &other, true), Ok(()));
     }
 }

@@ -30,6 +30,9 @@ pub(crate) const AT_ONCE: usize = 2;
 pub(crate) struct RefreshOptions {
     pub(crate) every: Duration,
     pub(crate) offline_after: u32,
+    /// The server's `--max-file-bytes`: a refreshed copy the server would refuse is not swapped
+    /// in.
+    pub(crate) max_file_bytes: u64,
 }
 
 /// What every bundle's refresh loop shares.
@@ -408,7 +411,9 @@ async fn refresh_pulled(
         etags: Arc::clone(etags),
         tokens: tokens.clone(),
         rest: table,
+        read: text,
     });
+    opts.max_file_bytes = shared.options.max_file_bytes;
     let summary = pull::run(&opts).await.map_err(Failed::Pull)?;
     if !summary.unchanged {
         let reloader = Arc::clone(&shared.reloader);

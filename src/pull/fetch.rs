@@ -37,6 +37,11 @@ pub(crate) struct Fetcher {
     max_wait: Duration,
     requests: AtomicU64,
     retried: AtomicU64,
+    /// The largest body taken, as decoded (`--max-file-bytes`).
+    max_bytes: u64,
+    /// No request is sent before this instant: set by a 429 (or a `Retry-After` on a 5xx) for
+    /// every worker, not only the one that was told, since the limit is the server's.
+    not_before: std::sync::Mutex<Option<tokio::time::Instant>>,
 }
 
 /// A successful answer: its body (`None`: 304, the copy named by `If-None-Match` is current) and
@@ -121,6 +126,8 @@ impl Fetcher {
             max_wait: opts.max_retry_wait,
             requests: AtomicU64::new(0),
             retried: AtomicU64::new(0),
+            max_bytes: opts.max_file_bytes,
+            not_before: std::sync::Mutex::new(None),
         })
     }
 
@@ -209,6 +216,7 @@ impl Fetcher {
         reference: Option<&str>,
         etag: Option<&str>,
     ) -> Result<Got, Failure> {
+        self.wait_turn().await;
         self.requests.fetch_add(1, Ordering::Relaxed);
         let mut request = self
             .client
@@ -245,7 +253,7 @@ impl Fetcher {
                     content_type: quoted(&kind),
                 }));
             }
-            let body = response.bytes().await.map_err(transport)?;
+            let body = self.body(response, url, reference).await?;
             return Ok(Got {
                 body: Some(body),
                 etag: tag,
@@ -266,6 +274,9 @@ impl Fetcher {
             }));
         }
         if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
+            if status == StatusCode::TOO_MANY_REQUESTS || after.is_some() {
+                self.hold_off(after.unwrap_or(self.backoff));
+            }
             return Err(Failure::Retry {
                 reason: format!("{status}{}", self.message(&body)),
                 after,
@@ -283,6 +294,65 @@ impl Fetcher {
             status: status.as_u16(),
             message,
         }))
+    }
+
+    /// Waits until the server's last `Retry-After` (or a 429's backoff) has passed.
+    async fn wait_turn(&self) {
+        let until = *self
+            .not_before
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(until) = until {
+            tokio::time::sleep_until(until).await;
+        }
+    }
+
+    /// Holds every request back for `wait` (capped by `max_retry_wait`), or longer when an
+    /// earlier answer said so.
+    fn hold_off(&self, wait: Duration) {
+        let until = tokio::time::Instant::now() + wait.min(self.max_wait);
+        let mut not_before = self
+            .not_before
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if not_before.is_none_or(|t| t < until) {
+            *not_before = Some(until);
+        }
+    }
+
+    /// A successful answer's body, refused past `max_bytes` as it arrives (a body is held whole
+    /// to be written; a source answering gigabytes, or a small gzip that decodes to them, must
+    /// not take the memory of the server a refresh runs in).
+    async fn body(
+        &self,
+        mut response: reqwest::Response,
+        url: &str,
+        reference: Option<&str>,
+    ) -> Result<Bytes, Failure> {
+        let too_large = || {
+            Failure::Fatal(PullError::TooLarge {
+                url: self.redact(&describe_url(url, reference)),
+                limit: self.max_bytes,
+            })
+        };
+        if response
+            .content_length()
+            .is_some_and(|n| n > self.max_bytes)
+        {
+            return Err(too_large());
+        }
+        let mut body = bytes::BytesMut::new();
+        while let Some(chunk) = response
+            .chunk()
+            .await
+            .map_err(|e| self.transport(e, url, reference))?
+        {
+            if (body.len() + chunk.len()) as u64 > self.max_bytes {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body.freeze())
     }
 
     /// Server-provided text (an error body, a `Location`, an error's causes) with every

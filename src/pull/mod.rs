@@ -51,7 +51,7 @@ pub struct PullOptions {
     pub token: Token,
     /// The bundle folder to create or replace: absent, empty, or a bundle (it has bundle.toml);
     /// or a bundle in object storage, s3://bucket/prefix/NAME (or gs://, az://, a WebDAV
-    /// http(s)://), written with its manifest last, credentials from the environment
+    /// http(s)://), written with its manifest first, credentials from the environment
     #[arg(long, value_name = "DIR/NAME")]
     pub into: PathBuf,
     /// Replace --into even when it holds other bundles or files (all of them are deleted)
@@ -61,6 +61,11 @@ pub struct PullOptions {
     /// Detail requests in flight at once
     #[arg(long, default_value_t = 8, value_name = "N")]
     pub concurrency: usize,
+    /// The largest answer taken, in bytes (as decoded), which is also the largest bundle file
+    /// the copy may hold: set it to the server's --max-file-bytes
+    #[arg(long, env = "EVENTBOX_MAX_FILE_BYTES", value_name = "N",
+          default_value_t = crate::read::DEFAULT_MAX_FILE_BYTES)]
+    pub max_file_bytes: u64,
     /// Re-indent the JSON instead of keeping the bodies byte for byte
     #[arg(long)]
     pub pretty: bool,
@@ -103,6 +108,9 @@ pub(crate) struct Refresh {
     pub(crate) tokens: Vec<Token>,
     /// Its other keys (`[simulate]`), kept; `tokens` and `source` are written anew.
     pub(crate) rest: toml::Table,
+    /// Its text as read when the refresh began. Edited meanwhile (a token revoked), the edit
+    /// wins: the text in place then is the one swapped in.
+    pub(crate) read: String,
 }
 
 /// The key of a file in [`Refresh::etags`]: its path in the bundle, without the extension.
@@ -122,6 +130,10 @@ struct Conditional {
     old: PathBuf,
     seen: std::sync::Mutex<std::collections::HashMap<String, String>>,
     changed: std::sync::atomic::AtomicBool,
+    /// The files a 304 keeps: (earlier copy, staged path, URL). Linked only once some answer
+    /// was new: a refresh that changes nothing touches no file of the bundle in place (a link
+    /// changes a file's link count, which a watcher sees as a change).
+    kept: std::sync::Mutex<Vec<(PathBuf, PathBuf, String)>>,
 }
 
 impl Conditional {
@@ -145,18 +157,36 @@ impl Conditional {
                 .insert(key, tag.clone());
         }
     }
-}
 
-/// Puts the earlier copy of a file in the staging folder after a 304: a hard link (files are
-/// never changed in place, only replaced whole), or a copy where links are not possible.
-fn reuse(old: &Path, new: &Path, url: &str) -> Result<(), PullError> {
-    std::fs::hard_link(old, new)
-        .or_else(|_| std::fs::copy(old, new).map(|_| ()))
-        .map_err(|source| PullError::NotModifiedLost {
-            url: url.to_string(),
-            path: old.to_path_buf(),
-            source,
-        })
+    /// Notes that the earlier copy `old` answers for `new` (a 304): put there by
+    /// [`Conditional::link_kept`].
+    fn keep(&self, old: PathBuf, new: PathBuf, url: &str) {
+        self.kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((old, new, url.to_string()));
+    }
+
+    /// Puts the earlier copy of every file a 304 kept in the staging folder: a hard link (files
+    /// are never changed in place, only replaced whole), or a copy where links are not possible.
+    fn link_kept(&self) -> Result<(), PullError> {
+        let kept = std::mem::take(
+            &mut *self
+                .kept
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        for (old, new, url) in kept {
+            std::fs::hard_link(&old, &new)
+                .or_else(|_| std::fs::copy(&old, &new).map(|_| ()))
+                .map_err(|source| PullError::NotModifiedLost {
+                    url,
+                    path: old,
+                    source,
+                })?;
+        }
+        Ok(())
+    }
 }
 
 impl PullOptions {
@@ -171,6 +201,7 @@ impl PullOptions {
             into: into.into(),
             force: false,
             concurrency: 8,
+            max_file_bytes: crate::read::DEFAULT_MAX_FILE_BYTES,
             pretty: false,
             retries: 4,
             connect_timeout: Duration::from_secs(10),
@@ -228,6 +259,8 @@ pub enum PullError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("{url} answered more than {limit} bytes, the largest file a bundle may hold (--max-file-bytes); not retried, nothing was changed")]
+    TooLarge { url: String, limit: u64 },
     #[error("--pretty: {endpoint} did not answer JSON: {reason}")]
     NotJson { endpoint: String, reason: String },
     #[error("cannot write {}: {source}", path.display())]
@@ -400,7 +433,7 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
         let body = match got.body {
             Some(body) => Some(body),
             None => {
-                reuse(&old_file, &new_file, &url)?;
+                conditional.keep(old_file.clone(), new_file.clone(), &url);
                 // The references are in the payments body: read back the copy kept.
                 stream
                     .then(|| std::fs::read(&old_file).map(Bytes::from))
@@ -478,6 +511,10 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
         progress.finish();
         return Ok(summary(Vec::new(), true));
     }
+    conditional.link_kept()?;
+    if opts.refresh.is_some() {
+        keep_unpulled(&opts.into, staging.path(), &plan)?;
+    }
 
     let toml_path = staging.path().join("bundle.toml");
     let when = pulled_at.format("%Y-%m-%d %H:%M UTC");
@@ -511,7 +548,17 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
         source,
     })?;
 
-    let warnings = check_staged(staging.path(), &name, opts.token.expose()).await?;
+    let warnings = check_staged(
+        staging.path(),
+        &name,
+        opts.token.expose(),
+        opts.max_file_bytes,
+    )
+    .await?;
+    if let Some(refresh) = &opts.refresh {
+        // Checked last, just before the swap: an edit made during the refresh is kept.
+        keep_edited_bundle_toml(&opts.into, &toml_path, &refresh.read)?;
+    }
     staging.commit_in_place()?;
     progress.finish();
     Ok(summary(warnings, false))
@@ -772,6 +819,57 @@ fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .write_all(bytes)
 }
 
+/// A refresh replaces what it pulls and nothing else: the files at the top of the bundle in
+/// place that the plan does not write (`company_events.json` pulled with `--app`, which a
+/// refresh has not; hand-written `custom_*.json`) are linked into the staging folder. Hidden
+/// names are left, as the loader leaves them.
+fn keep_unpulled(old: &Path, staging: &Path, plan: &Plan) -> Result<(), PullError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| PullError::Io { path, source }
+    };
+    // By stem: a hand-written `event.toml` would clash with the `event.json` pulled.
+    let pulled = |name: &str| {
+        let stem = name.rsplit_once('.').map_or(name, |(stem, _)| stem);
+        name == stage::BUNDLE_FILE
+            || plan.lists.iter().any(|(e, _)| stem == e.key)
+            || plan.per_payment.is_some_and(|(e, _)| stem == e.key)
+    };
+    for entry in std::fs::read_dir(old).map_err(io(old))? {
+        let entry = entry.map_err(io(old))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if load::hidden(name) || pulled(name) || !entry.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        let new = staging.join(name);
+        std::fs::hard_link(entry.path(), &new)
+            .or_else(|_| std::fs::copy(entry.path(), &new).map(|_| ()))
+            .map_err(io(&entry.path()))?;
+    }
+    Ok(())
+}
+
+/// Before a refresh's swap: when the bundle.toml in place is no longer the text the refresh
+/// read (the operator revoked a token meanwhile), the staged one becomes that text, so the
+/// swap never brings back what the edit took out.
+fn keep_edited_bundle_toml(old: &Path, staged: &Path, read: &str) -> Result<(), PullError> {
+    let live = old.join(stage::BUNDLE_FILE);
+    let now = std::fs::read(&live).map_err(|source| PullError::Io {
+        path: live.clone(),
+        source,
+    })?;
+    if now == read.as_bytes() {
+        return Ok(());
+    }
+    let io = |source| PullError::Io {
+        path: staged.to_path_buf(),
+        source,
+    };
+    std::fs::remove_file(staged).map_err(io)?;
+    stage::write_private(staged, &now).map_err(io)
+}
+
 /// Fetches every payment's detail with `opts.concurrency` workers, writing each file as it
 /// comes. The first error stops the others.
 async fn fetch_details(
@@ -829,7 +927,7 @@ async fn fetch_details(
                         let n = write_body(&path, body, pretty, what)?;
                         bytes.fetch_add(n, Ordering::Relaxed);
                     }
-                    None => reuse(&old, &path, &url)?,
+                    None => conditional.keep(old, path, &url),
                 }
                 progress.detail_done();
             }
@@ -858,11 +956,17 @@ async fn fetch_details(
 
 /// Loads the staged folder with the loader `check` and `serve` use. Errors refuse the swap;
 /// warnings are returned for the summary.
-async fn check_staged(dir: &Path, name: &str, token: &str) -> Result<Vec<String>, PullError> {
+async fn check_staged(
+    dir: &Path,
+    name: &str,
+    token: &str,
+    max_file_bytes: u64,
+) -> Result<Vec<String>, PullError> {
     let (dir, name) = (dir.to_path_buf(), name.to_string());
-    let report = tokio::task::spawn_blocking(move || load::load_bundle(&dir, &name))
-        .await
-        .map_err(|e| PullError::Worker(e.to_string()))?;
+    let report =
+        tokio::task::spawn_blocking(move || load::load_bundle_capped(&dir, &name, max_file_bytes))
+            .await
+            .map_err(|e| PullError::Worker(e.to_string()))?;
     let shown = |p: &crate::problem::Problem| hide_token(&p.to_string(), token);
     let errors: Vec<String> = report.errors().map(shown).collect();
     if !errors.is_empty() {
@@ -878,6 +982,45 @@ async fn check_staged(dir: &Path, name: &str, token: &str) -> Result<Vec<String>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A token revoked in the bundle.toml in place while a refresh ran stays revoked: the
+    /// staged bundle.toml (written from what the refresh read at its start) gives way to the
+    /// text in place, readable by its owner only. Unedited, the staged one is kept.
+    #[test]
+    fn an_edit_of_bundle_toml_during_a_refresh_wins_over_the_staged_one() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let (old, staging) = (tmp.path().join("old"), tmp.path().join("staging"));
+        std::fs::create_dir_all(&old).expect("mkdir");
+        std::fs::create_dir_all(&staging).expect("mkdir");
+        let read = "tokens = [\"kept\", \"leaked\"]\n";
+        let staged = staging.join(stage::BUNDLE_FILE);
+        let written = "tokens = [\"kept\", \"leaked\"]\n[source]\nurl = \"https://x\"\n";
+
+        std::fs::write(old.join(stage::BUNDLE_FILE), read).expect("write");
+        stage::write_private(&staged, written.as_bytes()).expect("write");
+        keep_edited_bundle_toml(&old, &staged, read).expect("kept");
+        assert_eq!(
+            std::fs::read_to_string(&staged).ok().as_deref(),
+            Some(written)
+        );
+
+        let revoked = "tokens = [\"kept\"]\n";
+        std::fs::write(old.join(stage::BUNDLE_FILE), revoked).expect("write");
+        keep_edited_bundle_toml(&old, &staged, read).expect("kept");
+        assert_eq!(
+            std::fs::read_to_string(&staged).ok().as_deref(),
+            Some(revoked)
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&staged)
+                .expect("staged")
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+    }
 
     #[test]
     fn reindenting_gives_what_serde_json_pretty_prints() {

@@ -146,6 +146,13 @@ fn identity(path: &Path) -> (u64, Vec<u8>) {
     (inode, std::fs::read(path).expect("the file"))
 }
 
+/// A file's status change time (ctime): a new link to it, or one removed, changes it.
+fn changed_at(path: &Path) -> (i64, i64) {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).expect("the file");
+    (meta.ctime(), meta.ctime_nsec())
+}
+
 async fn metrics(app: &TestApp) -> String {
     app.send(reqwest::Method::GET, "/metrics", None, None)
         .await
@@ -202,8 +209,10 @@ async fn a_kiosk_follows_its_source_serves_through_its_outage_and_comes_back_onl
         || async move { (not_modified().await >= 1.0).then_some(()) },
     )
     .await;
-    // A swap writes a new bundle.toml: a new inode, whatever its text.
+    // A swap writes a new bundle.toml: a new inode, whatever its text. Nor is any file
+    // touched: a link made to a kept file changes its ctime, which a watch sees as a change.
     let written = identity(&bundle.join("bundle.toml"));
+    let touched = changed_at(&bundle.join("event.json"));
     let seen = not_modified().await;
     until(Duration::from_secs(5), "two more 304s", || async move {
         (not_modified().await >= seen + 2.0).then_some(())
@@ -213,6 +222,11 @@ async fn a_kiosk_follows_its_source_serves_through_its_outage_and_comes_back_onl
         identity(&bundle.join("bundle.toml")),
         written,
         "an unchanged refresh rewrote the bundle"
+    );
+    assert_eq!(
+        changed_at(&bundle.join("event.json")),
+        touched,
+        "an unchanged refresh touched a file of the bundle"
     );
     assert!(age(&kiosk.get("/api/v1/event", DEMO_TOKEN).await) <= 1);
 
@@ -318,6 +332,55 @@ async fn a_file_broken_at_the_kiosk_is_replaced_when_the_source_changes_another(
         || async move { (std::fs::read(hotsite).ok().as_ref() == Some(good)).then_some(()) },
     )
     .await;
+}
+
+/// A refresh replaces what it pulls, and nothing else: files the source was not asked for
+/// (`company_events.json` needs the company's app key, which a refresh has not; a hand-written
+/// `custom_getdata.json`) stay in the bundle and keep being served. A refresh's swap used to
+/// drop them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refresh_keeps_the_files_it_does_not_pull() {
+    let (source_data, source, kiosk_data) = pulled_summit().await;
+    let bundle = kiosk_data.path().join("summit");
+    for file in ["custom_getdata.json", "company_events.json"] {
+        assert!(
+            !bundle.join(file).exists(),
+            "{file} is not pulled without --app"
+        );
+        std::fs::copy(
+            crate::helpers::demo_data().join("demo").join(file),
+            bundle.join(file),
+        )
+        .expect("copied in");
+    }
+    let (kiosk_app, _refresher) = kiosk(kiosk_data.path()).await;
+    let kiosk = &kiosk_app;
+    let company = || {
+        kiosk.get_with(
+            "/api/v1/customclient/events",
+            DEMO_TOKEN,
+            &[("authorization-app", "a-company")],
+        )
+    };
+    let before = company().await;
+    assert_eq!(before.status.as_u16(), 200, "{}", before.text());
+    assert_ne!(
+        before.json()["data"],
+        serde_json::json!([]),
+        "{}",
+        before.text()
+    );
+    until_online(kiosk, "the first refresh").await;
+
+    retitle(source_data.path(), &source.app, "Changed at the source");
+    until_title(kiosk, "Changed at the source", Duration::from_secs(10)).await;
+
+    for file in ["custom_getdata.json", "company_events.json"] {
+        assert!(bundle.join(file).is_file(), "the refresh dropped {file}");
+    }
+    let after = company().await;
+    assert_eq!(after.status.as_u16(), 200, "{}", after.text());
+    assert_eq!(after.text(), before.text());
 }
 
 /// Before its first refresh, a followed bundle is `pending` in `/status` (it said

@@ -548,7 +548,8 @@ async fn a_bundle_with_a_manifest_is_served_only_when_its_objects_are_the_manife
 async fn pull_into_s3_publishes_a_bundle_that_serve_reads_back_byte_for_byte() {
     let Some(moto) = moto().await else { return };
     let store = moto.bucket("published").await;
-    // Something stale under the bundle, from an earlier version: deleted by the publish.
+    // An earlier version of the bundle, with a file the new one has not: deleted by the publish.
+    put(&store, "events/copy/bundle.toml", "tokens = [\"old\"]\n").await;
     put(&store, "events/copy/stale.json", "{}").await;
     let source = crate::helpers::spawn_app(&demo_data()).await;
     let env = moto.env();
@@ -557,7 +558,7 @@ async fn pull_into_s3_publishes_a_bundle_that_serve_reads_back_byte_for_byte() {
     let (code, said) = pull_binary_with(&source.base, "demo-token", into, &[], &env).await;
     assert_eq!(code, 0, "{said}");
     assert!(
-        said.contains("files to s3://published/events/copy, its manifest last"),
+        said.contains("files to s3://published/events/copy, its manifest first"),
         "{said}"
     );
 
@@ -593,6 +594,43 @@ async fn pull_into_s3_publishes_a_bundle_that_serve_reads_back_byte_for_byte() {
         &["/api/v1/event", "/api/v1/payments", "/api/v1/attendees"],
     )
     .await;
+}
+
+/// `--into s3://bucket/prefix` with the bundle's name forgotten: publishing there would delete
+/// every bundle under the prefix. Refused before anything is pulled, as a local folder of
+/// bundles is; nothing in storage changes.
+#[tokio::test]
+async fn pull_into_a_prefix_of_bundles_is_refused_and_deletes_nothing() {
+    let Some(moto) = moto().await else { return };
+    let store = moto.bucket("shared").await;
+    put_demo(&store, "events").await;
+    let before: Vec<String> = listed(&store).await;
+    let env = moto.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let into = Path::new("s3://shared/events");
+    // A source that cannot answer: a pull would fail (exit 1) where the refusal comes first.
+    let nowhere = "http://127.0.0.1:9";
+    let (code, said) = pull_binary_with(nowhere, "demo-token", into, &[], &env).await;
+    assert_eq!(code, 2, "{said}");
+    assert!(
+        said.contains("s3://shared/events holds 1 bundle (demo)")
+            && said.contains("--into s3://shared/events/NAME"),
+        "{said}"
+    );
+    assert_eq!(listed(&store).await, before, "storage changed");
+}
+
+/// Every key in `store`, sorted.
+async fn listed(store: &AmazonS3) -> Vec<String> {
+    use futures_util::TryStreamExt;
+    let mut keys: Vec<String> = store
+        .list(None)
+        .map_ok(|m| m.location.to_string())
+        .try_collect()
+        .await
+        .expect("listed");
+    keys.sort();
+    keys
 }
 
 #[tokio::test]

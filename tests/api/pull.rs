@@ -1137,3 +1137,83 @@ async fn with_the_companys_app_key_the_companys_events_are_pulled_too() {
     assert_eq!(code, 0, "{output}");
     assert!(!without.join("company_events.json").exists());
 }
+
+/// A 429 is the server's limit, not one request's: after one, no worker sends anything until
+/// its `Retry-After` has passed (each used to wait only for its own, so the others went on
+/// being refused and a pull could fail on a limit it was told about).
+#[tokio::test]
+async fn a_429_holds_every_worker_until_its_retry_after() {
+    let served = TempData::new();
+    let mut g = eventbox::gen::GenOptions::new(served.path().join("gen"));
+    g.payments = 120;
+    g.submissions = 4;
+    g.token = Some(eventbox::token::Token::new("gen-token"));
+    eventbox::gen::run(&g).expect("gen");
+    let source = spawn_app(served.path()).await;
+    let refused = Arc::new(Mutex::new(None::<Instant>));
+    let at = Arc::clone(&refused);
+    let proxy = Proxy::start(&source.base, move |path, _, _| {
+        if path != "/api/v1/payments/details" {
+            return Act::Forward;
+        }
+        let mut at = at.lock().expect("lock");
+        if at.is_none() {
+            *at = Some(Instant::now());
+            return Act::Answer(429, vec![("retry-after", "1".into())], "slow down".into());
+        }
+        // Spread the details over time, so that the workers are busy when the 429 comes.
+        Act::Stall(Duration::from_millis(5))
+    })
+    .await;
+    let data = TempData::new();
+    let mut o = options(&proxy.base, "gen-token", &data.path().join("copy"));
+    o.concurrency = 4;
+
+    let summary = pull::run(&o).await.expect("the pull completes");
+
+    assert_eq!(summary.retries, 1, "{summary}");
+    let refused = refused.lock().expect("lock").expect("a 429 was answered");
+    // Requests already on their way when the 429 left may arrive just after it.
+    let during: Vec<Duration> = proxy
+        .seen()
+        .iter()
+        .filter(|s| s.at > refused)
+        .map(|s| s.at - refused)
+        .filter(|d| *d > Duration::from_millis(100) && *d < Duration::from_millis(900))
+        .collect();
+    assert!(during.is_empty(), "sent during the Retry-After: {during:?}");
+}
+
+/// An answer larger than `--max-file-bytes` (as decoded) is refused as it arrives, not held
+/// whole: a source answering gigabytes must not take the memory of the server a kiosk's
+/// refresh runs in.
+#[tokio::test]
+async fn an_answer_over_max_file_bytes_is_refused_and_changes_nothing() {
+    let source = spawn_app(&demo_data()).await;
+    let data = TempData::new();
+    data.with_demo("kiosk");
+    let into = data.path().join("kiosk");
+    let before = files(&into);
+    let mut o = options(&source.base, DEMO_TOKEN, &into);
+    // The largest answer of the demo, one byte too many.
+    let payments = source
+        .get("/api/v1/payments", DEMO_TOKEN)
+        .await
+        .text()
+        .len() as u64;
+    o.max_file_bytes = payments - 1;
+
+    let err = pull::run(&o).await.expect_err("refused");
+
+    assert!(
+        matches!(&err, PullError::TooLarge { url, limit } if url.ends_with("/payments") && *limit == payments - 1),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string()
+            .contains("bytes, the largest file a bundle may hold (--max-file-bytes)"),
+        "{err}"
+    );
+    assert!(files(&into) == before, "the earlier copy changed");
+    assert_no_leftovers(data.path());
+}

@@ -31,8 +31,14 @@ async fn watched(mode: WatchMode) -> Watched {
 async fn watched_with(mode: WatchMode, debounce: Duration) -> Watched {
     let data = TempData::new();
     data.with_demo("demo");
-    // As `serve` does: watch first, then load.
-    let app = App::new(data.path());
+    let root = data.path().to_path_buf();
+    watching(data, &root, mode, debounce).await
+}
+
+/// Serves `root` (the data folder, or a path into `data`) as `serve` does: watch first, then
+/// load.
+async fn watching(data: TempData, root: &Path, mode: WatchMode, debounce: Duration) -> Watched {
+    let app = App::new(root);
     let watcher = app.watch(mode, debounce).await.expect("watching starts");
     app.load().expect("loads");
     Watched {
@@ -769,14 +775,7 @@ async fn a_data_folder_link_pointed_elsewhere_is_followed() {
         );
         let link = data.path().join("current");
         std::os::unix::fs::symlink("releases/v1", &link).expect("link");
-        let app = App::new(&link);
-        let watcher = app.watch(mode, DEBOUNCE).await.expect("watching starts");
-        app.load().expect("loads");
-        let w = Watched {
-            app: serve_app(app).await,
-            data,
-            _watcher: watcher,
-        };
+        let w = watching(data, &link, mode, DEBOUNCE).await;
         let first = w.app.get("/api/v1/event", DEMO_TOKEN).await;
         assert_eq!(first.status, 200, "{mode:?}");
 
