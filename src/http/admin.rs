@@ -6,6 +6,14 @@
 //! missing or wrong bearer gets 401 `admin_token_required` (with `WWW-Authenticate: Bearer`,
 //! added by `router::error`).
 //!
+//! A loopback peer is only "this machine" when it also addressed this machine by a loopback
+//! name (`localhost`, `127.0.0.1`, `[::1]`: the request's `Host`): a web page whose host name
+//! was rebound to 127.0.0.1 (DNS rebinding) reaches the server from loopback under its own
+//! name, and is a remote client here. Nor does an admin route answer a request a browser sent
+//! from a page of another origin (its `Origin` names another host than `Host`): 403
+//! `admin_cross_origin`. Admin answers carry no CORS headers and admin routes answer no
+//! preflight, so a page of another origin can neither read them nor send them a write.
+//!
 //! The peer is the TCP peer address, never `X-Forwarded-For`: that header is written by whoever
 //! sends the request, so trusting it would let any remote client claim to be 127.0.0.1. Behind a
 //! reverse proxy on the same machine every request is the proxy's (loopback), so such a proxy
@@ -14,7 +22,8 @@
 
 use std::net::IpAddr;
 
-use hyper::header::{HeaderMap, AUTHORIZATION};
+use hyper::header::{HeaderMap, AUTHORIZATION, HOST, ORIGIN};
+use hyper::Uri;
 
 use super::errors::ApiError;
 use crate::token::Token;
@@ -25,14 +34,19 @@ pub(crate) fn is_loopback(peer: IpAddr) -> bool {
     peer.to_canonical().is_loopback()
 }
 
-/// Whether an admin route may answer a request from `peer` with these headers, given the
-/// configured admin token (`None`: loopback only).
+/// Whether an admin route may answer a request from `peer` for `uri` with these headers, given
+/// the configured admin token (`None`: loopback only).
 pub(crate) fn check(
     token: Option<&Token>,
     peer: IpAddr,
+    uri: &Uri,
     headers: &HeaderMap,
 ) -> Result<(), ApiError> {
-    if is_loopback(peer) {
+    let host = host(uri, headers);
+    if cross_origin(headers, host) {
+        return Err(ApiError::AdminCrossOrigin);
+    }
+    if is_loopback(peer) && host.is_none_or(names_loopback) {
         return Ok(());
     }
     let Some(token) = token else {
@@ -42,6 +56,68 @@ pub(crate) fn check(
         Some(sent) if token.matches(sent) => Ok(()),
         _ => Err(ApiError::AdminTokenRequired),
     }
+}
+
+/// The host the request was sent to: `Host`, or the URI's authority (HTTP/2's `:authority`).
+fn host<'r>(uri: &'r Uri, headers: &'r HeaderMap) -> Option<&'r str> {
+    headers
+        .get(HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| uri.authority().map(|a| a.as_str()))
+}
+
+/// Whether `host` (`name[:port]`) names this machine over loopback: `localhost` (or a name
+/// under it, RFC 6761), a loopback address, or the machine's own host name (which Debian maps
+/// to 127.0.1.1; a rebinding page cannot take that name).
+fn names_loopback(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    name == "localhost"
+        || name.ends_with(".localhost")
+        || name.parse::<IpAddr>().is_ok_and(is_loopback)
+        || host_name().is_some_and(|own| own.eq_ignore_ascii_case(&name))
+}
+
+/// This machine's host name (`uname`), read once.
+fn host_name() -> Option<&'static str> {
+    static NAME: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        #[cfg(target_os = "linux")]
+        {
+            let uname = rustix::system::uname();
+            let name = uname.nodename().to_str().ok()?.trim().to_string();
+            (!name.is_empty()).then_some(name)
+        }
+        #[cfg(not(target_os = "linux"))]
+        None
+    })
+    .as_deref()
+}
+
+/// Whether a browser sent the request from a page of another origin: its `Origin` is `null` (a
+/// sandboxed page, a file) or names another host and port than the one the request went to.
+fn cross_origin(headers: &HeaderMap, host: Option<&str>) -> bool {
+    let Some(origin) = headers.get(ORIGIN) else {
+        return false;
+    };
+    let Some((scheme, authority)) = origin.to_str().ok().and_then(|o| o.split_once("://")) else {
+        return true;
+    };
+    let default_port = match scheme.to_ascii_lowercase().as_str() {
+        "http" => ":80",
+        "https" => ":443",
+        _ => return true,
+    };
+    let plain = |a: &str| {
+        let a = a.to_ascii_lowercase();
+        a.strip_suffix(default_port)
+            .map(str::to_string)
+            .unwrap_or(a)
+    };
+    host.is_none_or(|host| plain(host) != plain(authority))
 }
 
 /// The token of the request's one `Authorization: Bearer <token>` (the scheme in any ASCII case,
@@ -71,10 +147,106 @@ mod tests {
 
     fn headers(values: &[&'static str]) -> HeaderMap {
         let mut h = HeaderMap::new();
+        h.insert(HOST, HeaderValue::from_static("127.0.0.1:8080"));
         for v in values {
             h.append(AUTHORIZATION, HeaderValue::from_static(v));
         }
         h
+    }
+
+    /// The admin rule for a request to `/status` with these headers.
+    fn check(token: Option<&Token>, peer: IpAddr, headers: &HeaderMap) -> Result<(), ApiError> {
+        super::check(token, peer, &Uri::from_static("/status"), headers)
+    }
+
+    #[test]
+    fn loopback_is_this_machine_only_when_addressed_by_a_loopback_name() {
+        let peer = ip("127.0.0.1");
+        let with_host = |host: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(HOST, HeaderValue::from_static(host));
+            h
+        };
+        for local in [
+            "localhost",
+            "LOCALHOST:8080",
+            "localhost.",
+            "app.localhost:80",
+            "127.0.0.1",
+            "127.9.9.9:8080",
+            "[::1]:8080",
+            "[::ffff:127.0.0.1]",
+        ] {
+            assert_eq!(check(None, peer, &with_host(local)), Ok(()), "{local}");
+        }
+        // DNS rebinding: a page's own name, resolved to 127.0.0.1.
+        for rebound in [
+            "evil.example:8080",
+            "localhost.evil.example",
+            "10.0.0.5:8080",
+        ] {
+            assert_eq!(
+                check(None, peer, &with_host(rebound)),
+                Err(ApiError::AdminLocalOnly),
+                "{rebound}"
+            );
+        }
+        // The machine's own name (Debian resolves it to 127.0.1.1).
+        if let Some(own) = host_name() {
+            let mut h = HeaderMap::new();
+            h.insert(
+                HOST,
+                HeaderValue::from_str(&format!("{own}:8080")).expect("a name"),
+            );
+            assert_eq!(check(None, ip("127.0.1.1"), &h), Ok(()), "{own}");
+        }
+        // No Host (HTTP/1.0): nothing was rebound.
+        assert_eq!(check(None, peer, &HeaderMap::new()), Ok(()));
+        // HTTP/2 gives the host as the URI's authority.
+        let h2 = |authority: &str| {
+            let uri: Uri = format!("http://{authority}/status").parse().expect("a URI");
+            super::check(None, peer, &uri, &HeaderMap::new())
+        };
+        assert_eq!(h2("localhost:8080"), Ok(()));
+        assert_eq!(h2("evil.example:8080"), Err(ApiError::AdminLocalOnly));
+    }
+
+    #[test]
+    fn a_page_of_another_origin_is_refused_whoever_sends_it() {
+        let token = Token::new(SECRET);
+        let with = |origin: &'static str, host: &'static str| {
+            let mut h = headers(&["Bearer s3cret-admin-token"]);
+            h.insert(HOST, HeaderValue::from_static(host));
+            h.insert(ORIGIN, HeaderValue::from_static(origin));
+            h
+        };
+        for (origin, host) in [
+            ("https://evil.example", "127.0.0.1:8080"),
+            ("http://127.0.0.1:9999", "127.0.0.1:8080"),
+            ("null", "127.0.0.1:8080"),
+            ("file://", "127.0.0.1:8080"),
+            ("https://localhost", "localhost:80"),
+        ] {
+            for peer in [ip("127.0.0.1"), ip("192.0.2.10")] {
+                assert_eq!(
+                    check(Some(&token), peer, &with(origin, host)),
+                    Err(ApiError::AdminCrossOrigin),
+                    "{origin} to {host} from {peer}"
+                );
+            }
+        }
+        // The status page's own requests (same origin).
+        for (origin, host) in [
+            ("http://127.0.0.1:8080", "127.0.0.1:8080"),
+            ("http://LOCALHOST", "localhost:80"),
+            ("https://eventbox.example", "eventbox.example"),
+        ] {
+            assert_eq!(
+                check(Some(&token), ip("127.0.0.1"), &with(origin, host)),
+                Ok(()),
+                "{origin} to {host}"
+            );
+        }
     }
 
     fn ip(text: &str) -> IpAddr {

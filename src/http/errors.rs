@@ -148,6 +148,9 @@ errors! {
     /// An admin route (`/status`, `/_journal`, `/_writes/reset`, `/_queue`, `/_ui`) asked for by
     /// a peer that is not loopback while no admin token is configured (`http::admin`).
     AdminLocalOnly = (403, "admin_local_only", "This operational endpoint answers loopback clients only: start eventbox with --admin-token to allow remote access with Authorization: Bearer."),
+    /// An admin route asked for by a web page of another origin (`Origin`), which no admin
+    /// route answers (`http::admin`).
+    AdminCrossOrigin = (403, "admin_cross_origin", "This operational endpoint answers no request from a web page of another origin."),
     /// An admin route asked for by a peer that is not loopback without the configured admin
     /// token as `Authorization: Bearer` (answered with `WWW-Authenticate: Bearer`).
     AdminTokenRequired = (401, "admin_token_required", "This operational endpoint needs the admin token from a remote client: send Authorization: Bearer <admin token>."),

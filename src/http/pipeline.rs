@@ -132,7 +132,9 @@ pub(crate) async fn answer(
         // or without end: close rather than read it for the next request.
         res.headers_mut().insert(CONNECTION, CLOSE);
     }
-    if preflight && res.status() == StatusCode::NO_CONTENT {
+    if route.is_some_and(Route::is_admin) {
+        // No CORS headers: no page of another origin reads an admin answer (`http::admin`).
+    } else if preflight && res.status() == StatusCode::NO_CONTENT {
         let methods = route.map_or(HeaderValue::from_static("GET, HEAD"), |r| {
             router::methods(r, false)
         });

@@ -251,7 +251,7 @@ fn checked<'s, B>(
         ));
     };
     if route.is_admin() {
-        if let Err(e) = admin::check(ctx.admin_token.as_ref(), peer, req.headers()) {
+        if let Err(e) = admin::check(ctx.admin_token.as_ref(), peer, req.uri(), req.headers()) {
             return Checked::Answered(error(e));
         }
     }
@@ -265,8 +265,9 @@ fn checked<'s, B>(
                 ctx.journal.as_deref(),
             ))
         }
-        // No preflight either: no web page may dismiss what waits for the source.
-        (_, Some(Operation::Queue)) if req.method() == Method::OPTIONS => {
+        // No preflight on the other admin routes either: no web page of another origin may
+        // reset writes or dismiss what waits for the source (`http::admin`).
+        _ if route.is_admin() && req.method() == Method::OPTIONS => {
             return Checked::Answered(not_allowed(route))
         }
         // A CORS preflight: no token (browsers send none), the allow headers added by the server.

@@ -108,6 +108,96 @@ async fn loopback_clients_use_the_admin_routes_without_a_token_configured_or_not
     }
 }
 
+/// A web page open in a browser on the kiosk itself reaches eventbox from loopback. It must
+/// not read the journal (names, e-mails) nor reset writes: admin answers carry no CORS
+/// headers, admin routes answer no preflight, a request from a page of another origin is 403
+/// `admin_cross_origin`, and a host name rebound to 127.0.0.1 (DNS rebinding) makes the client
+/// remote. Before, all of these were answered, with `Access-Control-Allow-Origin: *`.
+#[tokio::test]
+async fn a_web_page_on_the_machine_itself_cannot_use_the_admin_routes() {
+    let app = serve_app_at([127, 0, 0, 1].into(), demo_app(None), |_| {}).await;
+    let own_origin = app.base.clone();
+    let host = app.base.trim_start_matches("http://").to_string();
+    let with = |method: &str, path: &str, headers: Vec<(&'static str, String)>| {
+        let method = Method::from_bytes(method.as_bytes()).expect("a method");
+        let mut req = app
+            .client
+            .request(method, format!("{}{path}", app.base))
+            .header("Authorization-Token", DEMO_TOKEN);
+        for (k, v) in headers {
+            req = req.header(k, v);
+        }
+        answer(req)
+    };
+    for (method, path) in ADMIN {
+        let res = with(
+            method,
+            path,
+            vec![("Origin", "https://evil.example".into())],
+        )
+        .await;
+        if method != "HEAD" {
+            res.assert_error(403, "admin_cross_origin");
+        } else {
+            assert_eq!(res.status.as_u16(), 403, "{method} {path}");
+        }
+        assert_eq!(res.header("access-control-allow-origin"), None, "{path}");
+
+        // Rebound: the page's own name for 127.0.0.1.
+        let rebound = with(method, path, vec![("Host", "evil.example:8080".into())]).await;
+        assert_eq!(rebound.status.as_u16(), 403, "{method} {path} rebound");
+
+        // The status page's own requests: same origin, answered, still without CORS headers.
+        let own = with(
+            method,
+            path,
+            vec![("Origin", own_origin.clone()), ("Host", host.clone())],
+        )
+        .await;
+        assert_eq!(
+            own.status.as_u16(),
+            ok_status(method, path),
+            "{method} {path}"
+        );
+        assert_eq!(own.header("access-control-allow-origin"), None, "{path}");
+    }
+    for path in ["/status", "/_journal", "/_writes/reset", "/_queue", "/_ui"] {
+        let preflight = with(
+            "OPTIONS",
+            path,
+            vec![
+                ("Origin", "https://evil.example".into()),
+                ("Access-Control-Request-Method", "POST".into()),
+                (
+                    "Access-Control-Request-Headers",
+                    "authorization-token".into(),
+                ),
+            ],
+        )
+        .await;
+        assert_ne!(preflight.status.as_u16(), 204, "{path}");
+        assert_eq!(
+            preflight.header("access-control-allow-origin"),
+            None,
+            "{path}"
+        );
+        assert_eq!(
+            preflight.header("access-control-allow-methods"),
+            None,
+            "{path}"
+        );
+    }
+    // The API keeps its CORS.
+    let api = with(
+        "GET",
+        "/api/v1/event",
+        vec![("Origin", "https://evil.example".into())],
+    )
+    .await;
+    assert_eq!(api.status.as_u16(), 200);
+    assert_eq!(api.header("access-control-allow-origin"), Some("*"));
+}
+
 #[tokio::test]
 async fn remote_clients_get_403_from_admin_routes_without_a_configured_token() {
     let Some(ip) = remote_ip() else { return };

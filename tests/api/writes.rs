@@ -400,7 +400,7 @@ async fn read_only_refuses_every_write_with_405_and_reset_forgets_the_writes() {
     let held = crate::helpers::raw_http1(
         &app.base,
         &format!(
-            "POST /_writes/reset HTTP/1.1\r\nHost: x\r\nAuthorization-Token: {DEMO_TOKEN}\r\n\
+            "POST /_writes/reset HTTP/1.1\r\nHost: localhost\r\nAuthorization-Token: {DEMO_TOKEN}\r\n\
              Content-Length: 20\r\n\r\n"
         ),
     )
