@@ -523,7 +523,7 @@ impl ServeOptions {
         Ok(self)
     }
 
-    fn check(&self) -> Result<(), ConfigError> {
+    pub(crate) fn check(&self) -> Result<(), ConfigError> {
         let at_least = |name: &str, value: Duration| {
             if value < MIN_INTERVAL {
                 Err(ConfigError::Value(format!(

@@ -153,6 +153,28 @@ impl Body {
         }
     }
 
+    /// For a body made for one request: the bytes of `encoding` and their `ETag`, that one
+    /// coding compressed now and not kept (the body is dropped with the answer), at the levels
+    /// a kept variant has, so the same bytes carry the same tag. Identity, and says so, if
+    /// compressing failed.
+    pub(crate) fn encoded_once(&self, encoding: Encoding) -> (Encoding, Payload, HeaderValue) {
+        if let Some((bytes, etag)) = self.ready(encoding) {
+            return (encoding, bytes.clone(), etag.clone());
+        }
+        let identity = self.identity.to_bytes();
+        let (gzip_level, br_quality) = levels(identity.len());
+        let made = match (encoding, &self.pieces) {
+            // A body in pieces is compressed piece by piece (other bytes): kept, not made here.
+            (_, Some(_)) | (Encoding::Identity, _) => None,
+            (Encoding::Gzip, None) => gzip(&identity, gzip_level, &|| true).map(|b| (b, "-gzip")),
+            (Encoding::Brotli, None) => brotli(&identity, br_quality, &|| true).map(|b| (b, "-br")),
+        };
+        match made {
+            Some((bytes, suffix)) => (encoding, Payload::One(bytes), etag(self.hash, suffix)),
+            None => (Encoding::Identity, self.identity.clone(), self.etag.clone()),
+        }
+    }
+
     /// The bytes of an encoding and their `ETag`, compressing now if needed (CPU work: for a
     /// large body, call it off the async threads); identity, and says so, if compressing failed.
     pub(crate) fn encoded(&self, encoding: Encoding) -> (Encoding, (&Payload, &HeaderValue)) {
@@ -178,8 +200,7 @@ impl Body {
             return true;
         }
         let whole = |identity: &Bytes| {
-            let large = identity.len() > EAGER_COMPRESS_MAX;
-            let (gzip_level, br_quality) = if large { (6, 5) } else { (9, 9) };
+            let (gzip_level, br_quality) = levels(identity.len());
             gzip(identity, gzip_level, keep)
                 .and_then(|gz| Some((gz.into(), brotli(identity, br_quality, keep)?.into())))
         };
@@ -201,6 +222,16 @@ impl Body {
             }
             None => false,
         }
+    }
+}
+
+/// The gzip level and brotli quality of a body of `len` bytes: the best for a body up to
+/// [`EAGER_COMPRESS_MAX`], faster ones for a larger one (seconds of CPU otherwise).
+fn levels(len: usize) -> (u32, u32) {
+    if len > EAGER_COMPRESS_MAX {
+        (6, 5)
+    } else {
+        (9, 9)
     }
 }
 
@@ -1086,6 +1117,31 @@ mod tests {
 
         assert!(one.len() < 200 && !one.contains("qqqq"), "{one}");
         assert_eq!(many, "ByReference(10000 detail files, 0 payments)");
+    }
+
+    /// A body made for one request, asked for in one coding by a client that refuses identity:
+    /// that coding alone, of any size (a large one used to get a 503 that no retry mended), and
+    /// the same bytes under the same tag as a kept variant of those bytes.
+    #[test]
+    fn a_body_made_per_request_is_compressed_in_the_one_coding_asked_for() {
+        for len in [10_000, 2 * EAGER_COMPRESS_MAX] {
+            let text: Vec<u8> = (0..len).map(|i| b"{\"a\":[1,2,3]}"[i % 13]).collect();
+            let made = Body::new(Bytes::from(text.clone()));
+            for encoding in [Encoding::Gzip, Encoding::Brotli] {
+                let (got, bytes, tag) = made.encoded_once(encoding);
+                assert_eq!(got, encoding, "{len}");
+                assert!(made.ready(encoding).is_none(), "not kept");
+                let kept = Body::new(Bytes::from(text.clone()));
+                let (_, (kept_bytes, kept_tag)) = kept.encoded(encoding);
+                assert_eq!(
+                    bytes.to_bytes(),
+                    kept_bytes.to_bytes(),
+                    "{len} {encoding:?}"
+                );
+                assert_eq!(&tag, kept_tag);
+                assert!(bytes.len() < text.len() as u64 / 4, "compressed");
+            }
+        }
     }
 
     #[test]

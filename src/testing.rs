@@ -109,6 +109,9 @@ pub enum StartError {
         key: String,
         known: String,
     },
+    /// An option `eventbox serve` would refuse (a journal over 100,000 requests, a limit of 0).
+    #[error("{0}")]
+    Options(crate::config::ConfigError),
     /// The temporary data folder could not be made or written.
     #[error("cannot write the test data folder at {}: {source}", path.display())]
     Write { path: PathBuf, source: io::Error },
@@ -379,9 +382,15 @@ impl fmt::Debug for Builder {
 
 impl Builder {
     fn new(data: Data) -> Builder {
+        let defaults = ServeOptions::default();
         Builder {
             data,
-            options: ServeOptions::default(),
+            // Every client of a test is one address (loopback): the per-address limit of a
+            // shared server (64) would close a test's 65th connection at once.
+            options: ServeOptions {
+                max_connections_per_ip: defaults.max_connections,
+                ..defaults
+            },
             allow_errors: false,
             configure: Vec::new(),
         }
@@ -500,6 +509,8 @@ impl Builder {
             data: data_dir.clone(),
             ..self.options
         };
+        // What `serve` would refuse is refused here too, never quietly changed.
+        options.check().map_err(StartError::Options)?;
         let app = App::with_options(&options);
         app.open_state()?;
         app.load()?;

@@ -296,7 +296,11 @@ fn checked<'s, B>(
             return Checked::Answered(res);
         }
         (_, Some(Operation::OpenApi)) => {
-            return Checked::Answered(represent(req.headers(), prepare::openapi(), ctx))
+            return Checked::Answered(represent(
+                req.headers(),
+                &Answer::Prepared(prepare::openapi()),
+                ctx,
+            ))
         }
         _ if !snapshot.is_ready() => {
             return Checked::Answered(match snapshot.waiting_body() {
@@ -499,11 +503,9 @@ where
             Ok(None) => {
                 // The attendees with writes, made per change: compressed once a client wants it.
                 if !Arc::ptr_eq(base, list) {
-                    let accept = parts
-                        .headers
-                        .get(ACCEPT_ENCODING)
-                        .and_then(|v| v.to_str().ok());
-                    let wanted = negotiate::choose(accept, ctx.compression, list.body.is_small());
+                    let accept = header_list(&parts.headers, ACCEPT_ENCODING);
+                    let wanted =
+                        negotiate::choose(accept.as_deref(), ctx.compression, list.body.is_small());
                     if wanted.is_some_and(|e| e != Encoding::Identity) {
                         list.compress_soon();
                     }
@@ -750,31 +752,38 @@ fn queue_seq(query: Option<&str>) -> Option<u64> {
     (name == "seq" && params.next().is_none()).then_some(seq)?
 }
 
-/// The answer for a prepared body: the encoding `Accept-Encoding` picks, its `ETag`, and 304 when
-/// `If-None-Match` names that tag. No compression happens here unless a client refuses identity
-/// for a body still being compressed in the background.
-fn represent(headers: &HeaderMap, body: &prepare::Body, ctx: &Context) -> Response<Payload> {
-    let accept = headers.get(ACCEPT_ENCODING).and_then(|v| v.to_str().ok());
-    let Some(wanted) = negotiate::choose(accept, ctx.compression, body.is_small()) else {
+/// The answer for a body: the encoding `Accept-Encoding` picks, its `ETag`, and 304 when
+/// `If-None-Match` names that tag. No compression happens here unless a client refuses
+/// identity: a body made for this request is compressed in the one coding asked for; a prepared
+/// one being compressed in the background is waited for by the client (503) when large.
+fn represent(headers: &HeaderMap, answer: &Answer<'_>, ctx: &Context) -> Response<Payload> {
+    let accept = header_list(headers, ACCEPT_ENCODING);
+    let accept = accept.as_deref();
+    let Some(wanted) = negotiate::choose(accept, ctx.compression, answer.is_small()) else {
         let mut res = error(ApiError::NotAcceptable);
         res.headers_mut().insert(VARY, ACCEPT_ENCODING_VARY);
         return res;
     };
-    let (encoding, (bytes, etag)) = match body.ready(wanted) {
-        Some(ready) => (wanted, ready),
-        None if negotiate::accepts_identity(accept) => body.encoded(Encoding::Identity),
-        // Identity refused and the variant not made yet: a small body is compressed now (a few
-        // ms); a large one is being compressed in the background, so ask the client to retry
-        // rather than hold a worker for seconds.
-        None if body.len() > prepare::EAGER_COMPRESS_MAX as u64 => {
-            let mut res = error(ApiError::NotReady);
-            res.headers_mut().insert(VARY, ACCEPT_ENCODING_VARY);
-            return res;
-        }
-        None => body.encoded(wanted),
+    let owned =
+        |(e, (bytes, etag)): (Encoding, (&Payload, &HeaderValue))| (e, bytes.clone(), etag.clone());
+    let (encoding, bytes, etag) = match answer.ready(wanted) {
+        Some(ready) => owned((wanted, ready)),
+        None if negotiate::accepts_identity(accept) => owned(answer.encoded(Encoding::Identity)),
+        None => match answer {
+            Answer::Made(body) => body.encoded_once(wanted),
+            // Identity refused and the variant not made yet: a small body is compressed now (a
+            // few ms); a large one is being compressed in the background, so ask the client to
+            // retry rather than hold a worker for seconds.
+            Answer::Prepared(body) if body.len() > prepare::EAGER_COMPRESS_MAX as u64 => {
+                let mut res = error(ApiError::NotReady);
+                res.headers_mut().insert(VARY, ACCEPT_ENCODING_VARY);
+                return res;
+            }
+            Answer::Prepared(body) => owned(body.encoded(wanted)),
+        },
     };
-    let matched = match headers.get(IF_NONE_MATCH).and_then(|v| v.to_str().ok()) {
-        Some(inm) => negotiate::none_match(inm, etag.to_str().unwrap_or_default()),
+    let matched = match header_list(headers, IF_NONE_MATCH) {
+        Some(inm) => negotiate::none_match(&inm, etag.to_str().unwrap_or_default()),
         None => false,
     };
     let mut res = if matched {
@@ -782,16 +791,41 @@ fn represent(headers: &HeaderMap, body: &prepare::Body, ctx: &Context) -> Respon
         *res.status_mut() = StatusCode::NOT_MODIFIED;
         res
     } else {
-        json(StatusCode::OK, bytes.clone())
+        json(StatusCode::OK, bytes)
     };
     let h = res.headers_mut();
-    h.insert(ETAG, etag.clone());
+    h.insert(ETAG, etag);
     h.insert(CACHE_CONTROL, NO_CACHE);
     h.insert(VARY, ACCEPT_ENCODING_VARY);
     if let (Some(name), false) = (encoding.header(), matched) {
         h.insert(CONTENT_ENCODING, HeaderValue::from_static(name));
     }
     res
+}
+
+/// A list-valued header (`Accept-Encoding`, `If-None-Match`) whole: its field lines joined
+/// with commas, as RFC 9110 §5.3 reads a field sent on several lines. `None` when absent; a
+/// line that is not text is left out.
+fn header_list(
+    headers: &HeaderMap,
+    name: hyper::header::HeaderName,
+) -> Option<std::borrow::Cow<'_, str>> {
+    let mut lines = headers
+        .get_all(&name)
+        .iter()
+        .filter_map(|v| v.to_str().ok());
+    let first = lines.next()?;
+    match lines.next() {
+        None => Some(std::borrow::Cow::Borrowed(first)),
+        Some(second) => {
+            let mut all = format!("{first}, {second}");
+            for line in lines {
+                all.push_str(", ");
+                all.push_str(line);
+            }
+            Some(std::borrow::Cow::Owned(all))
+        }
+    }
 }
 
 /// The first `n` bytes of a body (all of a shorter one), reading no further. A body that fails

@@ -195,6 +195,9 @@ pub(crate) async fn answer_bytes(service: &Service, request: &[u8]) -> std::io::
     Ok(answered)
 }
 
+/// The least time between two warnings about connections over the per-address limit.
+const PER_IP_WARNING: Duration = Duration::from_secs(10);
+
 /// Serves until `shutdown` completes, then stops accepting and lets requests in flight finish
 /// (up to [`DRAIN_TIMEOUT`]). Takes an already bound listener, so tests bind `127.0.0.1:0`.
 pub async fn serve(
@@ -210,6 +213,9 @@ pub async fn serve(
     let graceful = GracefulShutdown::new();
     let (stopping, stop) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
+    // Connections closed over the per-address limit since the last warning (at most one a
+    // PER_IP_WARNING): a client's lost connections are said, a flood is not echoed line by line.
+    let (mut closed, mut warned) = (0u64, None::<tokio::time::Instant>);
     loop {
         // At the connection cap, wait for one to close before accepting (the kernel queues).
         let permit = tokio::select! {
@@ -225,7 +231,16 @@ pub async fn serve(
                     Some(slot) => (stream, slot, peer),
                     None => {
                         // Closed at once, freeing the slot for other clients.
-                        tracing::debug!(client = %peer.ip(), "connection closed: over --max-connections-per-ip");
+                        closed += 1;
+                        if warned.is_none_or(|at| at.elapsed() >= PER_IP_WARNING) {
+                            tracing::warn!(
+                                client = %peer.ip(),
+                                closed,
+                                "connections closed at once: over --max-connections-per-ip {} from one address (a test client, a NAT or a proxy may need more)",
+                                limits.max_connections_per_ip
+                            );
+                            (closed, warned) = (0, Some(tokio::time::Instant::now()));
+                        }
                         continue;
                     }
                 },

@@ -40,6 +40,14 @@ pub struct Received {
     pub body: Option<Vec<u8>>,
     /// Whether `body` was cut to 16 KiB.
     pub body_cut: bool,
+    /// When the request arrived: the waits between a client's retries (after a 429's
+    /// `Retry-After`, say) are the differences of these.
+    pub time: std::time::SystemTime,
+    /// From arrival to the answer's head being ready (simulated delays included), or to the
+    /// client going away.
+    pub duration: std::time::Duration,
+    /// The token's first four characters (fewer for a short token), when one was sent.
+    pub token_hint: Option<String>,
 }
 
 impl Received {
@@ -53,6 +61,9 @@ impl Received {
             reference: e.reference.as_deref().map(str::to_string),
             body: e.body.as_deref().map(<[u8]>::to_vec),
             body_cut: e.body_cut,
+            time: e.time.into(),
+            duration: e.duration,
+            token_hint: e.token.clone(),
         }
     }
 
@@ -291,6 +302,10 @@ fn body_differences(want: &Value, e: &Entry) -> Vec<String> {
     };
     match serde_json::from_slice::<Value>(body) {
         Ok(got) => differences(want, &got),
+        Err(_) if e.body_cut => vec![format!(
+            "$: the body received ({} bytes kept) was cut at the journal's limit of 16 KiB, so it cannot be compared as JSON; check a smaller body, or the request's other parts",
+            body.len()
+        )],
         Err(_) => {
             let text = String::from_utf8_lossy(body);
             let mut quoted: String = text.chars().take(QUOTED).collect();
@@ -337,14 +352,36 @@ fn diff(at: &str, want: &Value, got: &Value, out: &mut Vec<String>) {
             }
         }
         (Value::Number(w), Value::Number(g)) => {
-            let same = w == g || w.as_f64().is_some_and(|w| g.as_f64() == Some(w));
-            if !same {
+            if !same_number(w, g) {
                 out.push(format!("{at}: expected {w}, received {g}"));
             }
         }
         _ if want == got => {}
         _ => out.push(format!("{at}: expected {want}, received {got}")),
     }
+}
+
+/// Whether two JSON numbers have one value: `10` is `10.00`, but integers are compared
+/// exactly (as floats, 9007199254740993 would be 9007199254740992: an id past 2^53 would pass
+/// for its neighbour).
+fn same_number(w: &serde_json::Number, g: &serde_json::Number) -> bool {
+    let int = |n: &serde_json::Number| {
+        n.as_i64()
+            .map(i128::from)
+            .or_else(|| n.as_u64().map(i128::from))
+    };
+    match (int(w), int(g)) {
+        (Some(w), Some(g)) => w == g,
+        (Some(i), None) => g.as_f64().is_some_and(|f| float_is(f, i)),
+        (None, Some(i)) => w.as_f64().is_some_and(|f| float_is(f, i)),
+        (None, None) => w.as_f64() == g.as_f64(),
+    }
+}
+
+/// Whether the float `f` is exactly the integer `i`.
+fn float_is(f: f64, i: i128) -> bool {
+    // Past ±2^127 no i128 is equal; `as` saturates, so bound it first.
+    f.fract() == 0.0 && f.abs() < 1.7e38 && f as i128 == i
 }
 
 /// `$.name`, or `$["odd key"]` for a key that is not a plain name.
@@ -389,5 +426,33 @@ mod tests {
             differences(&want, &reordered).is_empty(),
             "order, 10 = 10.0"
         );
+    }
+
+    #[test]
+    fn numbers_are_equal_by_value_and_integers_exactly() {
+        let number = |text: &str| serde_json::from_str::<Value>(text).expect("JSON");
+        for (a, b) in [
+            ("10", "10.00"),
+            ("1e2", "100"),
+            ("-0.5", "-5e-1"),
+            ("9007199254740993", "9007199254740993"),
+            ("18446744073709551615", "18446744073709551615"),
+        ] {
+            assert!(differences(&number(a), &number(b)).is_empty(), "{a} = {b}");
+        }
+        for (a, b) in [
+            // As floats both are 2^53: different ids must not pass for each other.
+            ("9007199254740993", "9007199254740992"),
+            ("9007199254740993", "9007199254740992.0"),
+            ("18446744073709551615", "18446744073709551614"),
+            ("-9223372036854775808", "9223372036854775807"),
+            ("10", "10.5"),
+        ] {
+            assert_eq!(
+                differences(&number(a), &number(b)),
+                [format!("$: expected {a}, received {b}")],
+                "{a} ≠ {b}"
+            );
+        }
     }
 }

@@ -1407,3 +1407,37 @@ async fn memory_file_off_keeps_bodies_on_the_heap_and_says_so() {
         assert!(why.iter().any(|w| log.contains(w)), "{log}");
     }
 }
+
+/// Connections over `--max-connections-per-ip` are closed at once; the log says so (once in a
+/// while, with how many), where it used to say nothing at the default level.
+#[test]
+fn connections_over_the_per_address_limit_are_logged() {
+    let served = start_binary(
+        &[
+            "--data",
+            demo_data().to_str().expect("utf-8"),
+            "--addr",
+            "127.0.0.1:0",
+            "--max-connections-per-ip",
+            "1",
+        ],
+        &[],
+    );
+    let addr = served.base.trim_start_matches("http://").to_string();
+    let _held = std::net::TcpStream::connect(&addr).expect("the first connection");
+    let start = std::time::Instant::now();
+    loop {
+        // Each connection over the limit is closed at once; the first one closed is logged.
+        let _ = std::net::TcpStream::connect(&addr);
+        let log = served.stderr();
+        if log.contains("over --max-connections-per-ip 1 from one address") {
+            assert!(log.contains("client=127.0.0.1"), "{log}");
+            break;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "not logged: {log}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -862,3 +862,58 @@ async fn a_large_body_in_pieces_is_whole_in_every_encoding_and_after_a_reload() 
         assert_eq!(detail.json()["data"][0]["reference_payment"], "PG011999");
     }
 }
+
+/// A list-valued header sent on several lines is one list (RFC 9110 §5.3): `If-None-Match` on
+/// two lines matches its second tag, and `Accept-Encoding` on two lines offers both codings.
+/// Only the first line was read.
+#[tokio::test]
+async fn a_header_sent_on_several_lines_is_read_whole() {
+    let app = spawn_app(&demo_data()).await;
+    let first = app.get("/api/v1/event", DEMO_TOKEN).await;
+    let etag = first.header("etag").expect("an ETag").to_string();
+    let sent = crate::helpers::raw_http1(
+        &app.base,
+        &format!(
+            "GET /api/v1/event HTTP/1.1\r\nHost: localhost\r\nAuthorization-Token: {DEMO_TOKEN}\r\n\
+             If-None-Match: \"other\"\r\nIf-None-Match: {etag}\r\nConnection: close\r\n\r\n"
+        ),
+    )
+    .await;
+    let head = String::from_utf8_lossy(&sent.received);
+    assert!(head.starts_with("HTTP/1.1 304"), "{head}");
+
+    let sent = crate::helpers::raw_http1(
+        &app.base,
+        &format!(
+            "GET /api/v1/event HTTP/1.1\r\nHost: localhost\r\nAuthorization-Token: {DEMO_TOKEN}\r\n\
+             Accept-Encoding: identity;q=0\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n"
+        ),
+    )
+    .await;
+    let head = String::from_utf8_lossy(&sent.received).to_ascii_lowercase();
+    assert!(
+        head.starts_with("http/1.1 200") && head.contains("content-encoding: gzip"),
+        "{head}"
+    );
+}
+
+/// A page (made per request) for a client that refuses identity: compressed in the coding it
+/// asked for, and decoded to the plain page.
+#[tokio::test]
+async fn a_page_for_a_client_refusing_identity_comes_in_its_coding() {
+    let app = spawn_app(&demo_data()).await;
+    let path = "/api/v1/attendees?page=1&per_page=2";
+    let plain = app.get(path, DEMO_TOKEN).await;
+    assert_eq!(plain.status, 200, "{}", plain.text());
+    for coding in ["br", "gzip"] {
+        let accept = format!("{coding}, identity;q=0");
+        let res = app
+            .get_with(path, DEMO_TOKEN, &[("accept-encoding", &accept)])
+            .await;
+        assert_eq!(res.status, 200, "{}", res.text());
+        assert_eq!(res.header("content-encoding"), Some(coding));
+        assert_eq!(decode(&res), plain.body);
+        let tag = res.header("etag").expect("an ETag");
+        assert!(tag.ends_with(&format!("-{coding}\"")), "{tag}");
+    }
+}

@@ -510,6 +510,57 @@ async fn check_fails_with_a_message_showing_the_closest_body_and_what_was_receiv
     assert_eq!(text, too_few.message());
 }
 
+/// A body over the journal's 16 KiB is cut there: `check` says so rather than calling what
+/// the client sent "not JSON". Each request also says when it came, how long its answer took
+/// and the token's hint, so that a test can check a client's waits between retries.
+#[tokio::test]
+async fn a_body_cut_by_the_journal_is_said_to_be_cut_and_each_request_has_its_time() {
+    let server = TestServer::from_folder(demo_data())
+        .journal(10)
+        .allow_control_headers(true)
+        .start()
+        .expect("starts");
+    let before = std::time::SystemTime::now();
+    let pad = "x".repeat(20_000);
+    let body = json!({"reference": "PG2026000122", "pad": pad}).to_string();
+    let sent = answer(
+        crate::helpers::client()
+            .get(server.url(DETAILS))
+            .header("Authorization-Token", DEMO_TOKEN)
+            .header("Content-Type", "application/json")
+            .header("X-Eventbox-Delay", "150")
+            .body(body),
+    )
+    .await;
+    assert_eq!(sent.status, 200, "{}", sent.text());
+
+    let said = server
+        .check(&Expect::get(DETAILS).json_body(json!({"reference": "PG2026000122", "pad": pad})))
+        .expect_err("cut, so not comparable");
+    assert!(
+        said.message()
+            .contains("was cut at the journal's limit of 16 KiB, so it cannot be compared as JSON"),
+        "{said}"
+    );
+    assert!(!said.message().contains("not JSON"), "{said}");
+
+    let received = server.received_requests().expect("the journal is on");
+    let [details] = received.as_slice() else {
+        panic!("one request: {received:?}");
+    };
+    assert!(details.body_cut);
+    assert!(
+        details.time >= before - std::time::Duration::from_secs(1),
+        "{details:?}"
+    );
+    assert!(details.time <= std::time::SystemTime::now(), "{details:?}");
+    assert!(
+        details.duration >= std::time::Duration::from_millis(150),
+        "the delay counts: {details:?}"
+    );
+    assert_eq!(details.token_hint.as_deref(), Some(&DEMO_TOKEN[..4]));
+}
+
 #[tokio::test]
 async fn verification_without_a_journal_says_how_to_turn_it_on() {
     let server = TestServer::start(demo_data()).expect("starts");
@@ -535,4 +586,48 @@ fn an_expectation_the_filters_refuse_panics_at_once() {
             .unwrap_or_default();
         assert!(text.starts_with("Expect::"), "{text}");
     }
+}
+
+/// Every client of a test is one address: a `TestServer` takes as many connections from it as
+/// a test opens (the shared server's per-address limit, 64, closed the 65th at once).
+#[tokio::test]
+async fn a_test_server_takes_a_hundred_connections_from_one_client_at_once() {
+    let server = TestServer::from_folder(demo_data())
+        .allow_control_headers(true)
+        .start()
+        .expect("starts");
+    let url = server.url("/api/v1/event");
+    let calls = (0..100).map(|_| {
+        // A client each: a connection each, all held during the delay.
+        let request = crate::helpers::client()
+            .get(&url)
+            .header("Authorization-Token", DEMO_TOKEN)
+            .header("X-Eventbox-Delay", "400");
+        tokio::spawn(async move { request.send().await.map(|r| r.status().as_u16()) })
+    });
+    let mut statuses = Vec::new();
+    for call in calls.collect::<Vec<_>>() {
+        statuses.push(call.await.expect("task").map_err(|e| e.to_string()));
+    }
+    let failed: Vec<_> = statuses.iter().filter(|s| *s != &Ok(200)).collect();
+    assert!(
+        failed.is_empty(),
+        "{} failed: {:?}",
+        failed.len(),
+        failed.first()
+    );
+}
+
+/// An option `eventbox serve` refuses is refused by `start`, not quietly changed.
+#[test]
+fn an_option_serve_refuses_is_refused_at_start() {
+    let refused = TestServer::from_folder(demo_data())
+        .journal(1_000_000)
+        .start()
+        .expect_err("more than 100,000 requests");
+    assert!(matches!(refused, StartError::Options(_)), "{refused:?}");
+    assert_eq!(
+        refused.to_string(),
+        "--journal keeps at most 100000 requests, not 1000000"
+    );
 }
