@@ -2,9 +2,13 @@
 //! connection to finish (HTTP/1: no more keep-alive; HTTP/2: GOAWAY, then a PING round trip
 //! before the final GOAWAY) and waits for it to end; an HTTP/2 client that never answers the PING
 //! or never closes would hold the drain for its whole time limit. So each connection counts its
-//! requests in flight (a request counts until its answer's body has been handed to the socket),
-//! and once shutdown is asked for, a connection with none is closed at once; one with requests
-//! in flight is closed as soon as they are done (or by the drain limit).
+//! requests in flight (a request counts until hyper has taken its answer's last bytes), and once
+//! shutdown is asked for, a connection with none is closed once it has also stopped writing:
+//! hyper may still hold a body it has taken whole (a prepared answer is one buffer), which it
+//! writes as the client reads, so the connection is closed only when no write waits for the
+//! client and none has moved bytes for [`SETTLE`] (or by the drain limit). A connection that
+//! ends by itself meanwhile (hyper's graceful shutdown closes an HTTP/1 one once its answer is
+//! out) ends sooner.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -12,16 +16,43 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::time::Duration;
+
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 use tokio::sync::{watch, Notify};
+use tokio::time::Instant;
 
-/// A connection's requests in flight.
-#[derive(Debug, Default)]
+/// How long a connection without requests in flight must have written nothing before a
+/// shutdown closes it: hyper writes what it holds as fast as the client reads, so a transfer
+/// still under way moves bytes far more often than this.
+pub(crate) const SETTLE: Duration = Duration::from_millis(250);
+
+/// A connection's requests in flight, and its writes.
+#[derive(Debug)]
 pub(crate) struct InFlight {
     count: AtomicUsize,
-    /// Told each time the count falls to zero (a permit is kept if nobody waits).
+    /// Told each time the count falls to zero, and when a write that waited for the client
+    /// moves again (a permit is kept if nobody waits).
     idle: Notify,
+    /// The last write waited for the client to take bytes.
+    write_waiting: AtomicBool,
+    /// When a write last moved bytes, in microseconds after `since`.
+    last_write: AtomicU64,
+    since: Instant,
+}
+
+impl Default for InFlight {
+    fn default() -> Self {
+        InFlight {
+            count: AtomicUsize::new(0),
+            idle: Notify::new(),
+            write_waiting: AtomicBool::new(false),
+            last_write: AtomicU64::new(0),
+            since: Instant::now(),
+        }
+    }
 }
 
 /// One request in flight; done when dropped.
@@ -36,6 +67,31 @@ impl InFlight {
 
     pub(crate) fn is_idle(&self) -> bool {
         self.count.load(Ordering::Acquire) == 0
+    }
+
+    /// Records a write to the socket: whether it waited for the client, and when it moved
+    /// bytes, if it did.
+    pub(crate) fn wrote(&self, waiting: bool, moved: Option<Instant>) {
+        if let Some(at) = moved {
+            let at = at.saturating_duration_since(self.since).as_micros();
+            self.last_write
+                .store(u64::try_from(at).unwrap_or(u64::MAX), Ordering::Release);
+        }
+        let was = self.write_waiting.swap(waiting, Ordering::AcqRel);
+        if was && !waiting {
+            self.idle.notify_one();
+        }
+    }
+
+    /// How long until the connection has been quiet for [`SETTLE`]: `None` when it has no
+    /// request in flight, no write waiting and nothing written for that long (it may close).
+    fn settling(&self) -> Option<Duration> {
+        if !self.is_idle() || self.write_waiting.load(Ordering::Acquire) {
+            return Some(SETTLE);
+        }
+        let last = Duration::from_micros(self.last_write.load(Ordering::Acquire));
+        let quiet = self.since.elapsed().saturating_sub(last);
+        SETTLE.checked_sub(quiet).filter(|left| !left.is_zero())
     }
 }
 
@@ -84,7 +140,7 @@ impl<B: Body<Data = Bytes> + Unpin> Body for Tracked<B> {
 }
 
 /// Runs `connection` until it ends; once `stop` turns true, ends it as soon as it has no
-/// request in flight.
+/// request in flight and has stopped writing (see [`InFlight::settling`]).
 pub(crate) async fn until_idle_after_stop<C, T, E>(
     connection: C,
     inflight: Arc<InFlight>,
@@ -99,12 +155,15 @@ where
         _ = stop.wait_for(|s| *s) => {}
     }
     loop {
-        if inflight.is_idle() {
+        let Some(wait) = inflight.settling() else {
             return None; // dropped: closed without waiting for the client
-        }
+        };
+        // Busy (a request in flight, a write waiting): until that changes; quiet but only
+        // lately: until it has been quiet long enough. Either way the state is asked again.
         tokio::select! {
             done = &mut connection => return Some(done),
             () = inflight.idle.notified() => {}
+            () = tokio::time::sleep(wait), if inflight.is_idle() => {}
         }
     }
 }

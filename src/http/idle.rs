@@ -94,10 +94,15 @@ impl<S> IdleTimeout<S> {
         written: Poll<io::Result<usize>>,
     ) -> Poll<io::Result<usize>> {
         self.write_stalled = written.is_pending();
+        let moved = match written {
+            Poll::Ready(Ok(n)) if n > 0 => Some(Instant::now()),
+            _ => None,
+        };
+        self.in_flight.wrote(self.write_stalled, moved);
         match written {
             Poll::Ready(Ok(n)) => {
-                if n > 0 {
-                    self.last_activity = Instant::now();
+                if let Some(now) = moved {
+                    self.last_activity = now;
                     // A read past the deadline left the timer spent while this write stalled
                     // (see `read_expired`): armed again, or nothing would wake a connection
                     // that falls silent after this write.

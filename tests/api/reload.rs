@@ -431,6 +431,68 @@ async fn metrics_move_when_requests_are_made_and_bundles_reload() {
     );
 }
 
+/// A large answer still being read when shutdown comes is sent whole: hyper takes a prepared
+/// body as one buffer and writes it as the client reads, and the connection used to be closed
+/// as soon as hyper had taken it, cutting the answer.
+#[tokio::test]
+async fn shutdown_lets_a_large_answer_being_read_slowly_finish() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let data = TempData::new();
+    data.with_demo("demo");
+    let path = data.path().join("demo/event.json");
+    let mut event: Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("event.json")).expect("JSON");
+    event["data"][0]["title"] = Value::String("x".repeat(12_000_000));
+    write(&path, serde_json::to_string(&event).expect("JSON"));
+    let app = crate::helpers::spawn_app(data.path()).await;
+    let addr: std::net::SocketAddr = app
+        .base
+        .trim_start_matches("http://")
+        .parse()
+        .expect("an address");
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.set_recv_buffer_size(64 * 1024).expect("a small buffer");
+    let mut conn = socket.connect(addr).await.expect("connect");
+    conn.write_all(
+        format!(
+            "GET /api/v1/event HTTP/1.1\r\nHost: {addr}\r\nAuthorization-Token: {DEMO_TOKEN}\r\nAccept-Encoding: identity\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .await
+    .expect("write");
+    // The head and a first part of the body: the answer is under way.
+    let mut received = vec![0u8; 256 * 1024];
+    conn.read_exact(&mut received).await.expect("a first part");
+
+    let stopping = tokio::spawn(app.shutdown());
+    // The rest, read slowly (about 20 MB/s): hyper still holds much of it when shutdown comes.
+    let mut chunk = vec![0u8; 128 * 1024];
+    loop {
+        let n = conn.read(&mut chunk).await.expect("read");
+        if n == 0 {
+            break;
+        }
+        received.extend_from_slice(&chunk[..n]);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let text = String::from_utf8_lossy(&received[..received.len().min(4096)]).to_string();
+    let (head, _) = text.split_once("\r\n\r\n").expect("a head");
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length: "))
+        .expect("a length")
+        .parse()
+        .expect("a number");
+    let body = received.len() - head.len() - 4;
+    assert_eq!(body, length, "the answer was cut at {body} of {length} bytes");
+    tokio::time::timeout(Duration::from_secs(15), stopping)
+        .await
+        .expect("shutdown completes")
+        .expect("clean");
+}
+
 #[tokio::test]
 async fn shutdown_lets_a_request_in_flight_finish() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
