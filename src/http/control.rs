@@ -94,7 +94,7 @@ impl BadControl {
             STATUS_HEADER => ("X-Eventbox-Status", "a status from 400 to 599"),
             RETRY_AFTER_HEADER => (
                 "X-Eventbox-Retry-After",
-                "seconds, an HTTP-date whose weekday matches its date, or none",
+                "seconds (at most 18446744073709551615), an HTTP-date from 1970 on whose weekday matches its date, or none",
             ),
             _ => ("X-Eventbox-Fault", "one of reset, empty, truncate"),
         }

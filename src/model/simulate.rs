@@ -183,7 +183,7 @@ fn fields(map: &Map<String, Value>, path: &str, diag: &mut Diag, bundle_wide: bo
                     None => diag.error(
                         &at,
                         format!(
-                            "expected whole seconds (120), an HTTP-date whose weekday matches its date (\"Wed, 21 Oct 2026 07:28:00 GMT\") or \"none\", found {}",
+                            "expected whole seconds (120), an HTTP-date from 1970 on whose weekday matches its date (\"Wed, 21 Oct 2026 07:28:00 GMT\") or \"none\", found {}",
                             describe(value)
                         ),
                     ),
@@ -308,12 +308,12 @@ mod tests {
                 "warning: simulate.speed: unknown key, ignored (known: latency_ms, error_rate, error_status, retry_after, seed, endpoints)",
                 "error: simulate.endpoints.payments.latency_ms: the range [800, 200] has its minimum above its maximum",
                 "warning: simulate.endpoints.payments.seed: unknown key, ignored (the seed is set once for the bundle, in [simulate])",
-                "error: simulate.endpoints.payments.retry_after: expected whole seconds (120), an HTTP-date whose weekday matches its date (\"Wed, 21 Oct 2026 07:28:00 GMT\") or \"none\", found the number -1",
+                "error: simulate.endpoints.payments.retry_after: expected whole seconds (120), an HTTP-date from 1970 on whose weekday matches its date (\"Wed, 21 Oct 2026 07:28:00 GMT\") or \"none\", found the number -1",
                 unknown.as_str(),
                 "error: simulate.error_rate: expected a number from 0 to 1, found the number 1.5",
                 "error: simulate.error_status: expected an HTTP error status from 400 to 599, found the number 302",
                 "error: simulate.latency_ms: expected milliseconds (120) or a range [min, max] ([50, 400]); a range has exactly two numbers",
-                "error: simulate.retry_after: expected whole seconds (120), an HTTP-date whose weekday matches its date (\"Wed, 21 Oct 2026 07:28:00 GMT\") or \"none\", found the string \"soon\"",
+                "error: simulate.retry_after: expected whole seconds (120), an HTTP-date from 1970 on whose weekday matches its date (\"Wed, 21 Oct 2026 07:28:00 GMT\") or \"none\", found the string \"soon\"",
             ]
         );
     }

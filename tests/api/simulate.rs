@@ -529,7 +529,7 @@ async fn a_simulated_error_carries_the_retry_after_asked_for() {
     unusable.assert_error(400, "invalid_control_header");
     assert!(
         unusable.json()["message"].as_str().is_some_and(|m| m.contains(
-            "This request's X-Eventbox-Retry-After is `Mon, 06 Nov 1994 08:49:37 GMT`, not seconds, an HTTP-date whose weekday matches its date, or none."
+            "This request's X-Eventbox-Retry-After is `Mon, 06 Nov 1994 08:49:37 GMT`, not seconds (at most 18446744073709551615), an HTTP-date from 1970 on whose weekday matches its date, or none."
         )),
         "{}",
         unusable.json()
