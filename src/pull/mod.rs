@@ -454,6 +454,15 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
                             reason,
                         }
                     }
+                    // serde quotes the server's text whole (`invalid type: string "..."`).
+                    PullError::Payments(why) => {
+                        let why = hide_token(&why, opts.token.expose());
+                        let mut cut: String = why.chars().take(200).collect();
+                        if cut.len() < why.len() {
+                            cut.push('…');
+                        }
+                        PullError::Payments(cut)
+                    }
                     other => other,
                 })?;
                 Some(references.len())

@@ -1217,3 +1217,30 @@ async fn an_answer_over_max_file_bytes_is_refused_and_changes_nothing() {
     assert!(files(&into) == before, "the earlier copy changed");
     assert_no_leftovers(data.path());
 }
+
+/// A payments answer of another shape is refused with serde's reason, which quotes the
+/// server's text: the token in it is hidden and the text cut, as other server text is.
+#[tokio::test]
+async fn a_payments_answer_of_another_shape_never_shows_the_token_or_a_whole_page() {
+    let source = spawn_app(&demo_data()).await;
+    let echo = format!(
+        "debug: Authorization-Token {DEMO_TOKEN} {}",
+        "x".repeat(5_000)
+    );
+    let body = serde_json::json!({ "data": echo }).to_string();
+    let proxy = Proxy::start(&source.base, move |path, _, _| match path {
+        "/api/v1/payments" => Act::Answer(200, vec![], body.clone()),
+        _ => Act::Forward,
+    })
+    .await;
+    let data = TempData::new();
+    let err = pull::run(&options(&proxy.base, DEMO_TOKEN, &data.path().join("copy")))
+        .await
+        .expect_err("not a list");
+
+    let said = err.to_string();
+    assert!(matches!(err, PullError::Payments(_)), "{err:?}");
+    assert!(!said.contains(DEMO_TOKEN), "{said}");
+    assert!(said.len() < 400, "{} bytes: {said}", said.len());
+    assert_no_leftovers(data.path());
+}

@@ -452,7 +452,9 @@ async fn shutdown_lets_a_large_answer_being_read_slowly_finish() {
         .parse()
         .expect("an address");
     let socket = tokio::net::TcpSocket::new_v4().expect("socket");
-    socket.set_recv_buffer_size(64 * 1024).expect("a small buffer");
+    socket
+        .set_recv_buffer_size(64 * 1024)
+        .expect("a small buffer");
     let mut conn = socket.connect(addr).await.expect("connect");
     conn.write_all(
         format!(
@@ -486,7 +488,10 @@ async fn shutdown_lets_a_large_answer_being_read_slowly_finish() {
         .parse()
         .expect("a number");
     let body = received.len() - head.len() - 4;
-    assert_eq!(body, length, "the answer was cut at {body} of {length} bytes");
+    assert_eq!(
+        body, length,
+        "the answer was cut at {body} of {length} bytes"
+    );
     tokio::time::timeout(Duration::from_secs(15), stopping)
         .await
         .expect("shutdown completes")
