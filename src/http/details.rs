@@ -1,7 +1,9 @@
 //! Where `payments/details` finds its `reference`: the platform's docs put it in a GET's body, but
 //! names no content type, and clients differ. First found wins: the query string
 //! `?reference=...`, a JSON body `{"reference": "..."}`, a form body `reference=...`.
-//! An empty reference counts as absent.
+//! An empty reference counts as absent. The name is matched ignoring ASCII case (`Reference`,
+//! `REFERENCE`), as the service's framework binds parameters and JSON members (as `page` and
+//! `per_page` are read, `paging.rs`); the first found wins.
 
 /// The body is neither valid JSON nor a valid form.
 #[derive(Debug, PartialEq, Eq)]
@@ -14,7 +16,7 @@ pub(crate) fn from_query(query: Option<&str>) -> Option<String> {
 
 fn form_value(bytes: &[u8]) -> Option<String> {
     form_urlencoded::parse(bytes)
-        .find(|(k, _)| k == "reference")
+        .find(|(k, _)| k.eq_ignore_ascii_case("reference"))
         .map(|(_, v)| v.into_owned())
         .filter(|v| !v.is_empty())
 }
@@ -46,7 +48,12 @@ pub(crate) fn from_body(
         let serde_json::Value::Object(map) = value else {
             return Err(InvalidBody);
         };
-        return match map.get("reference") {
+        let member = map.get("reference").or_else(|| {
+            map.iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case("reference"))
+                .map(|(_, v)| v)
+        });
+        return match member {
             None | Some(serde_json::Value::Null) => Ok(None),
             Some(serde_json::Value::String(s)) if s.is_empty() => Ok(None),
             Some(serde_json::Value::String(s)) => Ok(Some(s.clone())),
@@ -78,6 +85,12 @@ mod tests {
             Some("AB 12".into())
         );
         assert_eq!(from_query(Some("reference=")), None);
+        assert_eq!(from_query(Some("Reference=X1")), Some("X1".into()));
+        assert_eq!(
+            from_body(Some("application/json"), br#"{"REFERENCE":"X2"}"#),
+            Ok(Some("X2".into()))
+        );
+        assert_eq!(from_body(None, b"reFerence=X3"), Ok(Some("X3".into())));
         assert_eq!(from_query(None), None);
     }
 
