@@ -67,6 +67,12 @@ impl ReplyBody {
         }
     }
 
+    /// The body bytes that will be sent (half of a truncated body, whose `Content-Length` says
+    /// the whole).
+    pub(crate) fn to_send(&self) -> u64 {
+        self.left
+    }
+
     /// Over HTTP/1: instead of failing after half the body (which would lose it in hyper's
     /// buffer), cut `connection` once it has been written. No effect on a whole body.
     pub(crate) fn cut_after_half(&mut self, connection: &ConnFault) {

@@ -147,7 +147,7 @@ pub(crate) async fn answer(
     let sent = if unanswered || head {
         0
     } else {
-        res.body().size_hint().exact().unwrap_or(0)
+        res.body().to_send()
     };
     outcome.record(
         if unanswered { 0 } else { res.status().as_u16() },

@@ -1114,7 +1114,35 @@ async fn logs_written_to_a_file_have_no_colour_codes() {
     let served = start_binary(&args, &envs);
     assert_eq!(get_event(&served.base, "demo-token").await.0, 200);
     assert_eq!(get_event(&served.base, "wrong-token").await.0, 401);
+    // A truncated answer: its line counts the half sent, not the length announced.
+    let whole = crate::helpers::client()
+        .get(format!("{}/api/v1/payments", served.base))
+        .header("Authorization-Token", "demo-token")
+        .header("Accept-Encoding", "identity")
+        .send()
+        .await
+        .expect("an answer")
+        .bytes()
+        .await
+        .expect("a body")
+        .len();
+    let _ = crate::helpers::client()
+        .get(format!("{}/api/v1/payments", served.base))
+        .header("Authorization-Token", "demo-token")
+        .header("Accept-Encoding", "identity")
+        .header("X-Eventbox-Fault", "truncate")
+        .send()
+        .await;
     let stderr = stop(served);
+    let truncated = stderr
+        .lines()
+        .filter(|l| l.contains("/api/v1/payments"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("two payments lines:\n{stderr}"));
+    assert!(
+        truncated.contains(&format!("bytes={} ", whole / 2)),
+        "{whole} bytes whole: {truncated}"
+    );
 
     // -q on the command line wins over RUST_LOG: warnings only.
     let quiet = start_binary(&[&args[..], &["-q"]].concat(), &envs);
