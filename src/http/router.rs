@@ -83,6 +83,9 @@ pub(crate) struct Context {
     /// The admin token (`--admin-token`): what a peer that is not loopback must send to use
     /// the admin routes; `None`: they answer loopback peers only.
     pub(crate) admin_token: Option<Token>,
+    /// Turns true when the server stops: a simulated delay ends then, so that it never holds
+    /// the drain.
+    pub(crate) stopping: tokio::sync::watch::Receiver<bool>,
 }
 
 fn json(status: StatusCode, body: impl Into<Payload>) -> Response<Payload> {
@@ -441,7 +444,13 @@ where
         .or(draw.map(|d| d.delay))
         .map(|d| d.min(ctx.max_delay));
     if let Some(delay) = delay.filter(|d| !d.is_zero()) {
-        tokio::time::sleep(delay).await;
+        // Cut short when the server stops: the answer goes out at once rather than holding
+        // the drain (up to `--max-delay`) for a wait the client asked the test server for.
+        let mut stopping = ctx.stopping.clone();
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            _ = stopping.wait_for(|s| *s) => {}
+        }
     }
     if let Some(fault @ (Fault::Reset | Fault::Empty)) = control.fault {
         if fault == Fault::Empty {

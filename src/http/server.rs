@@ -127,7 +127,11 @@ pub(crate) struct Shared {
 
 impl Service {
     /// What every request of a server listening at `local` shares.
-    fn shared(&self, local: std::net::SocketAddr) -> Arc<Shared> {
+    fn shared(
+        &self,
+        local: std::net::SocketAddr,
+        stopping: tokio::sync::watch::Receiver<bool>,
+    ) -> Arc<Shared> {
         Arc::new(Shared {
             store: Arc::clone(&self.store),
             access_log: self.access_log,
@@ -142,6 +146,7 @@ impl Service {
                 journal: self.journal.clone(),
                 writes: Arc::clone(&self.writes),
                 admin_token: self.admin_token.clone(),
+                stopping,
             },
         })
     }
@@ -171,7 +176,8 @@ pub(crate) async fn answer_bytes(service: &Service, request: &[u8]) -> std::io::
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let local = std::net::SocketAddr::from(([127, 0, 0, 1], 8080));
     let peer = std::net::SocketAddr::from(([127, 0, 0, 1], 40000));
-    let shared = service.shared(local);
+    let (_running, stopping) = tokio::sync::watch::channel(false);
+    let shared = service.shared(local, stopping);
     let (mut client, server) = tokio::io::duplex(64 * 1024);
     let svc = service_fn(move |req| {
         let shared = Arc::clone(&shared);
@@ -205,13 +211,13 @@ pub async fn serve(
     service: Service,
     shutdown: impl Future<Output = ()>,
 ) -> std::io::Result<()> {
-    let shared = service.shared(listener.local_addr()?);
+    let (stopping, stop) = tokio::sync::watch::channel(false);
+    let shared = service.shared(listener.local_addr()?, stop.clone());
     let limits = service.limits;
     let builder = connection_builder(&limits);
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let per_ip = PerIp::new(limits.max_connections_per_ip);
     let graceful = GracefulShutdown::new();
-    let (stopping, stop) = tokio::sync::watch::channel(false);
     tokio::pin!(shutdown);
     // Connections closed over the per-address limit since the last warning (at most one a
     // PER_IP_WARNING): a client's lost connections are said, a flood is not echoed line by line.
