@@ -2,13 +2,15 @@
 //! connection to finish (HTTP/1: no more keep-alive; HTTP/2: GOAWAY, then a PING round trip
 //! before the final GOAWAY) and waits for it to end; an HTTP/2 client that never answers the PING
 //! or never closes would hold the drain for its whole time limit. So each connection counts its
-//! requests in flight (a request counts until hyper has taken its answer's last bytes), and once
-//! shutdown is asked for, a connection with none is closed once it has also stopped writing:
-//! hyper may still hold a body it has taken whole (a prepared answer is one buffer), which it
-//! writes as the client reads, so the connection is closed only when no write waits for the
-//! client and none has moved bytes for [`SETTLE`] (or by the drain limit). A connection that
-//! ends by itself meanwhile (hyper's graceful shutdown closes an HTTP/1 one once its answer is
-//! out) ends sooner.
+//! requests in flight (a request counts until hyper has taken its answer's last bytes) and
+//! notes its traffic, and once shutdown is asked for, a connection is closed when it has no
+//! request in flight, no write waiting for the client, and neither read nor written anything
+//! for [`SETTLE`] (or by the drain limit); one that ends by itself meanwhile (hyper's graceful
+//! shutdown closes an HTTP/1 one once its answer is out) ends sooner. hyper may still hold an
+//! answer it has taken whole (a prepared answer is one buffer): over HTTP/1 it writes it as the
+//! client reads (writes move, or wait); over HTTP/2 as the client's window allows, which the
+//! client opens with `WINDOW_UPDATE` frames as it reads (reads move). A request done counts as
+//! traffic too, so an answer finished after shutdown is written before the connection goes.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -24,10 +26,13 @@ use hyper::body::{Body, Frame, SizeHint};
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
-/// How long a connection without requests in flight must have written nothing before a
-/// shutdown closes it: hyper writes what it holds as fast as the client reads, so a transfer
-/// still under way moves bytes far more often than this.
-pub(crate) const SETTLE: Duration = Duration::from_millis(250);
+/// How long a connection without requests in flight must have been quiet (nothing read,
+/// nothing written) before a shutdown closes it: a transfer still under way moves bytes, or
+/// window updates, far more often than this. Over HTTP/1 a client that pauses its reading is
+/// waited for anyway (the write waits); over HTTP/2 one that pauses for longer than this may
+/// be cut, since h2 holding unsent data for a shut window cannot be told from a connection with
+/// nothing left to send.
+pub(crate) const SETTLE: Duration = Duration::from_secs(1);
 
 /// A connection's requests in flight, and its writes.
 #[derive(Debug)]
@@ -38,8 +43,9 @@ pub(crate) struct InFlight {
     idle: Notify,
     /// The last write waited for the client to take bytes.
     write_waiting: AtomicBool,
-    /// When a write last moved bytes, in microseconds after `since`.
-    last_write: AtomicU64,
+    /// When bytes last moved either way, or a request was done, in microseconds after
+    /// `since`.
+    last_traffic: AtomicU64,
     since: Instant,
 }
 
@@ -49,7 +55,7 @@ impl Default for InFlight {
             count: AtomicUsize::new(0),
             idle: Notify::new(),
             write_waiting: AtomicBool::new(false),
-            last_write: AtomicU64::new(0),
+            last_traffic: AtomicU64::new(0),
             since: Instant::now(),
         }
     }
@@ -73,9 +79,7 @@ impl InFlight {
     /// bytes, if it did.
     pub(crate) fn wrote(&self, waiting: bool, moved: Option<Instant>) {
         if let Some(at) = moved {
-            let at = at.saturating_duration_since(self.since).as_micros();
-            self.last_write
-                .store(u64::try_from(at).unwrap_or(u64::MAX), Ordering::Release);
+            self.traffic(at);
         }
         let was = self.write_waiting.swap(waiting, Ordering::AcqRel);
         if was && !waiting {
@@ -83,13 +87,20 @@ impl InFlight {
         }
     }
 
+    /// Records traffic at `at`: bytes read or written, or a request done.
+    pub(crate) fn traffic(&self, at: Instant) {
+        let at = at.saturating_duration_since(self.since).as_micros();
+        self.last_traffic
+            .store(u64::try_from(at).unwrap_or(u64::MAX), Ordering::Release);
+    }
+
     /// How long until the connection has been quiet for [`SETTLE`]: `None` when it has no
-    /// request in flight, no write waiting and nothing written for that long (it may close).
+    /// request in flight, no write waiting and no traffic for that long (it may close).
     fn settling(&self) -> Option<Duration> {
         if !self.is_idle() || self.write_waiting.load(Ordering::Acquire) {
             return Some(SETTLE);
         }
-        let last = Duration::from_micros(self.last_write.load(Ordering::Acquire));
+        let last = Duration::from_micros(self.last_traffic.load(Ordering::Acquire));
         let quiet = self.since.elapsed().saturating_sub(last);
         SETTLE.checked_sub(quiet).filter(|left| !left.is_zero())
     }
@@ -97,6 +108,9 @@ impl InFlight {
 
 impl Drop for Entered {
     fn drop(&mut self) {
+        // hyper has taken the answer's last bytes, not yet written them: the connection is
+        // given a quiet time from now.
+        self.0.traffic(Instant::now());
         if self.0.count.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.0.idle.notify_one();
         }

@@ -133,7 +133,9 @@ impl<S: AsyncRead + Unpin> AsyncRead for IdleTimeout<S> {
         match Pin::new(&mut self.inner).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
                 if buf.filled().len() > before {
-                    self.last_activity = Instant::now();
+                    let now = Instant::now();
+                    self.last_activity = now;
+                    self.in_flight.traffic(now);
                 }
                 Poll::Ready(Ok(()))
             }

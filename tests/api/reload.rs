@@ -498,6 +498,62 @@ async fn shutdown_lets_a_large_answer_being_read_slowly_finish() {
         .expect("clean");
 }
 
+/// As [`shutdown_lets_a_large_answer_being_read_slowly_finish`], over HTTP/2: hyper hands the
+/// answer to h2 whole and h2 sends it as the client's window opens, so the connection moves
+/// nothing while the reader pauses; a pause shorter than `drain::SETTLE` (1 s) is waited for.
+#[tokio::test]
+async fn over_http2_shutdown_lets_a_large_answer_being_read_slowly_finish() {
+    let data = TempData::new();
+    data.with_demo("demo");
+    let path = data.path().join("demo/event.json");
+    let mut event: Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("event.json")).expect("JSON");
+    event["data"][0]["title"] = Value::String("x".repeat(3_000_000));
+    write(&path, serde_json::to_string(&event).expect("JSON"));
+    let app = crate::helpers::spawn_app(data.path()).await;
+    let h2 = crate::helpers::client_builder()
+        .http2_prior_knowledge()
+        .http2_initial_stream_window_size(256 * 1024)
+        .http2_initial_connection_window_size(256 * 1024)
+        .build()
+        .expect("client");
+    let mut res = h2
+        .get(format!("{}/api/v1/event", app.base))
+        .header("Authorization-Token", DEMO_TOKEN)
+        .header("Accept-Encoding", "identity")
+        .send()
+        .await
+        .expect("an answer");
+    let length = res.content_length().expect("a length");
+    let mut received = 0;
+    while received < 256 * 1024 {
+        received += res.chunk().await.expect("a chunk").expect("more").len() as u64;
+    }
+    let stopping = tokio::spawn(app.shutdown());
+    // The rest, a window at a time with a pause after each: while the reader pauses the
+    // window is shut and nothing moves either way (pauses up to a second are waited for).
+    let mut window = 0;
+    loop {
+        match res.chunk().await {
+            Ok(Some(chunk)) => {
+                received += chunk.len() as u64;
+                window += chunk.len();
+            }
+            Ok(None) => break,
+            Err(e) => panic!("cut at {received} of {length} bytes: {e}"),
+        }
+        if window >= 256 * 1024 {
+            window = 0;
+            tokio::time::sleep(Duration::from_millis(400)).await;
+        }
+    }
+    assert_eq!(received, length);
+    tokio::time::timeout(Duration::from_secs(15), stopping)
+        .await
+        .expect("shutdown completes")
+        .expect("clean");
+}
+
 #[tokio::test]
 async fn shutdown_lets_a_request_in_flight_finish() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -666,29 +666,39 @@ async fn over_http2_a_fault_resets_only_its_stream() {
 /// suite's teardown does not wait the drain's 10 s for a delay it asked for.
 #[tokio::test]
 async fn a_simulated_delay_ends_when_the_server_stops() {
-    let app = with_control(&crate::helpers::demo_data(), Duration::from_secs(30)).await;
-    let url = format!("{}/api/v1/event", app.base);
-    let delayed = tokio::spawn(
-        crate::helpers::client()
-            .get(url)
-            .header("Authorization-Token", DEMO_TOKEN)
-            .header("X-Eventbox-Delay", "20000")
-            .send(),
-    );
-    // Time for the request to be read (no signal tells it; were it not read yet, the
-    // request would fail below, not pass).
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let start = Instant::now();
-    app.shutdown().await;
-    let answer = tokio::time::timeout(Duration::from_secs(5), delayed)
-        .await
-        .expect("answered before its delay")
-        .expect("task")
-        .expect("an answer");
-    assert_eq!(answer.status(), StatusCode::OK);
-    assert!(
-        start.elapsed() < Duration::from_secs(3),
-        "shutdown took {:?}",
-        start.elapsed()
-    );
+    for http2 in [false, true] {
+        let app = with_control(&crate::helpers::demo_data(), Duration::from_secs(30)).await;
+        let url = format!("{}/api/v1/event", app.base);
+        let client = if http2 {
+            crate::helpers::client_builder()
+                .http2_prior_knowledge()
+                .build()
+                .expect("client")
+        } else {
+            crate::helpers::client()
+        };
+        let delayed = tokio::spawn(
+            client
+                .get(url)
+                .header("Authorization-Token", DEMO_TOKEN)
+                .header("X-Eventbox-Delay", "20000")
+                .send(),
+        );
+        // Time for the request to be read (no signal tells it; were it not read yet, the
+        // request would fail below, not pass).
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let start = Instant::now();
+        app.shutdown().await;
+        let answer = tokio::time::timeout(Duration::from_secs(5), delayed)
+            .await
+            .expect("answered before its delay")
+            .expect("task")
+            .unwrap_or_else(|e| panic!("an answer (HTTP/2: {http2}): {e}"));
+        assert_eq!(answer.status(), StatusCode::OK);
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "shutdown took {:?}",
+            start.elapsed()
+        );
+    }
 }
