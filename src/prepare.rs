@@ -134,6 +134,11 @@ impl Body {
         &self.identity
     }
 
+    /// The identity body in one buffer.
+    pub(crate) fn identity_bytes(&self) -> Bytes {
+        self.identity.to_bytes()
+    }
+
     /// The length of the identity body.
     pub(crate) fn len(&self) -> u64 {
         self.identity.len()

@@ -543,10 +543,31 @@ where
         _ => Err(ApiError::NotReady),
     };
     let res = match found {
+        Ok(Answer::Made(body)) => {
+            let body = compressed_off_thread(body, &parts.headers);
+            represent(&parts.headers, &Answer::Made(body.await), ctx)
+        }
         Ok(body) => represent(&parts.headers, &body, ctx),
         Err(e) => error(e),
     };
     (res, read)
+}
+
+/// A body made for this request, larger than `prepare::EAGER_COMPRESS_MAX`, for a client that
+/// refuses identity: compressed on a blocking thread (a page of any size can be asked for), so
+/// that [`represent`] finds its variants made. Any other body comes back as it is.
+async fn compressed_off_thread(body: prepare::Body, headers: &HeaderMap) -> prepare::Body {
+    let accept = header_list(headers, ACCEPT_ENCODING);
+    if negotiate::accepts_identity(accept.as_deref())
+        || body.len() <= prepare::EAGER_COMPRESS_MAX as u64
+    {
+        return body;
+    }
+    let body = Arc::new(body);
+    let compressing = Arc::clone(&body);
+    let _ = tokio::task::spawn_blocking(move || compressing.compress()).await;
+    // The task has ended (done or panicked): this is the one reference left.
+    Arc::try_unwrap(body).unwrap_or_else(|body| prepare::Body::new(body.identity_bytes()))
 }
 
 /// The list at `index` as reads see it: the attendees with the bundle's writes folded in, when

@@ -917,3 +917,34 @@ async fn a_page_for_a_client_refusing_identity_comes_in_its_coding() {
         assert!(tag.ends_with(&format!("-{coding}\"")), "{tag}");
     }
 }
+
+/// A page over a megabyte (made per request) for a client that refuses identity: compressed
+/// off the async threads and answered, where it used to get a 503 that no retry mended.
+#[tokio::test]
+async fn a_large_page_for_a_client_refusing_identity_is_answered_in_its_coding() {
+    let data = TempData::new();
+    let mut g = eventbox::gen::GenOptions::new(data.path().join("gen"));
+    g.payments = 3000;
+    g.submissions = 4;
+    g.token = Some(eventbox::token::Token::new("gen-token"));
+    eventbox::gen::run(&g).expect("gen");
+    let app = spawn_app(data.path()).await;
+    let path = "/api/v1/attendees?page=1&per_page=100000";
+    let plain = app.get(path, "gen-token").await;
+    assert_eq!(plain.status, 200, "{}", plain.text());
+    assert!(
+        plain.body.len() > 1 << 20,
+        "{} bytes: not over a megabyte",
+        plain.body.len()
+    );
+    let res = app
+        .get_with(
+            path,
+            "gen-token",
+            &[("accept-encoding", "br, identity;q=0")],
+        )
+        .await;
+    assert_eq!(res.status, 200, "{}", res.text());
+    assert_eq!(res.header("content-encoding"), Some("br"));
+    assert_eq!(decode(&res), plain.body);
+}
