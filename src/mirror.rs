@@ -241,6 +241,23 @@ fn chain(error: &dyn std::error::Error) -> String {
     text
 }
 
+/// `Basic` credentials from a URL's `user:password` (percent-encoded, as a URL has them),
+/// marked sensitive.
+fn basic_auth(userinfo: &str) -> Option<hyper::header::HeaderValue> {
+    use base64::Engine;
+    let decoded = |s: &str| {
+        percent_encoding::percent_decode_str(s)
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
+    let pair = format!("{}:{}", decoded(user), decoded(password));
+    let encoded = base64::engine::general_purpose::STANDARD.encode(pair);
+    let mut value = hyper::header::HeaderValue::from_str(&format!("Basic {encoded}")).ok()?;
+    value.set_sensitive(true);
+    Some(value)
+}
+
 /// A client for `source`'s bucket, configured from each store's standard environment variables
 /// (`AWS_*`, `GOOGLE_*`, `AZURE_*`) and its instance metadata when they name no key, never from
 /// flags. Plain HTTP only where asked for (`AWS_ALLOW_HTTP`, `GOOGLE_ALLOW_HTTP`,
@@ -252,11 +269,27 @@ fn store(source: &Source, timeout: Duration) -> Result<Arc<dyn ObjectStore>, Str
     use object_store::http::HttpBuilder;
     let allowed =
         |name: &str| std::env::var(name).is_ok_and(|v| v.eq_ignore_ascii_case("true") || v == "1");
+    // A WebDAV `user:password@host`: the credentials go in a header, so that no URL object_store
+    // builds (and prints in its errors) holds them.
+    let (bucket, credentials) = match source.bucket.rsplit_once('@') {
+        Some((userinfo, host)) if matches!(source.kind, Kind::Http { .. }) => {
+            (host, basic_auth(userinfo))
+        }
+        _ => (source.bucket.as_str(), None),
+    };
     let client = |allow_http: bool| {
-        ClientOptions::new()
+        let options = ClientOptions::new()
             .with_allow_http(allow_http)
             .with_timeout(timeout)
-            .with_connect_timeout(Duration::from_secs(5))
+            .with_connect_timeout(Duration::from_secs(5));
+        match &credentials {
+            Some(value) => {
+                let mut headers = hyper::header::HeaderMap::new();
+                headers.insert(hyper::header::AUTHORIZATION, value.clone());
+                options.with_default_headers(headers)
+            }
+            None => options,
+        }
     };
     let retry = object_store::RetryConfig {
         max_retries: 2,
@@ -273,7 +306,6 @@ fn store(source: &Source, timeout: Duration) -> Result<Arc<dyn ObjectStore>, Str
                 .map(|s| Arc::new(s) as Arc<dyn ObjectStore>)
         };
     }
-    let bucket = &source.bucket;
     let built: object_store::Result<Arc<dyn ObjectStore>> = match source.kind {
         Kind::S3 => build!(
             AmazonS3Builder::from_env().with_bucket_name(bucket),

@@ -689,6 +689,82 @@ async fn a_webdav_server_is_a_store_too_published_into_and_served_from() {
     .await;
 }
 
+/// A WebDAV server that asks for a password: `user:password@` in the URL (percent-encoded)
+/// is sent as Basic credentials, and never printed: not by a failed listing (object_store's
+/// errors print the URL of the request), not in `/readyz`.
+#[tokio::test]
+async fn a_webdav_password_in_the_url_is_sent_and_never_shown() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let config = root.path().join("dav.yaml");
+    std::fs::write(
+        &config,
+        "simple_dc:\n  user_mapping:\n    \"*\":\n      \"me\":\n        password: \"p@ss-w0rd\"\n\
+         http_authenticator:\n  accept_basic: true\n  accept_digest: false\n  default_to_digest: false\n",
+    )
+    .expect("config");
+    let folder = root.path().join("dav");
+    std::fs::create_dir(&folder).expect("mkdir");
+    let args = [
+        "-c",
+        "from wsgidav.server.server_cli import run; run()",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "{port}",
+        "--config",
+        config.to_str().expect("UTF-8"),
+        "--root",
+        folder.to_str().expect("UTF-8"),
+    ];
+    let Some(dav) = start_server("WsgiDAV", &args, &[]).await else {
+        return;
+    };
+    let host = dav.url.trim_start_matches("http://");
+    let source = crate::helpers::spawn_app(&demo_data()).await;
+    let into = format!("http://me:p%40ss-w0rd@{host}/events/copy");
+    let (code, said) =
+        pull_binary_with(&source.base, "demo-token", Path::new(&into), &[], &[]).await;
+    assert_eq!(code, 0, "{said}");
+    assert!(!said.contains("w0rd"), "{said}");
+    assert!(folder.join("events/copy/_manifest.json").is_file(), "{said}");
+
+    let served = start_binary(
+        &[
+            "--addr",
+            "127.0.0.1:0",
+            "--data",
+            &format!("http://me:p%40ss-w0rd@{host}/events"),
+            "--poll-interval",
+            "200ms",
+        ],
+        &[],
+    );
+    assert_served_as(&source.base, &served, &["/api/v1/event"]).await;
+    assert!(!served.stderr().contains("w0rd"), "{}", served.stderr());
+
+    // A wrong password: refused by the server, said so, and not shown.
+    let refused = start_binary(
+        &[
+            "--addr",
+            "127.0.0.1:0",
+            "--data",
+            &format!("http://me:wr0ng-secret@{host}/events"),
+            "--poll-interval",
+            "200ms",
+        ],
+        &[],
+    );
+    let ready = client()
+        .get(format!("{}/readyz", refused.base))
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(ready.status().as_u16(), 503);
+    let said = ready.text().await.expect("a body") + &refused.stderr();
+    assert!(said.contains("401") || said.contains("Unauthorized"), "{said}");
+    assert!(!said.contains("wr0ng"), "{said}");
+}
+
 /// Once `served` serves the demo token, each of `paths` answers it with the status and the
 /// bytes `source` answers.
 async fn assert_served_as(source: &str, served: &Served, paths: &[&str]) {
