@@ -140,7 +140,15 @@ impl Entry {
                             prepared.source = match &bundle.config.source {
                                 Some(source) => Some(sources.loaded(&bundle.name, source)),
                                 None => {
-                                    sources.forget(&bundle.name);
+                                    if sources.forget(&bundle.name) {
+                                        // Writes are queued for a source only while their
+                                        // bundle names one (docs/kiosk.md): say so now, not
+                                        // when a desk finds its check-ins never arrived.
+                                        tracing::warn!(
+                                            bundle = %bundle.name,
+                                            "bundle.toml names no [source] any more: writes made here from now on are kept at the desk and never sent to a source"
+                                        );
+                                    }
                                     None
                                 }
                             };
@@ -376,7 +384,7 @@ impl Catalog {
             if let Some(serving) = self.entries.remove(name).and_then(|e| e.serving) {
                 freed.push(serving.tokens.clone());
             }
-            self.sources.forget(name);
+            let _ = self.sources.forget(name);
         }
         for entry in self.entries.values_mut() {
             entry.renamed = false;

@@ -277,11 +277,15 @@ impl Sources {
         health
     }
 
-    /// Bundle `name` names no source any more, or is gone.
-    pub(crate) fn forget(&self, name: &str) {
+    /// Bundle `name` names no source any more, or is gone. Whether it named one until now.
+    pub(crate) fn forget(&self, name: &str) -> bool {
         let mut map = self.map();
-        if let Some(health) = map.named.remove(name) {
-            map.forgotten.insert(name.to_string(), health);
+        match map.named.remove(name) {
+            Some(health) => {
+                map.forgotten.insert(name.to_string(), health);
+                true
+            }
+            None => false,
         }
     }
 

@@ -1469,3 +1469,62 @@ fn connections_over_the_per_address_limit_are_logged() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+/// A bundle whose bundle.toml loses its `[source]` (a hand edit, a file restored) keeps its
+/// writes at the desk from then on: the log says so when it happens, not when a desk finds
+/// its check-ins never arrived.
+#[tokio::test]
+async fn a_bundle_that_stops_naming_its_source_is_said_to_keep_its_writes_at_the_desk() {
+    let data = TempData::new();
+    let bundle = data.path().join("summit");
+    crate::helpers::copy_demo(&bundle);
+    let toml = bundle.join("bundle.toml");
+    std::fs::write(
+        &toml,
+        "tokens = [\"demo-token\"]\n[source]\nurl = \"http://127.0.0.1:9/api/v1\"\n",
+    )
+    .expect("bundle.toml");
+    let served = start_binary(
+        &[
+            "--data",
+            data.path().to_str().expect("utf-8"),
+            "--addr",
+            "127.0.0.1:0",
+        ],
+        &[],
+    );
+    let said = "names no [source] any more: writes made here from now on are kept at the desk";
+    // The first load is done once the server is ready (it listens before).
+    let start = std::time::Instant::now();
+    loop {
+        let ready = crate::helpers::client()
+            .get(format!("{}/readyz", served.base))
+            .send()
+            .await
+            .map(|r| r.status().as_u16());
+        if ready.ok() == Some(200) {
+            break;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "never ready"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(!served.stderr().contains(said));
+    std::fs::write(&toml, "tokens = [\"demo-token\"]\n").expect("bundle.toml");
+    let start = std::time::Instant::now();
+    while !served.stderr().contains(said) {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "not said: {}",
+            served.stderr()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(
+        served.stderr().contains("bundle=summit"),
+        "{}",
+        served.stderr()
+    );
+}

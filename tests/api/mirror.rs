@@ -726,7 +726,10 @@ async fn a_webdav_password_in_the_url_is_sent_and_never_shown() {
         pull_binary_with(&source.base, "demo-token", Path::new(&into), &[], &[]).await;
     assert_eq!(code, 0, "{said}");
     assert!(!said.contains("w0rd"), "{said}");
-    assert!(folder.join("events/copy/_manifest.json").is_file(), "{said}");
+    assert!(
+        folder.join("events/copy/_manifest.json").is_file(),
+        "{said}"
+    );
 
     let served = start_binary(
         &[
@@ -761,7 +764,10 @@ async fn a_webdav_password_in_the_url_is_sent_and_never_shown() {
         .expect("an answer");
     assert_eq!(ready.status().as_u16(), 503);
     let said = ready.text().await.expect("a body") + &refused.stderr();
-    assert!(said.contains("401") || said.contains("Unauthorized"), "{said}");
+    assert!(
+        said.contains("401") || said.contains("Unauthorized"),
+        "{said}"
+    );
     assert!(!said.contains("wr0ng"), "{said}");
 }
 
