@@ -509,8 +509,14 @@ impl Builder {
             data: data_dir.clone(),
             ..self.options
         };
-        // What `serve` would refuse is refused here too, never quietly changed.
-        options.check().map_err(StartError::Options)?;
+        // What `serve` would refuse is refused here too, never quietly changed; but for the
+        // watch options, which a test server does not use.
+        ServeOptions {
+            watch: crate::config::WatchKind::Off,
+            ..options.clone()
+        }
+        .check()
+        .map_err(StartError::Options)?;
         let app = App::with_options(&options);
         app.open_state()?;
         app.load()?;

@@ -66,9 +66,10 @@ fn host<'r>(uri: &'r Uri, headers: &'r HeaderMap) -> Option<&'r str> {
         .or_else(|| uri.authority().map(|a| a.as_str()))
 }
 
-/// Whether `host` (`name[:port]`) names this machine over loopback: `localhost` (or a name
-/// under it, RFC 6761), a loopback address, or the machine's own host name (which Debian maps
-/// to 127.0.1.1; a rebinding page cannot take that name).
+/// Whether `host` (`name[:port]`) cannot be a rebound name: `localhost`, an address (a page
+/// can only rebind a name it owns; `0.0.0.0`, the address `serve` may print, reaches loopback
+/// too), or the machine's own host name (which Debian maps to 127.0.1.1). Not names under
+/// `localhost`: only some resolvers keep those local.
 fn names_loopback(host: &str) -> bool {
     let name = match host.strip_prefix('[') {
         Some(v6) => v6.split(']').next().unwrap_or_default(),
@@ -76,8 +77,7 @@ fn names_loopback(host: &str) -> bool {
     };
     let name = name.trim_end_matches('.').to_ascii_lowercase();
     name == "localhost"
-        || name.ends_with(".localhost")
-        || name.parse::<IpAddr>().is_ok_and(is_loopback)
+        || name.parse::<IpAddr>().is_ok()
         || host_name().is_some_and(|own| own.eq_ignore_ascii_case(&name))
 }
 
@@ -171,11 +171,11 @@ mod tests {
             "localhost",
             "LOCALHOST:8080",
             "localhost.",
-            "app.localhost:80",
             "127.0.0.1",
             "127.9.9.9:8080",
             "[::1]:8080",
             "[::ffff:127.0.0.1]",
+            "0.0.0.0:8080",
         ] {
             assert_eq!(check(None, peer, &with_host(local)), Ok(()), "{local}");
         }
@@ -183,7 +183,7 @@ mod tests {
         for rebound in [
             "evil.example:8080",
             "localhost.evil.example",
-            "10.0.0.5:8080",
+            "app.localhost:8080",
         ] {
             assert_eq!(
                 check(None, peer, &with_host(rebound)),

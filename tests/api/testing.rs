@@ -630,4 +630,13 @@ fn an_option_serve_refuses_is_refused_at_start() {
         refused.to_string(),
         "--journal keeps at most 100000 requests, not 1000000"
     );
+    // The watch options are not a test server's: not checked.
+    let options = eventbox::config::ServeOptions {
+        debounce: std::time::Duration::from_millis(1),
+        ..eventbox::config::ServeOptions::default()
+    };
+    TestServer::from_folder(demo_data())
+        .options(options)
+        .start()
+        .expect("starts");
 }
