@@ -171,10 +171,17 @@ pub async fn pull(args: &crate::pull::PullOptions) -> u8 {
                 );
                 return EXIT_UNUSABLE;
             };
+            let published = match crate::mirror::Target::new(&parent, &name, args.timeout) {
+                Ok(published) => published,
+                Err(e) => {
+                    eprintln!("eventbox pull: {e}");
+                    return EXIT_UNUSABLE;
+                }
+            };
             match tempfile::Builder::new().prefix("eventbox-pull").tempdir() {
                 Ok(folder) => {
                     options.into = folder.path().join(&name);
-                    Some((parent, name, folder))
+                    Some((published, parent, name, folder))
                 }
                 Err(e) => {
                     eprintln!("eventbox pull: cannot create a temporary folder: {e}");
@@ -185,10 +192,8 @@ pub async fn pull(args: &crate::pull::PullOptions) -> u8 {
     };
     // Pulled, then published: one run, which Ctrl-C and SIGTERM stop at any point of either.
     let work = async {
-        if let Some((target, name, _)) = &publish {
-            if let Err(e) =
-                crate::mirror::check_target(target, name, args.force, args.timeout).await
-            {
+        if let Some((published, ..)) = &publish {
+            if let Err(e) = published.check(args.force).await {
                 eprintln!("eventbox pull: {e}");
                 return EXIT_UNUSABLE;
             }
@@ -207,11 +212,11 @@ pub async fn pull(args: &crate::pull::PullOptions) -> u8 {
             }
         };
         say(format_args!("{summary}"));
-        let Some((target, name, folder)) = &publish else {
+        let Some((published, target, name, folder)) = &publish else {
             return 0;
         };
         let dir = folder.path().join(name);
-        match crate::mirror::publish(target, name, &dir, args.force, args.timeout).await {
+        match published.publish(&dir, args.force).await {
             Ok(files) => {
                 say(format_args!(
                     "published {files} files to {target}/{name}, its manifest first"

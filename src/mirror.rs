@@ -9,7 +9,7 @@
 //! at the next poll. A bundle gone from storage is removed locally.
 //!
 //! A bundle with a manifest object ([`MANIFEST`], written first by `pull --into s3://...`, see
-//! [`publish`]) is taken only when its objects are exactly the manifest's files, with its sizes
+//! [`Target::publish`]) is taken only when its objects are exactly the manifest's files, with its sizes
 //! and SHA-256 digests: a writer replacing a bundle object by object is never served half-way. A failed poll (no such
 //! bucket, refused credentials, a store that hangs past `--store-timeout`) is logged and changes
 //! nothing: the last good bundles keep serving.
@@ -115,7 +115,7 @@ impl std::fmt::Display for Source {
 }
 
 /// The manifest object of a bundle, `prefix/NAME/_manifest.json`; not copied into the local
-/// folder. Its writer puts it first; see [`publish`].
+/// folder. Its writer puts it first; see [`Target::publish`].
 pub(crate) const MANIFEST: &str = "_manifest.json";
 
 /// What a bundle is made of when complete: each file (its path in the bundle folder) with its
@@ -573,21 +573,96 @@ fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
     std::fs::write(path, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
-/// `eventbox pull --into s3://bucket/prefix/NAME`: whether bundle `name` of `source` may be
-/// replaced, before anything is pulled. The rule of a local target (`stage::check_target`): the
-/// bundle's prefix holds nothing, or a bundle (`bundle.toml` or a manifest at its top); a prefix
-/// holding other objects (the bundles of a mistyped `--into s3://bucket/prefix`) is refused
-/// unless `force`, since publishing deletes what the new bundle does not hold.
-pub(crate) async fn check_target(
-    source: &Source,
-    name: &str,
-    force: bool,
+/// `eventbox pull --into s3://bucket/prefix/NAME`: bundle `name` of `source`, where a pull is
+/// published.
+pub(crate) struct Target {
+    store: Arc<dyn ObjectStore>,
+    source: Source,
+    name: String,
+    bundle: StorePath,
     timeout: Duration,
-) -> Result<(), String> {
-    let store = store(source, timeout)?;
-    let bundle = bundle_path(source, name)?;
-    let held = held(&*store, &bundle).await?;
-    refuse(source, name, &held, force)
+}
+
+impl Target {
+    /// Bundle `name` of `source`, through a client configured as [`store`] says.
+    pub(crate) fn new(source: &Source, name: &str, timeout: Duration) -> Result<Target, String> {
+        Target::over(store(source, timeout)?, source, name, timeout)
+    }
+
+    fn over(
+        store: Arc<dyn ObjectStore>,
+        source: &Source,
+        name: &str,
+        timeout: Duration,
+    ) -> Result<Target, String> {
+        Ok(Target {
+            bundle: bundle_path(source, name)?,
+            store,
+            source: source.clone(),
+            name: name.to_string(),
+            timeout,
+        })
+    }
+
+    /// Whether the bundle may be replaced, asked before anything is pulled. The rule of a local
+    /// target (`stage::check_target`): its prefix holds nothing, or a bundle (`bundle.toml` or
+    /// a manifest at its top); a prefix holding other objects (the bundles of a mistyped
+    /// `--into s3://bucket/prefix`) is refused unless `force`, since publishing deletes what
+    /// the new bundle does not hold.
+    pub(crate) async fn check(&self, force: bool) -> Result<(), String> {
+        let held = held(&*self.store, &self.bundle).await?;
+        refuse(&self.source, &self.name, &held, force)
+    }
+
+    /// Uploads the bundle folder `dir` as the bundle, refused as [`Target::check`] says. Its
+    /// [`Manifest`] first; then every file; then the bundle's objects that are no longer in it
+    /// are deleted. A mirror reading the bundle meanwhile finds its objects disagreeing with
+    /// the manifest (missing, extra, other sizes or other bytes) and keeps serving its last
+    /// good copy; a publish cut short leaves a bundle that is never served until a publish
+    /// completes, even the first one. Returns how many files.
+    pub(crate) async fn publish(&self, dir: &Path, force: bool) -> Result<usize, String> {
+        let (store, bundle, timeout) = (&*self.store, &self.bundle, self.timeout);
+        let held = held(store, bundle).await?;
+        refuse(&self.source, &self.name, &held, force)?;
+        let mut files = Vec::new();
+        walk(dir, "", &mut files)?;
+        let read = |path: &Path| {
+            crate::read::read(path, crate::read::DEFAULT_MAX_FILE_BYTES)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))
+        };
+        // Read twice, to hash and then to upload, rather than held whole: 200,000 detail files.
+        let mut manifest = Manifest {
+            files: BTreeMap::new(),
+        };
+        for (rel, path) in &files {
+            let bytes = read(path)?;
+            manifest.files.insert(
+                rel.clone(),
+                ManifestFile {
+                    size: bytes.len() as u64,
+                    sha256: sha256(&bytes),
+                },
+            );
+        }
+        let body = serde_json::to_vec_pretty(&manifest).map_err(|e| e.to_string())?;
+        let location = StorePath::from(format!("{bundle}/{MANIFEST}"));
+        put(store, &location, body, timeout).await?;
+        for (rel, path) in &files {
+            let location = StorePath::from(format!("{bundle}/{rel}"));
+            put(store, &location, read(path)?, timeout).await?;
+        }
+        let stale = held
+            .iter()
+            .filter(|rel| *rel != MANIFEST && !manifest.files.contains_key(*rel));
+        for rel in stale {
+            let location = StorePath::from(format!("{bundle}/{rel}"));
+            store
+                .delete(&location)
+                .await
+                .map_err(|e| format!("cannot delete {location}: {}", chain(&e)))?;
+        }
+        Ok(files.len())
+    }
 }
 
 /// The objects under `bundle/`, by their path inside it.
@@ -609,7 +684,7 @@ async fn held(store: &dyn ObjectStore, bundle: &StorePath) -> Result<Vec<String>
         .collect())
 }
 
-/// [`check_target`]'s rule over what the bundle's prefix holds.
+/// [`Target::check`]'s rule over what the bundle's prefix holds.
 fn refuse(source: &Source, name: &str, held: &[String], force: bool) -> Result<(), String> {
     let is_bundle = held
         .iter()
@@ -645,76 +720,6 @@ fn bundle_path(source: &Source, name: &str) -> Result<StorePath, String> {
     } else {
         StorePath::from(format!("{}/{name}", source.prefix))
     })
-}
-
-/// `eventbox pull --into s3://bucket/prefix/NAME`: uploads the bundle folder `dir` as bundle
-/// `name` of `source`, refused as [`check_target`] says. Its [`Manifest`] first; then every
-/// file; then the bundle's objects that are no longer in it are deleted. A mirror reading the
-/// bundle meanwhile finds its objects disagreeing with the manifest (missing, extra, other
-/// sizes or other bytes) and keeps serving its last good copy; a publish cut short leaves a
-/// bundle that is never served until a publish completes, even the first one. Returns how many
-/// files.
-pub(crate) async fn publish(
-    source: &Source,
-    name: &str,
-    dir: &Path,
-    force: bool,
-    timeout: Duration,
-) -> Result<usize, String> {
-    let store = store(source, timeout)?;
-    publish_to(&*store, source, name, dir, force, timeout).await
-}
-
-/// [`publish`] through `store`.
-async fn publish_to(
-    store: &dyn ObjectStore,
-    source: &Source,
-    name: &str,
-    dir: &Path,
-    force: bool,
-    timeout: Duration,
-) -> Result<usize, String> {
-    let bundle = bundle_path(source, name)?;
-    let held = held(store, &bundle).await?;
-    refuse(source, name, &held, force)?;
-    let mut files = Vec::new();
-    walk(dir, "", &mut files)?;
-    let read = |path: &Path| {
-        crate::read::read(path, crate::read::DEFAULT_MAX_FILE_BYTES)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))
-    };
-    // Read twice, to hash and then to upload, rather than held whole: 200,000 detail files.
-    let mut manifest = Manifest {
-        files: BTreeMap::new(),
-    };
-    for (rel, path) in &files {
-        let bytes = read(path)?;
-        manifest.files.insert(
-            rel.clone(),
-            ManifestFile {
-                size: bytes.len() as u64,
-                sha256: sha256(&bytes),
-            },
-        );
-    }
-    let body = serde_json::to_vec_pretty(&manifest).map_err(|e| e.to_string())?;
-    let location = StorePath::from(format!("{bundle}/{MANIFEST}"));
-    put(store, &location, body, timeout).await?;
-    for (rel, path) in &files {
-        let location = StorePath::from(format!("{bundle}/{rel}"));
-        put(store, &location, read(path)?, timeout).await?;
-    }
-    let stale = held
-        .iter()
-        .filter(|rel| *rel != MANIFEST && !manifest.files.contains_key(*rel));
-    for rel in stale {
-        let location = StorePath::from(format!("{bundle}/{rel}"));
-        store
-            .delete(&location)
-            .await
-            .map_err(|e| format!("cannot delete {location}: {}", chain(&e)))?;
-    }
-    Ok(files.len())
 }
 
 async fn put(
@@ -1123,17 +1128,17 @@ mod tests {
         )
         .expect("mirror");
 
+        let target = Target::over(storage.clone(), &source, "demo", timeout).expect("a name");
         *storage.puts_left.lock().expect("lock") = Some(3);
-        publish_to(&*storage, &source, "demo", &dir, false, timeout)
+        target
+            .publish(&dir, false)
             .await
             .expect_err("the connection dropped");
         let changed = mirror.sync().await.expect("listed");
         assert!(changed.is_empty(), "served half-published: {changed:?}");
 
         *storage.puts_left.lock().expect("lock") = None;
-        let files = publish_to(&*storage, &source, "demo", &dir, false, timeout)
-            .await
-            .expect("published");
+        let files = target.publish(&dir, false).await.expect("published");
         assert_eq!(files, 4);
         let changed = mirror.sync().await.expect("listed");
         assert_eq!(changed.into_iter().collect::<Vec<_>>(), ["demo"]);
