@@ -1,6 +1,7 @@
 //! Where `payments/details` finds its `reference`: the platform's docs put it in a GET's body, but
 //! names no content type, and clients differ. First found wins: the query string
-//! `?reference=...`, a JSON body `{"reference": "..."}`, a form body `reference=...`.
+//! `?reference=...`, a JSON body `{"reference": "..."}` or the bare JSON string `"..."`, a form
+//! body `reference=...` or `=...` (the two forms ASP.NET binds a lone `[FromBody] string` from).
 //! An empty reference counts as absent. The name is matched ignoring ASCII case (`Reference`,
 //! `REFERENCE`), as the service's framework binds parameters and JSON members (as `page` and
 //! `per_page` are read, `paging.rs`); the first found wins.
@@ -15,8 +16,13 @@ pub(crate) fn from_query(query: Option<&str>) -> Option<String> {
 }
 
 fn form_value(bytes: &[u8]) -> Option<String> {
+    form_pair(bytes, "reference")
+}
+
+/// The value of the first pair of a form named `name` (ASCII case ignored), if not empty.
+fn form_pair(bytes: &[u8], name: &str) -> Option<String> {
     form_urlencoded::parse(bytes)
-        .find(|(k, _)| k.eq_ignore_ascii_case("reference"))
+        .find(|(k, _)| k.eq_ignore_ascii_case(name))
         .map(|(_, v)| v.into_owned())
         .filter(|v| !v.is_empty())
 }
@@ -28,25 +34,31 @@ pub(crate) fn from_body(
     content_type: Option<&str>,
     body: &[u8],
 ) -> Result<Option<String>, InvalidBody> {
+    let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
     let trimmed = body.trim_ascii();
     if trimmed.is_empty() {
         return Ok(None);
     }
-    let mime = content_type
-        .and_then(|ct| ct.split(';').next())
-        .map(|m| m.trim().to_ascii_lowercase());
-    let looks_json = trimmed.starts_with(b"{") || trimmed.starts_with(b"[");
-    let (is_json, may_be_form) = match mime.as_deref() {
-        Some("application/json") => (true, false),
-        Some(m) if m.ends_with("+json") => (true, false),
-        Some("application/x-www-form-urlencoded") => (false, true),
+    let looks_json = matches!(trimmed.first(), Some(b'{' | b'[' | b'"'));
+    let (is_json, may_be_form) = match content_type {
+        Some(ct) if super::router::is_json_type(ct) => (true, false),
+        Some(ct)
+            if ct.split(';').next().is_some_and(|m| {
+                m.trim()
+                    .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+            }) =>
+        {
+            (false, true)
+        }
         None => (looks_json, true),
         Some(_) => (looks_json, false),
     };
     if is_json {
-        let value: serde_json::Value = serde_json::from_slice(trimmed).map_err(|_| InvalidBody)?;
-        let serde_json::Value::Object(map) = value else {
-            return Err(InvalidBody);
+        let value = super::router::parse_json(trimmed).map_err(|_| InvalidBody)?;
+        let map = match value {
+            serde_json::Value::Object(map) => map,
+            serde_json::Value::String(s) => return Ok(Some(s).filter(|s| !s.is_empty())),
+            _ => return Err(InvalidBody),
         };
         let member = map.get("reference").or_else(|| {
             map.iter()
@@ -71,7 +83,7 @@ pub(crate) fn from_body(
     {
         return Err(InvalidBody);
     }
-    Ok(form_value(trimmed))
+    Ok(form_value(trimmed).or_else(|| form_pair(trimmed, "")))
 }
 
 #[cfg(test)]
@@ -130,5 +142,31 @@ mod tests {
         );
         assert_eq!(from_body(form, b"\xff=1"), Err(InvalidBody));
         assert_eq!(from_body(None, b"  "), Ok(None));
+    }
+
+    /// The forms ASP.NET binds a lone `[FromBody] string` from, and what it reads as JSON.
+    #[test]
+    fn a_bare_string_a_nameless_pair_text_json_and_a_byte_order_mark() {
+        let json = Some("application/json");
+        assert_eq!(from_body(json, br#""X1""#), Ok(Some("X1".into())));
+        assert_eq!(from_body(None, br#" "X1" "#), Ok(Some("X1".into())));
+        assert_eq!(from_body(json, br#""""#), Ok(None));
+        let form = Some("application/x-www-form-urlencoded");
+        assert_eq!(from_body(form, b"=X%2F1"), Ok(Some("X/1".into())));
+        assert_eq!(from_body(None, b"=X1"), Ok(Some("X1".into())));
+        assert_eq!(
+            from_body(form, b"=X1&reference=X2"),
+            Ok(Some("X2".into())),
+            "a named reference wins"
+        );
+        assert_eq!(
+            from_body(Some("text/json; charset=utf-8"), br#"{"reference":"X3"}"#),
+            Ok(Some("X3".into()))
+        );
+        assert_eq!(
+            from_body(json, b"\xEF\xBB\xBF{\"reference\":\"X4\"}"),
+            Ok(Some("X4".into()))
+        );
+        assert_eq!(from_body(json, b"12"), Err(InvalidBody));
     }
 }

@@ -86,7 +86,7 @@ errors! {
     MissingReference = (400, "missing_reference", "The payment reference is missing: send reference in the query string, a JSON body or a form body."),
     /// A request body that is neither valid JSON (an object whose `reference` is a string) nor a
     /// valid form.
-    InvalidBody = (400, "invalid_body", "The request body is neither a JSON object whose reference is a string nor a valid form."),
+    InvalidBody = (400, "invalid_body", "The request body is neither JSON (an object whose reference is a string, or a string) nor a valid form."),
     /// A reference that no payment of the event has.
     PaymentNotFound = (404, "payment_not_found", "No payment of this event has that reference."),
     /// A request body over the cap.

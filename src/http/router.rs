@@ -623,10 +623,17 @@ where
     if let Some(keep) = keep {
         keep.body = Some(bytes.clone());
     }
-    let value: serde_json::Value = match serde_json::from_slice(&bytes) {
+    let value = match parse_json(&bytes) {
         Ok(v) => v,
         Err(e) => return detailed(ApiError::InvalidJson, &e.to_string()),
     };
+    if json_depth(&value) > crate::writes::MAX_BODY_DEPTH {
+        let detail = format!(
+            "nested more than {} levels deep",
+            crate::writes::MAX_BODY_DEPTH
+        );
+        return detailed(ApiError::InvalidJson, &detail);
+    }
     let mut diag = Diag::default();
     let name = &bundle.name;
     let received = || Received {
@@ -689,8 +696,7 @@ where
     if bytes.trim_ascii().is_empty() {
         return Err(ApiError::InvalidParameter);
     }
-    let value: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|_| ApiError::InvalidParameter)?;
+    let value = parse_json(&bytes).map_err(|_| ApiError::InvalidParameter)?;
     let mut diag = Diag::default();
     let range = bodies::date_range_body(&value, &mut diag)
         .filter(|_| !diag.has_errors())
@@ -709,15 +715,39 @@ where
     Ok((from, to))
 }
 
-/// Whether a `Content-Type` is JSON (`application/json`, `+json`, any parameters).
-fn is_json_type(content_type: &str) -> bool {
+/// Whether a `Content-Type` is JSON: the media types the service's framework (ASP.NET) reads as
+/// JSON, `application/json`, `text/json` and any `+json`, with any parameters.
+pub(crate) fn is_json_type(content_type: &str) -> bool {
     let mime = content_type
         .split(';')
         .next()
         .unwrap_or("")
         .trim()
         .to_ascii_lowercase();
-    mime == "application/json" || mime.ends_with("+json")
+    mime == "application/json" || mime == "text/json" || mime.ends_with("+json")
+}
+
+/// A request body as JSON. A UTF-8 byte order mark before it is skipped, as the service's
+/// framework skips one (and as bundle files may start with one).
+pub(crate) fn parse_json(bytes: &[u8]) -> serde_json::Result<serde_json::Value> {
+    serde_json::from_slice(bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes))
+}
+
+/// How deeply a JSON value nests: 0 for a scalar, 1 for `[]` or `[1]`, 2 for `[[1]]`.
+/// Without recursion, so no value's depth can exhaust the stack.
+fn json_depth(value: &serde_json::Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 0)];
+    while let Some((v, depth)) = stack.pop() {
+        let inner = depth + 1;
+        match v {
+            serde_json::Value::Array(items) => stack.extend(items.iter().map(|c| (c, inner))),
+            serde_json::Value::Object(map) => stack.extend(map.values().map(|c| (c, inner))),
+            _ => continue,
+        }
+        deepest = deepest.max(inner);
+    }
+    deepest
 }
 
 /// The error `e` with what exactly was wrong after its message.

@@ -91,7 +91,9 @@ text_newtype!(
 );
 text_newtype!(
     /// The `checkin_date` of a check-in: a "datetime" (models.md), which clients write as
-    /// `YYYY-MM-DDTHH:MM:SS`, with or without fractional seconds and a zone (`Z`, `-03:00`).
+    /// `YYYY-MM-DDTHH:MM:SS`, with or without fractional seconds and a zone (`Z`, `-03:00`);
+    /// the forms the service's framework also reads as one are taken too: without seconds
+    /// (`YYYY-MM-DDTHH:MM`), with a space for the `T`, or a date alone.
     CheckinDate
 );
 
@@ -102,13 +104,21 @@ super::decode::describe_plain! {
     HourMinute => "`HH:MM` hour", "\"09:30\"";
     DecimalText => "decimal number in a string", "\"-22.8478\"";
     IsoDate => "`YYYY-MM-DD` date", "\"2026-09-15\"";
-    CheckinDate => "`YYYY-MM-DDTHH:MM:SS` date-time, may add fractions and a zone",
+    CheckinDate => "`YYYY-MM-DDTHH:MM:SS` date-time, may add fractions and a zone, or leave out the seconds or the time",
         "\"2026-09-15T08:00:00\"";
 }
 
 impl TextFormat for CheckinDate {
     fn parse(text: &str) -> Result<Self, String> {
-        let local = NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f").is_ok();
+        let local = [
+            "%Y-%m-%dT%H:%M:%S%.f",
+            "%Y-%m-%d %H:%M:%S%.f",
+            "%Y-%m-%dT%H:%M",
+            "%Y-%m-%d %H:%M",
+        ]
+        .iter()
+        .any(|f| NaiveDateTime::parse_from_str(text, f).is_ok())
+            || chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d").is_ok();
         if local || chrono::DateTime::parse_from_rfc3339(text).is_ok() {
             Ok(CheckinDate(text.to_string()))
         } else {
@@ -278,6 +288,37 @@ mod tests {
             assert!(
                 DecimalText::parse(bad).is_err(),
                 "{bad:?} should be rejected"
+            );
+        }
+    }
+
+    /// Every form `openapi.json`'s `checkin_date` pattern allows parses, and a few it does not
+    /// are refused (a day-first date is ambiguous).
+    #[test]
+    fn a_checkin_date_takes_the_forms_the_framework_reads() {
+        for ok in [
+            "2026-09-15T08:00:00",
+            "2026-09-15T08:00:00.123",
+            "2026-09-15T08:00:00Z",
+            "2026-09-15T08:00:00.5-03:00",
+            "2026-09-15 08:00:00",
+            "2026-09-15 08:00:00-03:00",
+            "2026-09-15T08:00",
+            "2026-09-15 08:00",
+            "2026-09-15",
+        ] {
+            assert!(CheckinDate::parse(ok).is_ok(), "{ok:?} should be taken");
+        }
+        for bad in [
+            "15/09/2026 08:00",
+            "2026-09-15T08",
+            "2026-13-01",
+            "2026-09-15T08:00Z",
+            "",
+        ] {
+            assert!(
+                CheckinDate::parse(bad).is_err(),
+                "{bad:?} should be refused"
             );
         }
     }

@@ -688,9 +688,11 @@ record! {
 
 record! {
     /// The ticket price a registration takes (`id_ticket_price` of `GET /event`), and its price.
+    /// The price is not used (the ticket price's own is the price), so it may be null or left
+    /// out: the documented body has it, the clients seen may not send it.
     pub(crate) struct Registration, decoded by registration {
         id_ticket_price: i64,
-        price: Number,
+        price: Option<Number>,
     }
 }
 

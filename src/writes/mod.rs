@@ -142,6 +142,11 @@ struct Logged {
     writes: Vec<Write>,
 }
 
+/// How deeply a write request's JSON body may nest. Its log line wraps it two levels deeper
+/// (and `forwarded.jsonl` a few more), and a line is read back with serde_json's limit of 128
+/// levels: a deeper body would be acknowledged and then not replay. Real bodies nest 3 deep.
+pub(crate) const MAX_BODY_DEPTH: usize = 64;
+
 /// A write request as it came.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Received {

@@ -215,6 +215,23 @@ async fn details_take_the_reference_from_query_json_or_form() {
             Some(("application/x-www-form-urlencoded", b"reference=R-002")),
         )
         .await;
+    // The two forms ASP.NET binds a lone string parameter from, and its other JSON type.
+    let string = app
+        .send(
+            Method::GET,
+            details,
+            Some(TOKEN),
+            Some(("text/json", b"\xEF\xBB\xBF\"R-002\"")),
+        )
+        .await;
+    let nameless = app
+        .send(
+            Method::GET,
+            details,
+            Some(TOKEN),
+            Some(("application/x-www-form-urlencoded", b"=R-002")),
+        )
+        .await;
     // The query string comes first.
     let both = app
         .send(
@@ -229,6 +246,8 @@ async fn details_take_the_reference_from_query_json_or_form() {
         ("JSON body", json),
         ("JSON body without a type", bare_json),
         ("form body", form),
+        ("a JSON string, text/json, after a byte order mark", string),
+        ("a nameless form pair", nameless),
         ("query over body", both),
     ] {
         assert_eq!(res.status, 200, "{how}: {}", res.text());

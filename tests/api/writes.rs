@@ -744,6 +744,95 @@ async fn an_empty_batch_is_refused_and_a_restart_after_it_reads_the_log() {
     assert_eq!(attendees(&again).await, before);
 }
 
+/// Bodies as the service's framework reads them (`text/json`, a byte order mark, no
+/// `registration.price`, a `checkin_date` without seconds) are taken, and all replay; a body
+/// nested deeper than the log can read back is refused, not acknowledged and then lost on
+/// restart (127 levels parse, but not inside the log's line).
+#[tokio::test]
+async fn bodies_the_framework_takes_are_taken_and_one_too_deep_for_the_log_is_refused() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let app = demo_app(Some(state.path()), false).await;
+    let price = a_price(&app).await;
+    let send = |path: &'static str, content_type: &'static str, body: Vec<u8>| {
+        let app = &app;
+        async move {
+            app.send(
+                Method::POST,
+                path,
+                Some(DEMO_TOKEN),
+                Some((content_type, &body)),
+            )
+            .await
+        }
+    };
+    let nested = |levels: usize| {
+        let mut person = person("Deep", &format!("deep{levels}@exemplo.com"), price);
+        let deep = format!("{}{}", "[".repeat(levels - 1), "]".repeat(levels - 1));
+        person["extra"] = serde_json::from_str(&deep).expect("nested arrays");
+        serde_json::to_vec(&person).expect("JSON")
+    };
+
+    let too_deep = send("/api/v1/attendees/create", JSON, nested(127)).await;
+    too_deep.assert_error(400, "invalid_json");
+    assert!(too_deep.text().contains("64 levels"), "{}", too_deep.text());
+    let deep = send("/api/v1/attendees/create", JSON, nested(64)).await;
+    assert_eq!(deep.status, 200, "{}", deep.text());
+
+    let mut no_price = b"\xEF\xBB\xBF".to_vec();
+    no_price.extend(
+        serde_json::to_vec(
+            &json!({"name": "Sem Preço", "email": "semprego@exemplo.com",
+            "registration": {"id_ticket_price": price}}),
+        )
+        .expect("JSON"),
+    );
+    let res = send(
+        "/api/v1/attendees/create",
+        "text/json; charset=utf-8",
+        no_price,
+    )
+    .await;
+    assert_eq!(res.status, 200, "{}", res.text());
+    let made = |list: &Value| {
+        list["data"]
+            .as_array()
+            .expect("data")
+            .iter()
+            .find(|a| a["email"] == "semprego@exemplo.com")
+            .expect("the registration without a price is listed")
+            .clone()
+    };
+    let list = attendees(&app).await;
+    let code = made(&list)["checkin_code"].to_string();
+    let checkin = json!([{"checkin_code": code, "checkin": 1, "checkin_date": "2026-09-15T08:00"}]);
+    let res = send(
+        "/api/v1/checkin/attendees",
+        "text/json",
+        serde_json::to_vec(&checkin).expect("JSON"),
+    )
+    .await;
+    assert_eq!(res.status, 200, "{}", res.text());
+    let before = attendees(&app).await;
+    assert_eq!(
+        made(&before)["checkin_date"],
+        "2026-09-15T08:00",
+        "shown as sent"
+    );
+    assert_eq!(
+        before["count"].as_i64(),
+        list["count"].as_i64(),
+        "the check-in adds no one"
+    );
+
+    app.shutdown().await;
+    let again = demo_app(Some(state.path()), false).await;
+    assert_eq!(
+        attendees(&again).await,
+        before,
+        "every acknowledged write replays"
+    );
+}
+
 /// Opening a state folder counts its lines and the writes they hold now: a reset forgets
 /// the writes before it.
 #[tokio::test]
