@@ -32,7 +32,7 @@ pub(crate) enum Operation {
     /// `POST /_writes/reset`: forgets the writes of the token's bundle.
     WritesReset,
     /// `GET /_queue`: the writes waiting for their bundle's source, those parked, and those it
-    /// refused; `DELETE /_queue?seq=N` dismisses one parked or refused.
+    /// refused; `DELETE /_queue?seq=N` dismisses one parked, refused or pending.
     Queue,
     /// `GET /_ui`: the status page for the person at the desk (kiosk mode).
     Ui,

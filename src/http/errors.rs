@@ -155,9 +155,9 @@ errors! {
     /// token as `Authorization: Bearer` (answered with `WWW-Authenticate: Bearer`).
     AdminTokenRequired = (401, "admin_token_required", "This operational endpoint needs the admin token from a remote client: send Authorization: Bearer <admin token>."),
     /// `DELETE /_queue` without one `seq` that is a whole number from 1.
-    InvalidQueueEntry = (400, "invalid_queue_entry", "DELETE /_queue takes one parameter, seq: the seq of a parked or rejected entry of the token's bundle, as GET /_queue lists it."),
-    /// `DELETE /_queue?seq=N` where the token's bundle has no parked or rejected entry `N`.
-    NotInQueue = (404, "not_in_queue", "The token's bundle has no parked or rejected entry with that seq (GET /_queue lists them):"),
+    InvalidQueueEntry = (400, "invalid_queue_entry", "DELETE /_queue takes one parameter, seq: the seq of a parked, rejected or pending entry of the token's bundle, as GET /_queue lists it."),
+    /// `DELETE /_queue?seq=N` where the token's bundle has no parked, rejected or pending entry `N`.
+    NotInQueue = (404, "not_in_queue", "The token's bundle has no parked, rejected or pending entry with that seq (GET /_queue lists them):"),
     /// `POST /_writes/reset` with a parameter or a body: the token alone picks the bundle, so
     /// `?bundle=other` would be ignored while the token's bundle is reset.
     InvalidReset = (400, "invalid_reset", "POST /_writes/reset takes no parameter and no body: the Authorization-Token picks the bundle whose writes are forgotten."),

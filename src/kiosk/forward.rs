@@ -4,10 +4,10 @@
 //! One task for every bundle. It wakes when a write becomes durable, when a source comes
 //! online, and on a backoff tick; for each bundle with a source that is not offline, it sends
 //! the bundle's entries in `seq` order. A 2xx takes an entry out of the queue; a refusal of the
-//! entry itself ([`refuses_entry`]: a 4xx but those about the source or the sender) moves it to
-//! the rejected list and goes on; anything else (a 5xx, no answer, a token refused) stops that
-//! bundle until later, so the order is kept. An entry that was maybe sent before a
-//! crash is checked first: a registration whose e-mail the source lists already is taken as
+//! entry itself ([`refuses_entry`]: a 4xx of the API, but those about the source or the
+//! sender) moves it to the rejected list and goes on; anything else (a 5xx, no answer, a token
+//! refused, a proxy's page) stops that bundle until later, each bundle on its own backoff, so
+//! the order is kept. An entry that was maybe sent before a crash is checked first: a registration whose e-mail the source lists already is taken as
 //! accepted, not sent twice (check-ins are the same when sent again).
 //!
 //! Check-ins naming someone registered here are sent with the source's id and code for them,
@@ -99,12 +99,12 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
             return;
         }
     };
-    let mut wait = FIRST_WAIT;
     // Per bundle, why its writes wait, said once.
     let mut said: HashMap<String, String> = HashMap::new();
-    // Per bundle whose last round had to stop, when to try again (the backoff holds whatever
-    // woke the loop: a write, a new snapshot).
-    let mut not_before: HashMap<String, tokio::time::Instant> = HashMap::new();
+    // Per bundle whose last round had to stop, when to try again and the wait after that
+    // (its own backoff: whatever wakes the loop, another bundle's write or a new snapshot,
+    // does not cut it short).
+    let mut not_before: HashMap<String, (tokio::time::Instant, Duration)> = HashMap::new();
     // Per bundle, when the data served was loaded as its parked check-ins were last looked up.
     let mut looked: HashMap<String, Option<DateTime<Utc>>> = HashMap::new();
     // Bundles without a source to send to while writes wait for them, and why, each said once.
@@ -112,7 +112,13 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
     // A new snapshot may list someone parked (a refresh, a reload, SIGHUP): a round at once.
     let mut published = reloader.published();
     loop {
-        let mut left_behind = false;
+        // Every source's next change between online and offline is caught from here on, also
+        // one during the round (a source back online is tried at once).
+        let healths: Vec<_> = sources.all().into_iter().map(|(_, h)| h).collect();
+        let mut flips: Vec<_> = healths.iter().map(|h| Box::pin(h.changed())).collect();
+        for flip in &mut flips {
+            flip.as_mut().enable();
+        }
         for bundle in writes.queue.bundles_ready() {
             let Some(health) = sources.get(&bundle) else {
                 // No source now, though these writes were made for one: its folder went away,
@@ -138,9 +144,8 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
             stranded.remove(&bundle);
             let later = not_before
                 .get(&bundle)
-                .is_some_and(|at| *at > tokio::time::Instant::now());
+                .is_some_and(|(at, _)| *at > tokio::time::Instant::now());
             if health.is_offline() || later {
-                left_behind = true;
                 continue;
             }
             let Some((token, _)) = served(&reloader, &bundle).await else {
@@ -156,42 +161,46 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
             match round(&to, &writes, &mut looked).await {
                 Ok(reached) => {
                     not_before.remove(&bundle);
-                    if reached {
-                        wait = FIRST_WAIT;
-                        if said.remove(&bundle).is_some() {
-                            tracing::info!(bundle = %bundle, pending = writes.queue.pending(&bundle), "writes reach the source again");
-                        }
+                    writes.queue.waits(&bundle, None);
+                    if reached && said.remove(&bundle).is_some() {
+                        tracing::info!(bundle = %bundle, pending = writes.queue.pending(&bundle), "writes reach the source again");
                     }
                 }
                 Err(why) => {
-                    not_before.insert(bundle.clone(), tokio::time::Instant::now() + wait);
+                    let wait = not_before.get(&bundle).map_or(FIRST_WAIT, |(_, w)| *w);
+                    let next = (wait * 2).min(MAX_WAIT);
+                    not_before.insert(bundle.clone(), (tokio::time::Instant::now() + wait, next));
+                    writes.queue.waits(&bundle, Some(&why));
                     if said.get(&bundle) != Some(&why) {
                         tracing::warn!(bundle = %bundle, pending = writes.queue.pending(&bundle), "writes wait for the source: {why}");
                         said.insert(bundle.clone(), why);
                     }
-                    left_behind = true;
                 }
             }
         }
-        let tick = if left_behind { wait } else { MAX_WAIT };
-        let came_online = async {
-            for (_, health) in sources.all() {
-                if health.is_offline() {
-                    health.changed().await;
-                    return;
-                }
+        // The next bundle due, at most MAX_WAIT away (an offline source is looked at again
+        // then, besides when it flips).
+        let now = tokio::time::Instant::now();
+        let due = not_before
+            .values()
+            .map(|(at, _)| *at)
+            .filter(|at| *at > now)
+            .min()
+            .unwrap_or(now + MAX_WAIT)
+            .min(now + MAX_WAIT);
+        let flipped = std::future::poll_fn(|cx| {
+            use std::future::Future;
+            match flips.iter_mut().any(|f| f.as_mut().poll(cx).is_ready()) {
+                true => std::task::Poll::Ready(()),
+                false => std::task::Poll::Pending,
             }
-            std::future::pending::<()>().await;
-        };
+        });
         tokio::select! {
             _ = writes.queue.ready.notified() => {}
             // A source back online is tried at once.
-            _ = came_online => not_before.clear(),
+            () = flipped => not_before.retain(|b, _| sources.get(b).is_none_or(|h| h.is_offline())),
             () = changed(&mut published) => {}
-            _ = tokio::time::sleep(tick) => {}
-        }
-        if left_behind {
-            wait = (wait * 2).min(MAX_WAIT);
+            () = tokio::time::sleep_until(due) => {}
         }
     }
 }
@@ -353,6 +362,8 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
     let mended = match status.as_u16() {
         401 | 407 => " (the token sent, or a proxy's credentials, refused: writes wait until they are mended)",
         404 | 405 => " without the platform's error envelope (no such route there: is the source's url right?)",
+        408 | 429 => "",
+        400..500 => " without a JSON answer (a proxy's or a firewall's page, not the API: writes wait until it lets them through)",
         _ => "",
     };
     Err(format!("{base} answered {status}{mended}"))
@@ -360,16 +371,19 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
 
 /// Whether a source's answer refuses the entry itself, which is then kept aside (rejected),
 /// rather than saying the source takes no writes from here for now, when the entry waits and
-/// is tried again. Any 4xx but: 408 and 429 (try later); 401 and 407 (the token sent, or a
-/// proxy's credentials: every entry would be refused alike until they are mended); and a 404
-/// or 405 without the platform's error envelope (`erros`), which is no refusal of the write
-/// but no such route there: a wrong source url, a proxy's page, an API's unknown-path answer.
+/// is tried again. A 4xx the API answered, but: 408 and 429 (try later); 401 and 407 (the
+/// token sent, or a proxy's credentials: every entry would be refused alike until they are
+/// mended); and a 404 or 405 without the platform's error envelope (`erros`), which is no
+/// refusal of the write but no such route there: a wrong source url, a proxy's page, an API's
+/// unknown-path answer. Any other 4xx is the API's only when its answer is a JSON object: a
+/// firewall's or a proxy's page (a 403 in HTML, an empty 413) would otherwise set aside every
+/// write that reaches it, each to be sent again by hand.
 fn refuses_entry(status: reqwest::StatusCode, answer: &str) -> bool {
+    let json = serde_json::from_str::<Value>(answer).ok();
     match status.as_u16() {
         401 | 407 | 408 | 429 => false,
-        404 | 405 => serde_json::from_str::<Value>(answer)
-            .is_ok_and(|v| v.get("erros").is_some_and(Value::is_array)),
-        code => (400..500).contains(&code),
+        404 | 405 => json.is_some_and(|v| v.get("erros").is_some_and(Value::is_array)),
+        code => (400..500).contains(&code) && json.is_some_and(|v| v.is_object()),
     }
 }
 
@@ -501,7 +515,10 @@ mod refusals {
             (403, envelope, true),
             (404, envelope, true),
             (405, envelope, true),
-            (413, "", true),
+            (422, r#"{"message":"Participante já está inscrito"}"#, true),
+            (413, "", false),
+            (403, "<html>Request blocked</html>", false),
+            (400, "Bad Request", false),
             (404, unknown_path, false),
             (404, "<html>Not Found</html>", false),
             (405, "", false),

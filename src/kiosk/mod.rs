@@ -105,9 +105,10 @@ impl SourceHealth {
         !self.is_offline()
     }
 
-    /// Resolves on the next change between online and offline.
-    pub(crate) async fn changed(&self) {
-        self.changed.notified().await;
+    /// Resolves on the next change between online and offline after it is made (or, when
+    /// `enable`d first, after that).
+    pub(crate) fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.changed.notified()
     }
 
     /// The source's API base (`https://host/api/v1`).

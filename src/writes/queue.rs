@@ -138,6 +138,9 @@ impl Outcome {
 pub(crate) enum List {
     Parked,
     Rejected,
+    /// Not sent yet: one the source keeps failing (a 5xx every time) holds back every later
+    /// entry of its bundle, and the operator may take it out.
+    Pending,
 }
 
 /// The items of a batch of check-ins that were not sent (by their place in it, from 0), and
@@ -259,7 +262,7 @@ impl Here {
         if self.queued {
             format!(
                 "{email}, registered at the desk, is not listed by the source (was the \
-                 registration refused?): it is sent once the source lists that e-mail"
+                 registration refused, or dismissed?): it is sent once the source lists that e-mail"
             )
         } else {
             format!(
@@ -279,6 +282,8 @@ struct Inner {
     here: std::collections::HashMap<String, Vec<Here>>,
     /// Per bundle, the log line of a reset not durable yet: nothing of it is sent meanwhile.
     resetting: std::collections::HashMap<String, u64>,
+    /// Per bundle whose next entry waits for the source, why and since when (RFC 3339).
+    waiting: std::collections::HashMap<String, (String, String)>,
 }
 
 /// Whom an item of a batch names among the registrations made here.
@@ -671,6 +676,23 @@ impl Queue {
     }
 
     /// How many entries `bundle` has waiting.
+    /// Says why `bundle`'s next entry waits (the forwarder could not send it), or, `None`,
+    /// that its entries go again; shown with that entry in `/_queue`.
+    pub(crate) fn waits(&self, bundle: &str, why: Option<&str>) {
+        let mut inner = self.inner();
+        match why {
+            Some(why) => {
+                let at = Utc::now().to_rfc3339();
+                inner
+                    .waiting
+                    .insert(bundle.to_string(), (why.to_string(), at));
+            }
+            None => {
+                inner.waiting.remove(bundle);
+            }
+        }
+    }
+
     pub(crate) fn pending(&self, bundle: &str) -> usize {
         self.inner()
             .pending
@@ -716,19 +738,27 @@ impl Queue {
         serde_json::to_vec(&v).map_or_else(|_| status.clone(), bytes::Bytes::from)
     }
 
-    /// `GET /_queue`: per bundle, how many entries wait, which are parked (with why) and which
-    /// the source refused (with the source's answer), oldest first.
+    /// `GET /_queue`: per bundle, how many entries wait and the `next` one to go (with why it
+    /// waits, once the source failed it), which are parked (with why) and which the source
+    /// refused (with the source's answer), oldest first.
     pub(crate) fn body(&self) -> bytes::Bytes {
         #[derive(Serialize, Default)]
         struct Of {
             pending: usize,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            next: Option<Aside>,
             parked: Vec<Aside>,
             rejected: Vec<Aside>,
         }
         let inner = self.inner();
         let mut bundles: BTreeMap<&str, Of> = BTreeMap::new();
         for e in inner.pending.values() {
-            bundles.entry(&e.bundle).or_default().pending += 1;
+            let of = bundles.entry(&e.bundle).or_default();
+            of.pending += 1;
+            if of.next.is_none() {
+                let (why, at) = inner.waiting.get(&e.bundle).cloned().unwrap_or_default();
+                of.next = Some(Aside::new(e.clone(), None, why, &at));
+            }
         }
         for p in inner.parked.values() {
             let of = bundles.entry(&p.entry.bundle).or_default();
@@ -745,31 +775,36 @@ impl Queue {
         serde_json::to_vec(&body).map_or_else(|_| bytes::Bytes::new(), bytes::Bytes::from)
     }
 
-    /// Dismisses `bundle`'s parked or rejected entry `seq` (`DELETE /_queue`), durably: whether
-    /// it had one. A parked entry being sent at that moment may still reach the source.
-    /// The rejected entry first: a batch whose sent part was refused is both, and its parked
-    /// part goes with a second dismissal.
+    /// Dismisses `bundle`'s entry `seq` (`DELETE /_queue`), durably: whether it had one. A
+    /// parked or pending entry being sent at that moment may still reach the source. One part
+    /// at a time, the rejected first: a batch whose sent part was refused is both rejected and
+    /// parked (and rejected twice once its parked part is refused too).
     pub(crate) async fn dismiss(&self, bundle: &str, seq: u64) -> std::io::Result<bool> {
         let list = {
             let inner = self.inner();
-            let rejected = inner
+            let ours = |b: &str| b == bundle;
+            if inner
                 .rejected
                 .iter()
-                .any(|r| r.seq == seq && r.bundle == bundle);
-            let parked = inner
+                .any(|r| r.seq == seq && ours(&r.bundle))
+            {
+                List::Rejected
+            } else if inner
                 .parked
                 .get(&seq)
-                .is_some_and(|p| p.entry.bundle == bundle);
-            match (rejected, parked) {
-                (true, _) => List::Rejected,
-                (false, true) => List::Parked,
-                (false, false) => return Ok(false),
+                .is_some_and(|p| ours(&p.entry.bundle))
+            {
+                List::Parked
+            } else if inner.pending.get(&seq).is_some_and(|e| ours(&e.bundle)) {
+                List::Pending
+            } else {
+                return Ok(false);
             }
         };
         let mut o = Outcome::new(seq, Kind::Dismissed);
         o.list = Some(list);
         self.record(o).await?;
-        tracing::info!(bundle, seq, list = ?list, "queue entry dismissed (DELETE /_queue): no longer listed (a parked one is not sent)");
+        tracing::info!(bundle, seq, list = ?list, "queue entry dismissed (DELETE /_queue): no longer listed (a parked or pending one is not sent)");
         Ok(true)
     }
 
@@ -823,14 +858,27 @@ fn apply(inner: &mut Inner, o: &Outcome) {
                 inner.park(e, o.answer.clone().unwrap_or_default(), &o.at);
             }
         }
-        Kind::Dismissed => {
-            if o.list != Some(List::Rejected) {
+        Kind::Dismissed => match o.list {
+            Some(List::Pending) => {
+                if let Some(e) = inner.pending.remove(&o.seq) {
+                    // Why it waited is not why the next one will.
+                    inner.waiting.remove(&e.bundle);
+                }
+            }
+            Some(List::Parked) => {
                 inner.parked.remove(&o.seq);
             }
-            if o.list != Some(List::Parked) {
+            Some(List::Rejected) => {
+                if let Some(at) = inner.rejected.iter().position(|r| r.seq == o.seq) {
+                    inner.rejected.remove(at);
+                }
+            }
+            // Written before lists were named: both.
+            None => {
+                inner.parked.remove(&o.seq);
                 inner.rejected.retain(|r| r.seq != o.seq);
             }
-        }
+        },
         Kind::Rejected => {
             if let Some(e) = inner.take(o.seq) {
                 let answer = o.answer.clone().unwrap_or_default();
@@ -1133,5 +1181,61 @@ mod tests {
         assert!(q.dismiss("b", 1).await.expect("dismissed"));
         assert!(!q.dismiss("b", 1).await.expect("nothing left"));
         assert_eq!(&q.body()[..], br#"{"bundles":{}}"#);
+    }
+
+    /// A pending entry the source keeps failing can be dismissed, so the next goes; a batch
+    /// rejected twice under one seq (its sent part, then its parked part) loses one part a
+    /// dismissal. Read back from the file as a restart does.
+    #[tokio::test]
+    async fn a_pending_entry_can_be_dismissed_and_two_rejected_parts_go_one_at_a_time() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let batch = json!([{"checkin_code": "12", "checkin": 1, "checkin_date": "d"},
+                           {"checkin_code": "555", "checkin": 1, "checkin_date": "d"}]);
+        let one = json!([{"checkin_code": "12", "checkin": 1, "checkin_date": "d"}]);
+        let fill = |q: &Queue| {
+            let writes = [
+                checkin("12", Some(Person::Listed(7))),
+                checkin("555", Some(Person::Registered(101))),
+            ];
+            q.push(1, "b", received("/checkin", batch.clone()), &writes, true);
+            for seq in [2, 3] {
+                let write = checkin("12", Some(Person::Listed(7)));
+                q.push(seq, "b", received("/checkin", one.clone()), &[write], true);
+            }
+        };
+        let lines = [
+            json!({"seq": 1, "outcome": "rejected", "status": 405, "answer": "no",
+                "parked": {"items": [1], "answer": "not sent: ana"}, "at": "t"}),
+            json!({"seq": 1, "outcome": "rejected", "status": 422, "answer": "no", "at": "t"}),
+        ];
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(dir.path().join(log::FORWARDED), text).expect("write");
+        let q = Queue::default();
+        fill(&q);
+        q.open(dir.path()).expect("opens");
+        let rejected = |q: &Queue| {
+            let shown: Value = serde_json::from_slice(&q.body()).expect("JSON");
+            shown["bundles"]["b"]["rejected"]
+                .as_array()
+                .map_or(0, Vec::len)
+        };
+        assert_eq!(rejected(&q), 2, "both parts of batch 1 refused");
+        assert!(q.dismiss("b", 1).await.expect("dismissed"));
+        assert_eq!(rejected(&q), 1, "one part a dismissal");
+
+        assert_eq!(q.next_for("b").map(|e| e.seq), Some(2));
+        assert!(!q.dismiss("other", 2).await.expect("not that bundle's"));
+        assert!(q
+            .dismiss("b", 2)
+            .await
+            .expect("a pending entry is dismissed"));
+        assert_eq!(q.next_for("b").map(|e| e.seq), Some(3), "the next one goes");
+
+        drop(q);
+        let again = Queue::default();
+        fill(&again);
+        again.open(dir.path()).expect("opens again");
+        assert_eq!(rejected(&again), 1);
+        assert_eq!(again.next_for("b").map(|e| e.seq), Some(3));
     }
 }

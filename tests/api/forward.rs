@@ -102,8 +102,13 @@ pub(crate) struct Desk {
 
 impl Desk {
     pub(crate) async fn of(source: &TestApp, configure: impl FnOnce(&mut ServeOptions)) -> Desk {
+        Desk::of_url(&source.base, configure).await
+    }
+
+    /// A desk on a copy pulled from `base`, which its `[source]` names from then on.
+    pub(crate) async fn of_url(base: &str, configure: impl FnOnce(&mut ServeOptions)) -> Desk {
         let data = TempData::new();
-        pull_into(&source.base, &data.path().join("demo")).await;
+        pull_into(base, &data.path().join("demo")).await;
         let state = tempfile::tempdir().expect("tempdir");
         let mut options = ServeOptions {
             watch: WatchKind::Off,
@@ -851,6 +856,76 @@ async fn writes_wait_while_the_source_refuses_the_desks_token_and_go_once_it_tak
 
     source_at.with_token(DEMO_TOKEN);
     assert_reached(kiosk, &source, "ana.site@exemplo.com").await;
+}
+
+/// A firewall between desk and source answers the desk's registrations 403 with its own
+/// HTML page: that refuses no write in particular, so they wait (none is rejected; before,
+/// each was set aside, to be sent again by hand), `/_queue` shows the next one with why, and
+/// they go once it lets them through. A pending entry the source keeps failing can be
+/// dismissed by hand: the next one goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_a_firewall_blocks_wait_and_a_pending_one_can_be_dismissed() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    use crate::pull::{Act, Proxy};
+
+    let (_source_at, source) = Source::start().await;
+    let blocked = Arc::new(AtomicBool::new(true));
+    let blocking = Arc::clone(&blocked);
+    let firewall = Proxy::start(&source.base, move |path, _, _| {
+        if path.ends_with("/attendees/create") && blocking.load(Ordering::SeqCst) {
+            let page = "<html><body>Request blocked</body></html>".to_string();
+            Act::Answer(403, vec![("content-type", "text/html".into())], page)
+        } else {
+            Act::Forward
+        }
+    })
+    .await;
+    let desk = Desk::of_url(&firewall.base, |o| {
+        o.refresh_every = Some(Duration::from_secs(3600))
+    })
+    .await;
+    let kiosk = &desk.server;
+    register(kiosk, "Ana Muro", "ana.muro@exemplo.com").await;
+    register(kiosk, "Bia Muro", "bia.muro@exemplo.com").await;
+    register(kiosk, "Caio Muro", "caio.muro@exemplo.com").await;
+    let firewall = &firewall;
+    until(
+        Duration::from_secs(15),
+        "three blocked tries",
+        || async move { (firewall.count("/attendees/create") >= 3).then_some(()) },
+    )
+    .await;
+    let queue = kiosk.send(Method::GET, "/_queue", None, None).await.json();
+    let of = &queue["bundles"]["demo"];
+    assert_eq!(of["pending"], 3, "{queue}");
+    assert_eq!(of["rejected"], json!([]), "{queue}");
+    assert_eq!(
+        of["next"]["body"]["email"], "ana.muro@exemplo.com",
+        "{queue}"
+    );
+    let why = of["next"]["answer"].as_str().unwrap_or("");
+    assert!(why.contains("403") && why.contains("firewall"), "{queue}");
+
+    let seq = of["next"]["seq"].as_u64().expect("a seq");
+    let dismissed = kiosk
+        .send(
+            Method::DELETE,
+            &format!("/_queue?seq={seq}"),
+            Some(DEMO_TOKEN),
+            None,
+        )
+        .await;
+    assert_eq!(dismissed.status, 204, "{}", dismissed.text());
+    blocked.store(false, Ordering::SeqCst);
+    assert_reached(kiosk, &source, "caio.muro@exemplo.com").await;
+    let at_source = emails(&source).await;
+    assert!(at_source.contains(&"bia.muro@exemplo.com".to_string()));
+    assert!(
+        !at_source.contains(&"ana.muro@exemplo.com".to_string()),
+        "the dismissed one is not sent"
+    );
 }
 
 /// Once the kiosk's queue settles, nothing of the bundle is left in it and the source lists

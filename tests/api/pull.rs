@@ -97,7 +97,7 @@ pub(crate) fn assert_no_leftovers(dir: &Path) {
 // ---- a scripted proxy ---------------------------------------------------------------------
 
 /// What the proxy does with one request.
-enum Act {
+pub(crate) enum Act {
     Forward,
     Answer(u16, Vec<(&'static str, String)>, String),
     /// Waits this long, then forwards (the client has usually given up by then).
@@ -116,8 +116,8 @@ struct Seen {
 /// Decides per request: (path, reference, how many times this path and reference came before).
 type Script = dyn Fn(&str, Option<&str>, usize) -> Act + Send + Sync;
 
-struct Proxy {
-    base: String,
+pub(crate) struct Proxy {
+    pub(crate) base: String,
     log: Arc<Mutex<Vec<Seen>>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -129,7 +129,7 @@ impl Drop for Proxy {
 }
 
 impl Proxy {
-    async fn start(
+    pub(crate) async fn start(
         upstream: &str,
         script: impl Fn(&str, Option<&str>, usize) -> Act + Send + Sync + 'static,
     ) -> Proxy {
@@ -164,7 +164,7 @@ impl Proxy {
         self.log.lock().expect("the log").clone()
     }
 
-    fn count(&self, path_end: &str) -> usize {
+    pub(crate) fn count(&self, path_end: &str) -> usize {
         self.seen()
             .iter()
             .filter(|s| s.path.ends_with(path_end))
@@ -195,6 +195,7 @@ impl ProxyState {
             header("accept-encoding"),
         );
         let path = req.uri().path().to_string();
+        let method = req.method().clone();
         let path_and_query = req
             .uri()
             .path_and_query()
@@ -236,7 +237,7 @@ impl ProxyState {
                 }
                 let mut up = self
                     .client
-                    .get(format!("{}{path_and_query}", self.upstream))
+                    .request(method, format!("{}{path_and_query}", self.upstream))
                     .header("Authorization-Token", token)
                     .body(body.to_vec());
                 if !content_type.is_empty() {
