@@ -1062,14 +1062,16 @@ impl EventPlan {
                 })
             })
             .collect();
+        // Built-in areas carry the platform"s fixed ids (1 Inscrições, 2 Atividades,
+        // 3 Palestrantes, 4 Submissões, 5 Local do Evento, 9 Patrocinadores); free text, none.
         json!({
             "capa": null,
             "areasSite": [
                 {"idAreaSite": null, "titulo": format!("Bem-vindos ao {}", self.title()), "subtitulo": "", "ordem": 1, "jsonObj": [],
                  "template": format!("<h2>Bem-vindos!</h2><p>{city} ({state}) recebe o congresso a partir de {}.</p>", br_date(self.start))},
-                {"idAreaSite": 4, "titulo": "Programação", "subtitulo": format!("{} dias de atividades", self.days), "ordem": 2, "jsonObj": [], "template": ""},
-                {"idAreaSite": 7, "titulo": "Patrocinadores", "subtitulo": null, "ordem": 3, "jsonObj": items, "template": ""},
-                {"idAreaSite": 5, "titulo": "Inscrições", "subtitulo": "Lotes e valores", "ordem": 4, "jsonObj": [], "template": ""},
+                {"idAreaSite": 2, "titulo": "Programação", "subtitulo": format!("{} dias de atividades", self.days), "ordem": 2, "jsonObj": [], "template": ""},
+                {"idAreaSite": 9, "titulo": "Patrocinadores", "subtitulo": null, "ordem": 3, "jsonObj": items, "template": ""},
+                {"idAreaSite": 1, "titulo": "Inscrições", "subtitulo": "Lotes e valores", "ordem": 4, "jsonObj": [], "template": ""},
                 {"idAreaSite": null, "titulo": format!("Como chegar: {}", self.venue), "subtitulo": "Transporte e hospedagem", "ordem": 5, "jsonObj": [],
                  "template": "<p>Há ônibus gratuitos a partir da rodoviária a cada 30 minutos e estacionamento no local.</p>"},
             ],

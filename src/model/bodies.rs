@@ -179,8 +179,8 @@ pub(crate) fn event_body(v: &Value, diag: &mut Diag) -> Option<EventBody> {
 pub(crate) const DETAILS_DOC: BodyDoc = BodyDoc {
     holds: "One file per payment, named after its `reference_payment`: \
         `{\"data\": [row, ...], \"count\": n}` or the bare list. A payment without a file \
-        answers one row made from the payment (buyer as attendee, `phone_attende` and `item` \
-        empty).",
+        answers rows made from the payment, one per item of its `description_payment` (buyer \
+        as attendee, `item` the ticket's name, `phone_attende` empty; docs/api.md).",
     records: &[("data", <records::PaymentDetail as Describe>::ty)],
 };
 

@@ -193,7 +193,7 @@ author_order = 1
 
 /// Areas out of `ordem` order (two with the same ordem, to show the sort is stable).
 pub const HOTSITE_JSON: &str = r#"{"areasSite": [
-  {"idAreaSite": 7, "titulo": "Patrocinadores", "ordem": 3, "jsonObj": [{"link": "www.agua.br", "titulo": "Água SA", "id": 1, "urlImagem": "https://img.example/a.png", "cor": "azul"}], "template": ""},
+  {"idAreaSite": 9, "titulo": "Patrocinadores", "ordem": 3, "jsonObj": [{"link": "www.agua.br", "titulo": "Água SA", "id": 1, "urlImagem": "https://img.example/a.png", "cor": "azul"}], "template": ""},
   {"titulo": "Abertura", "subtitulo": "", "ordem": 1, "jsonObj": [], "template": "<p>Olá</p>"},
   {"idAreaSite": 2, "titulo": "Programação", "subtitulo": "dia a dia", "ordem": 2, "jsonObj": [], "template": ""},
   {"idAreaSite": null, "titulo": "Extra", "subtitulo": null, "ordem": 2, "jsonObj": [], "template": ""}
@@ -201,7 +201,7 @@ pub const HOTSITE_JSON: &str = r#"{"areasSite": [
 
 pub const HOTSITE_TOML: &str = r#"
 [[areasSite]]
-idAreaSite = 7
+idAreaSite = 9
 titulo = "Patrocinadores"
 ordem = 3
 template = ""

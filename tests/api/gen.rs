@@ -335,6 +335,22 @@ fn generated_data_looks_like_a_real_event() {
         .iter()
         .find(|a| a["titulo"] == "Patrocinadores")
         .expect("a sponsors area");
+    // The platform's built-in areas have fixed ids (observed.md): 9 is the sponsors'.
+    assert_eq!(sponsors["idAreaSite"], 9, "{sponsors}");
+    let ids: Vec<&Value> = hotsite["areasSite"]
+        .as_array()
+        .expect("areas")
+        .iter()
+        .map(|a| &a["idAreaSite"])
+        .filter(|id| !id.is_null())
+        .collect();
+    for id in ids {
+        let id = id.as_i64().expect("an integer id");
+        assert!(
+            [1, 2, 3, 4, 5, 9].contains(&id),
+            "{id}: not a built-in area's id"
+        );
+    }
     for item in sponsors["jsonObj"].as_array().expect("items") {
         for key in ["titulo", "urlImagem", "link", "id"] {
             assert!(item.get(key).is_some(), "{key} in {item}");
@@ -504,7 +520,8 @@ const PINNED_SEED_1: [(&str, usize, u64); 15] = [
     ("/attendees.json", 23_005, 0xd6ab_d76d_0e64_5693),
     ("/certificates.json", 7_445, 0xf4a0_5a5f_356c_89cc),
     ("/event.json", 4_809, 0x1f68_dbed_490e_93b2),
-    ("/hotsite.json", 2_679, 0x2035_f232_8687_0e9d),
+    // Changed once, on purpose (2026-11-27): the built-in areas took the platform's fixed ids.
+    ("/hotsite.json", 2_679, 0xb5fa_1841_916b_8395),
     ("/payments.json", 26_961, 0x0d15_5d29_5837_ef3a),
     ("/session.json", 8_405, 0x4d26_3d88_3e3b_644a),
     ("/speaker.json", 994, 0xb6cb_8bc0_399f_4cce),
