@@ -15,8 +15,9 @@ use crate::api::Route;
 pub const MAX_URL_BYTES: usize = 8 * 1024;
 
 /// The largest body accepted on a request that reads none (every route but the details
-/// endpoint, which reads up to `errors::BODY_LIMIT`); a larger one, or one of unknown length,
-/// gets 413 and the connection is closed.
+/// endpoint, which reads up to `errors::BODY_LIMIT`); a larger one gets 413 and the connection
+/// is closed. One of unknown length (chunked) is read up to the limit first: an empty one,
+/// which some clients send on every GET, is no body.
 pub const SMALL_BODY_LIMIT: u64 = 1024;
 
 /// The header that names the calling app, when a client sends it.
@@ -51,19 +52,31 @@ pub(crate) fn refusal<B: Body>(req: &Request<B>, route: Option<Route>) -> Option
     if single(req.headers(), APP_HEADER).is_err() {
         return Some(ApiError::AmbiguousApp);
     }
-    let reads_body = route.is_some_and(Route::reads_body);
-    let takes_no_body = matches!(*req.method(), Method::GET | Method::HEAD) && !reads_body;
-    if takes_no_body && !req.body().is_end_stream() {
+    if takes_no_body(req, route) {
         let too_large = req
             .body()
             .size_hint()
             .upper()
-            .is_none_or(|n| n > SMALL_BODY_LIMIT);
+            .is_some_and(|n| n > SMALL_BODY_LIMIT);
         if too_large {
             return Some(ApiError::BodyTooLarge);
         }
     }
     None
+}
+
+/// Whether a request is one that reads no body (a GET or HEAD of any route but the details
+/// endpoint) and comes with one of unknown length, to be read up to [`SMALL_BODY_LIMIT`].
+pub(crate) fn unknown_body<B: Body>(req: &Request<B>, route: Option<Route>) -> bool {
+    takes_no_body(req, route) && req.body().size_hint().upper().is_none()
+}
+
+/// A GET or HEAD of a route that reads no body, sent with one.
+fn takes_no_body<B: Body>(req: &Request<B>, route: Option<Route>) -> bool {
+    let reads_body = route.is_some_and(Route::reads_body);
+    matches!(*req.method(), Method::GET | Method::HEAD)
+        && !reads_body
+        && !req.body().is_end_stream()
 }
 
 #[cfg(test)]

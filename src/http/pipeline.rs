@@ -96,7 +96,8 @@ pub(crate) async fn answer(
     // Two different tokens are refused, not guessed between (`guard`).
     let raw_token = guard::token_header(req.headers());
     let refused = guard::refusal(&req, route);
-    let has_body = !req.body().is_end_stream();
+    let unknown_body = guard::unknown_body(&req, route);
+    let mut has_body = !req.body().is_end_stream();
     // Authorise: the request's one token lookup, in the snapshot it holds throughout.
     let snapshot = shared.store.snapshot();
     let bundle = raw_token.and_then(|raw| authorise(Token::from_header(raw), &snapshot));
@@ -111,6 +112,22 @@ pub(crate) async fn answer(
         fault,
     } = match refused {
         Some(e) => Handled::plain(router::error(e)),
+        // A body of unknown length where none is read: read up to the limit, then answered
+        // as without one (an empty chunked body on a GET), or 413.
+        None if unknown_body => {
+            let (parts, body) = req.into_parts();
+            let limit = guard::SMALL_BODY_LIMIT as usize;
+            let body = DeadlineBody::new(body, shared.body_timeout);
+            match router::prefix(body, limit + 1).await {
+                Ok(read) if read.len() <= limit => {
+                    has_body = false;
+                    let req = Request::from_parts(parts, http_body_util::Empty::<Bytes>::new());
+                    router::respond(req, route, bundle, &snapshot, ctx, peer.ip()).await
+                }
+                Ok(_) => Handled::plain(router::error(ApiError::BodyTooLarge)),
+                Err(e) => Handled::plain(router::error(e)),
+            }
+        }
         None => {
             let req = req.map(|b| DeadlineBody::new(b, shared.body_timeout));
             router::respond(req, route, bundle, &snapshot, ctx, peer.ip()).await

@@ -890,7 +890,7 @@ fn header_list(
 
 /// The first `n` bytes of a body (all of a shorter one), reading no further. A body that fails
 /// before them (too slow, cut off) is an error, as [`read_body`] gives it.
-async fn prefix<B>(body: B, n: usize) -> Result<Bytes, ApiError>
+pub(crate) async fn prefix<B>(body: B, n: usize) -> Result<Bytes, ApiError>
 where
     B: Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,

@@ -110,6 +110,34 @@ async fn a_body_on_a_get_that_reads_none_is_413_and_the_connection_closes() {
     assert_eq!(status, "HTTP/1.1 200 OK");
 }
 
+/// A body of unknown length (chunked) on a GET that reads none is read up to the limit: an
+/// empty or small one is answered as without a body (some clients send an empty chunked body
+/// on every request; it was 413 before), and the connection stays usable; a larger one is 413.
+#[tokio::test]
+async fn a_chunked_body_on_a_get_is_read_up_to_the_limit() {
+    let app = spawn_app(&demo_data()).await;
+    let get = |body: &str, close: &str| {
+        format!(
+            "GET /api/v1/event HTTP/1.1\r\nHost: x\r\nAuthorization-Token: {DEMO_TOKEN}\r\n\
+             Transfer-Encoding: chunked\r\n{close}\r\n{body}"
+        )
+    };
+    let chunk = |n: usize| format!("{n:x}\r\n{}\r\n", "x".repeat(n));
+    // An empty body, then a second request on the same connection.
+    let two = format!(
+        "{}{}",
+        get("0\r\n\r\n", ""),
+        get(&format!("{}0\r\n\r\n", chunk(10)), "Connection: close\r\n")
+    );
+    let text = String::from_utf8_lossy(&raw_http1(&app.base, &two).await.received).into_owned();
+    assert_eq!(text.matches("HTTP/1.1 200 OK").count(), 2, "{text}");
+
+    let large = get(&format!("{}{}0\r\n\r\n", chunk(1000), chunk(100)), "");
+    let (status, body) = status_and_body(&raw_http1(&app.base, &large).await.received);
+    assert_eq!(status, "HTTP/1.1 413 Payload Too Large", "{body}");
+    assert!(body.contains("\"body_too_large\""), "{body}");
+}
+
 #[tokio::test]
 async fn invalid_header_bytes_get_a_4xx_and_the_server_stays_up() {
     let app = spawn_app(&demo_data()).await;
