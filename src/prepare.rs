@@ -580,15 +580,15 @@ fn writes_base(bundle: &Bundle, answers: &[Answers]) -> Option<Arc<writes::Base>
         .body::<bodies::List<Attendee>>()
         .map_or(&[][..], |l| l.data.as_slice());
     let event = bundle.body::<EventBody>().map(|e| &e.event);
-    let prices = event
-        .into_iter()
-        .flat_map(|e| &e.tickets)
-        .flat_map(|t| {
-            t.prices
-                .iter()
-                .map(move |p| (p.id_ticket_price, t.title.clone()))
-        })
-        .collect();
+    // Two prices with one id (a warning): the first in file order is the one taken.
+    let mut prices = HashMap::new();
+    for t in event.into_iter().flat_map(|e| &e.tickets) {
+        for p in &t.prices {
+            prices
+                .entry(p.id_ticket_price)
+                .or_insert_with(|| t.title.clone());
+        }
+    }
     let sessions = bundle
         .body::<bodies::Data<Activity>>()
         .map(|d| d.data.iter().map(|a| a.id_session).collect())

@@ -134,6 +134,39 @@ record! {
         banner: Option<String>,
         tickets: Vec<Ticket>,
     }
+    check(o) {
+        not_negative(&mut o, "credit_hour", credit_hour.as_ref().and_then(Number::as_f64));
+        // A registration names its price by id_ticket_price alone: two prices with one id
+        // are one price to it (the first in file order).
+        let mut seen: std::collections::HashMap<i64, String> = Default::default();
+        let at = o.path_of("tickets");
+        for (i, t) in tickets.iter().flatten().enumerate() {
+            for (j, p) in t.prices.iter().enumerate() {
+                let here = format!("{at}[{i}].prices[{j}].id_ticket_price");
+                match seen.get(&p.id_ticket_price) {
+                    Some(first) => o.diag().warning(
+                        &here,
+                        format!(
+                            "{} is also {first}'s: a registration taking it gets the first",
+                            p.id_ticket_price
+                        ),
+                    ),
+                    None => {
+                        seen.insert(p.id_ticket_price, here);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A count or an amount the documentation allows from 0: a negative one is served as it is,
+/// with a warning.
+fn not_negative(o: &mut Obj<'_, '_>, key: &str, value: Option<f64>) {
+    if let Some(n) = value.filter(|n| *n < 0.0) {
+        let at = o.path_of(key);
+        o.diag().warning(&at, format!("is {n}, below 0"));
+    }
 }
 
 record! {
@@ -144,6 +177,7 @@ record! {
         prices: Vec<TicketPrice>,
     }
     check(o) {
+        not_negative(&mut o, "registration_quantity", registration_quantity.map(|n| n as f64));
         // All tiers of one ticket carry the same id_ticket (documentation, `GET /event`); the
         // service's data is taken as it is, so a mismatch is a warning.
         if let Some(first) = prices.as_ref().and_then(|p| p.first()) {
@@ -172,6 +206,11 @@ record! {
         start_date: DateTime,
         due_date: DateTime,
         registration_quantity_price: i64,
+    }
+    check(o) {
+        not_negative(&mut o, "price", price.as_ref().and_then(Number::as_f64));
+        let sold = registration_quantity_price.map(|n| n as f64);
+        not_negative(&mut o, "registration_quantity_price", sold);
     }
 }
 

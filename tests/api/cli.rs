@@ -164,11 +164,17 @@ fn warnings_pass_unless_strict() {
     data.write("w/hotsite.json", fixtures::HOTSITE_JSON);
     data.write(
         "w/event.json",
-        fixtures::EVENT_JSON.replacen(
-            "\"id_ticket\": 1, \"id_ticket_price\": 11",
-            "\"id_ticket\": 2, \"id_ticket_price\": 11",
-            1,
-        ),
+        fixtures::EVENT_JSON
+            .replacen(
+                "\"id_ticket\": 1, \"id_ticket_price\": 11",
+                "\"id_ticket\": 2, \"id_ticket_price\": 12",
+                1,
+            )
+            .replacen(
+                "\"registration_quantity\": 3",
+                "\"registration_quantity\": -3",
+                1,
+            ),
     );
     data.write("w/payment_details/R-404.json", fixtures::DETAIL_JSON);
     data.write("w/notes.txt", "hello");
@@ -178,6 +184,8 @@ fn warnings_pass_unless_strict() {
     assert_eq!(code, 0, "warnings only exit 0:\n{out}");
     for expected in [
         format!("warning: {root}/w/event.json: data[0].tickets[0].prices[1].id_ticket: id_ticket 2 differs from 1"),
+        format!("warning: {root}/w/event.json: data[0].tickets[0].prices[1].id_ticket_price: 12 is also data[0].tickets[0].prices[0].id_ticket_price's: a registration taking it gets the first"),
+        format!("warning: {root}/w/event.json: data[0].tickets[0].registration_quantity: is -3, below 0"),
         format!("warning: {root}/w/hotsite.json: areasSite: ordem values are 1, 2, 2, 3"),
         format!("warning: {root}/w/notes.txt: unknown file"),
         format!("warning: {root}/w/payment_details/R-404.json: no payment has the reference \"R-404\""),
@@ -186,7 +194,7 @@ fn warnings_pass_unless_strict() {
         assert!(out.contains(&expected), "missing\n  {expected}\nin:\n{out}");
     }
     assert!(
-        out.ends_with("1 bundle checked, 1 would be served; 0 errors, 5 warnings\n"),
+        out.ends_with("1 bundle checked, 1 would be served; 0 errors, 7 warnings\n"),
         "{out}"
     );
 
