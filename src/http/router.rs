@@ -640,6 +640,7 @@ where
         path: parts.uri.path().to_string(),
         body: value.clone(),
         forward: bundle.source.is_some(),
+        event: Some(base.id_event),
     };
     // A reset in flight is applied first; durability is awaited once this is let go.
     let writer = ctx.writes.admit(name, base).await;

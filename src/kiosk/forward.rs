@@ -69,15 +69,28 @@ struct Source<'a> {
     bundle: &'a str,
 }
 
-/// A bundle's first token (the one sent to its source) and when the version it serves was
-/// loaded. The catalog's lock is a blocking one (a reload may hold it): off the async threads.
-async fn served(reloader: &Arc<Reloader>, bundle: &str) -> Option<(Token, Option<DateTime<Utc>>)> {
+/// What the forwarder needs of a bundle as served here.
+struct Served {
+    /// Its first token: the one sent to its source.
+    token: Token,
+    /// When the version it serves was loaded.
+    loaded: Option<DateTime<Utc>>,
+    /// The `id_event` of that version's data.
+    event: Option<i64>,
+}
+
+/// How `bundle` is served now. The catalog's lock is a blocking one (a reload may hold it):
+/// off the async threads.
+async fn served(reloader: &Arc<Reloader>, bundle: &str) -> Option<Served> {
     let (reloader, name) = (Arc::clone(reloader), bundle.to_string());
     tokio::task::spawn_blocking(move || {
         reloader.with_catalog(|c| {
             let e = c.entry(&name)?;
-            let loaded = e.serving.as_ref().map(|v| v.loaded_at);
-            Some((e.tokens.first().cloned()?, loaded))
+            Some(Served {
+                token: e.tokens.first().cloned()?,
+                loaded: e.serving.as_ref().map(|v| v.loaded_at),
+                event: e.serving.as_ref().map(|v| v.summary.id_event),
+            })
         })
     })
     .await
@@ -107,6 +120,8 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
     let mut not_before: HashMap<String, (tokio::time::Instant, Duration)> = HashMap::new();
     // Per bundle, when the data served was loaded as its parked check-ins were last looked up.
     let mut looked: HashMap<String, Option<DateTime<Utc>>> = HashMap::new();
+    // Per bundle holding writes made for another event, how many and which events, said once.
+    let mut held: HashMap<String, (usize, std::collections::BTreeSet<i64>)> = HashMap::new();
     // Bundles without a source to send to while writes wait for them, and why, each said once.
     let mut stranded: std::collections::BTreeMap<String, &'static str> = Default::default();
     // A new snapshot may list someone parked (a refresh, a reload, SIGHUP): a round at once.
@@ -148,9 +163,24 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
             if health.is_offline() || later {
                 continue;
             }
-            let Some((token, _)) = served(&reloader, &bundle).await else {
+            let Some(Served { token, event, .. }) = served(&reloader, &bundle).await else {
                 continue;
             };
+            // Writes made for another event (its data pulled into this folder since) are held:
+            // said once for each change.
+            writes.queue.serves(&bundle, event);
+            let (count, events) = writes.queue.held(&bundle);
+            let now_held = (count > 0).then(|| (count, events.clone()));
+            if held.get(&bundle) != now_held.as_ref() {
+                if let Some(event) = event.filter(|_| count > 0) {
+                    let made: Vec<String> = events.iter().map(i64::to_string).collect();
+                    tracing::warn!(bundle = %bundle, held = count, "writes made for event {} are held: the bundle serves event {event} now (another event pulled into its folder?); they are sent if it serves that event again, or dismiss them (DELETE /_queue) or reset its writes", made.join(", "));
+                }
+                match now_held {
+                    Some(h) => held.insert(bundle.clone(), h),
+                    None => held.remove(&bundle),
+                };
+            }
             let to = Source {
                 client: &client,
                 base: health.url(),
@@ -228,7 +258,7 @@ async fn round(
         // check-in made since by the code the new data shows cannot overtake theirs. Read
         // after the entry was picked: it was acknowledged on the data served then, or older.
         if writes.queue.parked_to_look_up(bundle) {
-            let loaded = served(to.reloader, bundle).await.map(|(_, l)| l);
+            let loaded = served(to.reloader, bundle).await.map(|s| s.loaded);
             if looked.get(bundle) != loaded.as_ref() {
                 look_up(to, writes, looked).await?;
                 looked_up = true;
@@ -267,7 +297,7 @@ async fn look_up(
     writes: &Writes,
     looked: &mut HashMap<String, Option<DateTime<Utc>>>,
 ) -> Result<(), String> {
-    let Some(loaded) = served(to.reloader, to.bundle).await.map(|(_, l)| l) else {
+    let Some(loaded) = served(to.reloader, to.bundle).await.map(|s| s.loaded) else {
         return Err("the bundle is not loaded here".into());
     };
     writes.queue.learn(to.bundle, &people_at_source(to).await?);

@@ -155,6 +155,10 @@ pub(crate) struct Received {
     /// Whether its bundle named a source when it came: only then is it queued for forwarding.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) forward: bool,
+    /// The `id_event` of the data it was made on (absent in older logs: any). Another event's
+    /// data pulled into the bundle's folder shows none of its writes, nor gets them sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) event: Option<i64>,
 }
 
 /// Why a write is refused.
@@ -546,8 +550,9 @@ fn marked(record: Bytes, marks: Option<&Marks>) -> Bytes {
 /// One bundle's writes and their view.
 #[derive(Debug, Default)]
 struct BundleWrites {
-    /// Since the last reset, in order, each with the `seq` of its log line (0 without a log).
-    writes: Vec<(u64, Write)>,
+    /// Since the last reset, in order, each with the `seq` of its log line (0 without a log)
+    /// and the event it was made for (see [`Received::event`]).
+    writes: Vec<(u64, Option<i64>, Write)>,
     view: Option<View>,
 }
 
@@ -560,9 +565,12 @@ impl BundleWrites {
             .is_none_or(|v| !Arc::ptr_eq(&v.base, base));
         if stale {
             let mut view = View::new(base.clone());
+            // Only the writes made for the event the files hold now.
+            let ours = |event: &Option<i64>| event.is_none_or(|e| e == base.id_event);
+            let writes = self.writes.iter().filter(|(_, e, _)| ours(e));
             // A registration the new files took the id or code of gets new ones above every
             // logged registration's: it takes no other registration's, whose badge has them.
-            for (_, w) in &self.writes {
+            for (_, _, w) in writes.clone() {
                 if let Write::Registration { attendee } = w {
                     let logged = |key: &str| attendee.get(key).and_then(Value::as_i64);
                     if let Some(id) = logged("id_attendees") {
@@ -573,7 +581,7 @@ impl BundleWrites {
                     }
                 }
             }
-            for (_, w) in &self.writes {
+            for (_, _, w) in writes {
                 // Replaying skips what the new base refuses (see the module's documentation).
                 view.apply(w);
             }
@@ -708,11 +716,12 @@ impl Writes {
                 self.queue.drop_bundle(&logged.bundle, logged.seq);
             }
             let b = bundles.entry(logged.bundle).or_default();
+            let event = logged.request.as_ref().and_then(|r| r.event);
             for w in logged.writes {
                 match w {
                     Write::Reset => *b = BundleWrites::default(),
                     w => {
-                        b.writes.push((logged.seq, w));
+                        b.writes.push((logged.seq, event, w));
                         b.view = None;
                     }
                 }
@@ -801,6 +810,7 @@ impl Writes {
         for w in &writes {
             view.apply(w);
         }
+        let event = request.event;
         let (seq, wait) = match self.log(bundle, Some(request.clone()), &writes) {
             Some((seq, wait)) => {
                 self.queue.push(seq, bundle, request, &writes, false);
@@ -808,7 +818,7 @@ impl Writes {
             }
             None => (0, None),
         };
-        b.writes.extend(writes.into_iter().map(|w| (seq, w)));
+        b.writes.extend(writes.into_iter().map(|w| (seq, event, w)));
         self.any.store(true, Ordering::Release);
         drop(bundles);
         Ok(Pending(wait.map(|wait| self.settle(bundle, seq, wait))))
@@ -862,7 +872,7 @@ impl Writes {
     fn forget(&self, bundle: &str, seq: u64) {
         let mut bundles = self.bundles();
         if let Some(b) = bundles.get_mut(bundle) {
-            b.writes.retain(|(s, _)| *s != seq);
+            b.writes.retain(|(s, ..)| *s != seq);
             b.view = None;
         }
         self.queue.forget(seq);
@@ -920,7 +930,7 @@ impl Writes {
         let mut forgotten = 0;
         if let Some(b) = bundles.get_mut(bundle) {
             let had = b.writes.len();
-            b.writes.retain(|(s, _)| *s > seq);
+            b.writes.retain(|(s, ..)| *s > seq);
             b.view = None;
             forgotten = had - b.writes.len();
             if b.writes.is_empty() {
@@ -987,6 +997,7 @@ mod tests {
             path: "/api/v1/checkin/attendees".into(),
             body: serde_json::json!([{"checkin_code": "12"}]),
             forward: true,
+            event: None,
         };
         writes.queue.push(1, "b", request, &[write], false);
         assert!(
@@ -1023,7 +1034,7 @@ mod tests {
             writes
                 .bundles()
                 .get("b")
-                .map(|b| b.writes.iter().map(|(seq, _)| *seq).collect::<Vec<_>>())
+                .map(|b| b.writes.iter().map(|(seq, ..)| *seq).collect::<Vec<_>>())
         };
         let write = Write::Checkin {
             checkin_code: "13".into(),
@@ -1036,12 +1047,13 @@ mod tests {
             .entry("b".into())
             .or_default()
             .writes
-            .extend([(1, write.clone()), (3, write.clone())]);
+            .extend([(1, None, write.clone()), (3, None, write.clone())]);
         writes.queue.durable(1);
         let request = Received {
             path: "/api/v1/checkin/attendees".into(),
             body: serde_json::json!([{"checkin_code": "13"}]),
             forward: true,
+            event: None,
         };
         // Line 3, after the reset's line 2, is durable already.
         writes.queue.push(3, "b", request, &[write], true);

@@ -16,7 +16,7 @@
 //! version kept such check-ins aside for good, as `rejected` with no status or an `accepted`
 //! line's `left_out`: those stay in the rejected list (they may have been resent by hand).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 
 use chrono::Utc;
@@ -284,6 +284,9 @@ struct Inner {
     resetting: std::collections::HashMap<String, u64>,
     /// Per bundle whose next entry waits for the source, why and since when (RFC 3339).
     waiting: std::collections::HashMap<String, (String, String)>,
+    /// Per bundle, the event its data holds now, as the forwarder last saw it: entries made
+    /// for another event (its data pulled into the folder since) are held, not sent.
+    serving: std::collections::HashMap<String, i64>,
 }
 
 /// Whom an item of a batch names among the registrations made here.
@@ -306,6 +309,14 @@ fn item_names(item: &Value) -> (Option<String>, Option<i64>) {
 }
 
 impl Inner {
+    /// Whether `e` was made for the event its bundle serves now (or that is not known).
+    fn for_served(&self, e: &Entry) -> bool {
+        match (e.request.event, self.serving.get(&e.bundle)) {
+            (Some(made), Some(now)) => made == *now,
+            _ => true,
+        }
+    }
+
     /// Whom each item of `entry`'s batch names, in order: by the person logged with it, or,
     /// logged before persons were, by its code and id.
     fn named(&self, entry: &Entry) -> Vec<Named<'_>> {
@@ -383,6 +394,10 @@ pub(crate) struct Queue {
     outcomes: OnceLock<Log>,
     /// Woken when an entry becomes durable.
     pub(crate) ready: tokio::sync::Notify,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// The most bytes of a source's answer kept for a rejected entry.
@@ -517,6 +532,7 @@ impl Queue {
         let parked = inner.parked.values().map(|p| &p.entry);
         parked
             .filter(|e| e.bundle == bundle && !tried.contains(&e.seq) && e.seq > reset)
+            .filter(|e| inner.for_served(e))
             .find(|e| {
                 inner.named(e).iter().any(|n| match n {
                     Named::Here(h) => h.source.is_some(),
@@ -636,7 +652,10 @@ impl Queue {
     /// The first entry of `bundle` (in `seq` order), if it is ready.
     pub(crate) fn next_for(&self, bundle: &str) -> Option<Entry> {
         let inner = self.inner();
-        let first = inner.pending.values().find(|e| e.bundle == bundle)?;
+        let first = inner
+            .pending
+            .values()
+            .find(|e| e.bundle == bundle && inner.for_served(e))?;
         let reset = inner.resetting.get(bundle).is_some_and(|r| first.seq < *r);
         (first.durable && !reset).then(|| first.clone())
     }
@@ -693,6 +712,30 @@ impl Queue {
         }
     }
 
+    /// The forwarder saw `bundle` serve `event` (`None`: no data loaded).
+    pub(crate) fn serves(&self, bundle: &str, event: Option<i64>) {
+        let mut inner = self.inner();
+        match event {
+            Some(event) => inner.serving.insert(bundle.to_string(), event),
+            None => inner.serving.remove(bundle),
+        };
+    }
+
+    /// `bundle`'s pending or parked entries made for an event other than the one it serves
+    /// now: how many, and those events.
+    pub(crate) fn held(&self, bundle: &str) -> (usize, BTreeSet<i64>) {
+        let inner = self.inner();
+        let parked = inner.parked.values().map(|p| &p.entry);
+        let held: Vec<&Entry> = inner
+            .pending
+            .values()
+            .chain(parked)
+            .filter(|e| e.bundle == bundle && !inner.for_served(e))
+            .collect();
+        let events = held.iter().filter_map(|e| e.request.event).collect();
+        (held.len(), events)
+    }
+
     pub(crate) fn pending(&self, bundle: &str) -> usize {
         self.inner()
             .pending
@@ -745,6 +788,9 @@ impl Queue {
         #[derive(Serialize, Default)]
         struct Of {
             pending: usize,
+            /// Of them, those made for another event than the bundle serves now.
+            #[serde(skip_serializing_if = "is_zero")]
+            held: usize,
             #[serde(skip_serializing_if = "Option::is_none")]
             next: Option<Aside>,
             parked: Vec<Aside>,
@@ -755,7 +801,9 @@ impl Queue {
         for e in inner.pending.values() {
             let of = bundles.entry(&e.bundle).or_default();
             of.pending += 1;
-            if of.next.is_none() {
+            if !inner.for_served(e) {
+                of.held += 1;
+            } else if of.next.is_none() {
                 let (why, at) = inner.waiting.get(&e.bundle).cloned().unwrap_or_default();
                 of.next = Some(Aside::new(e.clone(), None, why, &at));
             }
@@ -909,6 +957,7 @@ mod tests {
             path: path.into(),
             body,
             forward: true,
+            event: None,
         }
     }
 

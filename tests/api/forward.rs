@@ -928,6 +928,64 @@ async fn writes_a_firewall_blocks_wait_and_a_pending_one_can_be_dismissed() {
     );
 }
 
+/// Another event's data pulled into the desk's folder while a write made for the first still
+/// waits: the new data shows none of the first event's writes and they are held, not sent to
+/// the source (with the new event's token, they would register someone at that event), while
+/// writes made for the new event go. Once the folder holds the first event again, its writes
+/// show and go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_made_for_one_event_are_held_while_the_folder_holds_another() {
+    let (source_at, source) = Source::start().await;
+    let desk = Desk::slow(&source).await;
+    let kiosk = &desk.server;
+    let event_file = desk.data.path().join("demo/event.json");
+    let first_event = std::fs::read_to_string(&event_file).expect("event.json");
+    let id: i64 = kiosk.get("/api/v1/event", DEMO_TOKEN).await.json()["data"][0]["id_event"]
+        .as_i64()
+        .expect("an id_event");
+
+    source_at.with_token("changed-token");
+    register(kiosk, "Ana Evento", "ana.evento@exemplo.com").await;
+    let other = first_event.replacen(&format!("\"id_event\":{id}"), "\"id_event\":77", 1);
+    assert_ne!(other, first_event, "the id replaced");
+    std::fs::write(&event_file, &other).expect("another event");
+    kiosk.app.load().expect("the desk reloads");
+    assert!(
+        !emails(kiosk)
+            .await
+            .contains(&"ana.evento@exemplo.com".to_string()),
+        "another event's data shows none of the first's writes"
+    );
+    register(kiosk, "Bia Evento", "bia.evento@exemplo.com").await;
+
+    source_at.with_token(DEMO_TOKEN);
+    until(Duration::from_secs(15), "Bia at the source", || async {
+        emails(&source)
+            .await
+            .contains(&"bia.evento@exemplo.com".to_string())
+            .then_some(())
+    })
+    .await;
+    let queue = kiosk.send(Method::GET, "/_queue", None, None).await.json();
+    let of = &queue["bundles"]["demo"];
+    assert_eq!(
+        (&of["pending"], &of["held"]),
+        (&json!(1), &json!(1)),
+        "{queue}"
+    );
+    assert!(of.get("next").is_none(), "{queue}");
+    assert!(!emails(&source)
+        .await
+        .contains(&"ana.evento@exemplo.com".to_string()));
+
+    std::fs::write(&event_file, &first_event).expect("the first event again");
+    kiosk.app.load().expect("the desk reloads");
+    assert!(emails(kiosk)
+        .await
+        .contains(&"ana.evento@exemplo.com".to_string()));
+    assert_reached(kiosk, &source, "ana.evento@exemplo.com").await;
+}
+
 /// Once the kiosk's queue settles, nothing of the bundle is left in it and the source lists
 /// `email`.
 async fn assert_reached(kiosk: &TestApp, source: &TestApp, email: &str) {
