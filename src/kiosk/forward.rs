@@ -282,7 +282,7 @@ async fn round(
                 tracing::info!(bundle, seq = entry.seq, path = %entry.request.path, "parked check-ins sent: the source lists whom they name now");
             }
         }
-        reached |= went != Went::Parked;
+        reached |= matches!(went, Went::Accepted | Went::Refused);
         // The source lists one more person now: a later look-up reads its list again.
         if writes.queue.registration_of(&entry).is_some() {
             looked_up = false;
@@ -314,6 +314,8 @@ enum Went {
     Refused,
     /// Not sent: all its check-ins were parked.
     Parked,
+    /// Not sent: since it was picked, it was dismissed or its bundle's writes reset.
+    Gone,
 }
 
 /// Sends one entry (after checking a maybe-sent registration), but its check-ins of someone
@@ -346,6 +348,10 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
             return record(writes, o).await.map(|()| Went::Parked);
         }
         tracing::warn!(seq = entry.seq, path = %entry.request.path, items = left.items.len(), "check-ins made here name someone registered here whom the source does not list; they are parked until it does, the rest is sent");
+    }
+    // Picked before a look-up or two: a dismissal or a reset since then stops it here.
+    if !writes.queue.may_send(entry) {
+        return Ok(Went::Gone);
     }
     record(writes, Outcome::new(entry.seq, Kind::Sending)).await?;
     // The path as the table spells it: the router took the request's in any case, with or

@@ -660,6 +660,19 @@ impl Queue {
         (first.durable && !reset).then(|| first.clone())
     }
 
+    /// Whether `entry`, picked to be sent, still is to be: not dismissed or taken since, and
+    /// no reset of its bundle logged after it.
+    pub(crate) fn may_send(&self, entry: &Entry) -> bool {
+        let inner = self.inner();
+        let queued =
+            inner.pending.contains_key(&entry.seq) || inner.parked.contains_key(&entry.seq);
+        let reset = inner
+            .resetting
+            .get(&entry.bundle)
+            .is_some_and(|r| entry.seq < *r);
+        queued && !reset
+    }
+
     /// A reset of `bundle` logged as line `seq` and not durable yet: its entries before it
     /// are not sent until [`Queue::drop_bundle`] drops them or [`Queue::reset_failed`].
     pub(crate) fn resetting(&self, bundle: &str, seq: u64) {
@@ -1286,5 +1299,23 @@ mod tests {
         again.open(dir.path()).expect("opens again");
         assert_eq!(rejected(&again), 1);
         assert_eq!(again.next_for("b").map(|e| e.seq), Some(3));
+    }
+
+    /// An entry picked to be sent is not, once it was dismissed or a reset of its bundle was
+    /// logged since (the forwarder looks it up at the source first, which takes a while).
+    #[tokio::test]
+    async fn a_picked_entry_is_not_sent_once_dismissed_or_reset_since() {
+        let q = Queue::default();
+        let body = json!([{"checkin_code": "12", "checkin": 1, "checkin_date": "d"}]);
+        let write = checkin("12", Some(Person::Listed(7)));
+        q.push(1, "b", received("/checkin", body), &[write], true);
+        let picked = q.next_for("b").expect("picked");
+        assert!(q.may_send(&picked));
+        q.resetting("b", 2);
+        assert!(!q.may_send(&picked), "a reset logged after it");
+        q.reset_failed("b", 2);
+        assert!(q.may_send(&picked), "the reset failed: it goes");
+        assert!(q.dismiss("b", 1).await.expect("dismissed"));
+        assert!(!q.may_send(&picked), "dismissed");
     }
 }
