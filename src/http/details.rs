@@ -28,7 +28,7 @@ fn form_pair(bytes: &[u8], name: &str) -> Option<String> {
 }
 
 /// The `reference` of a request body. A body is JSON when its content type says so, or, with no
-/// content type or another one, when it starts with `{` or `[`. Otherwise it is a form, which
+/// content type or another one, when it starts with `{`, `[` or `"`. Otherwise it is a form, which
 /// needs the form content type or none at all: `text/plain` or multipart are `InvalidBody`.
 pub(crate) fn from_body(
     content_type: Option<&str>,

@@ -119,13 +119,16 @@ pub(crate) async fn answer(
             let limit = guard::SMALL_BODY_LIMIT as usize;
             let body = DeadlineBody::new(body, shared.body_timeout);
             match router::prefix(body, limit + 1).await {
-                Ok(read) if read.len() <= limit => {
-                    has_body = false;
+                Ok(read) if read.len() > limit => {
+                    Handled::plain(router::error(ApiError::BodyTooLarge))
+                }
+                Err(ApiError::BodyTimeout) => Handled::plain(router::error(ApiError::BodyTimeout)),
+                // Read whole, or broken off (the connection is closed after the answer then).
+                read => {
+                    has_body = read.is_err();
                     let req = Request::from_parts(parts, http_body_util::Empty::<Bytes>::new());
                     router::respond(req, route, bundle, &snapshot, ctx, peer.ip()).await
                 }
-                Ok(_) => Handled::plain(router::error(ApiError::BodyTooLarge)),
-                Err(e) => Handled::plain(router::error(e)),
             }
         }
         None => {

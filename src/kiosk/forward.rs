@@ -129,11 +129,16 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
     loop {
         // Every source's next change between online and offline is caught from here on, also
         // one during the round (a source back online is tried at once).
-        let healths: Vec<_> = sources.all().into_iter().map(|(_, h)| h).collect();
-        let mut flips: Vec<_> = healths.iter().map(|h| Box::pin(h.changed())).collect();
+        let healths = sources.all();
+        let mut flips: Vec<_> = healths.iter().map(|(_, h)| Box::pin(h.changed())).collect();
         for flip in &mut flips {
             flip.as_mut().enable();
         }
+        let was_offline: std::collections::HashSet<String> = healths
+            .iter()
+            .filter(|(_, h)| h.is_offline())
+            .map(|(b, _)| b.clone())
+            .collect();
         for bundle in writes.queue.bundles_ready() {
             let Some(health) = sources.get(&bundle) else {
                 // No source now, though these writes were made for one: its folder went away,
@@ -196,11 +201,11 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
                         tracing::info!(bundle = %bundle, pending = writes.queue.pending(&bundle), "writes reach the source again");
                     }
                 }
-                Err(why) => {
+                Err(Stop { why, seq }) => {
                     let wait = not_before.get(&bundle).map_or(FIRST_WAIT, |(_, w)| *w);
                     let next = (wait * 2).min(MAX_WAIT);
                     not_before.insert(bundle.clone(), (tokio::time::Instant::now() + wait, next));
-                    writes.queue.waits(&bundle, Some(&why));
+                    writes.queue.waits(&bundle, Some((seq, &why)));
                     if said.get(&bundle) != Some(&why) {
                         tracing::warn!(bundle = %bundle, pending = writes.queue.pending(&bundle), "writes wait for the source: {why}");
                         said.insert(bundle.clone(), why);
@@ -227,11 +232,30 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
         });
         tokio::select! {
             _ = writes.queue.ready.notified() => {}
-            // A source back online is tried at once.
-            () = flipped => not_before.retain(|b, _| sources.get(b).is_none_or(|h| h.is_offline())),
+            // A source back online is tried at once; the others keep their backoff.
+            () = flipped => {
+                let back = |b: &String| {
+                    was_offline.contains(b) && sources.get(b).is_some_and(|h| !h.is_offline())
+                };
+                not_before.retain(|b, _| !back(b));
+            }
             () = changed(&mut published) => {}
             () = tokio::time::sleep_until(due) => {}
         }
+    }
+}
+
+/// Why a bundle's round stopped: its writes wait.
+struct Stop {
+    why: String,
+    /// The entry whose sending failed, if one did.
+    seq: Option<u64>,
+}
+
+impl Stop {
+    /// A failure of the round (a look-up at the source), no entry's.
+    fn round(why: String) -> Stop {
+        Stop { why, seq: None }
     }
 }
 
@@ -243,7 +267,7 @@ async fn round(
     to: &Source<'_>,
     writes: &Writes,
     looked: &mut HashMap<String, Option<DateTime<Utc>>>,
-) -> Result<bool, String> {
+) -> Result<bool, Stop> {
     let bundle = to.bundle;
     let mut looked_up = false;
     let mut reached = false;
@@ -260,7 +284,7 @@ async fn round(
         if writes.queue.parked_to_look_up(bundle) {
             let loaded = served(to.reloader, bundle).await.map(|s| s.loaded);
             if looked.get(bundle) != loaded.as_ref() {
-                look_up(to, writes, looked).await?;
+                look_up(to, writes, looked).await.map_err(Stop::round)?;
                 looked_up = true;
                 continue;
             }
@@ -271,11 +295,14 @@ async fn round(
         // Someone registered here whose ids at the source are not known: looked up by e-mail
         // (once a round), then parked check-ins of theirs go before this entry.
         if !looked_up && writes.queue.needs_look_up(&entry) {
-            look_up(to, writes, looked).await?;
+            look_up(to, writes, looked).await.map_err(Stop::round)?;
             looked_up = true;
             continue;
         }
-        let went = send(to, writes, &entry).await?;
+        let went = send(to, writes, &entry).await.map_err(|why| Stop {
+            why,
+            seq: Some(entry.seq),
+        })?;
         if parked {
             tried.push(entry.seq);
             if went == Went::Accepted {
@@ -399,7 +426,7 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
         401 | 407 => " (the token sent, or a proxy's credentials, refused: writes wait until they are mended)",
         404 | 405 => " without the platform's error envelope (no such route there: is the source's url right?)",
         408 | 429 => "",
-        400..500 => " without a JSON answer (a proxy's or a firewall's page, not the API: writes wait until it lets them through)",
+        400..500 => " with an answer that is not the API's JSON (a proxy's or a firewall's page?): writes wait until it lets them through",
         _ => "",
     };
     Err(format!("{base} answered {status}{mended}"))
@@ -411,15 +438,16 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
 /// token sent, or a proxy's credentials: every entry would be refused alike until they are
 /// mended); and a 404 or 405 without the platform's error envelope (`erros`), which is no
 /// refusal of the write but no such route there: a wrong source url, a proxy's page, an API's
-/// unknown-path answer. Any other 4xx is the API's only when its answer is a JSON object: a
-/// firewall's or a proxy's page (a 403 in HTML, an empty 413) would otherwise set aside every
-/// write that reaches it, each to be sent again by hand.
+/// unknown-path answer. Any other 4xx is the API's only when its answer is JSON, an object or
+/// a string (the service answers its writes with bare strings): a firewall's or a proxy's page
+/// (a 403 in HTML, an empty 413) would otherwise set aside every write that reaches it, each
+/// to be sent again by hand.
 fn refuses_entry(status: reqwest::StatusCode, answer: &str) -> bool {
     let json = serde_json::from_str::<Value>(answer).ok();
     match status.as_u16() {
         401 | 407 | 408 | 429 => false,
         404 | 405 => json.is_some_and(|v| v.get("erros").is_some_and(Value::is_array)),
-        code => (400..500).contains(&code) && json.is_some_and(|v| v.is_object()),
+        code => (400..500).contains(&code) && json.is_some_and(|v| v.is_object() || v.is_string()),
     }
 }
 
@@ -552,6 +580,7 @@ mod refusals {
             (404, envelope, true),
             (405, envelope, true),
             (422, r#"{"message":"Participante já está inscrito"}"#, true),
+            (400, r#""Participante já está inscrito""#, true),
             (413, "", false),
             (403, "<html>Request blocked</html>", false),
             (400, "Bad Request", false),

@@ -208,6 +208,16 @@ pub(crate) struct Aside {
     at: String,
 }
 
+/// Why a bundle's writes wait for the source (`/_queue`'s `waits`).
+#[derive(Debug, Clone, Serialize)]
+struct Waits {
+    /// The entry whose sending failed, when one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seq: Option<u64>,
+    answer: String,
+    at: String,
+}
+
 /// Check-ins not sent yet: they name someone registered here whom the source did not list.
 #[derive(Debug, Clone)]
 struct Parked {
@@ -282,8 +292,9 @@ struct Inner {
     here: std::collections::HashMap<String, Vec<Here>>,
     /// Per bundle, the log line of a reset not durable yet: nothing of it is sent meanwhile.
     resetting: std::collections::HashMap<String, u64>,
-    /// Per bundle whose next entry waits for the source, why and since when (RFC 3339).
-    waiting: std::collections::HashMap<String, (String, String)>,
+    /// Per bundle whose writes wait for the source: why, since when, and the entry whose
+    /// sending failed, if one did (a look-up at the source may fail too).
+    waiting: std::collections::HashMap<String, Waits>,
     /// Per bundle, the event its data holds now, as the forwarder last saw it: entries made
     /// for another event (its data pulled into the folder since) are held, not sent.
     serving: std::collections::HashMap<String, i64>,
@@ -608,6 +619,7 @@ impl Queue {
         inner
             .rejected
             .retain(|r| r.bundle != bundle || r.seq > reset);
+        inner.waiting.remove(bundle);
         if let Some(here) = inner.here.get_mut(bundle) {
             here.retain(|h| h.seq > reset);
         }
@@ -707,17 +719,18 @@ impl Queue {
         )
     }
 
-    /// How many entries `bundle` has waiting.
-    /// Says why `bundle`'s next entry waits (the forwarder could not send it), or, `None`,
-    /// that its entries go again; shown with that entry in `/_queue`.
-    pub(crate) fn waits(&self, bundle: &str, why: Option<&str>) {
+    /// Says why `bundle`'s writes wait (the forwarder's round stopped), naming the entry whose
+    /// sending failed when one did, or, `None`, that they go again; shown in `/_queue`.
+    pub(crate) fn waits(&self, bundle: &str, why: Option<(Option<u64>, &str)>) {
         let mut inner = self.inner();
         match why {
-            Some(why) => {
-                let at = Utc::now().to_rfc3339();
-                inner
-                    .waiting
-                    .insert(bundle.to_string(), (why.to_string(), at));
+            Some((seq, why)) => {
+                let waits = Waits {
+                    seq,
+                    answer: why.to_string(),
+                    at: Utc::now().to_rfc3339(),
+                };
+                inner.waiting.insert(bundle.to_string(), waits);
             }
             None => {
                 inner.waiting.remove(bundle);
@@ -749,6 +762,7 @@ impl Queue {
         (held.len(), events)
     }
 
+    /// How many entries `bundle` has waiting.
     pub(crate) fn pending(&self, bundle: &str) -> usize {
         self.inner()
             .pending
@@ -799,15 +813,25 @@ impl Queue {
     /// refused (with the source's answer), oldest first.
     pub(crate) fn body(&self) -> bytes::Bytes {
         #[derive(Serialize, Default)]
-        struct Of {
+        struct Of<'a> {
             pending: usize,
             /// Of them, those made for another event than the bundle serves now.
             #[serde(skip_serializing_if = "is_zero")]
             held: usize,
+            /// The first of them, sent next.
             #[serde(skip_serializing_if = "Option::is_none")]
-            next: Option<Aside>,
+            next: Option<Next<'a>>,
+            /// Why they wait, when the last round stopped.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            waits: Option<&'a Waits>,
             parked: Vec<Aside>,
             rejected: Vec<Aside>,
+        }
+        #[derive(Serialize)]
+        struct Next<'a> {
+            seq: u64,
+            path: &'a str,
+            body: &'a Value,
         }
         let inner = self.inner();
         let mut bundles: BTreeMap<&str, Of> = BTreeMap::new();
@@ -817,8 +841,16 @@ impl Queue {
             if !inner.for_served(e) {
                 of.held += 1;
             } else if of.next.is_none() {
-                let (why, at) = inner.waiting.get(&e.bundle).cloned().unwrap_or_default();
-                of.next = Some(Aside::new(e.clone(), None, why, &at));
+                of.next = Some(Next {
+                    seq: e.seq,
+                    path: &e.request.path,
+                    body: &e.request.body,
+                });
+            }
+        }
+        for (bundle, waits) in &inner.waiting {
+            if let Some(of) = bundles.get_mut(bundle.as_str()) {
+                of.waits = Some(waits);
             }
         }
         for p in inner.parked.values() {
@@ -837,9 +869,9 @@ impl Queue {
     }
 
     /// Dismisses `bundle`'s entry `seq` (`DELETE /_queue`), durably: whether it had one. A
-    /// parked or pending entry being sent at that moment may still reach the source. One part
+    /// parked or pending entry being sent at that moment may still reach the source. One list
     /// at a time, the rejected first: a batch whose sent part was refused is both rejected and
-    /// parked (and rejected twice once its parked part is refused too).
+    /// parked. A pending entry goes whole, wherever a send under way puts it meanwhile.
     pub(crate) async fn dismiss(&self, bundle: &str, seq: u64) -> std::io::Result<bool> {
         let list = {
             let inner = self.inner();
@@ -856,7 +888,13 @@ impl Queue {
                 .is_some_and(|p| ours(&p.entry.bundle))
             {
                 List::Parked
-            } else if inner.pending.get(&seq).is_some_and(|e| ours(&e.bundle)) {
+            } else if inner
+                .pending
+                .get(&seq)
+                .is_some_and(|e| ours(&e.bundle) && e.durable)
+            {
+                // Not before it is durable: a write that turns out not to be is taken back,
+                // and its seq may be used again after a restart.
                 List::Pending
             } else {
                 return Ok(false);
@@ -920,19 +958,29 @@ fn apply(inner: &mut Inner, o: &Outcome) {
             }
         }
         Kind::Dismissed => match o.list {
+            // The whole write, wherever the forwarder put it meanwhile: the outcome of a send
+            // under way may be applied before or after this line, and either order leaves
+            // nothing of it, as a restart does.
             Some(List::Pending) => {
-                if let Some(e) = inner.pending.remove(&o.seq) {
+                let pending = inner.pending.remove(&o.seq).map(|e| e.bundle);
+                let parked = inner.parked.remove(&o.seq).map(|p| p.entry.bundle);
+                inner.rejected.retain(|r| r.seq != o.seq);
+                if let Some(bundle) = pending.or(parked) {
                     // Why it waited is not why the next one will.
-                    inner.waiting.remove(&e.bundle);
+                    if inner
+                        .waiting
+                        .get(&bundle)
+                        .is_some_and(|w| w.seq == Some(o.seq))
+                    {
+                        inner.waiting.remove(&bundle);
+                    }
                 }
             }
             Some(List::Parked) => {
                 inner.parked.remove(&o.seq);
             }
             Some(List::Rejected) => {
-                if let Some(at) = inner.rejected.iter().position(|r| r.seq == o.seq) {
-                    inner.rejected.remove(at);
-                }
+                inner.rejected.retain(|r| r.seq != o.seq);
             }
             // Written before lists were named: both.
             None => {
@@ -1245,11 +1293,12 @@ mod tests {
         assert_eq!(&q.body()[..], br#"{"bundles":{}}"#);
     }
 
-    /// A pending entry the source keeps failing can be dismissed, so the next goes; a batch
-    /// rejected twice under one seq (its sent part, then its parked part) loses one part a
-    /// dismissal. Read back from the file as a restart does.
+    /// A pending entry the source keeps failing can be dismissed, so the next goes, but not
+    /// one that is not durable yet; a batch rejected twice under one seq (its sent part, then
+    /// its parked part) loses both parts with one dismissal, as before. Read back from the file
+    /// as a restart does.
     #[tokio::test]
-    async fn a_pending_entry_can_be_dismissed_and_two_rejected_parts_go_one_at_a_time() {
+    async fn a_pending_entry_can_be_dismissed_and_two_rejected_parts_go_together() {
         let dir = tempfile::tempdir().expect("tempdir");
         let batch = json!([{"checkin_code": "12", "checkin": 1, "checkin_date": "d"},
                            {"checkin_code": "555", "checkin": 1, "checkin_date": "d"}]);
@@ -1283,7 +1332,11 @@ mod tests {
         };
         assert_eq!(rejected(&q), 2, "both parts of batch 1 refused");
         assert!(q.dismiss("b", 1).await.expect("dismissed"));
-        assert_eq!(rejected(&q), 1, "one part a dismissal");
+        assert_eq!(
+            rejected(&q),
+            0,
+            "a dismissal takes the rejected parts of its seq"
+        );
 
         assert_eq!(q.next_for("b").map(|e| e.seq), Some(2));
         assert!(!q.dismiss("other", 2).await.expect("not that bundle's"));
@@ -1292,13 +1345,44 @@ mod tests {
             .await
             .expect("a pending entry is dismissed"));
         assert_eq!(q.next_for("b").map(|e| e.seq), Some(3), "the next one goes");
+        let write = checkin("12", Some(Person::Listed(7)));
+        q.push(4, "b", received("/checkin", one.clone()), &[write], false);
+        assert!(!q.dismiss("b", 4).await.expect("not durable yet"));
 
         drop(q);
         let again = Queue::default();
         fill(&again);
         again.open(dir.path()).expect("opens again");
-        assert_eq!(rejected(&again), 1);
+        assert_eq!(rejected(&again), 0);
         assert_eq!(again.next_for("b").map(|e| e.seq), Some(3));
+    }
+
+    /// A pending entry dismissed while the forwarder sends it: whether the send's outcome
+    /// (parked, refused) is applied before or after the dismissal, nothing of the entry is
+    /// left, in memory and after a restart alike.
+    #[test]
+    fn a_dismissal_and_a_send_outcome_leave_nothing_in_either_order() {
+        let body = json!([{"checkin_code": "555", "checkin": 1, "checkin_date": "d"}]);
+        let queue = || {
+            let q = Queue::default();
+            let write = checkin("555", Some(Person::Registered(101)));
+            q.push(1, "b", received("/checkin", body.clone()), &[write], true);
+            q
+        };
+        let mut dismissed = Outcome::new(1, Kind::Dismissed);
+        dismissed.list = Some(List::Pending);
+        let parked = Outcome::new(1, Kind::Parked);
+        let mut refused = Outcome::new(1, Kind::Rejected);
+        refused.status = Some(422);
+        for outcome in [&parked, &refused] {
+            for order in [[outcome, &dismissed], [&dismissed, outcome]] {
+                let q = queue();
+                for o in order {
+                    apply(&mut q.inner(), o);
+                }
+                assert_eq!(&q.body()[..], br#"{"bundles":{}}"#, "{order:?}");
+            }
+        }
     }
 
     /// An entry picked to be sent is not, once it was dismissed or a reset of its bundle was

@@ -905,8 +905,9 @@ async fn writes_a_firewall_blocks_wait_and_a_pending_one_can_be_dismissed() {
         of["next"]["body"]["email"], "ana.muro@exemplo.com",
         "{queue}"
     );
-    let why = of["next"]["answer"].as_str().unwrap_or("");
+    let why = of["waits"]["answer"].as_str().unwrap_or("");
     assert!(why.contains("403") && why.contains("firewall"), "{queue}");
+    assert_eq!(of["waits"]["seq"], of["next"]["seq"], "{queue}");
 
     let seq = of["next"]["seq"].as_u64().expect("a seq");
     let dismissed = kiosk

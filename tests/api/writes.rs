@@ -833,6 +833,44 @@ async fn bodies_the_framework_takes_are_taken_and_one_too_deep_for_the_log_is_re
     );
 }
 
+/// Two prices with one `id_ticket_price` (a warning of `check`): a registration taking it
+/// gets the first's ticket in file order (it got the last's).
+#[tokio::test]
+async fn a_price_id_two_tickets_share_registers_with_the_first_ticket() {
+    let data = TempData::new();
+    data.with_demo("demo");
+    let event = std::fs::read_to_string(data.path().join("demo/event.json")).expect("event");
+    let shared = event.replacen(
+        "\"id_ticket_price\": 30419",
+        "\"id_ticket_price\": 30417",
+        1,
+    );
+    assert_ne!(
+        shared, event,
+        "the second ticket's price takes the first's id"
+    );
+    data.write("demo/event.json", shared);
+    let app = App::with_options(&ServeOptions::for_folder(data.path()));
+    app.load().expect("loads, with a warning");
+    let app = serve_app(app).await;
+    let made = post(
+        &app,
+        "/api/v1/attendees/create",
+        &person("Duda", "duda@exemplo.com", 30417),
+    )
+    .await;
+    assert_eq!(made.status, 200, "{}", made.text());
+    let list = attendees(&app).await;
+    let duda = list["data"]
+        .as_array()
+        .expect("data")
+        .iter()
+        .find(|a| a["email"] == "duda@exemplo.com")
+        .expect("registered")
+        .clone();
+    assert_eq!(duda["registration_category"], "Profissional", "{duda}");
+}
+
 /// Opening a state folder counts its lines and the writes they hold now: a reset forgets
 /// the writes before it.
 #[tokio::test]
