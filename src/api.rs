@@ -34,7 +34,9 @@ pub(crate) enum Operation {
     /// `GET /_queue`: the writes waiting for their bundle's source, those parked, and those it
     /// refused; `DELETE /_queue?seq=N` dismisses one parked, refused or pending.
     Queue,
-    /// `GET /_ui`: the status page for the person at the desk (kiosk mode).
+    /// `GET /_ui`: the status page for the person at the desk (kiosk mode). Not an admin route:
+    /// the page holds no data; its script reads the admin routes, with the admin token the
+    /// person types in when the server asks for one (a browser cannot send a bearer itself).
     Ui,
     OpenApi,
 }
@@ -45,14 +47,14 @@ impl Operation {
     /// routes and the document stay open to everyone. No wildcard arm: a new operation decides.
     pub(crate) fn is_admin(self) -> bool {
         match self {
-            Operation::Status
-            | Operation::Journal
-            | Operation::WritesReset
-            | Operation::Queue
-            | Operation::Ui => true,
-            Operation::Healthz | Operation::Readyz | Operation::Metrics | Operation::OpenApi => {
-                false
+            Operation::Status | Operation::Journal | Operation::WritesReset | Operation::Queue => {
+                true
             }
+            Operation::Healthz
+            | Operation::Readyz
+            | Operation::Metrics
+            | Operation::OpenApi
+            | Operation::Ui => false,
         }
     }
 }

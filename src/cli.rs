@@ -50,8 +50,10 @@ pub enum Command {
 
 impl Cli {
     /// Parses the command line (exiting with clap's message and code on a bad one) and, for
-    /// `serve`, the options resolved over the configuration file.
-    pub fn parse_resolved() -> (Cli, Option<Result<ServeOptions, config::ConfigError>>) {
+    /// `serve`, the options resolved over the configuration file, with the warnings to log once
+    /// logging is set up: a file's key a flag or variable overrides, an `EVENTBOX_*` variable
+    /// no option reads (a typo would otherwise go unnoticed: a file's is an error).
+    pub fn parse_resolved() -> (Cli, Option<Resolved>) {
         let first = std::env::args_os().nth(1);
         let matches = command_for(first.as_deref()).get_matches();
         let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
@@ -65,8 +67,68 @@ impl Cli {
             (None, _) => Some(cli.serve.clone().resolve(&matches)),
             _ => None,
         };
+        let serve = serve.map(|resolved| {
+            resolved.map(|(options, mut warnings)| {
+                let set = std::env::vars_os().filter_map(|(k, _)| k.into_string().ok());
+                warnings.extend(unknown_variables(&Cli::command(), set));
+                (options, warnings)
+            })
+        });
         (cli, serve)
     }
+}
+
+/// `serve`'s options with the warnings to log once logging is set up, or why they cannot be
+/// used.
+pub type Resolved = Result<(ServeOptions, Vec<String>), config::ConfigError>;
+
+/// Variables of eventbox's own scripts, read by no option (docs/deploy.md).
+const SCRIPT_VARIABLES: [&str; 5] = [
+    "EVENTBOX_IMAGE",
+    "EVENTBOX_IMAGE_SOURCE",
+    "EVENTBOX_IMAGE_TARGET_DIR",
+    "EVENTBOX_PUBLISH",
+    "EVENTBOX_BLESS",
+];
+
+/// A warning for each variable of `set` named `EVENTBOX_*` that no option of any command
+/// reads, with the closest one that does.
+fn unknown_variables(command: &clap::Command, set: impl Iterator<Item = String>) -> Vec<String> {
+    fn env_names(command: &clap::Command, into: &mut Vec<String>) {
+        for arg in command.get_arguments() {
+            if let Some(name) = arg.get_env().and_then(|n| n.to_str()) {
+                into.push(name.to_string());
+            }
+        }
+        for sub in command.get_subcommands() {
+            env_names(sub, into);
+        }
+    }
+    let mut known = Vec::new();
+    env_names(command, &mut known);
+    known.extend(SCRIPT_VARIABLES.iter().map(|s| s.to_string()));
+    let mut unknown: Vec<String> = set
+        .filter(|name| name.starts_with("EVENTBOX_") && !known.contains(name))
+        .collect();
+    unknown.sort();
+    unknown
+        .into_iter()
+        .map(|name| {
+            let closest = known
+                .iter()
+                .map(|k| (strsim::jaro(&name, k), k))
+                .filter(|(score, _)| *score > 0.9)
+                .max_by(|a, b| a.0.total_cmp(&b.0));
+            match closest {
+                Some((_, k)) => {
+                    format!("{name} is not a variable eventbox reads; did you mean {k}?")
+                }
+                None => format!(
+                    "{name} is not a variable eventbox reads (`eventbox serve --help` lists them)"
+                ),
+            }
+        })
+        .collect()
 }
 
 /// The command line as parsed, given its first argument. `eventbox` alone reads serve's
@@ -447,6 +509,10 @@ pub async fn serve(options: &ServeOptions) -> u8 {
         tracing::error!("{e}");
         return EXIT_UNUSABLE;
     }
+    if mirror.is_none() {
+        let data = std::path::absolute(&options.data).unwrap_or_else(|_| options.data.clone());
+        tracing::info!(data = %data.display(), "bundles from {}", data.display());
+    }
     // The SIGHUP handler exists before the port opens: a SIGHUP never finds the default action
     // (which ends the process).
     let app = App::with_options(options);
@@ -500,11 +566,11 @@ pub async fn serve(options: &ServeOptions) -> u8 {
     match &options.admin_token {
         // Never the token, not even its hint: it is the one secret of the whole server.
         Some(_) => tracing::info!(
-            "admin token set: /status and the /_ routes (/_journal, /_writes/reset, /_queue, /_ui) \
+            "admin token set: /status and the /_ routes (/_journal, /_writes/reset, /_queue) \
              answer clients other than loopback that send it as Authorization: Bearer"
         ),
         None if !crate::http::admin::is_loopback(addr.ip()) => tracing::info!(
-            "/status and the /_ routes (/_journal, /_writes/reset, /_queue, /_ui) answer loopback \
+            "/status and the /_ routes (/_journal, /_writes/reset, /_queue) answer loopback \
              clients only; start with --admin-token to allow remote access"
         ),
         None => {}
@@ -819,6 +885,28 @@ mod tests {
         assert_eq!(
             parsed(&["eventbox", "gen", "--into", "d/x"]),
             format!("{:?}", Some(Command::Gen(gen)))
+        );
+    }
+
+    #[test]
+    fn a_variable_no_option_reads_is_said_with_the_closest_one() {
+        let set = [
+            "EVENTBOX_POLL_INTERVALL",
+            "EVENTBOX_DATA",
+            "EVENTBOX_TOKEN",
+            "EVENTBOX_IMAGE",
+            "EVENTBOX_WHATEVER_ELSE",
+            "PATH",
+        ]
+        .map(String::from);
+        assert_eq!(
+            unknown_variables(&Cli::command(), set.into_iter()),
+            [
+                "EVENTBOX_POLL_INTERVALL is not a variable eventbox reads; did you mean \
+                 EVENTBOX_POLL_INTERVAL?",
+                "EVENTBOX_WHATEVER_ELSE is not a variable eventbox reads (`eventbox serve --help` \
+                 lists them)",
+            ]
         );
     }
 

@@ -352,7 +352,7 @@ pub struct ServeOptions {
           default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
     pub read_only: bool,
     /// A secret that lets clients other than this machine's loopback use /status and the /_
-    /// routes (/_journal, /_writes/reset, /_queue, /_ui), sent as `Authorization: Bearer SECRET`
+    /// routes (/_journal, /_writes/reset, /_queue), sent as `Authorization: Bearer SECRET`
     /// (without it those answer loopback clients only); never logged or printed
     #[arg(
         long,
@@ -434,7 +434,13 @@ impl ServeOptions {
     /// The options `serve` runs with: what clap parsed (`self`, from flags, variables and
     /// defaults, with `matches` saying which was which) over the `--config` file, the `PORT`
     /// variable applied (see [`ServeOptions::listen_addr`]), every value checked.
-    pub(crate) fn resolve(self, matches: &ArgMatches) -> Result<ServeOptions, ConfigError> {
+    /// With them, a warning for each key of the file a flag or a variable overrides (the
+    /// image sets `EVENTBOX_DATA`, `EVENTBOX_ADDR` and `EVENTBOX_LOG_FORMAT`: a file's `data`
+    /// is silently beaten by the first otherwise).
+    pub(crate) fn resolve(
+        self,
+        matches: &ArgMatches,
+    ) -> Result<(ServeOptions, Vec<String>), ConfigError> {
         self.resolve_with(matches, std::env::var("PORT").ok().as_deref())
     }
 
@@ -443,7 +449,7 @@ impl ServeOptions {
         self,
         matches: &ArgMatches,
         port: Option<&str>,
-    ) -> Result<ServeOptions, ConfigError> {
+    ) -> Result<(ServeOptions, Vec<String>), ConfigError> {
         let given = |id: &str| {
             matches!(
                 matches.value_source(id),
@@ -451,7 +457,7 @@ impl ServeOptions {
             )
         };
         let Some(path) = self.config.clone() else {
-            return self.with_port_variable(port);
+            return self.with_port_variable(port).map(|o| (o, Vec::new()));
         };
         let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
             path: path.clone(),
@@ -459,8 +465,25 @@ impl ServeOptions {
         })?;
         let file = parse_file(&path, &text)?;
         let places = file.places.clone();
+        let overridden: Vec<String> = file
+            .keys
+            .iter()
+            .filter_map(|key| {
+                let id = key.replace('-', "_");
+                let by = match matches.value_source(&id)? {
+                    ValueSource::CommandLine => format!("--{key}"),
+                    ValueSource::EnvVariable => format!("EVENTBOX_{}", id.to_uppercase()),
+                    _ => return None,
+                };
+                let (line, _) = places.get(key).copied().unwrap_or_default();
+                Some(format!(
+                    "{}:{line}: {key} is not used: {by} is set, and wins over the file",
+                    path.display()
+                ))
+            })
+            .collect();
         let options = self.over_file(file, given)?;
-        options.with_port_variable(port).map_err(|e| match e {
+        let options = options.with_port_variable(port).map_err(|e| match e {
             // `--debounce must be ...` about a value the file gave: named at its place there.
             ConfigError::Value(message) => {
                 let key = message
@@ -478,7 +501,8 @@ impl ServeOptions {
                 }
             }
             other => other,
-        })
+        })?;
+        Ok((options, overridden))
     }
 
     /// `self` where `given` says a value was given (flag or variable), the file's values for the
@@ -952,6 +976,10 @@ mod tests {
     }
 
     fn resolve(args: &[&str]) -> Result<ServeOptions, ConfigError> {
+        resolved(args).map(|(options, _)| options)
+    }
+
+    fn resolved(args: &[&str]) -> Result<(ServeOptions, Vec<String>), ConfigError> {
         let (options, matches) = parse(args);
         options.resolve_with(&matches, None)
     }
@@ -1028,6 +1056,22 @@ mod tests {
 
         let off = resolve(&["-c", p, "--no-watch"]).expect("resolves");
         assert_eq!(off.watch_mode(), WatchMode::Off);
+
+        // What a flag overrides is said, with the file's line (a variable is said the same way:
+        // the image's EVENTBOX_DATA beat a file's `data` without a word).
+        let (_, warnings) =
+            resolved(&["-c", p, "-a", "127.0.0.1:7000", "--watch", "native"]).expect("resolves");
+        assert_eq!(
+            warnings,
+            [
+                format!("{p}:2: addr is not used: --addr is set, and wins over the file"),
+                format!("{p}:3: watch is not used: --watch is set, and wins over the file"),
+            ]
+        );
+        assert_eq!(
+            resolved(&["-c", p]).expect("resolves").1,
+            Vec::<String>::new()
+        );
     }
 
     #[test]

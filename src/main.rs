@@ -42,7 +42,7 @@ fn main() -> ExitCode {
         }
         Some(Command::Man) => written(cli::man(&mut std::io::stdout().lock())),
         Some(Command::Serve(_)) | None => match serve {
-            Some(Ok(options)) => run_serve(&options, rust_log.as_deref()),
+            Some(Ok((options, warnings))) => run_serve(&options, &warnings, rust_log.as_deref()),
             Some(Err(e)) => {
                 eprintln!("eventbox: {e}");
                 cli::EXIT_UNUSABLE
@@ -82,8 +82,11 @@ fn init_logging(format: LogFormat, filter: &str) {
     }
 }
 
-fn run_serve(options: &ServeOptions, rust_log: Option<&str>) -> u8 {
+fn run_serve(options: &ServeOptions, warnings: &[String], rust_log: Option<&str>) -> u8 {
     init_logging(options.log_format, &options.log_filter(rust_log));
+    for warning in warnings {
+        tracing::warn!("{warning}");
+    }
     block_on(cli::serve(options))
 }
 

@@ -10,7 +10,8 @@
 //! Polling is ours rather than notify's `PollWatcher`: that one keeps modification times in whole
 //! seconds and does not compare sizes, so a second save within the same second is never seen
 //! (short of hashing every file on every poll). Ours compares each file's size, modification time
-//! to the nanosecond and identity (inode), which is only a `stat` per file per interval.
+//! to the nanosecond, identity (inode) and access (mode, owner: a file made readable again),
+//! which is only a `stat` per file per interval.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
@@ -290,8 +291,10 @@ async fn guard_folder(
     }
 }
 
-/// What a poll compares for each file: size, modification time (to the nanosecond), identity.
-type Fingerprints = BTreeMap<PathBuf, (u64, Option<SystemTime>, u64)>;
+/// What a poll compares for each file: size, modification time (to the nanosecond), identity,
+/// and who may read it (a `chmod` or `chown` that makes a file readable again changes only its
+/// status time, not its modification time).
+type Fingerprints = BTreeMap<PathBuf, (u64, Option<SystemTime>, u64, Access)>;
 
 /// Every file and folder under `dir`, with its fingerprint. Unreadable entries are skipped (the
 /// reload that follows reports them).
@@ -317,10 +320,30 @@ fn fingerprints(dir: &Path) -> Fingerprints {
             if meta.is_dir() {
                 stack.push(path.clone());
             }
-            out.insert(path, (meta.len(), meta.modified().ok(), identity(&meta).1));
+            let print = (
+                meta.len(),
+                meta.modified().ok(),
+                identity(&meta).1,
+                access(&meta),
+            );
+            out.insert(path, print);
         }
     }
     out
+}
+
+/// A file's mode, owner and group.
+type Access = (u32, u32, u32);
+
+#[cfg(unix)]
+fn access(meta: &std::fs::Metadata) -> Access {
+    use std::os::unix::fs::MetadataExt;
+    (meta.mode(), meta.uid(), meta.gid())
+}
+
+#[cfg(not(unix))]
+fn access(meta: &std::fs::Metadata) -> Access {
+    (u32::from(meta.permissions().readonly()), 0, 0)
 }
 
 /// A file's device and inode.
@@ -470,6 +493,21 @@ mod tests {
             changed_paths(Ok(vec![debounced(edit), debounced(overflow)])),
             None
         );
+    }
+
+    /// A file made readable again (`chmod`, `chown`) is a change to a poll, though neither
+    /// its size nor its modification time moved.
+    #[cfg(unix)]
+    #[test]
+    fn a_poll_sees_a_file_made_readable_again() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("event.json");
+        std::fs::write(&file, "{}").expect("write");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o000)).expect("chmod");
+        let before = fingerprints(dir.path());
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        assert_ne!(fingerprints(dir.path()), before);
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The admin rule (issue 13, item 7): the admin routes (`Operation::is_admin`: `/status`,
-//! `/_journal`, `/_writes/reset`, `/_queue`, `/_ui`) answer a loopback peer (127.0.0.0/8,
+//! `/_journal`, `/_writes/reset`, `/_queue`; not the status page `/_ui`, which holds no data)
+//! answer a loopback peer (127.0.0.0/8,
 //! `::1`, and `::1`'s IPv4-mapped form `::ffff:127.x.y.z`) freely; any other peer needs the
 //! admin token (`--admin-token`) as `Authorization: Bearer <token>`, compared in constant
 //! time. Without a configured token a remote peer gets 403 `admin_local_only`; with one, a

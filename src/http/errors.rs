@@ -145,7 +145,7 @@ errors! {
     /// A `/_journal` query parameter that is not a filter, or a filter value that cannot be
     /// used (answered with [`journal_filter_body`], which names the parameter).
     InvalidJournalFilter = (400, "invalid_journal_filter", "A /_journal filter cannot be used: method takes a method name, path a path starting with /, status a code (201) or a class (4xx); no other parameter is known."),
-    /// An admin route (`/status`, `/_journal`, `/_writes/reset`, `/_queue`, `/_ui`) asked for by
+    /// An admin route (`/status`, `/_journal`, `/_writes/reset`, `/_queue`) asked for by
     /// a peer that is not loopback while no admin token is configured (`http::admin`).
     AdminLocalOnly = (403, "admin_local_only", "This operational endpoint answers loopback clients only: start eventbox with --admin-token to allow remote access with Authorization: Bearer."),
     /// An admin route asked for by a web page of another origin (`Origin`), which no admin
@@ -172,6 +172,11 @@ pub(crate) fn detailed_body(e: ApiError, detail: &str) -> Bytes {
         m.push(' ');
         m.push_str(detail);
     })
+}
+
+/// The body of `e` with `message` for its message.
+pub(crate) fn message_body(e: ApiError, message: &str) -> Bytes {
+    with_message(e, |m| *m = message.to_string())
 }
 
 /// The body of `e` with its message changed by `change`.

@@ -23,8 +23,8 @@ use super::admin;
 use super::control::{Control, Fault};
 use super::cors::Cors;
 use super::errors::{
-    detailed_body, journal_filter_body, not_found_body, simulated_error_body, ApiError, BODY_LIMIT,
-    WRITE_LIMIT,
+    detailed_body, journal_filter_body, message_body, not_found_body, simulated_error_body,
+    ApiError, BODY_LIMIT, WRITE_LIMIT,
 };
 use super::journal::{Filter, Journal};
 use super::pipeline::Handled;
@@ -314,11 +314,12 @@ fn checked<'s, B>(
         // Loaded, but no token opens anything: not ready (a rollout whose bundles all have
         // errors must not replace replicas that serve).
         (_, Some(Operation::Readyz)) if snapshot.serves_nothing() => {
+            // Loaded: not "still loading".
             return Checked::Answered(error_with_body(
                 ApiError::NotReady,
-                detailed_body(
+                message_body(
                     ApiError::NotReady,
-                    "no bundle is served: each has errors (or waits for its source's first refresh), or the data folder holds none; see /status",
+                    "eventbox has loaded its data, but no bundle is served: each has errors (or waits for its source's first refresh), or the data folder holds none; see /status.",
                 ),
             ));
         }

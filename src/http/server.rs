@@ -70,7 +70,7 @@ impl Service {
     }
 
     /// Lets peers that are not loopback use the admin routes (`/status`, `/_journal`,
-    /// `/_writes/reset`, `/_queue`, `/_ui`) with this token as `Authorization: Bearer`; `None`:
+    /// `/_writes/reset`, `/_queue`) with this token as `Authorization: Bearer`; `None`:
     /// loopback only.
     pub fn with_admin_token(mut self, token: Option<Token>) -> Self {
         self.admin_token = token;

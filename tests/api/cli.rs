@@ -379,6 +379,40 @@ pub(crate) struct Served {
     _dir: tempfile::TempDir,
 }
 
+/// A configuration file's key that a variable overrides, and a variable no option reads, are
+/// said at start, and so is the data folder served (the image's `EVENTBOX_DATA` beat a file's
+/// `data` without a word, and a typo in a variable's name went unnoticed).
+#[test]
+fn overridden_file_keys_and_unknown_variables_are_warned_of_at_start() {
+    let data = TempData::new();
+    data.with_demo("demo");
+    let conf = tempfile::tempdir().expect("tempdir");
+    let file = conf.path().join("eventbox.toml");
+    std::fs::write(&file, "watch = \"off\"\ndata = \"/srv/nowhere\"\n").expect("config");
+    let dir = data.path().to_str().expect("UTF-8");
+    let served = start_binary(
+        &[
+            "--addr",
+            "127.0.0.1:0",
+            "--config",
+            file.to_str().expect("UTF-8"),
+        ],
+        &[("EVENTBOX_DATA", dir), ("EVENTBOX_ACESS_LOG", "true")],
+    );
+    let stderr = served.stderr();
+    for said in [
+        format!(
+            "{}:2: data is not used: EVENTBOX_DATA is set, and wins over the file",
+            file.display()
+        ),
+        "EVENTBOX_ACESS_LOG is not a variable eventbox reads; did you mean EVENTBOX_ACCESS_LOG?"
+            .to_string(),
+        format!("bundles from {dir}"),
+    ] {
+        assert!(stderr.contains(&said), "{said}\nnot in:\n{stderr}");
+    }
+}
+
 pub(crate) fn start_binary(args: &[&str], envs: &[(&str, &str)]) -> Served {
     use std::io::{BufRead, BufReader, Write};
     use std::process::Stdio;

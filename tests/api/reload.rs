@@ -354,7 +354,7 @@ async fn readyz_is_503_while_no_bundle_is_served() {
     let empty = app.send(Method::GET, "/readyz", None, None).await;
     empty.assert_error(503, "not_ready");
     assert!(
-        empty.text().contains("no bundle is served"),
+        empty.text().contains("no bundle is served") && !empty.text().contains("still loading"),
         "{}",
         empty.text()
     );

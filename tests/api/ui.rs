@@ -33,24 +33,14 @@ fn which(program: &str) -> Option<std::path::PathBuf> {
         .find(|p| p.is_file())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_status_page_shows_a_source_going_offline_and_back_and_the_writes_waiting() {
+/// A headless Chromium session through ChromeDriver on a free port, or `None` (saying so) when
+/// they are not installed.
+async fn browser() -> Option<(Driver, fantoccini::Client)> {
     let (Some(driver), Some(chromium)) = (which("chromedriver"), which("chromium")) else {
         // .ci/run installs both; a developer machine without them skips, saying so.
         eprintln!("skipped: chromedriver and chromium are not installed (apt-get install chromium chromium-driver)");
-        return;
+        return None;
     };
-
-    // The source, which will go away and come back; the desk, following it every 200 ms.
-    let (source_at, source) = Source::start().await;
-    let desk = Desk::of(&source, |o| {
-        o.refresh_every = Some(Duration::from_millis(200));
-        o.offline_after = 1;
-        o.journal = 50;
-    })
-    .await;
-    let kiosk = &desk.server;
-
     // ChromeDriver on a free port; ready when its /status answers.
     let port = TcpListener::bind("127.0.0.1:0")
         .await
@@ -58,7 +48,7 @@ async fn the_status_page_shows_a_source_going_offline_and_back_and_the_writes_wa
         .local_addr()
         .expect("addr")
         .port();
-    let _driver = Driver(
+    let driver = Driver(
         Command::new(driver)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
@@ -85,11 +75,29 @@ async fn the_status_page_shows_a_source_going_offline_and_back_and_the_writes_wa
         json!({"binary": chromium, "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
                                              "--disable-dev-shm-usage", "--window-size=1000,700"]}),
     );
-    let browser = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+    let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
         .capabilities(caps)
         .connect(&webdriver)
         .await
         .expect("a browser session");
+    Some((driver, client))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_page_shows_a_source_going_offline_and_back_and_the_writes_waiting() {
+    let Some((_driver, browser)) = browser().await else {
+        return;
+    };
+
+    // The source, which will go away and come back; the desk, following it every 200 ms.
+    let (source_at, source) = Source::start().await;
+    let desk = Desk::of(&source, |o| {
+        o.refresh_every = Some(Duration::from_millis(200));
+        o.offline_after = 1;
+        o.journal = 50;
+    })
+    .await;
+    let kiosk = &desk.server;
 
     // What the page shows of the demo bundle: its source's state and the writes waiting.
     let shown = |browser: fantoccini::Client| async move {
@@ -171,5 +179,109 @@ async fn the_status_page_shows_a_source_going_offline_and_back_and_the_writes_wa
         },
     )
     .await;
+    browser.close().await.expect("the session closes");
+}
+
+const SECRET: &str = "ui-Admin-secret-5b1d";
+
+/// Seen from another machine (a container's published port, a desk's tablet), the page opens
+/// without the admin token (it holds no data), asks for the token when the server wants one,
+/// and then shows the bundles: a browser cannot send a bearer by itself, and the page's own
+/// requests sent none, so from elsewhere it could not be used at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn from_another_machine_the_status_page_asks_for_the_admin_token_then_shows_the_bundles() {
+    let Some(ip) = crate::admin::remote_ip() else {
+        return;
+    };
+    let Some((_driver, browser)) = browser().await else {
+        return;
+    };
+    let app = eventbox::app::App::new(&crate::helpers::demo_data());
+    app.load().expect("the demo loads");
+    let server = crate::helpers::serve_app_at(ip, app, |s| {
+        *s = s
+            .clone()
+            .with_admin_token(Some(eventbox::token::Token::new(SECRET)))
+    })
+    .await;
+    browser
+        .goto(&format!("{}/_ui", server.base))
+        .await
+        .expect("the page opens");
+    until(
+        Duration::from_secs(15),
+        "the page to ask for the token",
+        || {
+            let b = browser.clone();
+            async move {
+                let form = b.find(Locator::Css("#login")).await.ok()?;
+                form.attr("hidden").await.ok()?.is_none().then_some(())
+            }
+        },
+    )
+    .await;
+    assert!(
+        browser
+            .find(Locator::Css("[data-bundle=demo]"))
+            .await
+            .is_err(),
+        "nothing shown without the token"
+    );
+    // Types `token` into the page's field and sends the form.
+    let log_in = |token: &'static str| {
+        let b = browser.clone();
+        async move {
+            let field = b.find(Locator::Css("#token")).await.expect("the field");
+            field.clear().await.expect("cleared");
+            field.send_keys(token).await.expect("typed");
+            let button = b
+                .find(Locator::Css("#login button"))
+                .await
+                .expect("the button");
+            button.click().await.expect("clicked");
+        }
+    };
+    log_in("not-the-secret").await;
+    until(
+        Duration::from_secs(15),
+        "a wrong token to be refused",
+        || {
+            let b = browser.clone();
+            async move {
+                let why = b
+                    .find(Locator::Css("#login-why"))
+                    .await
+                    .ok()?
+                    .text()
+                    .await
+                    .ok()?;
+                why.contains("not the admin token").then_some(())
+            }
+        },
+    )
+    .await;
+    log_in(SECRET).await;
+    until(
+        Duration::from_secs(15),
+        "the page to show the demo bundle",
+        || {
+            let b = browser.clone();
+            async move {
+                b.find(Locator::Css("[data-bundle=demo]"))
+                    .await
+                    .ok()
+                    .map(|_| ())
+            }
+        },
+    )
+    .await;
+    let hidden = browser
+        .find(Locator::Css("#login"))
+        .await
+        .expect("the form")
+        .attr("hidden")
+        .await
+        .expect("an attribute");
+    assert!(hidden.is_some(), "the form is put away");
     browser.close().await.expect("the session closes");
 }
