@@ -984,21 +984,27 @@ mod tests {
         assert_eq!(marked(unmarked.clone(), None), unmarked);
     }
 
-    /// Log line 1 of bundle `b`, queued for its source and not durable yet.
-    fn queued_checkin() -> Arc<Writes> {
-        let writes = Arc::new(Writes::new(false));
-        let write = Write::Checkin {
-            checkin_code: "12".into(),
-            checkin: 1,
-            checkin_date: "d".into(),
-            person: Some(Person::Listed(7)),
-        };
+    /// A check-in request by `code`, queued for a source, and its write, of attendee `listed`.
+    fn checkin(code: &str, listed: i64) -> (Received, Write) {
         let request = Received {
             path: "/api/v1/checkin/attendees".into(),
-            body: serde_json::json!([{"checkin_code": "12"}]),
+            body: serde_json::json!([{ "checkin_code": code }]),
             forward: true,
             event: None,
         };
+        let write = Write::Checkin {
+            checkin_code: code.into(),
+            checkin: 1,
+            checkin_date: "d".into(),
+            person: Some(Person::Listed(listed)),
+        };
+        (request, write)
+    }
+
+    /// Log line 1 of bundle `b`, queued for its source and not durable yet.
+    fn queued_checkin() -> Arc<Writes> {
+        let writes = Arc::new(Writes::new(false));
+        let (request, write) = checkin("12", 7);
         writes.queue.push(1, "b", request, &[write], false);
         assert!(
             writes.queue.next_for("b").is_none(),
@@ -1036,12 +1042,7 @@ mod tests {
                 .get("b")
                 .map(|b| b.writes.iter().map(|(seq, ..)| *seq).collect::<Vec<_>>())
         };
-        let write = Write::Checkin {
-            checkin_code: "13".into(),
-            checkin: 1,
-            checkin_date: "d".into(),
-            person: Some(Person::Listed(8)),
-        };
+        let (request, write) = checkin("13", 8);
         writes
             .bundles()
             .entry("b".into())
@@ -1049,12 +1050,6 @@ mod tests {
             .writes
             .extend([(1, None, write.clone()), (3, None, write.clone())]);
         writes.queue.durable(1);
-        let request = Received {
-            path: "/api/v1/checkin/attendees".into(),
-            body: serde_json::json!([{"checkin_code": "13"}]),
-            forward: true,
-            event: None,
-        };
         // Line 3, after the reset's line 2, is durable already.
         writes.queue.push(3, "b", request, &[write], true);
         let settle = |wait| {
