@@ -633,23 +633,27 @@ async fn listed(store: &AmazonS3) -> Vec<String> {
     keys
 }
 
-#[tokio::test]
-async fn a_webdav_server_is_a_store_too_published_into_and_served_from() {
-    let root = tempfile::tempdir().expect("tempdir");
-    let folder = root.path().to_str().expect("UTF-8");
-    let args = [
+/// WsgiDAV (from PyPI, as moto) serving `root` on a free port, with `extra` arguments.
+async fn wsgidav(root: &str, extra: &[&str]) -> Option<Server> {
+    let mut args = vec![
         "-c",
         "from wsgidav.server.server_cli import run; run()",
         "--host",
         "127.0.0.1",
         "--port",
         "{port}",
-        "--auth",
-        "anonymous",
         "--root",
-        folder,
+        root,
     ];
-    let Some(dav) = start_server("WsgiDAV", &args, &[]).await else {
+    args.extend_from_slice(extra);
+    start_server("WsgiDAV", &args, &[]).await
+}
+
+#[tokio::test]
+async fn a_webdav_server_is_a_store_too_published_into_and_served_from() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let folder = root.path().to_str().expect("UTF-8");
+    let Some(dav) = wsgidav(folder, &["--auth", "anonymous"]).await else {
         return;
     };
     let source = crate::helpers::spawn_app(&demo_data()).await;
@@ -704,19 +708,8 @@ async fn a_webdav_password_in_the_url_is_sent_and_never_shown() {
     .expect("config");
     let folder = root.path().join("dav");
     std::fs::create_dir(&folder).expect("mkdir");
-    let args = [
-        "-c",
-        "from wsgidav.server.server_cli import run; run()",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "{port}",
-        "--config",
-        config.to_str().expect("UTF-8"),
-        "--root",
-        folder.to_str().expect("UTF-8"),
-    ];
-    let Some(dav) = start_server("WsgiDAV", &args, &[]).await else {
+    let config = ["--config", config.to_str().expect("UTF-8")];
+    let Some(dav) = wsgidav(folder.to_str().expect("UTF-8"), &config).await else {
         return;
     };
     let host = dav.url.trim_start_matches("http://");

@@ -431,6 +431,19 @@ async fn metrics_move_when_requests_are_made_and_bundles_reload() {
     );
 }
 
+/// The demo served with an event answer of about `title_bytes` (its title that long).
+async fn large_event(title_bytes: usize) -> (TempData, crate::helpers::TestApp) {
+    let data = TempData::new();
+    data.with_demo("demo");
+    let path = data.path().join("demo/event.json");
+    let mut event: Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("event.json")).expect("JSON");
+    event["data"][0]["title"] = Value::String("x".repeat(title_bytes));
+    write(&path, serde_json::to_string(&event).expect("JSON"));
+    let app = crate::helpers::spawn_app(data.path()).await;
+    (data, app)
+}
+
 /// A large answer still being read when shutdown comes is sent whole: hyper takes a prepared
 /// body as one buffer and writes it as the client reads, and the connection used to be closed
 /// as soon as hyper had taken it, cutting the answer.
@@ -438,14 +451,7 @@ async fn metrics_move_when_requests_are_made_and_bundles_reload() {
 async fn shutdown_lets_a_large_answer_being_read_slowly_finish() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    let data = TempData::new();
-    data.with_demo("demo");
-    let path = data.path().join("demo/event.json");
-    let mut event: Value =
-        serde_json::from_slice(&std::fs::read(&path).expect("event.json")).expect("JSON");
-    event["data"][0]["title"] = Value::String("x".repeat(12_000_000));
-    write(&path, serde_json::to_string(&event).expect("JSON"));
-    let app = crate::helpers::spawn_app(data.path()).await;
+    let (_data, app) = large_event(12_000_000).await;
     let addr: std::net::SocketAddr = app
         .base
         .trim_start_matches("http://")
@@ -503,14 +509,7 @@ async fn shutdown_lets_a_large_answer_being_read_slowly_finish() {
 /// nothing while the reader pauses; a pause shorter than `drain::SETTLE` (1 s) is waited for.
 #[tokio::test]
 async fn over_http2_shutdown_lets_a_large_answer_being_read_slowly_finish() {
-    let data = TempData::new();
-    data.with_demo("demo");
-    let path = data.path().join("demo/event.json");
-    let mut event: Value =
-        serde_json::from_slice(&std::fs::read(&path).expect("event.json")).expect("JSON");
-    event["data"][0]["title"] = Value::String("x".repeat(3_000_000));
-    write(&path, serde_json::to_string(&event).expect("JSON"));
-    let app = crate::helpers::spawn_app(data.path()).await;
+    let (_data, app) = large_event(3_000_000).await;
     let h2 = crate::helpers::client_builder()
         .http2_prior_knowledge()
         .http2_initial_stream_window_size(256 * 1024)
