@@ -82,14 +82,20 @@ impl Cli {
 /// used.
 pub type Resolved = Result<(ServeOptions, Vec<String>), config::ConfigError>;
 
-/// Variables of eventbox's own scripts, read by no option (docs/deploy.md).
-const SCRIPT_VARIABLES: [&str; 5] = [
+/// Variables of eventbox's own scripts, examples and tests, read by no option.
+const SCRIPT_VARIABLES: [&str; 7] = [
     "EVENTBOX_IMAGE",
     "EVENTBOX_IMAGE_SOURCE",
     "EVENTBOX_IMAGE_TARGET_DIR",
     "EVENTBOX_PUBLISH",
     "EVENTBOX_BLESS",
+    "EVENTBOX_BIN",
+    "EVENTBOX_URL",
 ];
+
+/// Prefixes of the variables Kubernetes gives a pod for a Service named `eventbox` (service
+/// links), which are no typos.
+const SERVICE_LINKS: [&str; 2] = ["EVENTBOX_SERVICE_", "EVENTBOX_PORT_"];
 
 /// A warning for each variable of `set` named `EVENTBOX_*` that no option of any command
 /// reads, with the closest one that does.
@@ -109,6 +115,7 @@ fn unknown_variables(command: &clap::Command, set: impl Iterator<Item = String>)
     known.extend(SCRIPT_VARIABLES.iter().map(|s| s.to_string()));
     let mut unknown: Vec<String> = set
         .filter(|name| name.starts_with("EVENTBOX_") && !known.contains(name))
+        .filter(|name| !SERVICE_LINKS.iter().any(|p| name.starts_with(p)))
         .collect();
     unknown.sort();
     unknown
@@ -896,6 +903,8 @@ mod tests {
             "EVENTBOX_TOKEN",
             "EVENTBOX_IMAGE",
             "EVENTBOX_WHATEVER_ELSE",
+            "EVENTBOX_SERVICE_HOST",
+            "EVENTBOX_URL",
             "PATH",
         ]
         .map(String::from);

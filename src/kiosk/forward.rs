@@ -86,10 +86,14 @@ async fn served(reloader: &Arc<Reloader>, bundle: &str) -> Option<Served> {
     tokio::task::spawn_blocking(move || {
         reloader.with_catalog(|c| {
             let e = c.entry(&name)?;
+            // The token and the event of one version, the one served: a token of the latest
+            // bundle.toml with the event of an older version (new files that do not load)
+            // would send one event's writes with another's token.
+            let v = e.serving.as_ref()?;
             Some(Served {
-                token: e.tokens.first().cloned()?,
-                loaded: e.serving.as_ref().map(|v| v.loaded_at),
-                event: e.serving.as_ref().map(|v| v.summary.id_event),
+                token: v.tokens.first().cloned()?,
+                loaded: Some(v.loaded_at),
+                event: Some(v.summary.id_event),
             })
         })
     })
@@ -162,29 +166,30 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
                 continue;
             };
             stranded.remove(&bundle);
-            let later = not_before
-                .get(&bundle)
-                .is_some_and(|(at, _)| *at > tokio::time::Instant::now());
-            if health.is_offline() || later {
-                continue;
-            }
+            // Not served (no version loads): nothing is sent, as no event is known.
             let Some(Served { token, event, .. }) = served(&reloader, &bundle).await else {
                 continue;
             };
-            // Writes made for another event (its data pulled into this folder since) are held:
-            // said once for each change.
+            // Writes made for another event (its data pulled into this folder since) are held,
+            // also while the source is offline (`/_queue` shows them): said once each change.
             writes.queue.serves(&bundle, event);
             let (count, events) = writes.queue.held(&bundle);
             let now_held = (count > 0).then(|| (count, events.clone()));
             if held.get(&bundle) != now_held.as_ref() {
                 if let Some(event) = event.filter(|_| count > 0) {
                     let made: Vec<String> = events.iter().map(i64::to_string).collect();
-                    tracing::warn!(bundle = %bundle, held = count, "writes made for event {} are held: the bundle serves event {event} now (another event pulled into its folder?); they are sent if it serves that event again, or dismiss them (DELETE /_queue) or reset its writes", made.join(", "));
+                    tracing::warn!(bundle = %bundle, held = count, "writes made for event {} are held: the bundle serves event {event} now (another event pulled into its folder?); they are sent if it serves that event again, or dismiss them one by one (DELETE /_queue?seq=N, /_queue lists them as held)", made.join(", "));
                 }
                 match now_held {
                     Some(h) => held.insert(bundle.clone(), h),
                     None => held.remove(&bundle),
                 };
+            }
+            let later = not_before
+                .get(&bundle)
+                .is_some_and(|(at, _)| *at > tokio::time::Instant::now());
+            if health.is_offline() || later {
+                continue;
             }
             let to = Source {
                 client: &client,
@@ -376,11 +381,12 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
         }
         tracing::warn!(seq = entry.seq, path = %entry.request.path, items = left.items.len(), "check-ins made here name someone registered here whom the source does not list; they are parked until it does, the rest is sent");
     }
-    // Picked before a look-up or two: a dismissal or a reset since then stops it here.
+    record(writes, Outcome::new(entry.seq, Kind::Sending)).await?;
+    // Picked before a look-up or two and the line above's sync: a dismissal or a reset since
+    // then stops it here (one in the moment before the request goes out may still miss it).
     if !writes.queue.may_send(entry) {
         return Ok(Went::Gone);
     }
-    record(writes, Outcome::new(entry.seq, Kind::Sending)).await?;
     // The path as the table spells it: the router took the request's in any case, with or
     // without a trailing slash.
     let logged = entry.request.path.as_str();

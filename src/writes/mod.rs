@@ -565,12 +565,10 @@ impl BundleWrites {
             .is_none_or(|v| !Arc::ptr_eq(&v.base, base));
         if stale {
             let mut view = View::new(base.clone());
-            // Only the writes made for the event the files hold now.
-            let ours = |event: &Option<i64>| event.is_none_or(|e| e == base.id_event);
-            let writes = self.writes.iter().filter(|(_, e, _)| ours(e));
             // A registration the new files took the id or code of gets new ones above every
-            // logged registration's: it takes no other registration's, whose badge has them.
-            for (_, _, w) in writes.clone() {
+            // logged registration's, another event's too: it takes no other registration's,
+            // whose badge has them, and the queue tells registrations apart by their ids.
+            for (_, _, w) in &self.writes {
                 if let Write::Registration { attendee } = w {
                     let logged = |key: &str| attendee.get(key).and_then(Value::as_i64);
                     if let Some(id) = logged("id_attendees") {
@@ -581,7 +579,9 @@ impl BundleWrites {
                     }
                 }
             }
-            for (_, _, w) in writes {
+            // Only the writes made for the event the files hold now are shown.
+            let ours = |event: &Option<i64>| event.is_none_or(|e| e == base.id_event);
+            for (_, _, w) in self.writes.iter().filter(|(_, e, _)| ours(e)) {
                 // Replaying skips what the new base refuses (see the module's documentation).
                 view.apply(w);
             }

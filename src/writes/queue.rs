@@ -263,6 +263,8 @@ struct Here {
     source: Option<(i64, i64)>,
     /// Queued to be sent (its bundle named a source when it was made).
     queued: bool,
+    /// The event it was made for (see `Received::event`).
+    event: Option<i64>,
 }
 
 impl Here {
@@ -407,10 +409,6 @@ pub(crate) struct Queue {
     pub(crate) ready: tokio::sync::Notify,
 }
 
-fn is_zero(n: &usize) -> bool {
-    *n == 0
-}
-
 /// The most bytes of a source's answer kept for a rejected entry.
 const MAX_ANSWER: usize = 2048;
 
@@ -444,6 +442,7 @@ impl Queue {
                     email,
                     source: None,
                     queued: request.forward,
+                    event: request.event,
                 });
         }
         if !request.forward {
@@ -526,10 +525,17 @@ impl Queue {
 
     /// What the source calls the registrations made here for `bundle` whose ids there were not
     /// known: `people` is the source's list, id and code by lower-case e-mail.
+    /// Only registrations made for the event the bundle serves: the source's list is that
+    /// event's, and someone registered at two editions is two people there.
     pub(crate) fn learn(&self, bundle: &str, people: &HashMap<String, Option<(i64, i64)>>) {
         let mut inner = self.inner();
+        let serving = inner.serving.get(bundle).copied();
         for h in inner.here.get_mut(bundle).into_iter().flatten() {
-            if h.source.is_none() {
+            let ours = match (h.event, serving) {
+                (Some(made), Some(now)) => made == now,
+                _ => true,
+            };
+            if h.source.is_none() && ours {
                 h.source = people.get(&h.email).copied().flatten();
             }
         }
@@ -815,9 +821,10 @@ impl Queue {
         #[derive(Serialize, Default)]
         struct Of<'a> {
             pending: usize,
-            /// Of them, those made for another event than the bundle serves now.
-            #[serde(skip_serializing_if = "is_zero")]
-            held: usize,
+            /// Pending or parked, the entries made for another event than the bundle serves
+            /// now: not sent.
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            held: Vec<Held>,
             /// The first of them, sent next.
             #[serde(skip_serializing_if = "Option::is_none")]
             next: Option<Next<'a>>,
@@ -826,6 +833,11 @@ impl Queue {
             waits: Option<&'a Waits>,
             parked: Vec<Aside>,
             rejected: Vec<Aside>,
+        }
+        #[derive(Serialize)]
+        struct Held {
+            seq: u64,
+            event: Option<i64>,
         }
         #[derive(Serialize)]
         struct Next<'a> {
@@ -839,7 +851,10 @@ impl Queue {
             let of = bundles.entry(&e.bundle).or_default();
             of.pending += 1;
             if !inner.for_served(e) {
-                of.held += 1;
+                of.held.push(Held {
+                    seq: e.seq,
+                    event: e.request.event,
+                });
             } else if of.next.is_none() {
                 of.next = Some(Next {
                     seq: e.seq,
@@ -855,6 +870,12 @@ impl Queue {
         }
         for p in inner.parked.values() {
             let of = bundles.entry(&p.entry.bundle).or_default();
+            if !inner.for_served(&p.entry) {
+                of.held.push(Held {
+                    seq: p.entry.seq,
+                    event: p.entry.request.event,
+                });
+            }
             of.parked.push(p.shown());
         }
         for r in &inner.rejected {
