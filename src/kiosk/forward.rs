@@ -118,10 +118,7 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
     };
     // Per bundle, why its writes wait, said once.
     let mut said: HashMap<String, String> = HashMap::new();
-    // Per bundle whose last round had to stop, when to try again and the wait after that
-    // (its own backoff: whatever wakes the loop, another bundle's write or a new snapshot,
-    // does not cut it short).
-    let mut not_before: HashMap<String, (tokio::time::Instant, Duration)> = HashMap::new();
+    let mut backoff = Backoff::default();
     // Per bundle, when the data served was loaded as its parked check-ins were last looked up.
     let mut looked: HashMap<String, Option<DateTime<Utc>>> = HashMap::new();
     // Per bundle holding writes made for another event, how many and which events, said once.
@@ -185,10 +182,7 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
                     None => held.remove(&bundle),
                 };
             }
-            let later = not_before
-                .get(&bundle)
-                .is_some_and(|(at, _)| *at > tokio::time::Instant::now());
-            if health.is_offline() || later {
+            if health.is_offline() || !backoff.is_due(&bundle, tokio::time::Instant::now()) {
                 continue;
             }
             let to = Source {
@@ -200,16 +194,14 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
             };
             match round(&to, &writes, &mut looked).await {
                 Ok(reached) => {
-                    not_before.remove(&bundle);
+                    backoff.succeeded(&bundle);
                     writes.queue.waits(&bundle, None);
                     if reached && said.remove(&bundle).is_some() {
                         tracing::info!(bundle = %bundle, pending = writes.queue.pending(&bundle), "writes reach the source again");
                     }
                 }
                 Err(Stop { why, seq }) => {
-                    let wait = not_before.get(&bundle).map_or(FIRST_WAIT, |(_, w)| *w);
-                    let next = (wait * 2).min(MAX_WAIT);
-                    not_before.insert(bundle.clone(), (tokio::time::Instant::now() + wait, next));
+                    backoff.failed(&bundle, tokio::time::Instant::now());
                     writes.queue.waits(&bundle, Some((seq, &why)));
                     if said.get(&bundle) != Some(&why) {
                         tracing::warn!(bundle = %bundle, pending = writes.queue.pending(&bundle), "writes wait for the source: {why}");
@@ -218,16 +210,7 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
                 }
             }
         }
-        // The next bundle due, at most MAX_WAIT away (an offline source is looked at again
-        // then, besides when it flips).
-        let now = tokio::time::Instant::now();
-        let due = not_before
-            .values()
-            .map(|(at, _)| *at)
-            .filter(|at| *at > now)
-            .min()
-            .unwrap_or(now + MAX_WAIT)
-            .min(now + MAX_WAIT);
+        let due = backoff.next_due(tokio::time::Instant::now());
         let flipped = std::future::poll_fn(|cx| {
             use std::future::Future;
             match flips.iter_mut().any(|f| f.as_mut().poll(cx).is_ready()) {
@@ -239,14 +222,56 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
             _ = writes.queue.ready.notified() => {}
             // A source back online is tried at once; the others keep their backoff.
             () = flipped => {
-                let back = |b: &String| {
+                backoff.back_online(|b| {
                     was_offline.contains(b) && sources.get(b).is_some_and(|h| !h.is_offline())
-                };
-                not_before.retain(|b, _| !back(b));
+                });
             }
             () = changed(&mut published) => {}
             () = tokio::time::sleep_until(due) => {}
         }
+    }
+}
+
+/// Per bundle whose last round had to stop, when to try again and the wait after that: each
+/// bundle's own backoff, from [`FIRST_WAIT`] doubling to [`MAX_WAIT`]. Whatever wakes the loop
+/// (a write, a new snapshot, another bundle's success) does not cut it short; its source
+/// coming back online does.
+#[derive(Debug, Default)]
+struct Backoff(HashMap<String, (tokio::time::Instant, Duration)>);
+
+impl Backoff {
+    /// Whether `bundle` may be tried at `now`.
+    fn is_due(&self, bundle: &str, now: tokio::time::Instant) -> bool {
+        self.0.get(bundle).is_none_or(|(at, _)| *at <= now)
+    }
+
+    /// `bundle`'s round stopped at `now`: its next try waits, longer than the last.
+    fn failed(&mut self, bundle: &str, now: tokio::time::Instant) {
+        let wait = self.0.get(bundle).map_or(FIRST_WAIT, |(_, w)| *w);
+        let next = (wait * 2).min(MAX_WAIT);
+        self.0.insert(bundle.to_string(), (now + wait, next));
+    }
+
+    /// `bundle`'s round went through: no wait.
+    fn succeeded(&mut self, bundle: &str) {
+        self.0.remove(bundle);
+    }
+
+    /// The bundles `back` says came back online are tried at once.
+    fn back_online(&mut self, back: impl Fn(&String) -> bool) {
+        self.0.retain(|b, _| !back(b));
+    }
+
+    /// When the loop next has a bundle to try, at most [`MAX_WAIT`] from `now` (an offline
+    /// source is looked at again then, besides when it flips).
+    fn next_due(&self, now: tokio::time::Instant) -> tokio::time::Instant {
+        self.0
+            .values()
+            .map(|(at, _)| *at)
+            .filter(|at| *at > now)
+            .min()
+            .unwrap_or(now + MAX_WAIT)
+            .min(now + MAX_WAIT)
     }
 }
 
@@ -564,6 +589,48 @@ mod tests {
         // Listed twice, first without them: the listing that gives them is learnt.
         assert_eq!(people["eva@x"], Some((13, 10000013)));
         assert_eq!(super::people(&body["data"]), people, "a bare list");
+    }
+}
+
+#[cfg(test)]
+mod backoff {
+    use super::{Backoff, FIRST_WAIT, MAX_WAIT};
+    use tokio::time::Instant;
+
+    /// One bundle's failures lengthen its own wait only, doubling to the cap; another's
+    /// success does not cut it short (it did: the wait was shared); its source coming back
+    /// does, and no other's.
+    #[test]
+    fn each_bundle_backs_off_on_its_own() {
+        let now = Instant::now();
+        let mut b = Backoff::default();
+        b.failed("a", now);
+        assert!(!b.is_due("a", now) && b.is_due("a", now + FIRST_WAIT));
+        assert!(b.is_due("b", now), "another bundle waits for nothing");
+        b.failed("b", now);
+        b.succeeded("b");
+        assert!(!b.is_due("a", now), "b's success leaves a's wait");
+        let mut waits = Vec::new();
+        let mut at = now;
+        for _ in 0..6 {
+            // Another bundle's writes go through between a's tries.
+            b.failed("b", at);
+            b.succeeded("b");
+            b.failed("a", at);
+            let due = b.next_due(at);
+            waits.push(due - at);
+            at = due;
+        }
+        assert_eq!(waits[0], FIRST_WAIT * 2);
+        assert_eq!(waits.last().copied(), Some(MAX_WAIT), "{waits:?}");
+        assert!(waits.windows(2).all(|w| w[1] >= w[0]), "{waits:?}");
+        b.failed("c", at);
+        b.back_online(|name| name == "a");
+        assert!(
+            b.is_due("a", at) && !b.is_due("c", at),
+            "only a's source came back"
+        );
+        assert_eq!(b.next_due(at), at + FIRST_WAIT, "c's wait");
     }
 }
 
