@@ -79,27 +79,36 @@ struct Served {
     event: Option<i64>,
 }
 
-/// How `bundle` is served now. The catalog's lock is a blocking one (a reload may hold it):
-/// off the async threads.
-async fn served(reloader: &Arc<Reloader>, bundle: &str) -> Option<Served> {
+/// How `bundle` is served now, or why its writes cannot go: only while the version served is
+/// the folder's latest files (its bundle.toml's first token, its event), never an older one
+/// kept while new files have errors or their token clashes: that one's event and the latest
+/// bundle.toml's token and `[source]` may be two events'. The catalog's lock is a blocking
+/// one (a reload may hold it): off the async threads.
+async fn served(reloader: &Arc<Reloader>, bundle: &str) -> Result<Served, &'static str> {
+    const GONE: &str = "the bundle is not loaded here";
     let (reloader, name) = (Arc::clone(reloader), bundle.to_string());
     tokio::task::spawn_blocking(move || {
         reloader.with_catalog(|c| {
-            let e = c.entry(&name)?;
-            // The token and the event of one version, the one served: a token of the latest
-            // bundle.toml with the event of an older version (new files that do not load)
-            // would send one event's writes with another's token.
-            let v = e.serving.as_ref()?;
-            Some(Served {
-                token: v.tokens.first().cloned()?,
+            let e = c.entry(&name).ok_or(GONE)?;
+            let v = e.serving.as_ref().ok_or(
+                "the bundle is not served (its files have errors, or a token clash): writes \
+                 wait until it is",
+            )?;
+            if !e.candidate.as_ref().is_some_and(|c| Arc::ptr_eq(c, v)) {
+                return Err(
+                    "the bundle's latest files are not served (errors, or a token clash; \
+                     /status says which): writes wait until they are",
+                );
+            }
+            Ok(Served {
+                token: v.tokens.first().cloned().ok_or(GONE)?,
                 loaded: Some(v.loaded_at),
                 event: Some(v.summary.id_event),
             })
         })
     })
     .await
-    .ok()
-    .flatten()
+    .unwrap_or(Err(GONE))
 }
 
 async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>) {
@@ -163,9 +172,17 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
                 continue;
             };
             stranded.remove(&bundle);
-            // Not served (no version loads): nothing is sent, as no event is known.
-            let Some(Served { token, event, .. }) = served(&reloader, &bundle).await else {
-                continue;
+            // Not served as its latest files: nothing is sent, and the queue says why.
+            let Served { token, event, .. } = match served(&reloader, &bundle).await {
+                Ok(served) => served,
+                Err(why) => {
+                    writes.queue.waits(&bundle, Some((None, why)));
+                    if said.get(&bundle).map(String::as_str) != Some(why) {
+                        tracing::warn!(bundle = %bundle, pending = writes.queue.pending(&bundle), "writes wait: {why}");
+                        said.insert(bundle.clone(), why.to_string());
+                    }
+                    continue;
+                }
             };
             // Writes made for another event (its data pulled into this folder since) are held,
             // also while the source is offline (`/_queue` shows them): said once each change.
@@ -312,7 +329,7 @@ async fn round(
         // check-in made since by the code the new data shows cannot overtake theirs. Read
         // after the entry was picked: it was acknowledged on the data served then, or older.
         if writes.queue.parked_to_look_up(bundle) {
-            let loaded = served(to.reloader, bundle).await.map(|s| s.loaded);
+            let loaded = served(to.reloader, bundle).await.ok().map(|s| s.loaded);
             if looked.get(bundle) != loaded.as_ref() {
                 look_up(to, writes, looked).await.map_err(Stop::round)?;
                 looked_up = true;
@@ -354,9 +371,7 @@ async fn look_up(
     writes: &Writes,
     looked: &mut HashMap<String, Option<DateTime<Utc>>>,
 ) -> Result<(), String> {
-    let Some(loaded) = served(to.reloader, to.bundle).await.map(|s| s.loaded) else {
-        return Err("the bundle is not loaded here".into());
-    };
+    let loaded = served(to.reloader, to.bundle).await?.loaded;
     writes.queue.learn(to.bundle, &people_at_source(to).await?);
     looked.insert(to.bundle.to_string(), loaded);
     Ok(())

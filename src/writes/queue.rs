@@ -712,7 +712,8 @@ impl Queue {
     pub(crate) fn parked_to_look_up(&self, bundle: &str) -> bool {
         let inner = self.inner();
         let mut parked = inner.parked.values().map(|p| &p.entry);
-        parked.any(|e| e.bundle == bundle && inner.names_unknown(e))
+        // Not those held for another event: the source's list is the served event's.
+        parked.any(|e| e.bundle == bundle && inner.for_served(e) && inner.names_unknown(e))
     }
 
     /// How many entries wait for the source, are parked, and were refused, in every bundle.

@@ -1001,6 +1001,51 @@ async fn writes_made_for_one_event_are_held_while_the_folder_holds_another() {
         .is_none());
 }
 
+/// New files that do not load (another event's bundle copied in half, a typo): the desk keeps
+/// serving its last good version, but its writes wait, saying why in `/_queue`, rather than
+/// go with the latest bundle.toml's token and source (maybe another event's) or the old
+/// version's; they go once the files load.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_wait_while_the_latest_files_are_not_the_ones_served() {
+    let (source_at, source) = Source::start().await;
+    let desk = Desk::slow(&source).await;
+    let kiosk = &desk.server;
+    source_at.with_token("changed-token");
+    register(kiosk, "Caio Quebra", "caio.quebra@exemplo.com").await;
+    let event_file = desk.data.path().join("demo/event.json");
+    let good = std::fs::read_to_string(&event_file).expect("event.json");
+    std::fs::write(&event_file, "{ not json").expect("broken");
+    let _ = kiosk.app.load();
+    assert_eq!(
+        kiosk.get("/api/v1/event", DEMO_TOKEN).await.status,
+        200,
+        "the last good version serves"
+    );
+    source_at.with_token(DEMO_TOKEN);
+    let kiosk_ = kiosk;
+    let queue = until(
+        Duration::from_secs(15),
+        "the queue to say why",
+        || async move {
+            let q = kiosk_.send(Method::GET, "/_queue", None, None).await.json();
+            let why = q["bundles"]["demo"]["waits"]["answer"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            why.contains("latest files are not served").then_some(q)
+        },
+    )
+    .await;
+    assert_eq!(queue["bundles"]["demo"]["pending"], 1, "{queue}");
+    assert!(!emails(&source)
+        .await
+        .contains(&"caio.quebra@exemplo.com".to_string()));
+
+    std::fs::write(&event_file, good).expect("mended");
+    kiosk.app.load().expect("the desk reloads");
+    assert_reached(kiosk, &source, "caio.quebra@exemplo.com").await;
+}
+
 /// Once the kiosk's queue settles, nothing of the bundle is left in it and the source lists
 /// `email`.
 async fn assert_reached(kiosk: &TestApp, source: &TestApp, email: &str) {
