@@ -34,8 +34,7 @@ pub(crate) fn from_body(
     content_type: Option<&str>,
     body: &[u8],
 ) -> Result<Option<String>, InvalidBody> {
-    let body = body.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(body);
-    let trimmed = body.trim_ascii();
+    let trimmed = super::router::without_bom(body).trim_ascii();
     if trimmed.is_empty() {
         return Ok(None);
     }

@@ -732,7 +732,12 @@ pub(crate) fn is_json_type(content_type: &str) -> bool {
 /// A request body as JSON. A UTF-8 byte order mark before it is skipped, as the service's
 /// framework skips one (and as bundle files may start with one).
 pub(crate) fn parse_json(bytes: &[u8]) -> serde_json::Result<serde_json::Value> {
-    serde_json::from_slice(bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes))
+    serde_json::from_slice(without_bom(bytes))
+}
+
+/// A request body without the UTF-8 byte order mark it may start with.
+pub(crate) fn without_bom(bytes: &[u8]) -> &[u8] {
+    bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes)
 }
 
 /// How deeply a JSON value nests: 0 for a scalar, 1 for `[]` or `[1]`, 2 for `[[1]]`.

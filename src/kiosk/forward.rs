@@ -74,9 +74,9 @@ struct Served {
     /// Its first token: the one sent to its source.
     token: Token,
     /// When the version it serves was loaded.
-    loaded: Option<DateTime<Utc>>,
+    loaded: DateTime<Utc>,
     /// The `id_event` of that version's data.
-    event: Option<i64>,
+    event: i64,
 }
 
 /// How `bundle` is served now, or why its writes cannot go: only while the version served is
@@ -102,8 +102,8 @@ async fn served(reloader: &Arc<Reloader>, bundle: &str) -> Result<Served, &'stat
             }
             Ok(Served {
                 token: v.tokens.first().cloned().ok_or(GONE)?,
-                loaded: Some(v.loaded_at),
-                event: Some(v.summary.id_event),
+                loaded: v.loaded_at,
+                event: v.summary.id_event,
             })
         })
     })
@@ -129,7 +129,7 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
     let mut said: HashMap<String, String> = HashMap::new();
     let mut backoff = Backoff::default();
     // Per bundle, when the data served was loaded as its parked check-ins were last looked up.
-    let mut looked: HashMap<String, Option<DateTime<Utc>>> = HashMap::new();
+    let mut looked: HashMap<String, DateTime<Utc>> = HashMap::new();
     // Per bundle holding writes made for another event, how many and which events, said once.
     let mut held: HashMap<String, (usize, std::collections::BTreeSet<i64>)> = HashMap::new();
     // Bundles without a source to send to while writes wait for them, and why, each said once.
@@ -190,7 +190,7 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
             let (count, events) = writes.queue.held(&bundle);
             let now_held = (count > 0).then(|| (count, events.clone()));
             if held.get(&bundle) != now_held.as_ref() {
-                if let Some(event) = event.filter(|_| count > 0) {
+                if count > 0 {
                     let made: Vec<String> = events.iter().map(i64::to_string).collect();
                     tracing::warn!(bundle = %bundle, held = count, "writes made for event {} are held: the bundle serves event {event} now (another event pulled into its folder?); they are sent if it serves that event again, or dismiss them one by one (DELETE /_queue?seq=N, /_queue lists them as held)", made.join(", "));
                 }
@@ -313,7 +313,7 @@ impl Stop {
 async fn round(
     to: &Source<'_>,
     writes: &Writes,
-    looked: &mut HashMap<String, Option<DateTime<Utc>>>,
+    looked: &mut HashMap<String, DateTime<Utc>>,
 ) -> Result<bool, Stop> {
     let bundle = to.bundle;
     let mut looked_up = false;
@@ -369,7 +369,7 @@ async fn round(
 async fn look_up(
     to: &Source<'_>,
     writes: &Writes,
-    looked: &mut HashMap<String, Option<DateTime<Utc>>>,
+    looked: &mut HashMap<String, DateTime<Utc>>,
 ) -> Result<(), String> {
     let loaded = served(to.reloader, to.bundle).await?.loaded;
     writes.queue.learn(to.bundle, &people_at_source(to).await?);

@@ -142,6 +142,13 @@ struct Logged {
     writes: Vec<Write>,
 }
 
+/// Whether a write made for event `made` belongs with data of event `now`: the same event, or
+/// either not known (a request logged before events were belongs to any). The one rule for
+/// what reads show, what is sent and what is learnt at the source.
+pub(crate) fn same_event(made: Option<i64>, now: Option<i64>) -> bool {
+    made.zip(now).is_none_or(|(made, now)| made == now)
+}
+
 /// How deeply a write request's JSON body may nest. Its log line wraps it two levels deeper
 /// (and `forwarded.jsonl` a few more), and a line is read back with serde_json's limit of 128
 /// levels: a deeper body would be acknowledged and then not replay. Real bodies nest 3 deep.
@@ -580,8 +587,8 @@ impl BundleWrites {
                 }
             }
             // Only the writes made for the event the files hold now are shown.
-            let ours = |event: &Option<i64>| event.is_none_or(|e| e == base.id_event);
-            for (_, _, w) in self.writes.iter().filter(|(_, e, _)| ours(e)) {
+            let now = Some(base.id_event);
+            for (_, _, w) in self.writes.iter().filter(|(_, e, _)| same_event(*e, now)) {
                 // Replaying skips what the new base refuses (see the module's documentation).
                 view.apply(w);
             }

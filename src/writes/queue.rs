@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::log::{self, Log, LogError};
-use super::{Person, Received, Write};
+use super::{same_event, Person, Received, Write};
 
 /// One write request waiting for the source.
 #[derive(Debug, Clone)]
@@ -324,10 +324,7 @@ fn item_names(item: &Value) -> (Option<String>, Option<i64>) {
 impl Inner {
     /// Whether `e` was made for the event its bundle serves now (or that is not known).
     fn for_served(&self, e: &Entry) -> bool {
-        match (e.request.event, self.serving.get(&e.bundle)) {
-            (Some(made), Some(now)) => made == *now,
-            _ => true,
-        }
+        same_event(e.request.event, self.serving.get(&e.bundle).copied())
     }
 
     /// Whom each item of `entry`'s batch names, in order: by the person logged with it, or,
@@ -531,11 +528,7 @@ impl Queue {
         let mut inner = self.inner();
         let serving = inner.serving.get(bundle).copied();
         for h in inner.here.get_mut(bundle).into_iter().flatten() {
-            let ours = match (h.event, serving) {
-                (Some(made), Some(now)) => made == now,
-                _ => true,
-            };
-            if h.source.is_none() && ours {
+            if h.source.is_none() && same_event(h.event, serving) {
                 h.source = people.get(&h.email).copied().flatten();
             }
         }
@@ -745,13 +738,9 @@ impl Queue {
         }
     }
 
-    /// The forwarder saw `bundle` serve `event` (`None`: no data loaded).
-    pub(crate) fn serves(&self, bundle: &str, event: Option<i64>) {
-        let mut inner = self.inner();
-        match event {
-            Some(event) => inner.serving.insert(bundle.to_string(), event),
-            None => inner.serving.remove(bundle),
-        };
+    /// The forwarder saw `bundle` serve `event`.
+    pub(crate) fn serves(&self, bundle: &str, event: i64) {
+        self.inner().serving.insert(bundle.to_string(), event);
     }
 
     /// `bundle`'s pending or parked entries made for an event other than the one it serves
