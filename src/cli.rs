@@ -71,6 +71,17 @@ impl Cli {
             resolved.map(|(options, mut warnings)| {
                 let set = std::env::vars_os().filter_map(|(k, _)| k.into_string().ok());
                 warnings.extend(unknown_variables(&Cli::command(), set));
+                warnings.extend(std::env::vars_os().filter_map(|(name, value)| {
+                    service_link(&name, &value).then(|| {
+                        format!(
+                            "{}={} is a Kubernetes service link (a Service named eventbox), \
+                             not a port: it is not read (set the pod's enableServiceLinks: \
+                             false, or give --port)",
+                            name.to_string_lossy(),
+                            value.to_string_lossy()
+                        )
+                    })
+                }));
                 (options, warnings)
             })
         });
@@ -96,6 +107,19 @@ const SCRIPT_VARIABLES: [&str; 7] = [
 /// Prefixes of the variables Kubernetes gives a pod for a Service named `eventbox` (service
 /// links), which are no typos.
 const SERVICE_LINKS: [&str; 2] = ["EVENTBOX_SERVICE_", "EVENTBOX_PORT_"];
+
+/// Whether `value` is the one Kubernetes gives `name` for a Service named `eventbox`
+/// (`EVENTBOX_PORT=tcp://10.0.0.1:8080`, a service link) rather than a setting: such a
+/// variable is not read, with a warning, so the pod starts on its configured port instead of
+/// failing on a port that is not a number.
+fn service_link(name: &std::ffi::OsStr, value: &std::ffi::OsStr) -> bool {
+    name == "EVENTBOX_PORT"
+        && value.to_str().is_some_and(|v| {
+            ["tcp://", "udp://", "sctp://"]
+                .iter()
+                .any(|scheme| v.starts_with(scheme))
+        })
+}
 
 /// A warning for each variable of `set` named `EVENTBOX_*` that no option of any command
 /// reads, with the closest one that does.
@@ -142,29 +166,29 @@ fn unknown_variables(command: &clap::Command, set: impl Iterator<Item = String>)
 /// variables at the top; with a subcommand they belong to it, so the top's are turned off (a
 /// bad `EVENTBOX_IDLE_TIMEOUT` stopped `eventbox check`, and a flag given to `serve` did not
 /// win over its variable). An empty variable counts as unset (Compose's `${VAR}` of an unset
-/// variable).
+/// variable), and so does a [`service_link`].
 fn command_for(first: Option<&std::ffi::OsStr>) -> clap::Command {
-    fn unset_empty(command: clap::Command) -> clap::Command {
+    fn unset_unread(command: clap::Command) -> clap::Command {
         let subcommands: Vec<String> = command
             .get_subcommands()
             .map(|s| s.get_name().to_string())
             .collect();
         let mut command = command.mut_args(|arg| {
-            let empty = arg
-                .get_env()
-                .is_some_and(|name| std::env::var_os(name).is_some_and(|v| v.is_empty()));
-            if empty {
+            let unread = arg.get_env().is_some_and(|name| {
+                std::env::var_os(name).is_some_and(|v| v.is_empty() || service_link(name, &v))
+            });
+            if unread {
                 arg.env(None::<&'static str>)
             } else {
                 arg
             }
         });
         for name in subcommands {
-            command = command.mut_subcommand(name, unset_empty);
+            command = command.mut_subcommand(name, unset_unread);
         }
         command
     }
-    let command = unset_empty(Cli::command());
+    let command = unset_unread(Cli::command());
     let subcommand =
         first.is_some_and(|first| command.find_subcommand(first).is_some() || first == "help");
     if subcommand {

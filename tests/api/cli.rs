@@ -851,6 +851,16 @@ fn serve_variables_count_only_for_serve_without_its_flag_and_empty_ones_are_unse
     let (code, stderr) = run(&["serve", "--data", data], &bad[..1]);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("60: add a unit"), "{stderr}");
+
+    // Kubernetes' service link for a Service named eventbox is no port: not read, said.
+    let link = [("EVENTBOX_PORT", "tcp://10.0.0.1:8080")];
+    let (code, stderr) = run(&["--data", data], &link);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("missing"), "{stderr}");
+    assert!(
+        stderr.contains("EVENTBOX_PORT=tcp://10.0.0.1:8080 is a Kubernetes service link"),
+        "{stderr}"
+    );
 }
 
 #[test]
