@@ -31,6 +31,11 @@ pub(crate) const DEFAULT_PORT: u16 = 8080;
 /// The shortest debounce, poll interval and timeout accepted: below it the watcher would spin.
 pub(crate) const MIN_INTERVAL: Duration = Duration::from_millis(10);
 
+/// The longest duration any option takes: a year. Past it nothing is meant, and added to a
+/// clock's now a duration can overflow (`--idle-timeout` of u64::MAX seconds stopped the server
+/// at its first connection).
+pub(crate) const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// The smallest `--max-header-bytes`: hyper's HTTP/1 floor.
 pub(crate) const MIN_HEADER_BYTES: usize = 8192;
 
@@ -586,6 +591,18 @@ impl ServeOptions {
                 ));
             }
         }
+        for (name, value) in [
+            ("poll-interval", self.poll_interval),
+            ("store-timeout", self.store_timeout),
+            ("debounce", self.debounce),
+            ("header-timeout", self.header_timeout),
+            ("idle-timeout", self.idle_timeout),
+            ("body-timeout", self.body_timeout),
+            ("max-delay", self.max_delay),
+            ("refresh-every", self.refresh_every.unwrap_or_default()),
+        ] {
+            check_duration(value).map_err(|e| ConfigError::Value(format!("--{name} {e}")))?;
+        }
         at_least("header-timeout", self.header_timeout)?;
         at_least("idle-timeout", self.idle_timeout)?;
         at_least("body-timeout", self.body_timeout)?;
@@ -838,8 +855,18 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
         return Err(format!("{t}: add a unit, e.g. {t}s or {t}ms"));
     }
-    humantime::parse_duration(t)
-        .map_err(|e| format!("{t:?} is not a duration ({e}); write e.g. 250ms, 60s or 1m30s"))
+    let d = humantime::parse_duration(t)
+        .map_err(|e| format!("{t:?} is not a duration ({e}); write e.g. 250ms, 60s or 1m30s"))?;
+    check_duration(d).map_err(|e| format!("{t:?}: {e}"))?;
+    Ok(d)
+}
+
+/// Whether a duration is at most [`MAX_DURATION`]; the rule every option's duration follows.
+fn check_duration(d: Duration) -> Result<(), String> {
+    if d > MAX_DURATION {
+        return Err("must be at most a year (365days)".to_string());
+    }
+    Ok(())
 }
 
 /// The admin token in the configuration file: a string. Written back whole only for
@@ -1005,6 +1032,19 @@ mod tests {
         assert_eq!(
             parse_duration("60"),
             Err("60: add a unit, e.g. 60s or 60ms".to_string())
+        );
+        assert_eq!(parse_duration("365days"), Ok(MAX_DURATION));
+        let long = parse_duration("18446744073709551615s").expect_err("past a year");
+        assert!(long.contains("must be at most a year (365days)"), "{long}");
+        // Set in code, as a test server's limits are: refused by the same rule.
+        let options = ServeOptions {
+            idle_timeout: Duration::MAX,
+            ..ServeOptions::default()
+        };
+        let refused = options.check().expect_err("past a year").to_string();
+        assert!(
+            refused.contains("--idle-timeout must be at most"),
+            "{refused}"
         );
         let soon = parse_duration("soon").expect_err("not a duration");
         assert!(soon.contains("write e.g. 250ms, 60s or 1m30s"), "{soon}");

@@ -77,8 +77,9 @@ use crate::problem::Problem;
 /// still open then are closed. Short: a test is waiting.
 pub const STOP_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// A test server could not start.
-#[derive(Debug, thiserror::Error)]
+/// A test server could not start. `Debug` shows the message, as `Display` does, so
+/// `start().expect(..)` and `start().unwrap()` print the problems readably.
+#[derive(thiserror::Error)]
 pub enum StartError {
     /// The state folder (`ServeOptions::state`) could not be opened, or its log is damaged.
     #[error(transparent)]
@@ -129,9 +130,16 @@ pub enum StartError {
     },
 }
 
+impl fmt::Debug for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
 /// Every error that kept a bundle from being served, each with its file and place (for bundles
-/// built in code, the file is relative to the temporary data folder, e.g. `summit/event.json`).
-#[derive(Debug, Clone)]
+/// built in code, the file is relative to the temporary data folder, e.g. `summit/event.json`);
+/// with [`Builder::strict`], the warnings too.
+#[derive(Clone)]
 pub struct BundleErrors {
     pub problems: Vec<Problem>,
 }
@@ -141,13 +149,19 @@ impl fmt::Display for BundleErrors {
         let n = self.problems.len();
         write!(
             f,
-            "{n} error{} in the bundles, so the test server did not start:",
+            "{n} problem{} in the bundles, so the test server did not start:",
             if n == 1 { "" } else { "s" }
         )?;
         for p in &self.problems {
-            write!(f, "\n  error: {p}")?;
+            write!(f, "\n  {}: {p}", p.severity.as_str())?;
         }
         Ok(())
+    }
+}
+
+impl fmt::Debug for BundleErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }
 
@@ -260,13 +274,12 @@ impl Bundle {
 
     /// Writes the bundle's folder under `data`.
     fn write(&self, data: &Path) -> Result<(), StartError> {
-        let name_ok = matches!(
-            Path::new(&self.name)
-                .components()
-                .collect::<Vec<_>>()
-                .as_slice(),
-            [Component::Normal(_)]
-        ) && !crate::load::ignored(&self.name);
+        // One folder name, written as such: `summit/` or `summit/.` would be the folder
+        // `summit` under another name, and two bundles would share it.
+        let name_ok = Path::new(&self.name)
+            .file_name()
+            .is_some_and(|f| f == self.name.as_str())
+            && !crate::load::ignored(&self.name);
         if !name_ok {
             return Err(StartError::BundleName(self.name.clone()));
         }
@@ -366,6 +379,7 @@ pub struct Builder {
     data: Data,
     options: ServeOptions,
     allow_errors: bool,
+    strict: bool,
     configure: Vec<Configure>,
 }
 
@@ -375,6 +389,7 @@ impl fmt::Debug for Builder {
             .field("data", &self.data)
             .field("options", &self.options)
             .field("allow_errors", &self.allow_errors)
+            .field("strict", &self.strict)
             .field("configure", &self.configure.len())
             .finish()
     }
@@ -392,6 +407,7 @@ impl Builder {
                 ..defaults
             },
             allow_errors: false,
+            strict: false,
             configure: Vec::new(),
         }
     }
@@ -466,6 +482,15 @@ impl Builder {
         self
     }
 
+    /// Warnings count as errors, as `eventbox check --strict` counts them (default off:
+    /// `serve` serves a bundle with warnings). A misspelt file name (`payment.json`) or
+    /// `[simulate.endpoints]` key is only a warning, and without this the server starts
+    /// without that file or that fault: turn it on for fixtures, so a typo fails the start.
+    pub fn strict(mut self, strict: bool) -> Builder {
+        self.strict = strict;
+        self
+    }
+
     /// Obeys the `X-Eventbox-Delay`, `-Status`, `-Fault` and `-Retry-After` request headers
     /// (default off, as `--allow-control-headers`).
     pub fn allow_control_headers(mut self, allow: bool) -> Builder {
@@ -534,7 +559,7 @@ impl Builder {
             let problems: Vec<Problem> = catalog
                 .entries()
                 .flat_map(|e| e.all_problems())
-                .filter(|p| p.is_error())
+                .filter(|p| p.is_error() || self.strict)
                 .cloned()
                 .collect();
             (tokens, problems)
@@ -811,12 +836,23 @@ impl TestServer {
 
     /// Whether the requests received match `expect` as many times as it says (at least once
     /// without [`Expect::times`]); if not, a [`VerifyError`] whose message shows what was
-    /// expected, how the closest body differs, and the requests received instead.
+    /// expected, how the closest body differs, and the requests received instead. An exact
+    /// count fails once the journal has dropped requests to make room (the count would be
+    /// partial): give it room with [`Builder::journal`] or use [`TestServer::clear_journal`].
     pub fn check(&self, expect: &Expect) -> Result<(), VerifyError> {
         let journal = self.journal.as_ref().ok_or_else(VerifyError::journal_off)?;
-        let entries = journal.entries();
+        let (entries, dropped) = journal.snapshot();
         let entries: Vec<_> = entries.iter().map(|e| &**e).collect();
-        expect.check(&entries)
+        expect.check(&entries, dropped)
+    }
+
+    /// Forgets every request received so far, as `DELETE /_journal` does: verification then
+    /// counts from here (between the steps of a test, or tests sharing a server). Nothing
+    /// happens without a journal.
+    pub fn clear_journal(&self) {
+        if let Some(journal) = &self.journal {
+            journal.forget(&crate::http::journal::Filter::default());
+        }
     }
 
     /// [`TestServer::check`], panicking with its message when the requests do not match.

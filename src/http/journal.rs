@@ -11,6 +11,7 @@
 //! path). Tokens are kept cut to their first four characters, never whole.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -75,6 +76,9 @@ pub(crate) struct Journal {
     capacity: usize,
     /// In arrival order (`Entry::time`); shared, so listing copies pointers under the lock.
     entries: Mutex<VecDeque<Arc<Entry>>>,
+    /// How many requests were dropped to make room since the journal was last emptied: counts
+    /// read from it are partial when this is not 0.
+    dropped: AtomicU64,
 }
 
 impl Journal {
@@ -85,6 +89,7 @@ impl Journal {
             Arc::new(Journal {
                 capacity: capacity.min(MAX_CAPACITY),
                 entries: Mutex::new(VecDeque::new()),
+                dropped: AtomicU64::new(0),
             })
         })
     }
@@ -122,28 +127,48 @@ impl Journal {
         entries.insert(at, entry);
         while entries.len() > self.capacity {
             entries.pop_front();
+            self.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     /// The requests kept, in the order they arrived.
     pub(crate) fn entries(&self) -> Vec<Arc<Entry>> {
-        self.lock().iter().cloned().collect()
+        self.snapshot().0
+    }
+
+    /// The requests kept, in the order they arrived, and how many were dropped before the
+    /// first of them ([`Journal::dropped`]), read together.
+    pub(crate) fn snapshot(&self) -> (Vec<Arc<Entry>>, u64) {
+        let entries = self.lock();
+        (entries.iter().cloned().collect(), self.dropped())
     }
 
     /// Forgets the requests `filter` matches: every request with [`Filter::default`], or one
     /// bundle's (`DELETE /_journal?bundle=NAME`).
     pub(crate) fn forget(&self, filter: &Filter) {
-        self.lock().retain(|e| !filter.matches(e));
+        let mut entries = self.lock();
+        entries.retain(|e| !filter.matches(e));
+        if *filter == Filter::default() {
+            self.dropped.store(0, Ordering::Relaxed);
+        }
     }
 
-    /// The `GET /_journal` body: `{"capacity": N, "count": n, "entries": [...]}`, the entries
+    /// How many requests were dropped to make room since the journal was last emptied (as a
+    /// whole: forgetting one bundle's requests keeps the count).
+    pub(crate) fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// The `GET /_journal` body: `{"capacity": N, "dropped": d, "count": n, "entries": [...]}`,
+    /// the entries
     /// `filter` matches. Serialised after the lock is released: recording requests never waits
     /// for it.
     pub(crate) fn body(&self, filter: &Filter) -> Bytes {
-        let mut entries = self.entries();
+        let (mut entries, dropped) = self.snapshot();
         entries.retain(|e| filter.matches(e));
         let body = Listing {
             capacity: self.capacity,
+            dropped,
             count: entries.len(),
             entries: entries.iter().map(|e| Shown::of(e)).collect(),
         };
@@ -155,6 +180,7 @@ impl Journal {
 #[derive(Serialize)]
 struct Listing<'a> {
     capacity: usize,
+    dropped: u64,
     count: usize,
     entries: Vec<Shown<'a>>,
 }
@@ -247,7 +273,7 @@ impl std::fmt::Display for BadFilter {
 
 const METHOD_TAKES: &str = "takes a method name such as GET or post";
 const PATH_TAKES: &str =
-    "takes a path starting with / (ignoring case and one trailing slash; a trailing * matches every path starting with the rest)";
+    "takes a path starting with /, without a query (ignoring case and one trailing slash; a trailing * matches every path starting with the rest)";
 const STATUS_TAKES: &str =
     "takes a status code (201; 0 for no answer, 499 for a client that went away) or a class (4xx)";
 const BUNDLE_TAKES: &str = "takes the name of a bundle (its folder's name)";
@@ -307,7 +333,7 @@ impl Filter {
                 self.method = Some(value.to_ascii_uppercase());
             }
             "path" => {
-                if !value.starts_with('/') {
+                if !value.starts_with('/') || value.contains('?') {
                     return Err(BadFilter::new(name, PATH_TAKES));
                 }
                 self.path = Some(match value.strip_suffix('*') {
@@ -420,12 +446,17 @@ mod tests {
         let v: serde_json::Value =
             serde_json::from_slice(&journal.body(&Filter::default())).expect("JSON");
         assert_eq!(v["capacity"], 2);
+        assert_eq!((v["dropped"].as_u64(), journal.dropped()), (Some(1), 1));
         assert_eq!(v["count"], 2);
         assert_eq!(v["entries"][0]["time"], "2026-11-18T11:06:40.123Z");
         assert_eq!(v["entries"][0]["duration_ms"], 0.42);
         assert_eq!(v["entries"][0]["query"], serde_json::Value::Null);
+        // One bundle's requests forgotten: the others' history is still partial.
+        journal.forget(&Filter::to_forget(Some("bundle=demo")).expect("a filter"));
+        assert_eq!(journal.dropped(), 1);
         journal.forget(&Filter::default());
         assert!(journal.entries().is_empty());
+        assert_eq!(journal.dropped(), 0);
         assert!(Journal::with_capacity(0).is_none());
     }
 

@@ -84,10 +84,13 @@ impl fmt::Display for Received {
     }
 }
 
-/// Which requests to list or count, and how many are expected: a method, a path and a status
-/// (matched as `GET /_journal?method=&path=&status=` matches them: method and path ignoring
-/// ASCII case, the path ignoring one trailing slash, or every path starting with what comes
-/// before a trailing `*`; a status code, `0`, or a class `4xx`), a JSON body, a count. Used
+/// Which requests to list or count, and how many are expected: a method, a path, a status and
+/// a bundle (matched as `GET /_journal?method=&path=&status=&bundle=` matches them: method and
+/// path ignoring ASCII case, the path ignoring one trailing slash, or every path starting with
+/// what comes before a trailing `*`; a status code, `0`, or a class `4xx`), a JSON body, a
+/// count. **Without [`Expect::status`], a request counts whatever it was answered**: a write
+/// refused with 400 or 401 counts as sent; add `.status("2xx")` to count only those that
+/// succeeded. Tests sharing one server tell their requests apart with [`Expect::bundle`]. Used
 /// with [`TestServer::received`](super::TestServer::received),
 /// [`check`](super::TestServer::check) and [`verify`](super::TestServer::verify).
 ///
@@ -100,6 +103,7 @@ pub struct Expect {
     method: Option<String>,
     path: Option<String>,
     status: Option<String>,
+    bundle: Option<String>,
     body: Option<Value>,
     times: Option<usize>,
 }
@@ -112,6 +116,7 @@ impl Expect {
             method: None,
             path: None,
             status: None,
+            bundle: None,
             body: None,
             times: None,
         }
@@ -140,17 +145,29 @@ impl Expect {
     }
 
     /// Only requests to this path: as the router matches it, or a prefix with a trailing `*`.
+    /// No query: a path with `?` panics (the journal keeps the query apart, in
+    /// [`Received::query`], so it would never match).
     pub fn path(self, path: &str) -> Expect {
         let mut e = self.set("path", path);
         e.path = Some(path.to_string());
         e
     }
 
-    /// Only requests answered with this status: `"201"`, `"0"`, or a class `"4xx"`.
+    /// Only requests answered with this status: `201`, `"201"`, `"0"`, a class `"4xx"`, or an
+    /// `http::StatusCode` (shown as `201 Created`: its code is taken).
     pub fn status(self, status: impl fmt::Display) -> Expect {
-        let status = status.to_string();
+        let shown = status.to_string();
+        let status = shown.split(' ').next().unwrap_or_default().to_string();
         let mut e = self.set("status", &status);
         e.status = Some(status);
+        e
+    }
+
+    /// Only requests whose token opened this bundle (its folder's name, or the name given to
+    /// an in-code [`Bundle`](super::Bundle)).
+    pub fn bundle(self, bundle: &str) -> Expect {
+        let mut e = self.set("bundle", bundle);
+        e.bundle = Some(bundle.to_string());
         e
     }
 
@@ -197,6 +214,9 @@ impl Expect {
         if let Some(status) = &self.status {
             out.push_str(&format!(" (status {status})"));
         }
+        if let Some(bundle) = &self.bundle {
+            out.push_str(&format!(" to bundle {bundle:?}"));
+        }
         if self.body.is_some() {
             out.push_str(" with the expected JSON body");
         }
@@ -211,11 +231,14 @@ impl Expect {
         }
     }
 
-    /// Checks `entries` (every request received, oldest first); the readable failure if the
-    /// count is not the one expected.
-    pub(crate) fn check(&self, entries: &[&Entry]) -> Result<(), VerifyError> {
+    /// Checks `entries` (every request the journal kept, oldest first, `dropped` more having
+    /// been dropped before them to make room); the readable failure if the count is not the
+    /// one expected. An exact count ([`Expect::times`]) cannot be known once requests were
+    /// dropped, so it fails then, saying so.
+    pub(crate) fn check(&self, entries: &[&Entry], dropped: u64) -> Result<(), VerifyError> {
         let matched = entries.iter().filter(|e| self.matches(e)).count();
-        if self.count_ok(matched) {
+        let exact = self.times.is_some();
+        if self.count_ok(matched) && !(exact && dropped > 0) {
             return Ok(());
         }
         let times = |n: usize| format!("{n} time{}", if n == 1 { "" } else { "s" });
@@ -243,6 +266,14 @@ impl Expect {
                     message.push_str(&format!("\n  {d}"));
                 }
             }
+        }
+        if dropped > 0 {
+            message.push_str(&format!(
+                "\nthe journal is full: {} before these were dropped to make room, so the count \
+                 is partial (start the server with a larger .journal(N), or clear it between \
+                 steps with clear_journal)",
+                requests(usize::try_from(dropped).unwrap_or(usize::MAX))
+            ));
         }
         message.push_str(&format!("\nreceived {} in all", requests(entries.len())));
         if entries.is_empty() {
@@ -298,7 +329,10 @@ impl std::error::Error for VerifyError {}
 /// How an entry's body differs from the JSON expected: one line per difference.
 fn body_differences(want: &Value, e: &Entry) -> Vec<String> {
     let Some(body) = e.body.as_deref() else {
-        return vec!["$: no body was received".to_string()];
+        return vec![
+            "$: no body recorded (none was sent, or the endpoint answered before reading it)"
+                .to_string(),
+        ];
     };
     match serde_json::from_slice::<Value>(body) {
         Ok(got) => differences(want, &got),

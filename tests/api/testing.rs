@@ -305,6 +305,9 @@ fn unusable_names_and_paths_are_refused() {
     let cases = [
         (vec![Bundle::new("_hidden").token("t")], "_hidden"),
         (vec![Bundle::new("a/b").token("t")], "a/b"),
+        // The folder `summit` under other names: two bundles would share it.
+        (vec![Bundle::new("summit/").token("t")], "summit/"),
+        (vec![Bundle::new("summit/.").token("t")], "summit/."),
         (vec![summit(), summit()], "summit"),
         (
             vec![summit().file("../escape.json", "{}")],
@@ -578,6 +581,8 @@ fn an_expectation_the_filters_refuse_panics_at_once() {
         || drop(Expect::any().status("6xx")),
         || drop(Expect::get("api/v1/event")),
         || drop(Expect::request("", "/x")),
+        // The journal keeps the query apart: this could never match, so times(0) would pass.
+        || drop(Expect::get("/api/v1/payments/details?reference=PG1")),
     ] {
         let panicked = std::panic::catch_unwind(bad).expect_err("refused");
         let text = panicked
@@ -630,6 +635,15 @@ fn an_option_serve_refuses_is_refused_at_start() {
         refused.to_string(),
         "--journal keeps at most 100000 requests, not 1000000"
     );
+    // A duration no clock can add (it stopped the server at its first connection).
+    let refused = TestServer::from_folder(demo_data())
+        .max_delay(std::time::Duration::MAX)
+        .start()
+        .expect_err("past a year");
+    assert_eq!(
+        refused.to_string(),
+        "--max-delay must be at most a year (365days)"
+    );
     // The watch options are not a test server's: not checked.
     let options = eventbox::config::ServeOptions {
         debounce: std::time::Duration::from_millis(1),
@@ -639,4 +653,98 @@ fn an_option_serve_refuses_is_refused_at_start() {
         .options(options)
         .start()
         .expect("starts");
+}
+
+/// Tests sharing one server tell their requests apart by bundle; an `http::StatusCode` is
+/// taken by its code.
+#[tokio::test]
+async fn expectations_narrow_to_one_bundle_and_take_a_status_code() {
+    let server = TestServer::from_bundles([
+        summit(),
+        Bundle::new("expo")
+            .token("expo-token")
+            .json("event", event("Expo", 2)),
+    ])
+    .journal(100)
+    .start()
+    .expect("starts");
+    assert_eq!(
+        get(&server, "/api/v1/event", "summit-token", &[])
+            .await
+            .status,
+        200
+    );
+
+    server.verify(&Expect::get("/api/v1/event").bundle("summit").times(1));
+    let other = server
+        .check(&Expect::get("/api/v1/event").bundle("expo"))
+        .expect_err("expo's client called nothing");
+    assert!(
+        other.message().starts_with(
+            "expected GET /api/v1/event to bundle \"expo\" at least once, received 0 times."
+        ),
+        "{other}"
+    );
+    server.verify(&Expect::any().status(reqwest::StatusCode::OK).times(1));
+    server.verify(&Expect::any().status(reqwest::StatusCode::CREATED).times(0));
+}
+
+/// A journal that had to drop requests cannot count exactly: the check fails and says so,
+/// rather than passing `times(0)` on a partial history. Clearing it starts the count afresh.
+#[tokio::test]
+async fn an_exact_count_fails_once_the_journal_dropped_requests_and_clearing_starts_afresh() {
+    let server = TestServer::from_folder(demo_data())
+        .journal(2)
+        .start()
+        .expect("starts");
+    get(&server, "/api/v1/payments", DEMO_TOKEN, &[]).await;
+    for _ in 0..2 {
+        get(&server, "/api/v1/event", DEMO_TOKEN, &[]).await;
+    }
+    let partial = server
+        .check(&Expect::get("/api/v1/payments").times(0))
+        .expect_err("the payments request was dropped, not absent");
+    assert!(
+        partial
+            .message()
+            .contains("the journal is full: 1 request before these were dropped"),
+        "{partial}"
+    );
+    server.verify(&Expect::get("/api/v1/event"));
+    let listed = answer(crate::helpers::client().get(server.url("/_journal")))
+        .await
+        .json();
+    assert_eq!(
+        (listed["dropped"].as_u64(), listed["count"].as_u64()),
+        (Some(1), Some(2))
+    );
+
+    server.clear_journal();
+    server.verify(&Expect::any().times(0));
+    get(&server, "/api/v1/event", DEMO_TOKEN, &[]).await;
+    server.verify(&Expect::get("/api/v1/event").times(1));
+}
+
+/// With `strict`, a warning fails the start as `check --strict` fails: a misspelt file name
+/// would otherwise be served without that file.
+#[test]
+fn strict_turns_a_misspelt_file_into_a_failed_start() {
+    let misspelt = || summit().file("payment.json", r#"{"count": 0, "data": []}"#);
+    let lenient = TestServer::from_bundles([misspelt()])
+        .start()
+        .expect("a warning does not stop serve");
+    assert_eq!(lenient.token("summit"), Some("summit-token"));
+    let err = TestServer::from_bundles([misspelt()])
+        .strict(true)
+        .start()
+        .expect_err("strict");
+    let StartError::Bundles(problems) = &err else {
+        panic!("{err}");
+    };
+    assert_eq!(problems.problems.len(), 1, "{err}");
+    let shown = format!("{err:?}");
+    assert!(
+        shown.starts_with("1 problem in the bundles, so the test server did not start:\n  warning: summit/payment.json"),
+        "Debug reads as Display: {shown}"
+    );
 }
