@@ -14,7 +14,9 @@ use std::time::Duration;
 
 use backon::{BackoffBuilder, Retryable};
 use bytes::Bytes;
-use reqwest::header::{HeaderMap, HeaderValue, CONTENT_TYPE, ETAG, IF_NONE_MATCH, RETRY_AFTER};
+use reqwest::header::{
+    HeaderMap, HeaderValue, ACCEPT, CONTENT_TYPE, ETAG, IF_NONE_MATCH, RETRY_AFTER,
+};
 use reqwest::StatusCode;
 
 use super::progress::Progress;
@@ -221,6 +223,7 @@ impl Fetcher {
         let mut request = self
             .client
             .get(url)
+            .header(ACCEPT, "application/json")
             .header("Authorization-Token", self.token.clone());
         if let Some(app) = &self.app {
             request = request.header("Authorization-App", app.clone());
@@ -266,6 +269,14 @@ impl Fetcher {
             .and_then(|l| l.to_str().ok())
             .map(str::to_string);
         let body = error_body(response).await;
+        if status == StatusCode::NOT_FOUND && empty_list(&body) {
+            // The platform's answer for a list with nothing in it (more-api.md: attendees'
+            // "Not found: 404 with {"data": [], "count": 0}"): the list, empty.
+            return Ok(Got {
+                body: Some(Bytes::from(body)),
+                etag: tag,
+            });
+        }
         let shown = self.redact(&describe_url(url, reference));
         if status == StatusCode::UNAUTHORIZED {
             return Err(Failure::Fatal(PullError::TokenRefused {
@@ -435,6 +446,15 @@ async fn error_body(mut response: reqwest::Response) -> Vec<u8> {
     }
     body.truncate(ERROR_BODY_LIMIT);
     body
+}
+
+/// Whether an error answer's body is an empty list's envelope, `{"data": [], ...}`.
+pub(crate) fn empty_list(body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Envelope {
+        data: Vec<serde::de::IgnoredAny>,
+    }
+    serde_json::from_slice::<Envelope>(body).is_ok_and(|e| e.data.is_empty())
 }
 
 /// The URL for messages; for a detail, with its reference.

@@ -145,17 +145,32 @@ impl Conditional {
             .filter(|_| old_file.is_file())
     }
 
-    /// Records what an answer brought.
+    /// Records an answer's tag.
     fn saw(&self, key: String, got: &fetch::Got) {
-        if got.body.is_some() {
-            self.changed.store(true, Ordering::Relaxed);
-        }
         if let Some(tag) = &got.etag {
             self.seen
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .insert(key, tag.clone());
         }
+    }
+
+    /// Stages an answer's file: `text` (the body as it is written) goes to `new`, unless the
+    /// earlier copy `old` holds exactly those bytes, which is then kept as for a 304. A source
+    /// that sends no `ETag` (ASP.NET sends none by default) thus does not make every refresh
+    /// rewrite, swap and reload the bundle: only an answer that differs counts as new.
+    fn stage(&self, old: &Path, new: &Path, text: &[u8], url: &str) -> Result<(), PullError> {
+        let same = std::fs::metadata(old).is_ok_and(|m| m.len() == text.len() as u64)
+            && std::fs::read(old).is_ok_and(|earlier| earlier == text);
+        if same {
+            self.keep(old.to_path_buf(), new.to_path_buf(), url);
+            return Ok(());
+        }
+        self.changed.store(true, Ordering::Relaxed);
+        write_new(new, text).map_err(|source| PullError::Io {
+            path: new.to_path_buf(),
+            source,
+        })
     }
 
     /// Notes that the earlier copy `old` answers for `new` (a 304): put there by
@@ -473,7 +488,11 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
         let bytes = match &body {
             // Kept from the earlier copy: nothing received.
             _ if reused => 0,
-            Some(body) => write_body(&new_file, body, opts.pretty, file)?,
+            Some(body) => {
+                let text = rendered(body, opts.pretty, file)?;
+                conditional.stage(&old_file, &new_file, &text, &url)?;
+                body.len() as u64
+            }
             None => 0,
         };
         progress.endpoint(file, records, bytes);
@@ -484,8 +503,9 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
         });
     }
 
+    let mut no_detail = Vec::new();
     if let Some((endpoint, path)) = plan.per_payment {
-        let details = fetch_details(
+        let (details, lost) = fetch_details(
             &fetcher,
             &progress,
             (endpoint.key, path, &format!("{base}/{path}")),
@@ -496,6 +516,7 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
         )
         .await?;
         endpoints.push(details);
+        no_detail = lost;
     }
     let etags = std::mem::take(
         &mut *conditional
@@ -557,13 +578,29 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
         source,
     })?;
 
-    let warnings = check_staged(
+    let mut warnings = check_staged(
         staging.path(),
         &name,
         opts.token.expose(),
         opts.max_file_bytes,
     )
     .await?;
+    if !no_detail.is_empty() {
+        const SHOWN: usize = 5;
+        let shown: Vec<String> = no_detail
+            .iter()
+            .take(SHOWN)
+            .map(|r| quoted(&hide_token(r, opts.token.expose())))
+            .collect();
+        warnings.push(format!(
+            "the source has no detail for {} payment{} ({}{}): no file is written, and the \
+             detail served is made from the payment",
+            no_detail.len(),
+            if no_detail.len() == 1 { "" } else { "s" },
+            shown.join(", "),
+            if no_detail.len() > SHOWN { ", …" } else { "" }
+        ));
+    }
     if let Some(refresh) = &opts.refresh {
         // Checked last, just before the swap: an edit made during the refresh is kept.
         keep_edited_bundle_toml(&opts.into, &toml_path, &refresh.read)?;
@@ -733,28 +770,26 @@ fn count_records(endpoint: &api::Endpoint, body: &[u8]) -> Option<usize> {
     count(&serde_json::from_slice(body).ok()?)
 }
 
-/// Writes an answer: its bytes as received, or re-indented with `--pretty` (numbers keep their
-/// text). Returns the bytes received.
-fn write_body(path: &Path, body: &[u8], pretty: bool, endpoint: &str) -> Result<u64, PullError> {
-    let io = |source| PullError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    if pretty {
-        // Checked without building a tree (a 100 MB body would take ten times that as a
-        // `Value`), then re-indented token by token.
-        serde_json::from_slice::<serde::de::IgnoredAny>(body).map_err(|e| PullError::NotJson {
-            endpoint: endpoint.to_string(),
-            reason: e.to_string(),
-        })?;
-        let mut text = Vec::with_capacity(body.len() + body.len() / 4);
-        reindent(body, &mut text);
-        text.push(b'\n');
-        write_new(path, &text).map_err(io)?;
-    } else {
-        write_new(path, body).map_err(io)?;
+/// An answer as its file holds it: its bytes as received, or re-indented with `--pretty`
+/// (numbers keep their text).
+fn rendered<'a>(
+    body: &'a [u8],
+    pretty: bool,
+    endpoint: &str,
+) -> Result<std::borrow::Cow<'a, [u8]>, PullError> {
+    if !pretty {
+        return Ok(std::borrow::Cow::Borrowed(body));
     }
-    Ok(body.len() as u64)
+    // Checked without building a tree (a 100 MB body would take ten times that as a
+    // `Value`), then re-indented token by token.
+    serde_json::from_slice::<serde::de::IgnoredAny>(body).map_err(|e| PullError::NotJson {
+        endpoint: endpoint.to_string(),
+        reason: e.to_string(),
+    })?;
+    let mut text = Vec::with_capacity(body.len() + body.len() / 4);
+    reindent(body, &mut text);
+    text.push(b'\n');
+    Ok(std::borrow::Cow::Owned(text))
 }
 
 /// Re-indents valid JSON as `serde_json`'s pretty printer does (two spaces, `"key": value`,
@@ -828,10 +863,11 @@ fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         .write_all(bytes)
 }
 
-/// A refresh replaces what it pulls and nothing else: the files at the top of the bundle in
-/// place that the plan does not write (`company_events.json` pulled with `--app`, which a
-/// refresh has not; hand-written `custom_*.json`) are linked into the staging folder. Hidden
-/// names are left, as the loader leaves them.
+/// A refresh replaces what it pulls and nothing else: whatever the bundle in place holds that
+/// the plan does not write (`company_events.json` pulled with `--app`, which a refresh has
+/// not; hand-written `custom_*.json`; hidden files such as `.notes`; folders such as
+/// `backups/`) is linked into the staging folder, folders file by file. The loader ignores
+/// the hidden ones and the folders, but they are the operator's: a refresh dropped them.
 fn keep_unpulled(old: &Path, staging: &Path, plan: &Plan) -> Result<(), PullError> {
     let io = |path: &Path| {
         let path = path.to_path_buf();
@@ -847,16 +883,50 @@ fn keep_unpulled(old: &Path, staging: &Path, plan: &Plan) -> Result<(), PullErro
     for entry in std::fs::read_dir(old).map_err(io(old))? {
         let entry = entry.map_err(io(old))?;
         let name = entry.file_name();
-        let Some(name) = name.to_str() else { continue };
-        if load::hidden(name) || pulled(name) || !entry.file_type().is_ok_and(|t| t.is_file()) {
+        if name.to_str().is_some_and(pulled) {
             continue;
         }
-        let new = staging.join(name);
-        std::fs::hard_link(entry.path(), &new)
-            .or_else(|_| std::fs::copy(entry.path(), &new).map(|_| ()))
-            .map_err(io(&entry.path()))?;
+        link_tree(&entry.path(), &staging.join(&name))?;
     }
     Ok(())
+}
+
+/// Puts `from` at `to` without copying data where the file system allows: a file is hard
+/// linked (copied where links are not possible), a folder made anew with its entries linked
+/// the same way, a symbolic link made again pointing where it did.
+fn link_tree(from: &Path, to: &Path) -> Result<(), PullError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| PullError::Io { path, source }
+    };
+    let kind = std::fs::symlink_metadata(from)
+        .map_err(io(from))?
+        .file_type();
+    if kind.is_dir() {
+        std::fs::create_dir(to).map_err(io(to))?;
+        for entry in std::fs::read_dir(from).map_err(io(from))? {
+            let entry = entry.map_err(io(from))?;
+            link_tree(&entry.path(), &to.join(entry.file_name()))?;
+        }
+        Ok(())
+    } else if kind.is_symlink() {
+        let target = std::fs::read_link(from).map_err(io(from))?;
+        symlink(&target, to).map_err(io(to))
+    } else {
+        std::fs::hard_link(from, to)
+            .or_else(|_| std::fs::copy(from, to).map(|_| ()))
+            .map_err(io(from))
+    }
+}
+
+#[cfg(unix)]
+fn symlink(target: &Path, at: &Path) -> std::io::Result<()> {
+    std::os::unix::fs::symlink(target, at)
+}
+
+#[cfg(windows)]
+fn symlink(target: &Path, at: &Path) -> std::io::Result<()> {
+    std::os::windows::fs::symlink_file(target, at)
 }
 
 /// Before a refresh's swap: when the bundle.toml in place is no longer the text the refresh
@@ -880,7 +950,8 @@ fn keep_edited_bundle_toml(old: &Path, staged: &Path, read: &str) -> Result<(), 
 }
 
 /// Fetches every payment's detail with `opts.concurrency` workers, writing each file as it
-/// comes. The first error stops the others.
+/// comes; also the references the source has no detail for (a 404, or an empty list), which
+/// get no file. The first error stops the others.
 async fn fetch_details(
     fetcher: &Arc<Fetcher>,
     progress: &Arc<Progress>,
@@ -889,7 +960,7 @@ async fn fetch_details(
     staging: &Path,
     opts: &PullOptions,
     conditional: &Arc<Conditional>,
-) -> Result<EndpointSummary, PullError> {
+) -> Result<(EndpointSummary, Vec<String>), PullError> {
     let dir = staging.join(key);
     std::fs::create_dir(&dir).map_err(|source| PullError::Io {
         path: dir.clone(),
@@ -900,16 +971,30 @@ async fn fetch_details(
     let references = Arc::new(references);
     let next = Arc::new(AtomicUsize::new(0));
     let bytes = Arc::new(AtomicU64::new(0));
+    let lost = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..opts.concurrency.min(total) {
-        let (fetcher, progress, references, next, bytes, conditional) = (
+        let (fetcher, progress, references, next, bytes, conditional, lost) = (
             Arc::clone(fetcher),
             Arc::clone(progress),
             Arc::clone(&references),
             Arc::clone(&next),
             Arc::clone(&bytes),
             Arc::clone(conditional),
+            Arc::clone(&lost),
         );
+        // A detail the source has none of: no file; the bundle changed if it had one.
+        let none = {
+            let conditional = Arc::clone(&conditional);
+            move |reference: &String, old: &Path| {
+                if old.is_file() {
+                    conditional.changed.store(true, Ordering::Relaxed);
+                }
+                lost.lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push(reference.clone());
+            }
+        };
         let (url, dir, pretty) = (url.to_string(), dir.clone(), opts.pretty);
         let what = path.trim_end_matches('/');
         workers.spawn(async move {
@@ -929,12 +1014,25 @@ async fn fetch_details(
                         conditional.tag(&tag_key, &old),
                         &progress,
                     )
-                    .await?;
+                    .await;
+                let got = match got {
+                    Ok(got) => got,
+                    // No detail at the source: none is written, and it is made from the
+                    // payment when served (bundles.md), as for any payment without a file.
+                    Err(PullError::Status { status: 404, .. }) => {
+                        none(reference, &old);
+                        progress.detail_done();
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
                 conditional.saw(tag_key, &got);
                 match &got.body {
+                    Some(body) if fetch::empty_list(body) => none(reference, &old),
                     Some(body) => {
-                        let n = write_body(&path, body, pretty, what)?;
-                        bytes.fetch_add(n, Ordering::Relaxed);
+                        let text = rendered(body, pretty, what)?;
+                        conditional.stage(&old, &path, &text, &url)?;
+                        bytes.fetch_add(body.len() as u64, Ordering::Relaxed);
                     }
                     None => conditional.keep(old, path, &url),
                 }
@@ -956,11 +1054,20 @@ async fn fetch_details(
         return Err(failure);
     }
     progress.details_end();
-    Ok(EndpointSummary {
-        name: key,
-        records: Some(total),
-        bytes: bytes.load(Ordering::Relaxed),
-    })
+    let mut lost = std::mem::take(
+        &mut *lost
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    lost.sort();
+    Ok((
+        EndpointSummary {
+            name: key,
+            records: Some(total - lost.len()),
+            bytes: bytes.load(Ordering::Relaxed),
+        },
+        lost,
+    ))
 }
 
 /// Loads the staged folder with the loader `check` and `serve` use. Errors refuse the swap;
@@ -1051,13 +1158,44 @@ mod tests {
         assert_eq!(kept, b"{\n  \"i\": \"\\u00e9\"\n}".to_vec());
     }
 
+    /// A source without `ETag`s: an answer equal to the earlier copy is kept as a 304 would
+    /// be (linked, not rewritten) and does not count as new; one that differs does.
+    #[test]
+    fn an_answer_equal_to_the_earlier_copy_is_kept_and_is_no_change() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let old = dir.path().join("old.json");
+        std::fs::write(&old, b"{\"data\":[1]}").expect("written");
+        let staged = Conditional::default();
+        staged
+            .stage(&old, &dir.path().join("a.json"), b"{\"data\":[1]}", "u")
+            .expect("kept");
+        assert!(!staged.changed.load(Ordering::Relaxed));
+        assert!(
+            !dir.path().join("a.json").exists(),
+            "linked at the swap only"
+        );
+        staged.link_kept().expect("linked");
+        assert_eq!(
+            std::fs::read(dir.path().join("a.json")).expect("linked"),
+            b"{\"data\":[1]}".to_vec()
+        );
+        staged
+            .stage(&old, &dir.path().join("b.json"), b"{\"data\":[2]}", "u")
+            .expect("written");
+        assert!(staged.changed.load(Ordering::Relaxed));
+    }
+
     #[test]
     fn an_answer_never_overwrites_a_file_already_written() {
         let dir = tempfile::tempdir().expect("a temporary folder");
         let path = dir.path().join("AB.json");
 
-        write_body(&path, b"{\"first\":1}", false, "payments/details").expect("written");
-        let again = write_body(&path, b"{\"second\":2}", false, "payments/details");
+        let staged = Conditional::default();
+        let old = dir.path().join("missing.json");
+        staged
+            .stage(&old, &path, b"{\"first\":1}", "u")
+            .expect("written");
+        let again = staged.stage(&old, &path, b"{\"second\":2}", "u");
 
         assert!(matches!(again, Err(PullError::Io { .. })), "{again:?}");
         assert_eq!(

@@ -353,6 +353,10 @@ async fn a_refresh_keeps_the_files_it_does_not_pull() {
         )
         .expect("copied in");
     }
+    // The operator's own: a hidden file and a folder, which the loader ignores.
+    std::fs::write(bundle.join(".notes"), "desk 3 printer jams").expect("written");
+    std::fs::create_dir_all(bundle.join("backups/old")).expect("a folder");
+    std::fs::write(bundle.join("backups/old/event.json"), "{}").expect("written");
     let (kiosk_app, _refresher) = kiosk(kiosk_data.path()).await;
     let kiosk = &kiosk_app;
     let company = || {
@@ -375,9 +379,18 @@ async fn a_refresh_keeps_the_files_it_does_not_pull() {
     retitle(source_data.path(), &source.app, "Changed at the source");
     until_title(kiosk, "Changed at the source", Duration::from_secs(10)).await;
 
-    for file in ["custom_getdata.json", "company_events.json"] {
+    for file in [
+        "custom_getdata.json",
+        "company_events.json",
+        ".notes",
+        "backups/old/event.json",
+    ] {
         assert!(bundle.join(file).is_file(), "the refresh dropped {file}");
     }
+    assert_eq!(
+        std::fs::read_to_string(bundle.join(".notes")).expect("kept"),
+        "desk 3 printer jams"
+    );
     let after = company().await;
     assert_eq!(after.status.as_u16(), 200, "{}", after.text());
     assert_eq!(after.text(), before.text());
@@ -707,4 +720,46 @@ async fn a_hand_written_source_is_checked() {
     );
     assert!(errors.contains("source.pulled_at"), "{errors}");
     assert_eq!(status["bundles"][0]["served"], false);
+}
+
+/// A source that sends no `ETag` (ASP.NET's default; here a proxy that passes on bodies and
+/// statuses only): an unchanged refresh finds every answer equal to the file in place and
+/// rewrites nothing. Before, each period rewrote, swapped and reloaded the whole bundle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_without_etags_does_not_make_each_refresh_rewrite_the_bundle() {
+    use crate::pull::{Act, Proxy};
+
+    let (source_data, source, kiosk_data) = pulled_summit().await;
+    let proxy = Proxy::start(&source.base, |_, _, _| Act::Forward).await;
+    let bundle = kiosk_data.path().join("summit");
+    let toml = std::fs::read_to_string(bundle.join("bundle.toml")).expect("bundle.toml");
+    std::fs::write(
+        bundle.join("bundle.toml"),
+        toml.replace(&source.base, &proxy.base),
+    )
+    .expect("the source is the proxy");
+    let (kiosk_app, _refresher) = kiosk(kiosk_data.path()).await;
+    let kiosk = &kiosk_app;
+    until_online(kiosk, "the first refresh").await;
+
+    let written = identity(&bundle.join("bundle.toml"));
+    let event = identity(&bundle.join("event.json"));
+    let proxy_ref = &proxy;
+    let seen = proxy.count("/event");
+    until(
+        Duration::from_secs(10),
+        "three more refreshes",
+        || async move { (proxy_ref.count("/event") >= seen + 3).then_some(()) },
+    )
+    .await;
+    assert_eq!(
+        identity(&bundle.join("bundle.toml")),
+        written,
+        "an unchanged refresh rewrote the bundle"
+    );
+    assert_eq!(identity(&bundle.join("event.json")), event);
+
+    // A change still comes through.
+    retitle(source_data.path(), &source.app, "Changed at the source");
+    until_title(kiosk, "Changed at the source", Duration::from_secs(10)).await;
 }

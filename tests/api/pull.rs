@@ -489,11 +489,7 @@ async fn a_pull_that_fails_half_way_leaves_the_earlier_copy_intact() {
     let refs = references(&source, DEMO_TOKEN).await;
     let last = refs.last().expect("a reference").clone();
     let proxy = Proxy::start(&source.base, move |_, reference, _| match reference {
-        Some(r) if r == last => Act::Answer(
-            404,
-            vec![],
-            r#"{"message": "Pagamento não encontrado"}"#.into(),
-        ),
+        Some(r) if r == last => Act::Answer(403, vec![], r#"{"message": "Acesso negado"}"#.into()),
         _ => Act::Forward,
     })
     .await;
@@ -503,17 +499,14 @@ async fn a_pull_that_fails_half_way_leaves_the_earlier_copy_intact() {
     let err = pull::run(&o).await.expect_err("the pull fails");
 
     assert!(
-        matches!(err, PullError::Status { status: 404, .. }),
+        matches!(err, PullError::Status { status: 403, .. }),
         "{err:?}"
     );
-    assert!(
-        err.to_string().contains("Pagamento não encontrado"),
-        "{err}"
-    );
+    assert!(err.to_string().contains("Acesso negado"), "{err}");
     assert_eq!(
         proxy.count("/payments/details"),
         refs.len(),
-        "every other detail first, and the 404 once (not retried)"
+        "every other detail first, and the 403 once (not retried)"
     );
     assert!(files(&into) == before, "the earlier copy changed");
     assert_no_leftovers(data.path());
@@ -1243,5 +1236,68 @@ async fn a_payments_answer_of_another_shape_never_shows_the_token_or_a_whole_pag
     assert!(matches!(err, PullError::Payments(_)), "{err:?}");
     assert!(!said.contains(DEMO_TOKEN), "{said}");
     assert!(said.len() < 400, "{} bytes: {said}", said.len());
+    assert_no_leftovers(data.path());
+}
+
+/// The platform's 404s that mean "none": a list with nothing in it (`{"data": [], "count": 0}`,
+/// more-api.md's attendees) is pulled as the empty list, and a payment without a detail gets no
+/// file (its detail is then made from the payment), with a warning naming it. Either used to
+/// fail the whole pull, so such an event could never be copied to a kiosk.
+#[tokio::test]
+async fn a_404_meaning_none_is_an_empty_list_or_a_detail_without_a_file() {
+    let source = spawn_app(&demo_data()).await;
+    let refs = references(&source, DEMO_TOKEN).await;
+    let missing = refs.first().expect("a reference").clone();
+    let gone = missing.clone();
+    let proxy = Proxy::start(&source.base, move |path, reference, _| {
+        if path.ends_with("/attendees") {
+            return Act::Answer(404, vec![], r#"{"data": [], "count": 0}"#.into());
+        }
+        match reference {
+            Some(r) if r == gone => Act::Answer(
+                404,
+                vec![],
+                r#"{"message": "Pagamento não encontrado", "erros": [], "count_erros": 1}"#.into(),
+            ),
+            _ => Act::Forward,
+        }
+    })
+    .await;
+    let data = TempData::new();
+    let into = data.path().join("kiosk");
+
+    let summary = pull::run(&options(&proxy.base, DEMO_TOKEN, &into))
+        .await
+        .expect("the pull succeeds");
+
+    let warned = summary.warnings.join("\n");
+    assert!(
+        warned.contains(&format!(
+            "the source has no detail for 1 payment (\"{missing}\")"
+        )),
+        "{warned}"
+    );
+    assert!(!into
+        .join("payment_details")
+        .join(format!("{missing}.json"))
+        .exists());
+    let copy = spawn_app(data.path()).await;
+    let attendees = copy.get("/api/v1/attendees", DEMO_TOKEN).await;
+    assert_eq!(
+        attendees.json()["data"],
+        serde_json::json!([]),
+        "{}",
+        attendees.text()
+    );
+    let detail = copy
+        .get(
+            &format!("/api/v1/payments/details?reference={missing}"),
+            DEMO_TOKEN,
+        )
+        .await;
+    assert_eq!(detail.status.as_u16(), 200, "{}", detail.text());
+    assert!(detail.json()["data"]
+        .as_array()
+        .is_some_and(|rows| !rows.is_empty()));
     assert_no_leftovers(data.path());
 }
