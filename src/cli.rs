@@ -324,7 +324,7 @@ pub async fn pull(args: &crate::pull::PullOptions) -> u8 {
     };
     tokio::select! {
         code = work => code,
-        stop = stop_signal() => {
+        stop = stop_signal(true) => {
             let name = stop.name();
             if publish.is_some() {
                 eprintln!(
@@ -347,7 +347,7 @@ pub async fn gen(args: &crate::gen::GenOptions) -> u8 {
         cancel: Some(std::sync::Arc::clone(&cancel)),
         ..args.clone()
     };
-    let stop = stop_signal();
+    let stop = stop_signal(true);
     let mut task = tokio::task::spawn_blocking(move || crate::gen::run(&options));
     let joined = tokio::select! {
         r = &mut task => r,
@@ -828,6 +828,8 @@ pub(crate) enum Stop {
     Interrupt,
     /// SIGTERM (`timeout`, systemd, Kubernetes).
     Terminate,
+    /// The terminal went away (a dropped ssh session): `pull` and `gen` stop as for Ctrl-C.
+    Hangup,
 }
 
 impl Stop {
@@ -836,6 +838,7 @@ impl Stop {
         match self {
             Stop::Interrupt => 130,
             Stop::Terminate => 143,
+            Stop::Hangup => 129,
         }
     }
 
@@ -843,6 +846,7 @@ impl Stop {
         match self {
             Stop::Interrupt => "Ctrl-C",
             Stop::Terminate => "SIGTERM",
+            Stop::Hangup => "SIGHUP",
         }
     }
 }
@@ -850,7 +854,10 @@ impl Stop {
 /// Completes on Ctrl-C or SIGTERM, saying which. On unix the handlers are installed when this is
 /// called (inside a runtime), not when the future is first polled, so work started after the call
 /// is covered from its first instant.
-pub(crate) fn stop_signal() -> impl std::future::Future<Output = Stop> + Send {
+///
+/// With `hangup`, SIGHUP stops too (`pull` and `gen`: a closed terminal or a dropped ssh
+/// session left their staging folder behind); `serve` keeps SIGHUP for reloading.
+pub(crate) fn stop_signal(hangup: bool) -> impl std::future::Future<Output = Stop> + Send {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
@@ -864,15 +871,18 @@ pub(crate) fn stop_signal() -> impl std::future::Future<Output = Stop> + Send {
         }
         let interrupt = recv(signal(SignalKind::interrupt()).ok());
         let terminate = recv(signal(SignalKind::terminate()).ok());
+        let hangup = recv(hangup.then(|| signal(SignalKind::hangup()).ok()).flatten());
         async move {
             tokio::select! {
                 () = interrupt => Stop::Interrupt,
                 () = terminate => Stop::Terminate,
+                () = hangup => Stop::Hangup,
             }
         }
     }
     #[cfg(not(unix))]
-    async {
+    async move {
+        let _ = hangup;
         if tokio::signal::ctrl_c().await.is_err() {
             std::future::pending::<()>().await;
         }
@@ -882,7 +892,7 @@ pub(crate) fn stop_signal() -> impl std::future::Future<Output = Stop> + Send {
 
 /// Completes on Ctrl-C or SIGTERM.
 pub(crate) async fn shutdown_signal() {
-    stop_signal().await;
+    stop_signal(false).await;
     tracing::info!("shutting down: no new connections; requests in flight may finish");
 }
 

@@ -176,6 +176,7 @@ impl Staging {
             move |source| StageError::Io { path, source }
         };
         std::fs::create_dir_all(&parent).map_err(io_err(&parent))?;
+        sweep(&parent, name, target);
         let mut tries = 0;
         let dir = loop {
             let n = NEXT_STAGING.fetch_add(1, Ordering::Relaxed);
@@ -248,6 +249,86 @@ impl Staging {
             }
             _ => self.commit(),
         }
+    }
+}
+
+/// Clears what a process that is gone left beside `target` (`PARENT/NAME`): its staging
+/// folders `_NAME.<what>-<pid>-<n>` (a pull killed with SIGKILL, a power cut) are removed, and
+/// an old copy `_NAME.<what>-<pid>-<n>.old` that the fallback swap had set aside is put back
+/// when `target` is missing (the process stopped between its two renames), else removed. A
+/// folder of a process still running, this one included, is left alone. Each is logged.
+fn sweep(parent: &Path, name: &str, target: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    let prefix = format!("_{name}.");
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(rest) = file_name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+            continue;
+        };
+        let (rest, old) = match rest.strip_suffix(".old") {
+            Some(rest) => (rest, true),
+            None => (rest, false),
+        };
+        // `<what>-<pid>-<n>`, `what` a word.
+        let mut parts = rest.rsplitn(3, '-');
+        let (Some(n), Some(pid), Some(what)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        let named = !what.is_empty()
+            && what.bytes().all(|b| b.is_ascii_lowercase())
+            && n.bytes().all(|b| b.is_ascii_digit());
+        let Some(pid) = pid.parse::<u32>().ok().filter(|_| named) else {
+            continue;
+        };
+        if pid == std::process::id() || !process_gone(pid) {
+            continue;
+        }
+        let path = entry.path();
+        if old && std::fs::symlink_metadata(target).is_err() {
+            match std::fs::rename(&path, target) {
+                Ok(()) => tracing::warn!(
+                    "put back {}: process {pid} stopped while replacing it, leaving its old copy at {}",
+                    target.display(),
+                    path.display()
+                ),
+                Err(e) => tracing::warn!(
+                    "cannot put back {} from {}: {e}",
+                    target.display(),
+                    path.display()
+                ),
+            }
+            continue;
+        }
+        match std::fs::remove_dir_all(&path) {
+            Ok(()) => tracing::info!(
+                "removed {}, left by process {pid}, which is gone",
+                path.display()
+            ),
+            Err(e) => tracing::warn!("cannot remove {}: {e}", path.display()),
+        }
+    }
+}
+
+/// Whether no process has id `pid` (on unix; elsewhere none is ever said to be gone). A
+/// process of another PID namespace (another container sharing the folder) looks gone: at
+/// worst its pull then fails, its target as it was.
+fn process_gone(pid: u32) -> bool {
+    #[cfg(unix)]
+    {
+        let Some(pid) = i32::try_from(pid)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        else {
+            return false;
+        };
+        rustix::process::test_kill_process(pid) == Err(rustix::io::Errno::SRCH)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = pid;
+        false
     }
 }
 
@@ -556,6 +637,42 @@ mod tests {
         drop(b);
         a.commit().expect("commit");
         assert_eq!(read(&target.join("a")), "1");
+    }
+
+    /// What a killed process left is cleared when the next staging of that target starts: its
+    /// staging folder removed, an old copy set aside by a fallback swap put back when the target
+    /// is missing. Folders of live processes and of other targets are left.
+    #[test]
+    fn leftovers_of_a_process_that_is_gone_are_cleared_at_the_next_staging() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let mut child = std::process::Command::new("true").spawn().expect("a child");
+        child.wait().expect("it ends");
+        let gone = child.id();
+        let folder = |name: String| {
+            let dir = tmp.path().join(name);
+            std::fs::create_dir(&dir).expect("mkdir");
+            std::fs::write(dir.join("event.json"), "{}").expect("write");
+            dir
+        };
+        let staged = folder(format!("_x.pull-{gone}-0"));
+        let aside = folder(format!("_x.gen-{gone}-3.old"));
+        let own = folder(format!("_x.pull-{}-999", std::process::id()));
+        let alive = folder("_x.pull-1-0".to_string());
+        let other = folder(format!("_y.pull-{gone}-0"));
+
+        let target = tmp.path().join("x");
+        let s = Staging::create(&target, "pull", false).expect("staging");
+
+        assert!(!staged.exists(), "a dead pull's staging folder stays");
+        assert!(!aside.exists());
+        assert!(
+            target.join("event.json").is_file(),
+            "the old copy is put back"
+        );
+        for kept in [&own, &alive, &other] {
+            assert!(kept.is_dir(), "{}", kept.display());
+        }
+        drop(s);
     }
 
     #[test]

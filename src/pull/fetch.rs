@@ -183,7 +183,7 @@ impl Fetcher {
                 retried += 1;
                 self.retried.fetch_add(1, Ordering::Relaxed);
                 if let Failure::Retry { reason, .. } = f {
-                    progress.retry(&self.redact(&describe_url(url, reference)), reason, wait);
+                    progress.retry(&self.shown(url, reference), reason, wait);
                 }
             })
             .await;
@@ -191,7 +191,7 @@ impl Fetcher {
             Ok(body) => Ok(body),
             Err(Failure::Fatal(e)) => Err(e),
             Err(Failure::Retry { reason, .. }) => Err(PullError::GaveUp {
-                url: self.redact(&describe_url(url, reference)),
+                url: self.shown(url, reference),
                 attempts: retried + 1,
                 last: reason,
             }),
@@ -252,7 +252,7 @@ impl Fetcher {
         if status.is_success() {
             if let Some(kind) = html(response.headers()) {
                 return Err(Failure::Fatal(PullError::NotJsonAnswer {
-                    url: self.redact(&describe_url(url, reference)),
+                    url: self.shown(url, reference),
                     content_type: quoted(&kind),
                 }));
             }
@@ -277,7 +277,7 @@ impl Fetcher {
                 etag: tag,
             });
         }
-        let shown = self.redact(&describe_url(url, reference));
+        let shown = self.shown(url, reference);
         if status == StatusCode::UNAUTHORIZED {
             return Err(Failure::Fatal(PullError::TokenRefused {
                 url: shown,
@@ -342,7 +342,7 @@ impl Fetcher {
     ) -> Result<Bytes, Failure> {
         let too_large = || {
             Failure::Fatal(PullError::TooLarge {
-                url: self.redact(&describe_url(url, reference)),
+                url: self.shown(url, reference),
                 limit: self.max_bytes,
             })
         };
@@ -369,6 +369,16 @@ impl Fetcher {
     /// Server-provided text (an error body, a `Location`, an error's causes) with every
     /// occurrence of the token replaced by its hint: a debug page that echoes request headers
     /// must not print the token.
+    /// The URL for messages, the token hidden; for a detail, with its reference (hidden before
+    /// it is quoted and cut, so a token across the cut is never half shown).
+    fn shown(&self, url: &str, reference: Option<&str>) -> String {
+        let url = self.redact(url);
+        match reference {
+            Some(r) => format!("{url} (reference {})", quoted(&self.redact(r))),
+            None => url,
+        }
+    }
+
     fn redact(&self, text: &str) -> String {
         super::hide_token(text, &self.token_text)
     }
@@ -407,7 +417,7 @@ impl Fetcher {
             }
         } else {
             Failure::Fatal(PullError::Transport {
-                url: self.redact(&describe_url(url, reference)),
+                url: self.shown(url, reference),
                 reason,
             })
         }
@@ -455,14 +465,6 @@ pub(crate) fn empty_list(body: &[u8]) -> bool {
         data: Vec<serde::de::IgnoredAny>,
     }
     serde_json::from_slice::<Envelope>(body).is_ok_and(|e| e.data.is_empty())
-}
-
-/// The URL for messages; for a detail, with its reference.
-fn describe_url(url: &str, reference: Option<&str>) -> String {
-    match reference {
-        Some(r) => format!("{url} (reference {})", quoted(r)),
-        None => url.to_string(),
-    }
 }
 
 /// `: "<message>"` from an error body (the service's `message`, the framework's `Message`, or
@@ -583,6 +585,18 @@ mod tests {
         opts.max_retry_wait = Duration::from_millis(100);
         let fetcher = Fetcher::new(&opts).expect("a fetcher");
         (fetcher, Progress::new(crate::pull::ProgressMode::Quiet))
+    }
+
+    /// A token inside a long reference is hidden before the reference is cut for the message:
+    /// cut first, the token's start was shown past its hint.
+    #[test]
+    fn a_token_across_the_cut_of_a_reference_is_never_shown() {
+        let opts = PullOptions::new("http://127.0.0.1:9", "secret-token-123", "d/x");
+        let fetcher = Fetcher::new(&opts).expect("a fetcher");
+        let reference = format!("{}secret-token-123", "a".repeat(70));
+        let shown = fetcher.shown("http://h/api/v1/payments/details", Some(&reference));
+        assert!(!shown.contains("secret-t"), "{shown}");
+        assert!(shown.contains("secr…"), "{shown}");
     }
 
     #[tokio::test]

@@ -167,7 +167,7 @@ impl Conditional {
             return Ok(());
         }
         self.changed.store(true, Ordering::Relaxed);
-        write_new(new, text).map_err(|source| PullError::Io {
+        stage::write_private(new, text).map_err(|source| PullError::Io {
             path: new.to_path_buf(),
             source,
         })
@@ -264,7 +264,10 @@ pub enum PullError {
     Transport { url: String, reason: String },
     #[error("the payments answer does not list references: {0}")]
     Payments(String),
-    #[error("the payment reference {reference} cannot name a detail file ({reason}); the pull is refused")]
+    #[error(
+        "the payment reference {} cannot name a detail file ({reason}); the pull is refused",
+        quoted(reference)
+    )]
     UnsafeReference { reference: String, reason: String },
     #[error("{url} answered 200 with Content-Type {content_type}, a web page, not the API's JSON (a login page, a captive portal, a proxy's error page?); nothing was changed")]
     NotJsonAnswer { url: String, content_type: String },
@@ -429,6 +432,11 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
     });
     // From here on, dropping `staging` (any error, a cancelled future) removes the folder.
     let staging = Staging::create(&opts.into, "pull", opts.force)?;
+    // Its owner's only: the files hold people's data, and with --app other events' tokens.
+    private_folder(staging.path()).map_err(|source| PullError::Io {
+        path: staging.path().to_path_buf(),
+        source,
+    })?;
 
     let mut endpoints = Vec::new();
     let mut references = Vec::new();
@@ -714,8 +722,9 @@ fn payment_references(body: &[u8]) -> Result<Vec<String>, PullError> {
     let mut out = Vec::with_capacity(records.len());
     for r in records {
         if let Some(reason) = unsafe_reference(&r.reference_payment) {
+            // Whole: the caller hides the token in it before it is shown, quoted and cut.
             return Err(PullError::UnsafeReference {
-                reference: quoted(&r.reference_payment),
+                reference: r.reference_payment,
                 reason: reason.to_string(),
             });
         }
@@ -854,15 +863,6 @@ fn reindent(json: &[u8], out: &mut Vec<u8>) {
 /// Writes a file that must not exist yet: the staging folder is new, so an existing file means
 /// two answers name one file (two references that differ only in case, on a file system that
 /// ignores case), and the pull fails rather than keep one of them silently.
-fn write_new(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)?
-        .write_all(bytes)
-}
-
 /// A refresh replaces what it pulls and nothing else: whatever the bundle in place holds that
 /// the plan does not write (`company_events.json` pulled with `--app`, which a refresh has
 /// not; hand-written `custom_*.json`; hidden files such as `.notes`; folders such as
@@ -888,6 +888,17 @@ fn keep_unpulled(old: &Path, staging: &Path, plan: &Plan) -> Result<(), PullErro
         }
         link_tree(&entry.path(), &staging.join(&name))?;
     }
+    Ok(())
+}
+
+/// Makes a folder its owner's only (0700 on unix; elsewhere nothing changes).
+fn private_folder(dir: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    let _ = dir;
     Ok(())
 }
 
@@ -962,10 +973,12 @@ async fn fetch_details(
     conditional: &Arc<Conditional>,
 ) -> Result<(EndpointSummary, Vec<String>), PullError> {
     let dir = staging.join(key);
-    std::fs::create_dir(&dir).map_err(|source| PullError::Io {
-        path: dir.clone(),
-        source,
-    })?;
+    std::fs::create_dir(&dir)
+        .and_then(|()| private_folder(&dir))
+        .map_err(|source| PullError::Io {
+            path: dir.clone(),
+            source,
+        })?;
     let total = references.len();
     progress.details_start(total);
     let references = Arc::new(references);

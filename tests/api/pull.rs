@@ -328,6 +328,17 @@ async fn a_pulled_bundle_serves_byte_identical_answers_from_an_origin_or_the_api
         .collect();
     expected.sort();
     assert_eq!(crate::helpers::entry_names(&into), expected);
+    // People's data and tokens: the copy is its owner's only.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &std::path::Path| {
+            std::fs::metadata(p).expect("pulled").permissions().mode() & 0o777
+        };
+        assert_eq!(mode(&into), 0o700);
+        assert_eq!(mode(&into.join(PER_PAYMENT)), 0o700);
+        assert_eq!(mode(&into.join("payments.json")), 0o600);
+        assert_eq!(mode(&into.join("bundle.toml")), 0o600);
+    }
     assert_eq!(pulled_part_of(&demo_data().join("demo")), expected);
     assert_eq!(summary.retries, 0);
     assert!(summary.warnings.is_empty(), "{:?}", summary.warnings);
@@ -712,7 +723,7 @@ async fn a_cancelled_pull_removes_its_staging_folder() {
 }
 
 #[tokio::test]
-async fn sigterm_or_ctrl_c_stops_the_binary_with_its_code_and_removes_the_staging_folder() {
+async fn a_signal_stops_the_binary_with_its_code_and_no_staging_folder_outlives_it() {
     let source = spawn_app(&demo_data()).await;
     // Details stall: the pull is inside its details phase, staging folder written, when signalled.
     let proxy = Proxy::start(&source.base, |path, _, _| match path {
@@ -720,7 +731,14 @@ async fn sigterm_or_ctrl_c_stops_the_binary_with_its_code_and_removes_the_stagin
         _ => Act::Forward,
     })
     .await;
-    for (signal, code) in [("TERM", 143), ("INT", 130)] {
+    // SIGHUP: a closed terminal, a dropped ssh session. SIGKILL cannot be caught: its staging
+    // folder stays until the next pull of that target clears it.
+    for (signal, code) in [
+        ("TERM", Some(143)),
+        ("INT", Some(130)),
+        ("HUP", Some(129)),
+        ("KILL", None),
+    ] {
         let data = TempData::new();
         let into = data.path().join("kiosk");
         let details_before = proxy.count("/payments/details");
@@ -766,7 +784,14 @@ async fn sigterm_or_ctrl_c_stops_the_binary_with_its_code_and_removes_the_stagin
             .expect("its output");
 
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(code), "SIG{signal}: {stderr}");
+        assert_eq!(out.status.code(), code, "SIG{signal}: {stderr}");
+        if code.is_none() {
+            pull::run(&options(&source.base, DEMO_TOKEN, &into))
+                .await
+                .expect("the next pull");
+            assert_no_leftovers(data.path());
+            continue;
+        }
         assert!(stderr.contains("interrupted"), "{stderr}");
         assert_no_leftovers(data.path());
         assert!(!into.exists());
