@@ -335,7 +335,9 @@ impl Serialize for HotsiteBody {
 pub(crate) const ATTENDEES_DOC: BodyDoc = BodyDoc {
     holds: "`{\"data\": [...], \"count\": n}` as the service answers it, or the bare list. \
         `count` may be left out; when present it must agree. `id_attendees` and `checkin_code` \
-        must each be unique.",
+        must each be unique; an `email` two participants share (ignoring case) is a warning: \
+        the platform registers a person once per event, and a registration or check-in by \
+        e-mail finds the first.",
     records: &[("data", <Attendee as Describe>::ty)],
 };
 
@@ -572,26 +574,55 @@ fn unique_keys<T, K: Eq + std::hash::Hash + std::fmt::Display>(
     get: impl Fn(&T) -> Option<K>,
     diag: &mut Diag,
 ) {
+    for (at, k, first) in repeated(items, path, get) {
+        diag.error(
+            &super::decode::join_key(&at, key),
+            format!("{key} {k} is also that of {first}"),
+        );
+    }
+}
+
+/// Each item whose key an earlier item has: (its path, the key, the first one's path).
+fn repeated<T, K: Eq + std::hash::Hash>(
+    items: &[T],
+    path: &str,
+    get: impl Fn(&T) -> Option<K>,
+) -> Vec<(String, K, String)> {
     let mut seen = std::collections::HashMap::new();
+    let mut out = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let Some(k) = get(item) else { continue };
         let at = super::decode::join_index(path, i);
-        if let Some(first) = seen.get(&k) {
-            diag.error(
-                &super::decode::join_key(&at, key),
-                format!("{key} {k} is also that of {first}"),
-            );
-        } else {
-            seen.insert(k, at);
+        match seen.get(&k) {
+            Some(first) => out.push((at, k, String::clone(first))),
+            None => {
+                seen.insert(k, at);
+            }
         }
     }
+    out
 }
 
 /// Body of `GET /api/v1/attendees`: the service's envelope (`{"data": [...], "count": n}`) or a
 /// bare list. `id_attendees` (the `:id` of `GET /attendees/:id`) and `checkin_code` (what a
-/// check-in names) must each be unique.
+/// check-in names) must each be unique; an e-mail two participants share is a warning (the
+/// platform registers a person once per event, and a registration or look-up by e-mail finds
+/// the first).
 pub(crate) fn attendees_body(v: &Value, diag: &mut Diag) -> Option<List<Attendee>> {
     let (list, path) = list(v, "", diag, records::attendee)?;
+    let email = |a: &Attendee| {
+        let e = a.email.trim().to_lowercase();
+        (!e.is_empty()).then_some(e)
+    };
+    for (at, e, first) in repeated(&list.data, &path, email) {
+        diag.warning(
+            &super::decode::join_key(&at, "email"),
+            format!(
+                "email {e:?} is also that of {first}: the platform registers a person once per \
+                 event, and a registration or check-in by e-mail finds {first}"
+            ),
+        );
+    }
     unique_keys(
         &list.data,
         &path,
@@ -998,14 +1029,22 @@ mod tests {
         v["data"][0]["registration_hour"] = json!("");
         v["data"][1]["checkin_code"] = json!(25);
         v["data"][1]["confirmed"] = json!(true);
+        // One person twice, by another case: a warning (a registration finds the first).
+        let first = v["data"][0]["email"]
+            .as_str()
+            .expect("an e-mail")
+            .to_uppercase();
+        v["data"][1]["email"] = json!(format!(" {first}"));
         let (body, problems) = findings(&v, attendees_body);
         assert!(body.is_some(), "duplicates are reported, the list is kept");
+        let shared = first.to_lowercase();
         assert_eq!(
             problems,
             [
-                "count: count is 4 but data has 3",
-                "data[2].id_attendees: id_attendees 9 is also that of data[0]",
-                "data[2].checkin_code: checkin_code 11 is also that of data[0]",
+                "count: count is 4 but data has 3".to_string(),
+                format!("warning data[1].email: email {shared:?} is also that of data[0]: the platform registers a person once per event, and a registration or check-in by e-mail finds data[0]"),
+                "data[2].id_attendees: id_attendees 9 is also that of data[0]".to_string(),
+                "data[2].checkin_code: checkin_code 11 is also that of data[0]".to_string(),
             ]
         );
     }
