@@ -545,8 +545,8 @@ impl Builder {
         let app = App::with_options(&options);
         app.open_state()?;
         app.load()?;
-        let (tokens, mut problems) = app.reloader.with_catalog(|catalog| {
-            let tokens: BTreeMap<String, Vec<String>> = catalog
+        let tokens: BTreeMap<String, Vec<String>> = app.reloader.with_catalog(|catalog| {
+            catalog
                 .entries()
                 .filter_map(|e| {
                     let tokens = &e.serving.as_ref()?.tokens;
@@ -555,25 +555,12 @@ impl Builder {
                         tokens.iter().map(|t| t.expose().to_string()).collect(),
                     ))
                 })
-                .collect();
-            let problems: Vec<Problem> = catalog
-                .entries()
-                .flat_map(|e| e.all_problems())
-                .filter(|p| p.is_error() || self.strict)
-                .cloned()
-                .collect();
-            (tokens, problems)
+                .collect()
         });
-        if !problems.is_empty() && !self.allow_errors {
-            if temp.is_some() {
-                // The temporary folder's name says nothing: show `summit/event.json`.
-                for p in &mut problems {
-                    if let Ok(rel) = p.file.strip_prefix(&data_dir) {
-                        p.file = rel.to_path_buf();
-                    }
-                }
-            }
-            return Err(StartError::Bundles(BundleErrors { problems }));
+        // The temporary folder's name says nothing: problems show `summit/event.json`.
+        let shown_from = temp.is_some().then(|| data_dir.clone());
+        if !self.allow_errors {
+            bundle_errors(&app, self.strict, shown_from.as_deref()).map_err(StartError::Bundles)?;
         }
         let mut service = app.service();
         for configure in self.configure {
@@ -585,6 +572,8 @@ impl Builder {
             addr,
             tokens,
             app,
+            strict: self.strict,
+            shown_from,
             journal,
             data_dir,
             stop: Some(stop),
@@ -593,6 +582,30 @@ impl Builder {
             _temp: temp,
         })
     }
+}
+
+/// Every error of the bundles as loaded now (and with `strict` every warning); their files
+/// relative to `shown_from` when given.
+fn bundle_errors(app: &App, strict: bool, shown_from: Option<&Path>) -> Result<(), BundleErrors> {
+    let mut problems: Vec<Problem> = app.reloader.with_catalog(|catalog| {
+        catalog
+            .entries()
+            .flat_map(|e| e.all_problems())
+            .filter(|p| p.is_error() || strict)
+            .cloned()
+            .collect()
+    });
+    if problems.is_empty() {
+        return Ok(());
+    }
+    if let Some(base) = shown_from {
+        for p in &mut problems {
+            if let Ok(rel) = p.file.strip_prefix(base) {
+                p.file = rel.to_path_buf();
+            }
+        }
+    }
+    Err(BundleErrors { problems })
 }
 
 fn write_bundles(bundles: &[Bundle]) -> Result<tempfile::TempDir, StartError> {
@@ -704,6 +717,9 @@ fn run(
             () = deadline => {}
         }
     });
+    // Connections still open close now; work handed to blocking threads (compressing a large
+    // answer) is not waited for, so a drop takes at most the drain.
+    runtime.shutdown_background();
 }
 
 /// An eventbox serving on `127.0.0.1:<ephemeral port>` from a thread of its own, until dropped.
@@ -716,6 +732,10 @@ pub struct TestServer {
     addr: SocketAddr,
     tokens: BTreeMap<String, Vec<String>>,
     app: App,
+    /// [`Builder::strict`], for [`TestServer::reload`].
+    strict: bool,
+    /// The temporary folder of in-code bundles, which problems are shown relative to.
+    shown_from: Option<PathBuf>,
     /// The request journal, when on: what verification reads.
     journal: Option<Arc<Journal>>,
     data_dir: PathBuf,
@@ -785,10 +805,28 @@ impl TestServer {
         &self.data_dir
     }
 
-    /// The running eventbox: its store, metrics and reloader (`app().load()` re-reads the data
-    /// folder after a test has changed it).
+    /// The running eventbox: its store, metrics and reloader.
     pub fn app(&self) -> &App {
         &self.app
+    }
+
+    /// Re-reads the data folder after a test has changed its files, and returns once the new
+    /// data is served; the problems that kept a bundle from being served (with
+    /// [`Builder::strict`], the warnings too) as [`TestServer::start`] reports them. A bundle
+    /// whose new files have errors keeps serving its last good version, as `serve` does, so a
+    /// test that goes on after an error would read the old data. [`TestServer::tokens`] keeps
+    /// what `start` saw.
+    pub fn reload(&self) -> Result<(), BundleErrors> {
+        if let Err(e) = self.app.load() {
+            return Err(BundleErrors {
+                problems: vec![Problem::error(
+                    &self.data_dir,
+                    crate::problem::Location::File,
+                    e.to_string(),
+                )],
+            });
+        }
+        bundle_errors(&self.app, self.strict, self.shown_from.as_deref())
     }
 
     /// Forgets every write (registrations, check-ins) of every bundle, as `POST /_writes/reset`

@@ -748,3 +748,29 @@ fn strict_turns_a_misspelt_file_into_a_failed_start() {
         "Debug reads as Display: {shown}"
     );
 }
+
+/// A test that edits its data reloads with `reload()`: it returns once the new data is served,
+/// and a broken edit is an error naming the file and place (the last good data keeps being
+/// served, so a test going on would read old data).
+#[tokio::test]
+async fn reload_serves_an_edit_and_reports_a_broken_one() {
+    let server = TestServer::from_bundles([summit()])
+        .start()
+        .expect("starts");
+    let event_json = server.data_dir().join("summit").join("event.json");
+    std::fs::write(
+        &event_json,
+        serde_json::to_vec(&event("Summit, edited", 1)).expect("JSON"),
+    )
+    .expect("edited");
+    server.reload().expect("the edit is good");
+    let answer = get(&server, "/api/v1/event", "summit-token", &[]).await;
+    assert_eq!(answer.json()["data"][0]["title"], "Summit, edited");
+
+    std::fs::write(&event_json, "{\"data\": [").expect("broken");
+    let err = server.reload().expect_err("the edit is broken");
+    let shown = err.to_string();
+    assert!(shown.contains("error: summit/event.json:1:"), "{shown}");
+    let answer = get(&server, "/api/v1/event", "summit-token", &[]).await;
+    assert_eq!(answer.json()["data"][0]["title"], "Summit, edited");
+}
