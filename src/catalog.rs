@@ -617,7 +617,15 @@ impl Catalog {
                 }
             }
         }
+        let mut unserved = HashMap::new();
+        for entry in self.entries.values().filter(|e| e.serving.is_none()) {
+            let named = Arc::new(crate::store::Unserved::new(entry.name.clone()));
+            for t in entry.tokens.iter().filter(|t| !by_token.contains_key(*t)) {
+                unserved.insert(t.clone(), Arc::clone(&named));
+            }
+        }
         Snapshot::new(by_token, self.status_body())
+            .with_unserved(unserved)
             .with_watch_lost(self.watch_lost.is_some())
             .with_storage_failing(self.storage_failing.is_some())
     }

@@ -31,6 +31,26 @@ pub(crate) struct Snapshot {
     /// Before the first load: why it has not happened yet (object storage that cannot be read),
     /// the `not_ready` answer with that reason in its message.
     waiting: Option<Bytes>,
+    /// The tokens named by bundles that are not served (their files have errors, or they lost
+    /// a token clash), by token: a request with one is still 401, and the log says why once.
+    unserved: hashbrown::HashMap<Token, Arc<Unserved>, RandomState>,
+}
+
+/// A bundle that names tokens but is not served.
+#[derive(Debug)]
+pub(crate) struct Unserved {
+    pub(crate) name: String,
+    /// Whether a request with one of its tokens was logged for this snapshot.
+    said: std::sync::atomic::AtomicBool,
+}
+
+impl Unserved {
+    pub(crate) fn new(name: String) -> Unserved {
+        Unserved {
+            name,
+            said: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
 }
 
 impl Snapshot {
@@ -43,7 +63,22 @@ impl Snapshot {
             watch_lost: false,
             storage_failing: false,
             waiting: None,
+            unserved: hashbrown::HashMap::default(),
         }
+    }
+
+    /// Adds the tokens of bundles that are not served ([`Snapshot::unserved`]).
+    pub(crate) fn with_unserved(mut self, unserved: HashMap<Token, Arc<Unserved>>) -> Snapshot {
+        self.unserved = unserved.into_iter().collect();
+        self
+    }
+
+    /// For a token no served bundle has: the bundle that names it, the first time this
+    /// snapshot is asked (so a client retrying logs one line per reload, not one per request).
+    pub(crate) fn unserved_once(&self, token: TokenRef<'_>) -> Option<&str> {
+        let u = self.unserved.get(&token)?;
+        let first = !u.said.swap(true, std::sync::atomic::Ordering::Relaxed);
+        first.then_some(u.name.as_str())
     }
 
     /// The snapshot served before the first load, saying why it has not happened (`reason`).

@@ -413,6 +413,53 @@ fn overridden_file_keys_and_unknown_variables_are_warned_of_at_start() {
     }
 }
 
+/// A token of a bundle that is not served (its files have errors) is 401 like any unknown
+/// token, and the log says why, once per reload rather than once per request: a tester who
+/// just broke a fixture by hand saw only `invalid_token`.
+#[tokio::test]
+async fn a_token_of_a_bundle_not_served_is_401_and_the_log_says_why_once() {
+    let data = TempData::new();
+    data.with_demo("demo");
+    data.write("broken/bundle.toml", "tokens = [\"broken-token\"]\n");
+    data.write("broken/event.json", "{\"data\": [");
+    let dir = data.path().to_str().expect("UTF-8");
+    let served = start_binary(
+        &["--addr", "127.0.0.1:0", "--data", dir, "--watch", "off"],
+        &[],
+    );
+    served.ready().await;
+    for _ in 0..3 {
+        let answer = crate::helpers::answer(
+            crate::helpers::client()
+                .get(format!("{}/api/v1/event", served.base))
+                .header("Authorization-Token", "broken-token"),
+        )
+        .await;
+        answer.assert_error(401, "invalid_token");
+    }
+    let said = "a request's token is one bundle \"broken\" names, but that bundle is not served";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !served.stderr().contains(said) {
+        assert!(std::time::Instant::now() < deadline, "{}", served.stderr());
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // A wrong token of no bundle says nothing.
+    crate::helpers::answer(
+        crate::helpers::client()
+            .get(format!("{}/api/v1/event", served.base))
+            .header("Authorization-Token", "nobodys-token"),
+    )
+    .await
+    .assert_error(401, "invalid_token");
+    let stderr = served.stderr();
+    assert_eq!(stderr.matches(said).count(), 1, "{stderr}");
+    assert!(
+        !stderr.contains("broken-token"),
+        "a whole token logged: {stderr}"
+    );
+    assert!(!stderr.contains("nobody"), "{stderr}");
+}
+
 pub(crate) fn start_binary(args: &[&str], envs: &[(&str, &str)]) -> Served {
     use std::io::{BufRead, BufReader, Write};
     use std::process::Stdio;
@@ -480,6 +527,28 @@ impl Served {
             copy.join().expect("the stdout copy");
         }
         std::fs::read_to_string(&self.stdout_path).unwrap_or_default()
+    }
+
+    /// Returns once `/readyz` answers 200: the first load is published (the address line comes
+    /// before it).
+    pub(crate) async fn ready(&self) {
+        let start = std::time::Instant::now();
+        loop {
+            let ready = crate::helpers::client()
+                .get(format!("{}/readyz", self.base))
+                .send()
+                .await
+                .map(|r| r.status().as_u16());
+            if ready.ok() == Some(200) {
+                return;
+            }
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(10),
+                "never ready: {}",
+                self.stderr()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
     }
 
     pub(crate) fn stderr(&self) -> String {
@@ -1546,23 +1615,7 @@ async fn a_bundle_that_stops_naming_its_source_is_said_to_keep_its_writes_at_the
         &[],
     );
     let said = "names no [source] any more: writes made here from now on are kept at the desk";
-    // The first load is done once the server is ready (it listens before).
-    let start = std::time::Instant::now();
-    loop {
-        let ready = crate::helpers::client()
-            .get(format!("{}/readyz", served.base))
-            .send()
-            .await
-            .map(|r| r.status().as_u16());
-        if ready.ok() == Some(200) {
-            break;
-        }
-        assert!(
-            start.elapsed() < std::time::Duration::from_secs(10),
-            "never ready"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    served.ready().await;
     assert!(!served.stderr().contains(said));
     std::fs::write(&toml, "tokens = [\"demo-token\"]\n").expect("bundle.toml");
     let start = std::time::Instant::now();
