@@ -341,7 +341,11 @@ impl<'v, 'd> Obj<'v, 'd> {
                 read: Vec::new(),
             }),
             other => {
-                let at = if path.is_empty() { "the file" } else { path };
+                let at = if path.is_empty() {
+                    "the top level"
+                } else {
+                    path
+                };
                 diag.error(
                     path,
                     format!("expected an object at {at}, found {}", describe(other)),
@@ -451,7 +455,11 @@ pub(crate) fn decode_array<T>(
     item: ItemDecoder<T>,
 ) -> Option<Vec<T>> {
     let Value::Array(items) = v else {
-        let at = if path.is_empty() { "the file" } else { path };
+        let at = if path.is_empty() {
+            "the top level"
+        } else {
+            path
+        };
         diag.error(
             path,
             format!("expected an array at {at}, found {}", describe(v)),

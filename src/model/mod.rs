@@ -115,7 +115,8 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
 
 /// A TOML value as JSON. A float keeps the text it was written with (`10.00` is served as
 /// `10.00`, as a JSON bundle serves it), less TOML's own `+` and `_`; `inf` and `nan` have no JSON
-/// form and become `null`. Integers in any radix become decimal; dates keep their TOML notation.
+/// form and are a syntax error at their place (they became `null`, which a check then reported as
+/// "found null" where the file says `nan`). Integers in any radix become decimal; dates keep their TOML notation.
 fn toml_to_json(text: &str, v: Spanned<DeValue<'_>>) -> Result<Value, SyntaxError> {
     let start = v.span().start;
     Ok(match v.into_inner() {
@@ -129,7 +130,14 @@ fn toml_to_json(text: &str, v: Spanned<DeValue<'_>>) -> Result<Value, SyntaxErro
         }
         DeValue::Float(f) => {
             let written = f.as_str().trim_start_matches('+').replace('_', "");
-            written.parse::<Number>().map_or(Value::Null, Value::Number)
+            let n = written.parse::<Number>().map_err(|_| {
+                syntax_error(
+                    text,
+                    start,
+                    &format!("{} has no JSON form: write a number", f.as_str()),
+                )
+            })?;
+            Value::Number(n)
         }
         DeValue::Boolean(b) => Value::Bool(b),
         DeValue::Datetime(d) => Value::String(d.to_string()),
@@ -545,14 +553,23 @@ mod tests {
     #[test]
     fn toml_numbers_are_served_as_written() {
         let text = "a = 10.00\nb = 0.10\nc = 1_000.50\nd = +2.0e3\ne = -0.0\nf = 0x1F\n\
-                    g = 1_000\nh = inf\ni = nan\nj = 18446744073709551615\n[t]\nk = [1.50, 2]\n";
+                    g = 1_000\nj = 18446744073709551615\n[t]\nk = [1.50, 2]\n";
 
         let v = parse_text(text, Format::Toml).expect("valid TOML");
 
         assert_eq!(
             v.to_string(),
-            r#"{"a":10.00,"b":0.10,"c":1000.50,"d":2.0e+3,"e":-0.0,"f":31,"g":1000,"h":null,"i":null,"j":18446744073709551615,"t":{"k":[1.50,2]}}"#
+            r#"{"a":10.00,"b":0.10,"c":1000.50,"d":2.0e+3,"e":-0.0,"f":31,"g":1000,"j":18446744073709551615,"t":{"k":[1.50,2]}}"#
         );
+        // No JSON form: an error at its place, naming it as written.
+        for (text, shown) in [("a = 1\nh = inf\n", "inf"), ("a = 1\nh = -nan\n", "-nan")] {
+            let e = parse_text(text, Format::Toml).expect_err("no JSON form");
+            assert_eq!((e.line, e.column), (2, 5), "{text:?}: {e:?}");
+            assert_eq!(
+                e.message,
+                format!("{shown} has no JSON form: write a number")
+            );
+        }
         let json =
             parse_text(r#"{"amount": 10.00, "k": [1.50, 2e3]}"#, Format::Json).expect("JSON");
         let toml = parse_text("amount = 10.00\nk = [1.50, 2e3]\n", Format::Toml).expect("TOML");

@@ -255,7 +255,10 @@ pub(crate) fn from_value<S: Sink>(v: &Value, diag: &mut Diag, sink: S) -> Option
         other => {
             diag.error(
                 "",
-                format!("expected an object at the file, found {}", describe(other)),
+                format!(
+                    "expected an object at the top level, found {}",
+                    describe(other)
+                ),
             );
             return None;
         }
@@ -591,7 +594,7 @@ impl<S: Sink> Stream<'_, S> {
         let (path, message) = if self.top {
             (
                 String::new(),
-                format!("expected an object at the file, found {found}"),
+                format!("expected an object at the top level, found {found}"),
             )
         } else {
             let path = self.b.data_path.clone();
@@ -1151,7 +1154,7 @@ mod shape_tests {
             ),
             (
                 r#""x""#,
-                ": expected an object at the file, found the string \"x\"",
+                ": expected an object at the top level, found the string \"x\"",
             ),
             (r#"{"count": 0}"#, "data: missing required field"),
         ] {

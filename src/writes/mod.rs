@@ -809,7 +809,9 @@ impl Writes {
             view.resolve(w);
             view.check(w).map_err(|mut r| {
                 if batch {
-                    r.detail = r.detail.map(|d| format!("item {i}: {d}"));
+                    r.detail = r
+                        .detail
+                        .map(|d| format!("[{i}] (check-in {} of the list): {d}", i + 1));
                 }
                 r
             })?;

@@ -285,7 +285,11 @@ async fn checkins_show_on_the_attendee_and_a_batch_is_all_or_nothing() {
     ]);
     let refused = post(&app, "/api/v1/checkin/attendees", &bad_batch).await;
     refused.assert_error(404, "unknown_checkin_code");
-    assert!(refused.text().contains("item 1"), "{}", refused.text());
+    assert!(
+        refused.text().contains("[1] (check-in 2 of the list): "),
+        "{}",
+        refused.text()
+    );
     assert_eq!(
         attendees(&app).await,
         list,
