@@ -110,6 +110,9 @@ pub struct GenSummary {
     /// The token's first characters (a token is never printed whole).
     pub token_hint: String,
     pub default_token: bool,
+    /// Another bundle beside it whose `bundle.toml` names the same token: a server of that data
+    /// folder would serve neither of the two with it (a token opens one bundle).
+    pub token_taken_by: Option<String>,
 }
 
 impl fmt::Display for GenSummary {
@@ -134,8 +137,47 @@ impl fmt::Display for GenSummary {
             } else {
                 ""
             }
-        )
+        )?;
+        if let Some(other) = &self.token_taken_by {
+            write!(
+                f,
+                "\n  warning: bundle {other:?} beside it names the same token, and a token opens one \
+                 bundle: a server of this data folder serves only one of the two with it \
+                 (give another --token)"
+            )?;
+        }
+        Ok(())
     }
+}
+
+/// The bundle beside `into` (in its parent folder, which a server would serve) whose
+/// `bundle.toml` names `token`, if any. A `bundle.toml` that cannot be read is passed over.
+fn token_taken_by(into: &Path, token: &str) -> Option<String> {
+    let own = into.file_name()?;
+    let parent = into.parent().filter(|p| !p.as_os_str().is_empty())?;
+    let mut names: Vec<String> = std::fs::read_dir(parent)
+        .ok()?
+        .flatten()
+        .filter(|e| e.file_name() != own && e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|name| !crate::load::ignored(name))
+        .collect();
+    names.sort();
+    names.into_iter().find(|name| {
+        let path = parent.join(name).join("bundle.toml");
+        let Ok(text) = crate::read::read(&path, 1 << 20) else {
+            return false;
+        };
+        let Ok(text) = String::from_utf8(text) else {
+            return false;
+        };
+        let Ok(value) = crate::model::parse_text(&text, crate::model::Format::Toml) else {
+            return false;
+        };
+        let mut diag = crate::model::decode::Diag::default();
+        crate::model::bundle_config(&value, &mut diag)
+            .is_some_and(|c| c.tokens.iter().any(|t| t.expose() == token))
+    })
 }
 
 /// Generates the bundle and swaps it into place.
@@ -239,6 +281,7 @@ pub fn run(opts: &GenOptions) -> Result<GenSummary, GenError> {
         elapsed: started.elapsed(),
         token_hint: token_hint(&token),
         default_token: opts.token.is_none(),
+        token_taken_by: token_taken_by(&opts.into, &token),
     })
 }
 

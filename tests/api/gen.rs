@@ -669,3 +669,30 @@ fn a_staged_bundle_is_on_disk_before_it_takes_the_name_and_the_swap_after() {
     }
     assert_eq!(crate::helpers::entry_names(root.path()), ["demo"]);
 }
+
+/// A token another bundle of the data folder already names makes neither bundle servable with
+/// it: gen says so at once (it reported success, and only the server's log told).
+#[test]
+fn gen_warns_when_a_bundle_beside_it_names_the_same_token() {
+    let data = TempData::new();
+    let first = generate(&data.path().join("alpha"), 5, 1);
+    assert_eq!(first.token_taken_by, None);
+
+    let mut o = GenOptions::new(data.path().join("beta"));
+    o.payments = 5;
+    o.token = Some(eventbox::pull::Token::new("alpha-token"));
+    let clash = gen::run(&o).expect("gen succeeds");
+    assert_eq!(clash.token_taken_by.as_deref(), Some("alpha"));
+    let shown = clash.to_string();
+    assert!(
+        shown.contains("warning: bundle \"alpha\" beside it names the same token"),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains("alpha-token"),
+        "a whole token shown: {shown}"
+    );
+
+    let own = generate(&data.path().join("gamma"), 5, 2);
+    assert_eq!(own.token_taken_by, None);
+}
