@@ -246,6 +246,9 @@ async fn follow(name: String, dir: PathBuf, health: Arc<SourceHealth>, shared: A
     let every = shared.options.every;
     let offline_after = shared.options.offline_after;
     let mut etags: Arc<HashMap<String, String>> = Arc::default();
+    // The last refresh's warnings (details the source has none of, or did not give), logged
+    // when they change.
+    let mut warned: Vec<String> = Vec::new();
     // The first refresh comes soon after start (within a tenth of the period, spread), then on
     // the period.
     let mut wait = every.mul_f64(draw() / 10.0);
@@ -282,8 +285,18 @@ async fn follow(name: String, dir: PathBuf, health: Arc<SourceHealth>, shared: A
         };
         let (started, result) = outcome;
         let transition = match result {
-            Ok(Refreshed { tags, unchanged }) => {
+            Ok(Refreshed {
+                tags,
+                unchanged,
+                warnings,
+            }) => {
                 etags = Arc::new(tags);
+                if warnings != warned {
+                    for w in &warnings {
+                        tracing::warn!(bundle = %name, "refresh: {w}");
+                    }
+                    warned = warnings;
+                }
                 if unchanged {
                     health.confirmed(started);
                 }
@@ -336,6 +349,7 @@ async fn follow(name: String, dir: PathBuf, health: Arc<SourceHealth>, shared: A
 struct Refreshed {
     tags: HashMap<String, String>,
     unchanged: bool,
+    warnings: Vec<String>,
 }
 
 /// One refresh: read bundle.toml for the source, the tokens and the keys to keep; pull over
@@ -426,6 +440,7 @@ async fn refresh_pulled(
     Ok(Refreshed {
         tags: summary.etags,
         unchanged: summary.unchanged,
+        warnings: summary.warnings,
     })
 }
 

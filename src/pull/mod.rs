@@ -134,6 +134,9 @@ struct Conditional {
     /// was new: a refresh that changes nothing touches no file of the bundle in place (a link
     /// changes a file's link count, which a watcher sees as a change).
     kept: std::sync::Mutex<Vec<(PathBuf, PathBuf, String)>>,
+    /// A refresh (`serve --refresh-every`): a detail the source could not give within the
+    /// retries keeps its earlier copy, rather than the whole refresh failing.
+    refreshing: bool,
 }
 
 impl Conditional {
@@ -428,6 +431,7 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
             .map(|r| Arc::clone(&r.etags))
             .unwrap_or_default(),
         old: opts.into.clone(),
+        refreshing: opts.refresh.is_some(),
         ..Conditional::default()
     });
     // From here on, dropping `staging` (any error, a cancelled future) removes the folder.
@@ -511,7 +515,7 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
         });
     }
 
-    let mut no_detail = Vec::new();
+    let mut no_detail = Details::default();
     if let Some((endpoint, path)) = plan.per_payment {
         let (details, lost) = fetch_details(
             &fetcher,
@@ -543,11 +547,30 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
         unchanged,
         etags: etags.clone(),
     };
+    let token = opts.token.expose();
+    let detail_warnings: Vec<String> = [
+        references_warning(
+            &no_detail.lost,
+            token,
+            "the source has no detail for",
+            "no file is written, and the detail served is made from the payment",
+        ),
+        references_warning(
+            &no_detail.stale,
+            token,
+            "the source did not give the detail of",
+            "their earlier copies are kept, and the next refresh asks again",
+        ),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     if opts.refresh.is_some() && !conditional.changed.load(Ordering::Relaxed) {
-        // Every answer was 304: the bundle in place is current; the staging folder goes.
+        // Every answer was 304 (or the same bytes): the bundle in place is current; the
+        // staging folder goes.
         drop(staging);
         progress.finish();
-        return Ok(summary(Vec::new(), true));
+        return Ok(summary(detail_warnings, true));
     }
     conditional.link_kept()?;
     if opts.refresh.is_some() {
@@ -593,22 +616,7 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
         opts.max_file_bytes,
     )
     .await?;
-    if !no_detail.is_empty() {
-        const SHOWN: usize = 5;
-        let shown: Vec<String> = no_detail
-            .iter()
-            .take(SHOWN)
-            .map(|r| quoted(&hide_token(r, opts.token.expose())))
-            .collect();
-        warnings.push(format!(
-            "the source has no detail for {} payment{} ({}{}): no file is written, and the \
-             detail served is made from the payment",
-            no_detail.len(),
-            if no_detail.len() == 1 { "" } else { "s" },
-            shown.join(", "),
-            if no_detail.len() > SHOWN { ", …" } else { "" }
-        ));
-    }
+    warnings.extend(detail_warnings);
     if let Some(refresh) = &opts.refresh {
         // Checked last, just before the swap: an edit made during the refresh is kept.
         keep_edited_bundle_toml(&opts.into, &toml_path, &refresh.read)?;
@@ -962,7 +970,9 @@ fn keep_edited_bundle_toml(old: &Path, staged: &Path, read: &str) -> Result<(), 
 
 /// Fetches every payment's detail with `opts.concurrency` workers, writing each file as it
 /// comes; also the references the source has no detail for (a 404, or an empty list), which
-/// get no file. The first error stops the others.
+/// get no file, and in a refresh those it could not give (an earlier copy is kept: one detail
+/// of thousands failing twice on a flaky link failed the whole refresh, every period). The
+/// first other error stops the others.
 async fn fetch_details(
     fetcher: &Arc<Fetcher>,
     progress: &Arc<Progress>,
@@ -971,7 +981,7 @@ async fn fetch_details(
     staging: &Path,
     opts: &PullOptions,
     conditional: &Arc<Conditional>,
-) -> Result<(EndpointSummary, Vec<String>), PullError> {
+) -> Result<(EndpointSummary, Details), PullError> {
     let dir = staging.join(key);
     std::fs::create_dir(&dir)
         .and_then(|()| private_folder(&dir))
@@ -985,9 +995,10 @@ async fn fetch_details(
     let next = Arc::new(AtomicUsize::new(0));
     let bytes = Arc::new(AtomicU64::new(0));
     let lost = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let stale = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut workers = tokio::task::JoinSet::new();
     for _ in 0..opts.concurrency.min(total) {
-        let (fetcher, progress, references, next, bytes, conditional, lost) = (
+        let (fetcher, progress, references, next, bytes, conditional, lost, stale) = (
             Arc::clone(fetcher),
             Arc::clone(progress),
             Arc::clone(&references),
@@ -995,6 +1006,7 @@ async fn fetch_details(
             Arc::clone(&bytes),
             Arc::clone(conditional),
             Arc::clone(&lost),
+            Arc::clone(&stale),
         );
         // A detail the source has none of: no file; the bundle changed if it had one.
         let none = {
@@ -1037,6 +1049,16 @@ async fn fetch_details(
                         progress.detail_done();
                         continue;
                     }
+                    // Its tag is not kept, so the next refresh asks for it whole.
+                    Err(PullError::GaveUp { .. }) if conditional.refreshing && old.is_file() => {
+                        conditional.keep(old, path, &url);
+                        stale
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .push(reference.clone());
+                        progress.detail_done();
+                        continue;
+                    }
                     Err(e) => return Err(e),
                 };
                 conditional.saw(tag_key, &got);
@@ -1067,19 +1089,61 @@ async fn fetch_details(
         return Err(failure);
     }
     progress.details_end();
-    let mut lost = std::mem::take(
-        &mut *lost
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
-    );
-    lost.sort();
+    let taken = |list: &std::sync::Mutex<Vec<String>>| {
+        let mut list = std::mem::take(
+            &mut *list
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        list.sort();
+        list
+    };
+    let (lost, stale) = (taken(&lost), taken(&stale));
     Ok((
         EndpointSummary {
             name: key,
             records: Some(total - lost.len()),
             bytes: bytes.load(Ordering::Relaxed),
         },
-        lost,
+        Details { lost, stale },
+    ))
+}
+
+/// The references of [`fetch_details`] that got no fresh file.
+#[derive(Debug, Default)]
+struct Details {
+    /// The source has no detail for them: no file.
+    lost: Vec<String>,
+    /// A refresh could not get them: their earlier copy is kept.
+    stale: Vec<String>,
+}
+
+/// The summary's warning about `references`: `what` before the count, `then` after the list.
+fn references_warning(
+    references: &[String],
+    token: &str,
+    what: &str,
+    then: &str,
+) -> Option<String> {
+    const SHOWN: usize = 5;
+    if references.is_empty() {
+        return None;
+    }
+    let shown: Vec<String> = references
+        .iter()
+        .take(SHOWN)
+        .map(|r| quoted(&hide_token(r, token)))
+        .collect();
+    Some(format!(
+        "{what} {} payment{} ({}{}): {then}",
+        references.len(),
+        if references.len() == 1 { "" } else { "s" },
+        shown.join(", "),
+        if references.len() > SHOWN {
+            ", …"
+        } else {
+            ""
+        }
     ))
 }
 

@@ -763,3 +763,48 @@ async fn a_source_without_etags_does_not_make_each_refresh_rewrite_the_bundle() 
     retitle(source_data.path(), &source.app, "Changed at the source");
     until_title(kiosk, "Changed at the source", Duration::from_secs(10)).await;
 }
+
+/// One detail the source fails to give (503, twice) no longer fails the whole refresh: its
+/// earlier copy is kept, everything else comes through, and the log says which. On a flaky
+/// venue link one detail of thousands failing twice kept a kiosk stale, every period.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_detail_the_source_does_not_give_keeps_its_copy_and_the_rest_refreshes() {
+    use crate::pull::{references, Act, Proxy};
+
+    let (source_data, source, kiosk_data) = pulled_summit().await;
+    let failing = references(&source, DEMO_TOKEN)
+        .await
+        .first()
+        .expect("a reference")
+        .clone();
+    let refused = failing.clone();
+    let proxy = Proxy::start(&source.base, move |_, reference, _| match reference {
+        Some(r) if r == refused => Act::Answer(503, vec![], "busy".into()),
+        _ => Act::Forward,
+    })
+    .await;
+    let bundle = kiosk_data.path().join("summit");
+    let detail = bundle
+        .join("payment_details")
+        .join(format!("{failing}.json"));
+    let before = std::fs::read(&detail).expect("pulled");
+    let toml = std::fs::read_to_string(bundle.join("bundle.toml")).expect("bundle.toml");
+    std::fs::write(
+        bundle.join("bundle.toml"),
+        toml.replace(&source.base, &proxy.base),
+    )
+    .expect("the source is the proxy");
+    let (kiosk_app, _refresher) = kiosk(kiosk_data.path()).await;
+    let kiosk = &kiosk_app;
+
+    retitle(source_data.path(), &source.app, "Changed at the source");
+    until_title(kiosk, "Changed at the source", Duration::from_secs(10)).await;
+    assert_eq!(std::fs::read(&detail).expect("kept"), before);
+    let served = kiosk
+        .get(
+            &format!("/api/v1/payments/details?reference={failing}"),
+            DEMO_TOKEN,
+        )
+        .await;
+    assert_eq!(served.status.as_u16(), 200, "{}", served.text());
+}

@@ -29,7 +29,7 @@ fn options(from: &str, token: &str, into: &Path) -> PullOptions {
 }
 
 /// The payment references a server lists.
-async fn references(app: &TestApp, token: &str) -> Vec<String> {
+pub(crate) async fn references(app: &TestApp, token: &str) -> Vec<String> {
     let payments = app.get("/api/v1/payments", token).await.json();
     payments["data"]
         .as_array()
