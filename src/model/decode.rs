@@ -341,15 +341,7 @@ impl<'v, 'd> Obj<'v, 'd> {
                 read: Vec::new(),
             }),
             other => {
-                let at = if path.is_empty() {
-                    "the top level"
-                } else {
-                    path
-                };
-                diag.error(
-                    path,
-                    format!("expected an object at {at}, found {}", describe(other)),
-                );
+                diag.error(path, expected("an object", path, &describe(other)));
                 None
             }
         }
@@ -455,15 +447,7 @@ pub(crate) fn decode_array<T>(
     item: ItemDecoder<T>,
 ) -> Option<Vec<T>> {
     let Value::Array(items) = v else {
-        let at = if path.is_empty() {
-            "the top level"
-        } else {
-            path
-        };
-        diag.error(
-            path,
-            format!("expected an array at {at}, found {}", describe(v)),
-        );
+        diag.error(path, expected("an array", path, &describe(v)));
         return None;
     };
     let mut out = Vec::with_capacity(items.len());
@@ -475,6 +459,17 @@ pub(crate) fn decode_array<T>(
         }
     }
     ok.then_some(out)
+}
+
+/// The message for a value of the wrong kind: `expected an array at data, found an object`
+/// (`at the top level` for the file's or body's root).
+pub(crate) fn expected(what: &str, path: &str, found: &str) -> String {
+    let at = if path.is_empty() {
+        "the top level"
+    } else {
+        path
+    };
+    format!("expected {what} at {at}, found {found}")
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use std::sync::{mpsc, Mutex};
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
-use super::decode::{describe, join_index, Diag, Finding};
+use super::decode::{describe, expected, join_index, Diag, Finding};
 use super::records::{self, Payment};
 use super::split::{cuts_after, NotSplit, Split};
 
@@ -233,10 +233,7 @@ pub(crate) fn from_value<S: Sink>(v: &Value, diag: &mut Diag, sink: S) -> Option
                                 items.iter().for_each(|item| b.record(item, diag))
                             }
                             other => {
-                                diag.error(
-                                    "data",
-                                    format!("expected an array at data, found {}", describe(other)),
-                                );
+                                diag.error("data", expected("an array", "data", &describe(other)));
                                 b.ok = false;
                             }
                         }
@@ -253,13 +250,7 @@ pub(crate) fn from_value<S: Sink>(v: &Value, diag: &mut Diag, sink: S) -> Option
             }
         }
         other => {
-            diag.error(
-                "",
-                format!(
-                    "expected an object at the top level, found {}",
-                    describe(other)
-                ),
-            );
+            diag.error("", expected("an object", "", &describe(other)));
             return None;
         }
     }
@@ -591,16 +582,11 @@ struct Stream<'a, S> {
 impl<S: Sink> Stream<'_, S> {
     /// A value of the wrong kind: the message `Obj::new` (top) or `decode_array` (data) gives.
     fn wrong<E>(self, found: &str) -> Result<(), E> {
-        let (path, message) = if self.top {
-            (
-                String::new(),
-                format!("expected an object at the top level, found {found}"),
-            )
-        } else {
-            let path = self.b.data_path.clone();
-            let message = format!("expected an array at {path}, found {found}");
-            (path, message)
+        let (path, what) = match self.top {
+            true => (String::new(), "an object"),
+            false => (self.b.data_path.clone(), "an array"),
         };
+        let message = expected(what, &path, found);
         self.diag.error(&path, message);
         self.b.ok = false;
         Ok(())
