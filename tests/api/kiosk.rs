@@ -139,6 +139,13 @@ fn retitle(source_data: &Path, app: &App, title: &str) {
     app.load().expect("the source reloads");
 }
 
+/// Points a pulled bundle's `[source]` from `source` to `proxy` (a proxy in front of it).
+fn through(bundle: &Path, source: &str, proxy: &str) {
+    let toml = std::fs::read_to_string(bundle.join("bundle.toml")).expect("bundle.toml");
+    std::fs::write(bundle.join("bundle.toml"), toml.replace(source, proxy))
+        .expect("the source is the proxy");
+}
+
 /// A file's inode and bytes: a file written anew has another inode.
 fn identity(path: &Path) -> (u64, Vec<u8>) {
     use std::os::unix::fs::MetadataExt;
@@ -732,12 +739,7 @@ async fn a_source_without_etags_does_not_make_each_refresh_rewrite_the_bundle() 
     let (source_data, source, kiosk_data) = pulled_summit().await;
     let proxy = Proxy::start(&source.base, |_, _, _| Act::Forward).await;
     let bundle = kiosk_data.path().join("summit");
-    let toml = std::fs::read_to_string(bundle.join("bundle.toml")).expect("bundle.toml");
-    std::fs::write(
-        bundle.join("bundle.toml"),
-        toml.replace(&source.base, &proxy.base),
-    )
-    .expect("the source is the proxy");
+    through(&bundle, &source.base, &proxy.base);
     let (kiosk_app, _refresher) = kiosk(kiosk_data.path()).await;
     let kiosk = &kiosk_app;
     until_online(kiosk, "the first refresh").await;
@@ -788,12 +790,7 @@ async fn a_detail_the_source_does_not_give_keeps_its_copy_and_the_rest_refreshes
         .join("payment_details")
         .join(format!("{failing}.json"));
     let before = std::fs::read(&detail).expect("pulled");
-    let toml = std::fs::read_to_string(bundle.join("bundle.toml")).expect("bundle.toml");
-    std::fs::write(
-        bundle.join("bundle.toml"),
-        toml.replace(&source.base, &proxy.base),
-    )
-    .expect("the source is the proxy");
+    through(&bundle, &source.base, &proxy.base);
     let (kiosk_app, _refresher) = kiosk(kiosk_data.path()).await;
     let kiosk = &kiosk_app;
 
