@@ -871,7 +871,12 @@ pub(crate) fn stop_signal(hangup: bool) -> impl std::future::Future<Output = Sto
         }
         let interrupt = recv(signal(SignalKind::interrupt()).ok());
         let terminate = recv(signal(SignalKind::terminate()).ok());
-        let hangup = recv(hangup.then(|| signal(SignalKind::hangup()).ok()).flatten());
+        // Not under `nohup` (SIGHUP ignored from the start): listening would undo that.
+        let hangup = recv(
+            (hangup && !hangup_ignored())
+                .then(|| signal(SignalKind::hangup()).ok())
+                .flatten(),
+        );
         async move {
             tokio::select! {
                 () = interrupt => Stop::Interrupt,
@@ -888,6 +893,24 @@ pub(crate) fn stop_signal(hangup: bool) -> impl std::future::Future<Output = Sto
         }
         Stop::Interrupt
     }
+}
+
+/// Whether SIGHUP was ignored when the process started (`nohup`): Linux's
+/// `/proc/self/status` says (`SigIgn`, bit 0 for SIGHUP); elsewhere it counts as ignored, so
+/// only Ctrl-C and SIGTERM stop.
+#[cfg(unix)]
+fn hangup_ignored() -> bool {
+    if cfg!(not(target_os = "linux")) {
+        return true;
+    }
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return true;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+        .is_none_or(|mask| mask & 1 == 1)
 }
 
 /// Completes on Ctrl-C or SIGTERM.

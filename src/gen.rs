@@ -154,7 +154,10 @@ impl fmt::Display for GenSummary {
 /// `bundle.toml` names `token`, if any. A `bundle.toml` that cannot be read is passed over.
 fn token_taken_by(into: &Path, token: &str) -> Option<String> {
     let own = into.file_name()?;
-    let parent = into.parent().filter(|p| !p.as_os_str().is_empty())?;
+    let parent = match into.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
     let mut names: Vec<String> = std::fs::read_dir(parent)
         .ok()?
         .flatten()

@@ -243,20 +243,27 @@ impl Staging {
     /// syncs). Not an await point: a caller racing it against Ctrl-C (`pull`) sees it done or
     /// not begun, never half made.
     pub(crate) fn commit_in_place(self) -> Result<(), StageError> {
-        match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-            Ok(tokio::runtime::RuntimeFlavor::MultiThread) => {
-                tokio::task::block_in_place(|| self.commit())
-            }
-            _ => self.commit(),
-        }
+        in_place(|| self.commit())
+    }
+}
+
+/// Runs blocking file work from async code: on a multi-threaded runtime the worker's other
+/// tasks move to another thread meanwhile; elsewhere (no runtime, or a current-thread one) it
+/// just runs.
+pub(crate) fn in_place<T>(f: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
     }
 }
 
 /// Clears what a process that is gone left beside `target` (`PARENT/NAME`): its staging
-/// folders `_NAME.<what>-<pid>-<n>` (a pull killed with SIGKILL, a power cut) are removed, and
-/// an old copy `_NAME.<what>-<pid>-<n>.old` that the fallback swap had set aside is put back
-/// when `target` is missing (the process stopped between its two renames), else removed. A
-/// folder of a process still running, this one included, is left alone. Each is logged.
+/// folders `_NAME.<what>-<pid>-<n>` (`what` being `pull` or `gen`: a pull killed with SIGKILL,
+/// a power cut) are removed, and an old copy `_NAME.<what>-<pid>-<n>.old` that the fallback
+/// swap had set aside is put back when `target` is missing (the process stopped between its
+/// two renames) and it is a bundle (it has a `bundle.toml`), else removed. A folder of a
+/// process still running, this one included, is left alone, and so is any other `_` name (an
+/// operator's `_NAME.bak-20261127-1`). Each is logged. Linux only: elsewhere nothing is swept.
 fn sweep(parent: &Path, name: &str, target: &Path) {
     let Ok(entries) = std::fs::read_dir(parent) else {
         return;
@@ -276,9 +283,7 @@ fn sweep(parent: &Path, name: &str, target: &Path) {
         let (Some(n), Some(pid), Some(what)) = (parts.next(), parts.next(), parts.next()) else {
             continue;
         };
-        let named = !what.is_empty()
-            && what.bytes().all(|b| b.is_ascii_lowercase())
-            && n.bytes().all(|b| b.is_ascii_digit());
+        let named = STAGED_BY.contains(&what) && n.bytes().all(|b| b.is_ascii_digit());
         let Some(pid) = pid.parse::<u32>().ok().filter(|_| named) else {
             continue;
         };
@@ -286,7 +291,7 @@ fn sweep(parent: &Path, name: &str, target: &Path) {
             continue;
         }
         let path = entry.path();
-        if old && std::fs::symlink_metadata(target).is_err() {
+        if old && std::fs::symlink_metadata(target).is_err() && path.join(BUNDLE_FILE).is_file() {
             match std::fs::rename(&path, target) {
                 Ok(()) => tracing::warn!(
                     "put back {}: process {pid} stopped while replacing it, leaving its old copy at {}",
@@ -311,11 +316,14 @@ fn sweep(parent: &Path, name: &str, target: &Path) {
     }
 }
 
-/// Whether no process has id `pid` (on unix; elsewhere none is ever said to be gone). A
+/// The `what` of the commands that stage: only their folders are ever swept.
+const STAGED_BY: [&str; 2] = ["pull", "gen"];
+
+/// Whether no process has id `pid` (on Linux; elsewhere none is ever said to be gone). A
 /// process of another PID namespace (another container sharing the folder) looks gone: at
 /// worst its pull then fails, its target as it was.
 fn process_gone(pid: u32) -> bool {
-    #[cfg(unix)]
+    #[cfg(target_os = "linux")]
     {
         let Some(pid) = i32::try_from(pid)
             .ok()
@@ -325,7 +333,7 @@ fn process_gone(pid: u32) -> bool {
         };
         rustix::process::test_kill_process(pid) == Err(rustix::io::Errno::SRCH)
     }
-    #[cfg(not(unix))]
+    #[cfg(not(target_os = "linux"))]
     {
         let _ = pid;
         false
@@ -643,6 +651,7 @@ mod tests {
     /// staging folder removed, an old copy set aside by a fallback swap put back when the target
     /// is missing. Folders of live processes and of other targets are left.
     #[test]
+    #[cfg(target_os = "linux")]
     fn leftovers_of_a_process_that_is_gone_are_cleared_at_the_next_staging() {
         let tmp = tempfile::tempdir().expect("tmp");
         let mut child = std::process::Command::new("true").spawn().expect("a child");
@@ -656,9 +665,12 @@ mod tests {
         };
         let staged = folder(format!("_x.pull-{gone}-0"));
         let aside = folder(format!("_x.gen-{gone}-3.old"));
+        std::fs::write(aside.join(BUNDLE_FILE), "tokens = [\"t\"]\n").expect("a bundle");
         let own = folder(format!("_x.pull-{}-999", std::process::id()));
         let alive = folder("_x.pull-1-0".to_string());
         let other = folder(format!("_y.pull-{gone}-0"));
+        // An operator's backup, its "pid" past any pid_max: not a staging folder.
+        let backup = folder("_x.bak-20261127-1".to_string());
 
         let target = tmp.path().join("x");
         let s = Staging::create(&target, "pull", false).expect("staging");
@@ -669,7 +681,7 @@ mod tests {
             target.join("event.json").is_file(),
             "the old copy is put back"
         );
-        for kept in [&own, &alive, &other] {
+        for kept in [&own, &alive, &other, &backup] {
             assert!(kept.is_dir(), "{}", kept.display());
         }
         drop(s);

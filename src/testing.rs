@@ -718,8 +718,9 @@ fn run(
         }
     });
     // Connections still open close now; work handed to blocking threads (compressing a large
-    // answer) is not waited for, so a drop takes at most the drain.
-    runtime.shutdown_background();
+    // answer, a reload) gets at most STOP_TIMEOUT more, so it lets go of the state folder
+    // before the drop returns, unless it takes longer than that.
+    runtime.shutdown_timeout(STOP_TIMEOUT);
 }
 
 /// An eventbox serving on `127.0.0.1:<ephemeral port>` from a thread of its own, until dropped.
@@ -814,8 +815,9 @@ impl TestServer {
     /// data is served; the problems that kept a bundle from being served (with
     /// [`Builder::strict`], the warnings too) as [`TestServer::start`] reports them. A bundle
     /// whose new files have errors keeps serving its last good version, as `serve` does, so a
-    /// test that goes on after an error would read the old data. [`TestServer::tokens`] keeps
-    /// what `start` saw.
+    /// test that goes on after an error would read the old data. With
+    /// [`Builder::allow_errors`], bundles broken from the start are among the problems too.
+    /// [`TestServer::tokens`] keeps what `start` saw.
     pub fn reload(&self) -> Result<(), BundleErrors> {
         if let Err(e) = self.app.load() {
             return Err(BundleErrors {
@@ -879,7 +881,7 @@ impl TestServer {
     /// partial): give it room with [`Builder::journal`] or use [`TestServer::clear_journal`].
     pub fn check(&self, expect: &Expect) -> Result<(), VerifyError> {
         let journal = self.journal.as_ref().ok_or_else(VerifyError::journal_off)?;
-        let (entries, dropped) = journal.snapshot();
+        let (entries, dropped) = journal.snapshot(expect.narrowed_to());
         let entries: Vec<_> = entries.iter().map(|e| &**e).collect();
         expect.check(&entries, dropped)
     }

@@ -11,7 +11,6 @@
 //! path). Tokens are kept cut to their first four characters, never whole.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -74,11 +73,17 @@ pub(crate) struct Entry {
 #[derive(Debug)]
 pub(crate) struct Journal {
     capacity: usize,
+    ring: Mutex<Ring>,
+}
+
+#[derive(Debug, Default)]
+struct Ring {
     /// In arrival order (`Entry::time`); shared, so listing copies pointers under the lock.
-    entries: Mutex<VecDeque<Arc<Entry>>>,
-    /// How many requests were dropped to make room since the journal was last emptied: counts
-    /// read from it are partial when this is not 0.
-    dropped: AtomicU64,
+    entries: VecDeque<Arc<Entry>>,
+    /// Per bundle (`None`: requests that opened none), how many of its requests were dropped to
+    /// make room since they were last forgotten: counts read from the journal are partial
+    /// when this is not 0.
+    dropped: std::collections::HashMap<Option<Arc<str>>, u64>,
 }
 
 impl Journal {
@@ -88,15 +93,14 @@ impl Journal {
         (capacity > 0).then(|| {
             Arc::new(Journal {
                 capacity: capacity.min(MAX_CAPACITY),
-                entries: Mutex::new(VecDeque::new()),
-                dropped: AtomicU64::new(0),
+                ring: Mutex::new(Ring::default()),
             })
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, VecDeque<Arc<Entry>>> {
+    fn lock(&self) -> MutexGuard<'_, Ring> {
         // A panic while holding the lock cannot leave the ring inconsistent: keep using it.
-        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+        self.ring.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Keeps one request (its path, query and reference cut to [`MAX_TEXT`] bytes) in arrival
@@ -119,44 +123,53 @@ impl Journal {
             entry.body_cut = true;
         }
         let entry = Arc::new(entry);
-        let mut entries = self.lock();
-        let at = entries
+        let mut ring = self.lock();
+        let at = ring
+            .entries
             .iter()
             .rposition(|e| e.time <= entry.time)
             .map_or(0, |i| i + 1);
-        entries.insert(at, entry);
-        while entries.len() > self.capacity {
-            entries.pop_front();
-            self.dropped.fetch_add(1, Ordering::Relaxed);
+        ring.entries.insert(at, entry);
+        while ring.entries.len() > self.capacity {
+            if let Some(gone) = ring.entries.pop_front() {
+                *ring.dropped.entry(gone.bundle.clone()).or_default() += 1;
+            }
         }
     }
 
     /// The requests kept, in the order they arrived.
     pub(crate) fn entries(&self) -> Vec<Arc<Entry>> {
-        self.snapshot().0
+        self.snapshot(None).0
     }
 
-    /// The requests kept, in the order they arrived, and how many were dropped before the
-    /// first of them ([`Journal::dropped`]), read together.
-    pub(crate) fn snapshot(&self) -> (Vec<Arc<Entry>>, u64) {
-        let entries = self.lock();
-        (entries.iter().cloned().collect(), self.dropped())
+    /// The requests kept, in the order they arrived, and how many were dropped to make room
+    /// (of `bundle`'s requests, or of all), read together.
+    pub(crate) fn snapshot(&self, bundle: Option<&str>) -> (Vec<Arc<Entry>>, u64) {
+        let ring = self.lock();
+        let dropped = match bundle {
+            Some(b) => ring.dropped.get(&Some(Arc::from(b))).copied().unwrap_or(0),
+            None => ring.dropped.values().sum(),
+        };
+        (ring.entries.iter().cloned().collect(), dropped)
     }
 
-    /// Forgets the requests `filter` matches: every request with [`Filter::default`], or one
-    /// bundle's (`DELETE /_journal?bundle=NAME`).
+    /// Forgets the requests `filter` matches, and the count of those dropped: every request's
+    /// with [`Filter::default`], or one bundle's (`DELETE /_journal?bundle=NAME`).
     pub(crate) fn forget(&self, filter: &Filter) {
-        let mut entries = self.lock();
-        entries.retain(|e| !filter.matches(e));
-        if *filter == Filter::default() {
-            self.dropped.store(0, Ordering::Relaxed);
+        let mut ring = self.lock();
+        ring.entries.retain(|e| !filter.matches(e));
+        match &filter.bundle {
+            None => ring.dropped.clear(),
+            Some(b) => {
+                ring.dropped.remove(&Some(Arc::from(b.as_str())));
+            }
         }
     }
 
-    /// How many requests were dropped to make room since the journal was last emptied (as a
-    /// whole: forgetting one bundle's requests keeps the count).
+    /// How many requests were dropped to make room since they were last forgotten.
+    #[cfg(test)]
     pub(crate) fn dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
+        self.snapshot(None).1
     }
 
     /// The `GET /_journal` body: `{"capacity": N, "dropped": d, "count": n, "entries": [...]}`,
@@ -164,7 +177,7 @@ impl Journal {
     /// `filter` matches. Serialised after the lock is released: recording requests never waits
     /// for it.
     pub(crate) fn body(&self, filter: &Filter) -> Bytes {
-        let (mut entries, dropped) = self.snapshot();
+        let (mut entries, dropped) = self.snapshot(filter.bundle.as_deref());
         entries.retain(|e| filter.matches(e));
         let body = Listing {
             capacity: self.capacity,

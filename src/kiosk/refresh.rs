@@ -289,6 +289,7 @@ async fn follow(name: String, dir: PathBuf, health: Arc<SourceHealth>, shared: A
                 tags,
                 unchanged,
                 warnings,
+                stale,
             }) => {
                 etags = Arc::new(tags);
                 if warnings != warned {
@@ -297,7 +298,9 @@ async fn follow(name: String, dir: PathBuf, health: Arc<SourceHealth>, shared: A
                     }
                     warned = warnings;
                 }
-                if unchanged {
+                // A copy with details the source did not give is not wholly current: its age
+                // goes on.
+                if unchanged && !stale {
                     health.confirmed(started);
                 }
                 wait = jittered(every);
@@ -350,6 +353,8 @@ struct Refreshed {
     tags: HashMap<String, String>,
     unchanged: bool,
     warnings: Vec<String>,
+    /// Some details could not be got: their earlier copies were kept.
+    stale: bool,
 }
 
 /// One refresh: read bundle.toml for the source, the tokens and the keys to keep; pull over
@@ -441,6 +446,7 @@ async fn refresh_pulled(
         tags: summary.etags,
         unchanged: summary.unchanged,
         warnings: summary.warnings,
+        stale: summary.stale > 0,
     })
 }
 

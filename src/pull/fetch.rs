@@ -47,11 +47,14 @@ pub(crate) struct Fetcher {
 }
 
 /// A successful answer: its body (`None`: 304, the copy named by `If-None-Match` is current) and
-/// its `ETag`.
+/// its `ETag`; or a 404 in one of the platform's own shapes, which may mean "none" (an empty
+/// list's envelope, or its error envelope with `erros`), with the error it is where the caller
+/// takes it for no answer (`not_found`).
 #[derive(Debug)]
 pub(crate) struct Got {
     pub(crate) body: Option<Bytes>,
     pub(crate) etag: Option<String>,
+    pub(crate) not_found: Option<PullError>,
 }
 
 /// The content type of an answer that is a web page, not the API's JSON: a login page, a
@@ -156,6 +159,9 @@ impl Fetcher {
         progress: &Progress,
     ) -> Result<Bytes, PullError> {
         let got = self.get_if(url, reference, None, progress).await?;
+        if let Some(e) = got.not_found {
+            return Err(e);
+        }
         Ok(got.body.unwrap_or_default())
     }
 
@@ -247,6 +253,7 @@ impl Fetcher {
             return Ok(Got {
                 body: None,
                 etag: tag.or_else(|| etag.map(str::to_string)),
+                not_found: None,
             });
         }
         if status.is_success() {
@@ -260,6 +267,7 @@ impl Fetcher {
             return Ok(Got {
                 body: Some(body),
                 etag: tag,
+                not_found: None,
             });
         }
         let after = retry_after(response.headers());
@@ -269,15 +277,23 @@ impl Fetcher {
             .and_then(|l| l.to_str().ok())
             .map(str::to_string);
         let body = error_body(response).await;
-        if status == StatusCode::NOT_FOUND && empty_list(&body) {
-            // The platform's answer for a list with nothing in it (more-api.md: attendees'
-            // "Not found: 404 with {"data": [], "count": 0}"): the list, empty.
+        let shown = self.shown(url, reference);
+        if status == StatusCode::NOT_FOUND && (empty_list(&body) || platform_error(&body)) {
+            // The platform's own 404s (more-api.md: attendees' "Not found: 404 with {"data": [],
+            // "count": 0}"; observed.md: the error envelope for /event, /payments and a
+            // detail): the caller decides whether it means "none". The framework's
+            // `{"Message": ...}` for a path it has no route for is not among them.
+            let message = self.message(&body);
             return Ok(Got {
                 body: Some(Bytes::from(body)),
                 etag: tag,
+                not_found: Some(PullError::Status {
+                    url: shown,
+                    status: 404,
+                    message,
+                }),
             });
         }
-        let shown = self.shown(url, reference);
         if status == StatusCode::UNAUTHORIZED {
             return Err(Failure::Fatal(PullError::TokenRefused {
                 url: shown,
@@ -456,6 +472,13 @@ async fn error_body(mut response: reqwest::Response) -> Vec<u8> {
     }
     body.truncate(ERROR_BODY_LIMIT);
     body
+}
+
+/// Whether an error answer's body is the platform's error envelope: an object whose `erros` is
+/// a list (observed.md).
+fn platform_error(body: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .is_ok_and(|v| v.get("erros").is_some_and(serde_json::Value::is_array))
 }
 
 /// Whether an error answer's body is an empty list's envelope, `{"data": [], ...}`.

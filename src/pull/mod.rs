@@ -163,8 +163,10 @@ impl Conditional {
     /// that sends no `ETag` (ASP.NET sends none by default) thus does not make every refresh
     /// rewrite, swap and reload the bundle: only an answer that differs counts as new.
     fn stage(&self, old: &Path, new: &Path, text: &[u8], url: &str) -> Result<(), PullError> {
+        // Read whole only when the sizes agree; off the runtime's thread (a kiosk's payments
+        // file may be 100 MB).
         let same = std::fs::metadata(old).is_ok_and(|m| m.len() == text.len() as u64)
-            && std::fs::read(old).is_ok_and(|earlier| earlier == text);
+            && stage::in_place(|| std::fs::read(old).is_ok_and(|earlier| earlier == text));
         if same {
             self.keep(old.to_path_buf(), new.to_path_buf(), url);
             return Ok(());
@@ -330,6 +332,9 @@ pub struct PullSummary {
     pub warnings: Vec<String>,
     /// A refresh whose every answer was 304: nothing was written or swapped.
     pub(crate) unchanged: bool,
+    /// How many details a refresh could not get (their earlier copies kept): the copy is not
+    /// wholly current.
+    pub(crate) stale: usize,
     /// The `ETag` of each file received or confirmed (for the next refresh).
     pub(crate) etags: std::collections::HashMap<String, String>,
 }
@@ -451,9 +456,17 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
         let old_file = opts.into.join(format!("{file}.json"));
         let new_file = staging.path().join(format!("{file}.json"));
         let key = etag_key(file, None);
-        let got = fetcher
+        let mut got = fetcher
             .get_if(&url, None, conditional.tag(&key, &old_file), &progress)
             .await?;
+        // A 404 with an empty list is that list, empty (the platform's answer for attendees
+        // when there are none); not for the event or the payments, whose 404 is no answer.
+        if let Some(e) = got.not_found.take() {
+            let empty = got.body.as_deref().is_some_and(fetch::empty_list);
+            if !empty || ["event", "payments"].contains(&file) {
+                return Err(e);
+            }
+        }
         conditional.saw(key, &got);
         let stream = matches!(endpoint.feed, api::Feed::Stream);
         let reused = got.body.is_none();
@@ -545,6 +558,7 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
         elapsed: started.elapsed(),
         warnings,
         unchanged,
+        stale: no_detail.stale.len(),
         etags: etags.clone(),
     };
     let token = opts.token.expose();
@@ -559,7 +573,8 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
             &no_detail.stale,
             token,
             "the source did not give the detail of",
-            "their earlier copies are kept, and the next refresh asks again",
+            "their earlier copies are kept (a new payment's detail is made from it), and the \
+             next refresh asks again",
         ),
     ]
     .into_iter()
@@ -611,6 +626,7 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
 
     let mut warnings = check_staged(
         staging.path(),
+        &opts.into,
         &name,
         opts.token.expose(),
         opts.max_file_bytes,
@@ -881,12 +897,13 @@ fn keep_unpulled(old: &Path, staging: &Path, plan: &Plan) -> Result<(), PullErro
         let path = path.to_path_buf();
         move |source| PullError::Io { path, source }
     };
-    // By stem: a hand-written `event.toml` would clash with the `event.json` pulled.
+    // A file's JSON or TOML form (a hand-written `event.toml` would clash with the `event.json`
+    // pulled); `event.bak` or `payments.old/` are the operator's.
     let pulled = |name: &str| {
-        let stem = name.rsplit_once('.').map_or(name, |(stem, _)| stem);
+        let file = |key: &str| name == format!("{key}.json") || name == format!("{key}.toml");
         name == stage::BUNDLE_FILE
-            || plan.lists.iter().any(|(e, _)| stem == e.key)
-            || plan.per_payment.is_some_and(|(e, _)| stem == e.key)
+            || plan.lists.iter().any(|(e, _)| file(e.key))
+            || plan.per_payment.is_some_and(|(e, _)| name == e.key)
     };
     for entry in std::fs::read_dir(old).map_err(io(old))? {
         let entry = entry.map_err(io(old))?;
@@ -894,7 +911,7 @@ fn keep_unpulled(old: &Path, staging: &Path, plan: &Plan) -> Result<(), PullErro
         if name.to_str().is_some_and(pulled) {
             continue;
         }
-        link_tree(&entry.path(), &staging.join(&name))?;
+        link_tree(&entry.path(), &staging.join(&name));
     }
     Ok(())
 }
@@ -912,40 +929,50 @@ fn private_folder(dir: &Path) -> std::io::Result<()> {
 
 /// Puts `from` at `to` without copying data where the file system allows: a file is hard
 /// linked (copied where links are not possible), a folder made anew with its entries linked
-/// the same way, a symbolic link made again pointing where it did.
-fn link_tree(from: &Path, to: &Path) -> Result<(), PullError> {
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| PullError::Io { path, source }
-    };
-    let kind = std::fs::symlink_metadata(from)
-        .map_err(io(from))?
-        .file_type();
-    if kind.is_dir() {
-        std::fs::create_dir(to).map_err(io(to))?;
-        for entry in std::fs::read_dir(from).map_err(io(from))? {
-            let entry = entry.map_err(io(from))?;
-            link_tree(&entry.path(), &to.join(entry.file_name()))?;
+/// the same way, a symbolic link made again pointing where it did (on unix). What cannot be
+/// carried over (a file the server may neither link nor read, a socket or a pipe, which are
+/// never read) is left behind with a warning: the operator's own files never fail a refresh.
+fn link_tree(from: &Path, to: &Path) {
+    let carried = (|| -> std::io::Result<bool> {
+        let kind = std::fs::symlink_metadata(from)?.file_type();
+        if kind.is_dir() {
+            std::fs::create_dir(to)?;
+            for entry in std::fs::read_dir(from)? {
+                let entry = entry?;
+                link_tree(&entry.path(), &to.join(entry.file_name()));
+            }
+            Ok(true)
+        } else if kind.is_symlink() {
+            symlink(&std::fs::read_link(from)?, to)
+        } else if kind.is_file() {
+            std::fs::hard_link(from, to).or_else(|_| std::fs::copy(from, to).map(|_| ()))?;
+            Ok(true)
+        } else {
+            Ok(false)
         }
-        Ok(())
-    } else if kind.is_symlink() {
-        let target = std::fs::read_link(from).map_err(io(from))?;
-        symlink(&target, to).map_err(io(to))
-    } else {
-        std::fs::hard_link(from, to)
-            .or_else(|_| std::fs::copy(from, to).map(|_| ()))
-            .map_err(io(from))
+    })();
+    match carried {
+        Ok(true) => {}
+        Ok(false) => tracing::warn!(
+            "the refresh leaves {} behind: not a file, a folder or a link",
+            from.display()
+        ),
+        Err(e) => tracing::warn!("the refresh leaves {} behind: {e}", from.display()),
     }
 }
 
-#[cfg(unix)]
-fn symlink(target: &Path, at: &Path) -> std::io::Result<()> {
-    std::os::unix::fs::symlink(target, at)
-}
-
-#[cfg(windows)]
-fn symlink(target: &Path, at: &Path) -> std::io::Result<()> {
-    std::os::windows::fs::symlink_file(target, at)
+/// Makes a symbolic link; `Ok(false)` where links are not made (Windows needs a privilege).
+fn symlink(target: &Path, at: &Path) -> std::io::Result<bool> {
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(target, at)?;
+        Ok(true)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (target, at);
+        Ok(false)
+    }
 }
 
 /// Before a refresh's swap: when the bundle.toml in place is no longer the text the refresh
@@ -1041,17 +1068,21 @@ async fn fetch_details(
                     )
                     .await;
                 let got = match got {
-                    Ok(got) => got,
-                    // No detail at the source: none is written, and it is made from the
-                    // payment when served (bundles.md), as for any payment without a file.
-                    Err(PullError::Status { status: 404, .. }) => {
+                    // No detail at the source (a 404 in the platform's own shape): none is
+                    // written, and it is made from the payment when served (bundles.md), as
+                    // for any payment without a file.
+                    Ok(got) if got.not_found.is_some() => {
                         none(reference, &old);
                         progress.detail_done();
                         continue;
                     }
-                    // Its tag is not kept, so the next refresh asks for it whole.
-                    Err(PullError::GaveUp { .. }) if conditional.refreshing && old.is_file() => {
-                        conditional.keep(old, path, &url);
+                    Ok(got) => got,
+                    // Its earlier copy is kept (none: the detail is made from the payment), and
+                    // its tag is not, so the next refresh asks for it whole.
+                    Err(PullError::GaveUp { .. }) if conditional.refreshing => {
+                        if old.is_file() {
+                            conditional.keep(old, path, &url);
+                        }
                         stale
                             .lock()
                             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -1063,7 +1094,6 @@ async fn fetch_details(
                 };
                 conditional.saw(tag_key, &got);
                 match &got.body {
-                    Some(body) if fetch::empty_list(body) => none(reference, &old),
                     Some(body) => {
                         let text = rendered(body, pretty, what)?;
                         conditional.stage(&old, &path, &text, &url)?;
@@ -1114,7 +1144,7 @@ async fn fetch_details(
 struct Details {
     /// The source has no detail for them: no file.
     lost: Vec<String>,
-    /// A refresh could not get them: their earlier copy is kept.
+    /// A refresh could not get them: their earlier copy is kept, if any.
     stale: Vec<String>,
 }
 
@@ -1151,16 +1181,26 @@ fn references_warning(
 /// warnings are returned for the summary.
 async fn check_staged(
     dir: &Path,
+    target: &Path,
     name: &str,
     token: &str,
     max_file_bytes: u64,
 ) -> Result<Vec<String>, PullError> {
-    let (dir, name) = (dir.to_path_buf(), name.to_string());
-    let report =
-        tokio::task::spawn_blocking(move || load::load_bundle_capped(&dir, &name, max_file_bytes))
-            .await
-            .map_err(|e| PullError::Worker(e.to_string()))?;
-    let shown = |p: &crate::problem::Problem| hide_token(&p.to_string(), token);
+    let (staged, name) = (dir.to_path_buf(), name.to_string());
+    let report = tokio::task::spawn_blocking(move || {
+        load::load_bundle_capped(&staged, &name, max_file_bytes)
+    })
+    .await
+    .map_err(|e| PullError::Worker(e.to_string()))?;
+    // Named where they will be (`data/summit/event.json`), not in the staging folder, whose
+    // name changes each time.
+    let shown = |p: &crate::problem::Problem| {
+        let mut p = p.clone();
+        if let Ok(rel) = p.file.strip_prefix(dir) {
+            p.file = target.join(rel);
+        }
+        hide_token(&p.to_string(), token)
+    };
     let errors: Vec<String> = report.errors().map(shown).collect();
     if !errors.is_empty() {
         const SHOWN: usize = 10;

@@ -192,6 +192,11 @@ impl Expect {
         self
     }
 
+    /// The bundle it narrows to, if any.
+    pub(crate) fn narrowed_to(&self) -> Option<&str> {
+        self.bundle.as_deref()
+    }
+
     /// Whether a received request matches (everything but the count).
     pub(crate) fn matches(&self, e: &Entry) -> bool {
         self.filter.matches(e)

@@ -362,6 +362,13 @@ async fn a_refresh_keeps_the_files_it_does_not_pull() {
     }
     // The operator's own: a hidden file and a folder, which the loader ignores.
     std::fs::write(bundle.join(".notes"), "desk 3 printer jams").expect("written");
+    // An operator's copy named after a pulled file, and a pipe (never read: left behind).
+    std::fs::write(bundle.join("event.bak"), "{}").expect("written");
+    let fifo = std::process::Command::new("mkfifo")
+        .arg(bundle.join(".pipe"))
+        .status()
+        .expect("mkfifo");
+    assert!(fifo.success());
     std::fs::create_dir_all(bundle.join("backups/old")).expect("a folder");
     std::fs::write(bundle.join("backups/old/event.json"), "{}").expect("written");
     let (kiosk_app, _refresher) = kiosk(kiosk_data.path()).await;
@@ -391,6 +398,7 @@ async fn a_refresh_keeps_the_files_it_does_not_pull() {
         "company_events.json",
         ".notes",
         "backups/old/event.json",
+        "event.bak",
     ] {
         assert!(bundle.join(file).is_file(), "the refresh dropped {file}");
     }

@@ -1326,3 +1326,38 @@ async fn a_404_meaning_none_is_an_empty_list_or_a_detail_without_a_file() {
         .is_some_and(|rows| !rows.is_empty()));
     assert_no_leftovers(data.path());
 }
+
+/// A 404 means "none" only in the platform's own shapes, and only where the platform answers
+/// so: the framework's `{"Message": ...}` for a detail (a route the source lacks) and an empty
+/// list for the payments (whose 404 is no answer) still fail the pull, leaving nothing.
+#[tokio::test]
+async fn a_404_of_another_shape_or_for_the_payments_fails_the_pull() {
+    let source = spawn_app(&demo_data()).await;
+    for (on, body) in [
+        (
+            "/payments/details",
+            r#"{"Message": "No HTTP resource was found that matches the request URI."}"#,
+        ),
+        ("/payments", r#"{"data": [], "count": 0}"#),
+    ] {
+        let proxy = Proxy::start(&source.base, move |path, _, _| {
+            if path.ends_with(on) {
+                Act::Answer(404, vec![], body.into())
+            } else {
+                Act::Forward
+            }
+        })
+        .await;
+        let data = TempData::new();
+        let into = data.path().join("kiosk");
+        let err = pull::run(&options(&proxy.base, DEMO_TOKEN, &into))
+            .await
+            .expect_err("no answer");
+        assert!(
+            matches!(err, PullError::Status { status: 404, .. }),
+            "{on}: {err:?}"
+        );
+        assert!(!into.exists(), "{on}");
+        assert_no_leftovers(data.path());
+    }
+}

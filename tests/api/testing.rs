@@ -774,3 +774,43 @@ async fn reload_serves_an_edit_and_reports_a_broken_one() {
     let answer = get(&server, "/api/v1/event", "summit-token", &[]).await;
     assert_eq!(answer.json()["data"][0]["title"], "Summit, edited");
 }
+
+/// On a server shared by tests, one bundle's dropped requests do not make another bundle's
+/// exact counts fail, and forgetting one bundle's requests forgets its dropped count too.
+#[tokio::test]
+async fn dropped_requests_count_per_bundle() {
+    let server = TestServer::from_bundles([
+        summit(),
+        Bundle::new("expo")
+            .token("expo-token")
+            .json("event", event("Expo", 2)),
+    ])
+    .journal(3)
+    .start()
+    .expect("starts");
+    get(&server, "/api/v1/event", "expo-token", &[]).await;
+    for _ in 0..3 {
+        get(&server, "/api/v1/event", "summit-token", &[]).await;
+    }
+    server.verify(&Expect::get("/api/v1/event").bundle("summit").times(3));
+    let expo = server
+        .check(&Expect::get("/api/v1/event").bundle("expo").times(0))
+        .expect_err("expo's request was dropped, not absent");
+    assert!(
+        expo.message()
+            .contains("1 request before these were dropped"),
+        "{expo}"
+    );
+    let listed = answer(crate::helpers::client().get(server.url("/_journal?bundle=expo")))
+        .await
+        .json();
+    assert_eq!(listed["dropped"].as_u64(), Some(1));
+
+    let forgotten = crate::helpers::client()
+        .delete(server.url("/_journal?bundle=expo"))
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(forgotten.status().as_u16(), 204);
+    server.verify(&Expect::get("/api/v1/event").bundle("expo").times(0));
+}
