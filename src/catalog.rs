@@ -98,6 +98,9 @@ pub(crate) struct Entry {
     /// New in the last refresh, servable, and naming every token a folder that vanished in it
     /// served: the same bundle renamed, which claims them before any copy (as it would serving).
     renamed: bool,
+    /// While not served: the note a request with one of its tokens logs once, kept across
+    /// snapshots (a kiosk publishes one each refresh) until the folder is read again.
+    unserved: Option<Arc<crate::store::Unserved>>,
 }
 
 /// What reading a bundle folder again gave.
@@ -123,6 +126,7 @@ impl Entry {
             checked_at: report.loaded_at,
             fingerprint: None,
             renamed: false,
+            unserved: None,
         };
         entry.update(report, compression, sources);
         entry
@@ -195,6 +199,7 @@ impl Entry {
         self.problems = report.problems;
         self.tokens = report.tokens;
         self.checked_at = report.loaded_at;
+        self.unserved = None;
     }
 
     /// A new version of the candidate sharing its prepared answers, for a folder that reads the
@@ -618,8 +623,11 @@ impl Catalog {
             }
         }
         let mut unserved = HashMap::new();
-        for entry in self.entries.values().filter(|e| e.serving.is_none()) {
-            let named = Arc::new(crate::store::Unserved::new(entry.name.clone()));
+        for entry in self.entries.values_mut().filter(|e| e.serving.is_none()) {
+            let named =
+                Arc::clone(entry.unserved.get_or_insert_with(|| {
+                    Arc::new(crate::store::Unserved::new(entry.name.clone()))
+                }));
             for t in entry.tokens.iter().filter(|t| !by_token.contains_key(*t)) {
                 unserved.insert(t.clone(), Arc::clone(&named));
             }
