@@ -688,8 +688,18 @@ pub async fn serve(options: &ServeOptions) -> u8 {
         }
     }
     let _refresher = app.refresh_as_configured();
-    // Writes made here go to their bundle's source, when it names one (kiosk mode).
-    let _forwarder = app.forward_as_configured();
+    // Writes made here go to their bundle's source, when it names one, in kiosk mode only: a
+    // copy pulled from the live service names it too, and a rehearsal or staging server on it
+    // with --state would register its test people there.
+    let _forwarder = options
+        .refresh_every
+        .and_then(|_| app.forward_as_configured());
+    if options.state.is_some() && options.refresh_every.is_none() && !options.read_only {
+        tracing::info!(
+            "writes made here are kept in the state folder and not sent to any [source] a \
+             bundle names: that is kiosk mode's (--refresh-every)"
+        );
+    }
     if let Some(every) = options.refresh_every {
         tracing::info!(
             every = %humantime::format_duration(every),

@@ -370,6 +370,15 @@ async fn refresh_once(
         .await
         .map_err(|e| match e {
             Failed::Pull(e @ pull::PullError::Check { .. }) => (e.to_string(), true),
+            // `pull`'s own words name its --token; here the token is bundle.toml's.
+            Failed::Pull(pull::PullError::TokenRefused { url, hint }) => (
+                format!(
+                    "the source refused the token {hint} (401) at {url}: check the first token \
+                     of {}",
+                    dir.join(crate::stage::BUNDLE_FILE).display()
+                ),
+                false,
+            ),
             Failed::Pull(e) => (e.to_string(), false),
             Failed::Other(e) => (e, false),
         })

@@ -128,14 +128,16 @@ impl Log {
                 ),
             });
         }
-        std::fs::create_dir_all(dir).map_err(|source| LogError::Io {
+        // People's names and e-mails: the folder and its files are the server's user's only.
+        let mut folder = std::fs::DirBuilder::new();
+        folder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut folder, 0o700);
+        folder.create(dir).map_err(|source| LogError::Io {
             path: dir.to_path_buf(),
             source,
         })?;
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
+        let mut file = private(OpenOptions::new().read(true).append(true).create(true))
             .open(&path)
             .map_err(io)?;
         // Before anything is read: another process's line being written is not torn.
@@ -218,11 +220,7 @@ fn write_aside(path: &Path, bytes: &[u8]) -> Result<PathBuf, LogError> {
             path: candidate.clone(),
             source,
         };
-        match OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&candidate)
-        {
+        match private(OpenOptions::new().write(true).create_new(true)).open(&candidate) {
             Ok(mut f) => {
                 f.write_all(bytes)
                     .and_then(|()| f.sync_all())
@@ -324,6 +322,13 @@ fn run(mut file: File, mut len: u64, rx: mpsc::Receiver<Request>, path: &Path) {
             let _ = done.send(answer);
         }
     }
+}
+
+/// Options that create a file readable by its owner only (0600 on unix).
+fn private(options: &mut OpenOptions) -> &mut OpenOptions {
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(options, 0o600);
+    options
 }
 
 #[cfg(test)]

@@ -460,6 +460,59 @@ async fn a_token_of_a_bundle_not_served_is_401_and_the_log_says_why_once() {
     assert!(!stderr.contains("nobody"), "{stderr}");
 }
 
+/// A server with a state folder on a copy that names a `[source]` (a pulled copy used for a
+/// rehearsal or a staging server) keeps its writes: only kiosk mode sends them, and the start
+/// says so. It used to send test registrations to the live service.
+#[tokio::test]
+async fn writes_go_to_a_source_only_in_kiosk_mode() {
+    let data = TempData::new();
+    let bundle = data.path().join("summit");
+    crate::helpers::copy_demo(&bundle);
+    std::fs::write(
+        bundle.join("bundle.toml"),
+        "tokens = [\"demo-token\"]\n[source]\nurl = \"http://127.0.0.1:9/api/v1\"\n",
+    )
+    .expect("bundle.toml");
+    let state = tempfile::tempdir().expect("tempdir");
+    let args = |kiosk: bool| {
+        let mut a = vec![
+            "--data".to_string(),
+            data.path().to_str().expect("utf-8").to_string(),
+            "--addr".into(),
+            "127.0.0.1:0".into(),
+            "--no-watch".into(),
+            "--state".into(),
+            state.path().to_str().expect("utf-8").to_string(),
+        ];
+        if kiosk {
+            a.extend(["--refresh-every".to_string(), "1h".to_string()]);
+        }
+        a
+    };
+    let said = "writes made here are kept in the state folder and not sent to any [source]";
+    // Kiosk mode's own start line comes after the one under test.
+    for (kiosk, last) in [(false, said), (true, "following the sources bundles name")] {
+        let a = args(kiosk);
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let served = start_binary(&a, &[]);
+        let start = std::time::Instant::now();
+        while !served.stderr().contains(last) {
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(10),
+                "{}",
+                served.stderr()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert_eq!(
+            served.stderr().contains(said),
+            !kiosk,
+            "{}",
+            served.stderr()
+        );
+    }
+}
+
 pub(crate) fn start_binary(args: &[&str], envs: &[(&str, &str)]) -> Served {
     use std::io::{BufRead, BufReader, Write};
     use std::process::Stdio;

@@ -1124,6 +1124,8 @@ async fn a_kiosk_killed_at_random_moments_loses_no_acknowledged_write_and_double
         "--addr",
         "127.0.0.1:0",
         "--no-watch",
+        "--refresh-every",
+        "1h",
         "--state",
         state_dir.as_str(),
     ];
@@ -1231,6 +1233,8 @@ async fn writes_of_a_removed_bundle_are_kept_and_the_log_says_so() {
             "--addr",
             "127.0.0.1:0",
             "--no-watch",
+            "--refresh-every",
+            "1h",
             "--state",
             &state_dir,
         ],

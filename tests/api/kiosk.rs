@@ -559,6 +559,8 @@ enum Bad {
     HalfBody,
     RedirectLoop,
     Hang,
+    /// 401: the token in bundle.toml is not the source's.
+    Refused,
 }
 
 /// A source that answers every connection the same bad way; dropped, it stops.
@@ -587,6 +589,7 @@ impl BadSource {
                     Bad::Html => b"HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: 39\r\nconnection: close\r\n\r\n<html><body>Please log in</body></html>",
                     Bad::HalfBody => b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 1000\r\nconnection: close\r\n\r\n{\"data\": [{\"id_event\": 1,",
                     Bad::RedirectLoop => b"HTTP/1.1 302 Found\r\nlocation: /api/v1/event\r\ncontent-length: 0\r\n\r\n",
+                    Bad::Refused => b"HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
                     Bad::Hang => {
                         // Keep the connection open, say nothing.
                         held.push(socket);
@@ -625,6 +628,8 @@ async fn a_bad_source_is_a_failed_refresh_with_a_clear_message_and_the_old_snaps
         (Bad::HalfBody, "gave up after 2 attempts"),
         (Bad::RedirectLoop, "redirect"),
         (Bad::Hang, "no complete answer within 1000 ms"),
+        // The token is bundle.toml's, not a --token's (serve has none).
+        (Bad::Refused, "(401) at"),
     ];
     let data = TempData::new();
     let mut sources = Vec::new();
@@ -657,6 +662,10 @@ async fn a_bad_source_is_a_failed_refresh_with_a_clear_message_and_the_old_snaps
         .await;
         let error = status["last_error"].as_str().unwrap_or_default();
         assert!(error.contains(expected), "{bad:?}: {error}");
+        if let Bad::Refused = bad {
+            assert!(error.contains("check the first token of"), "{error}");
+            assert!(error.ends_with("bundle.toml"), "{error}");
+        }
         assert!(!error.contains(&format!("token-{i}")), "{error}");
         assert_eq!(status["last_success"], Value::Null, "{bad:?}: {status}");
         // The old snapshot serves, with its age from the pulled_at it was written with.

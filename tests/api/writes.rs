@@ -597,8 +597,16 @@ async fn a_state_folder_that_cannot_be_used_stops_the_start_before_it_listens() 
 #[tokio::test]
 async fn sigkill_between_writes_loses_no_acknowledged_write() {
     let state = tempfile::tempdir().expect("tempdir");
-    let dir = state.path().to_str().expect("UTF-8");
+    // A folder the server makes: its user's only, as the log it holds (names, e-mails).
+    let made = state.path().join("made");
+    let dir = made.to_str().expect("UTF-8");
     let served = serve_demo(&["--state", dir], &[]).await;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&made).expect("made").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        crate::helpers::assert_private(&made.join("writes.jsonl"));
+    }
     let client = crate::helpers::client();
     let price = price_at(&served.base).await;
     let mut acknowledged = Vec::new();
