@@ -57,6 +57,21 @@ impl Operation {
             | Operation::Ui => false,
         }
     }
+
+    /// Whether the request journal keeps a request to it (`read`: a GET or HEAD). Not the
+    /// journal itself, nor the status page and the reads its script polls twice a second,
+    /// which pushed the desk's clients out of a journal within a minute and a half.
+    pub(crate) fn journaled(self, read: bool) -> bool {
+        match self {
+            Operation::Journal | Operation::Ui => false,
+            Operation::Status | Operation::Queue => !read,
+            Operation::Healthz
+            | Operation::Readyz
+            | Operation::Metrics
+            | Operation::WritesReset
+            | Operation::OpenApi => true,
+        }
+    }
 }
 
 /// A body decoded from a whole file, type-erased so that a bundle keeps one per endpoint in a

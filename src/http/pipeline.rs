@@ -27,7 +27,7 @@ use super::guard;
 use super::journal::{self, Journal};
 use super::router::{self, TOKEN_HEADER};
 use super::server::Shared;
-use crate::api::{Operation, Route};
+use crate::api::Route;
 use crate::prepare::{Payload, Prepared};
 use crate::problem::token_head;
 use crate::token::{NotText, Token, TokenRef};
@@ -276,11 +276,12 @@ impl<'a> Outcome<'a> {
         client: SocketAddr,
     ) -> Outcome<'a> {
         let start = Instant::now();
-        let journal = shared
-            .ctx
-            .journal
-            .as_deref()
-            .filter(|_| route.and_then(Route::operation) != Some(Operation::Journal));
+        let journal = shared.ctx.journal.as_deref().filter(|_| {
+            let read = matches!(*req.method(), Method::GET | Method::HEAD);
+            route
+                .and_then(Route::operation)
+                .is_none_or(|op| op.journaled(read))
+        });
         let seen = (shared.access_log || journal.is_some()).then(|| {
             let raw = req.headers().get(TOKEN_HEADER).map(HeaderValue::as_bytes);
             let token = String::from_utf8_lossy(raw.unwrap_or_default().trim_ascii());
