@@ -653,6 +653,7 @@ impl Catalog {
             self.watch_lost.as_ref(),
             self.storage_failing.as_ref(),
             self.data_folder_error.as_deref(),
+            &self.sources,
         )
     }
 }

@@ -1056,7 +1056,7 @@ struct BundleStatus<'a> {
     simulate: Option<serde_json::Value>,
 }
 
-fn bundle_status(e: &Entry) -> BundleStatus<'_> {
+fn bundle_status<'a>(e: &'a Entry, sources: &crate::kiosk::Sources) -> BundleStatus<'a> {
     let served = e.serving.as_deref();
     let lines = |severity| {
         e.all_problems()
@@ -1075,10 +1075,13 @@ fn bundle_status(e: &Entry) -> BundleStatus<'_> {
         checked_at: timestamp(e.checked_at),
         errors: lines(Severity::Error),
         warnings: lines(Severity::Warning),
-        // Also for a bundle not served (a token clash, errors): the version it would serve.
+        // Also for a bundle not served (a token clash, errors): the version it would serve, or
+        // for one that never loaded (a desk set up with a bundle.toml alone), the source the
+        // refresher follows for it.
         source: [&e.serving, &e.last_good, &e.candidate]
             .into_iter()
-            .find_map(|v| v.as_ref()?.prepared.source.as_ref())
+            .find_map(|v| v.as_ref()?.prepared.source.clone())
+            .or_else(|| sources.get(&e.name))
             .map(|h| h.status(Utc::now())),
         simulate: served.and_then(|v| Some(v.prepared.simulation.as_ref()?.shown())),
     }
@@ -1091,12 +1094,13 @@ pub(crate) fn status_with<'a>(
     watch: Option<&WatchLost>,
     storage: Option<&WatchLost>,
     data_folder_error: Option<&str>,
+    sources: &crate::kiosk::Sources,
 ) -> Bytes {
     let body = StatusBody {
         watch,
         storage,
         data_folder_error,
-        bundles: entries.map(bundle_status).collect(),
+        bundles: entries.map(|e| bundle_status(e, sources)).collect(),
     };
     // Only strings, integers and booleans: serialisation cannot fail.
     serde_json::to_vec(&body).map_or_else(|_| Bytes::from_static(b"{\"bundles\":[]}"), Bytes::from)

@@ -822,3 +822,36 @@ async fn a_detail_the_source_does_not_give_keeps_its_copy_and_the_rest_refreshes
         .await;
     assert_eq!(served.status.as_u16(), 200, "{}", served.text());
 }
+
+/// A desk set up with a bundle.toml alone whose token the source refuses is never served, and
+/// `/status` still shows its source with the refusal (it showed no source at all, so the status
+/// page said "no source" and only the log told the real cause).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bundle_toml_alone_with_a_refused_token_shows_its_source_and_why() {
+    let source_data = TempData::new();
+    source_data.with_demo("summit");
+    let source = spawn_app(source_data.path()).await;
+    let data = TempData::new();
+    data.write(
+        "desk/bundle.toml",
+        format!(
+            "tokens = [\"demo-tokn\"]\n[source]\nurl = \"{}\"\n",
+            source.base
+        ),
+    );
+    let (kiosk_app, _refresher) = kiosk(data.path()).await;
+    let kiosk = &kiosk_app;
+    let status = until(
+        Duration::from_secs(10),
+        "the refusal shown",
+        || async move {
+            let s = source_status(kiosk, "desk").await;
+            s["last_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("(401)"))
+                .then_some(s)
+        },
+    )
+    .await;
+    assert!(status["state"].is_string(), "{status}");
+}
