@@ -446,7 +446,7 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
         .body(body.to_string())
         .send()
         .await
-        .map_err(|e| format!("no answer from {base}: {e}"))?;
+        .map_err(|e| format!("no answer from {base}: {}", crate::pull::fetch::causes(e)))?;
     let status = res.status();
     if status.is_success() {
         let mut o = Outcome::new(entry.seq, Kind::Accepted);
@@ -537,7 +537,7 @@ async fn people_at_source(to: &Source<'_>) -> Result<HashMap<String, Option<(i64
         .header("Authorization-Token", to.token.expose())
         .send()
         .await
-        .map_err(|e| format!("no answer from {base}: {e}"))?;
+        .map_err(|e| format!("no answer from {base}: {}", crate::pull::fetch::causes(e)))?;
     if !res.status().is_success() {
         return Err(format!("{base}/attendees answered {}", res.status()));
     }

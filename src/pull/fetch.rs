@@ -416,15 +416,7 @@ impl Fetcher {
         let reason = if e.is_timeout() {
             format!("no complete answer within {} ms", self.timeout.as_millis())
         } else {
-            let e = e.without_url();
-            let mut text = e.to_string();
-            let mut source = std::error::Error::source(&e);
-            while let Some(s) = source {
-                text.push_str(": ");
-                text.push_str(&s.to_string());
-                source = s.source();
-            }
-            self.redact(&text)
+            self.redact(&causes(e))
         };
         if retry {
             Failure::Retry {
@@ -472,6 +464,21 @@ async fn error_body(mut response: reqwest::Response) -> Vec<u8> {
     }
     body.truncate(ERROR_BODY_LIMIT);
     body
+}
+
+/// A transport error with its causes on one line, without its URL (`error sending request:
+/// client error (Connect): tcp connect error: Connection refused (os error 111)`): reqwest's
+/// own text alone says "error sending request" for a refused connection and a timeout alike.
+pub(crate) fn causes(e: reqwest::Error) -> String {
+    let e = e.without_url();
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
 }
 
 /// Whether an error answer's body is the platform's error envelope: an object whose `erros` is

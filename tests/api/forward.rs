@@ -1271,3 +1271,27 @@ async fn writes_of_a_removed_bundle_are_kept_and_the_log_says_so() {
         .json();
     assert_eq!(queue["bundles"]["demo"]["pending"], 1, "{queue}");
 }
+
+/// Why writes wait names the cause: a source that refuses connections is told apart from one
+/// that hangs (both read "error sending request for url (...)").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn why_writes_wait_names_a_refused_connection() {
+    let source = crate::helpers::spawn_app(&crate::helpers::demo_data()).await;
+    let desk = Desk::of(&source, |_| {}).await;
+    source.shutdown().await;
+    let kiosk = &desk.server;
+    register(kiosk, "Dora Fechada", "dora.fechada@exemplo.com").await;
+    let why = until(
+        Duration::from_secs(15),
+        "the queue to say why",
+        || async move {
+            let q = kiosk.send(Method::GET, "/_queue", None, None).await.json();
+            q["bundles"]["demo"]["waits"]["answer"]
+                .as_str()
+                .filter(|w| !w.is_empty())
+                .map(str::to_string)
+        },
+    )
+    .await;
+    assert!(why.contains("Connection refused"), "{why}");
+}
