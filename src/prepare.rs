@@ -609,6 +609,7 @@ fn writes_base(bundle: &Bundle, answers: &[Answers]) -> Option<Arc<writes::Base>
         emails,
         codes,
         max_id: people.iter().map(|a| a.id_attendees).max().unwrap_or(0),
+        pulled_at: bundle.config.source.as_ref().and_then(|s| s.pulled_at),
         max_code: people
             .iter()
             .filter_map(|a| a.checkin_code)

@@ -447,10 +447,14 @@ pub(crate) fn bundle_toml(
             toml::Value::String(source.url.clone())
         ));
         if let Some(at) = source.pulled_at {
-            // A TOML date-time: RFC 3339, in UTC, to the second.
+            // A TOML date-time: RFC 3339, in UTC, to the millisecond (no fraction on a whole
+            // second). Whether the source took a write before a pull is told from it: to the
+            // second, a pull a moment after the source took a check-in read as before it.
+            use chrono::SubsecRound;
             text.push_str(&format!(
                 "pulled_at = {}\n",
-                at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+                at.trunc_subsecs(3)
+                    .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
             ));
         }
     }

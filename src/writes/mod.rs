@@ -52,6 +52,8 @@ pub(crate) struct Base {
     pub(crate) codes: HashMap<String, usize>,
     pub(crate) max_id: i64,
     pub(crate) max_code: i64,
+    /// When the data was pulled from its source (`[source]`'s `pulled_at`), if it was.
+    pub(crate) pulled_at: Option<DateTime<Utc>>,
 }
 
 /// One acknowledged write, as logged and replayed.
@@ -197,6 +199,9 @@ enum Who {
 struct Marks {
     /// The last check-in at the event: `checkin` (1 in, 0 undone) and its date.
     checkin: Option<(i64, String)>,
+    /// The source took that check-in before the data served was pulled: a record carrying
+    /// the source's own `checkin` shows it instead (someone may have undone it there since).
+    checkin_taken: bool,
     /// Check-ins at activities, in the order they came.
     sessions: Vec<(i64, i64, String)>,
 }
@@ -428,7 +433,8 @@ impl View {
 
     /// Applies a write that [`View::check`] passed; replaying one it does not is skipped, and
     /// a registration the base holds already (by e-mail) is the base's record from then on.
-    fn apply(&mut self, write: &Write) {
+    /// Folds one write; `taken`: the source took it before the data served was pulled.
+    fn apply(&mut self, write: &Write, taken: bool) {
         if !matches!(write, Write::Registration { .. }) && self.check(write).is_err() {
             return;
         }
@@ -483,8 +489,9 @@ impl View {
                 ..
             } => {
                 if let Some(who) = self.target(write) {
-                    self.marks.entry(who).or_default().checkin =
-                        Some((*checkin, checkin_date.clone()));
+                    let marks = self.marks.entry(who).or_default();
+                    marks.checkin = Some((*checkin, checkin_date.clone()));
+                    marks.checkin_taken = taken;
                 }
             }
             Write::SessionCheckin {
@@ -537,7 +544,8 @@ fn marked(record: Bytes, marks: Option<&Marks>) -> Bytes {
     let Ok(mut fields) = serde_json::from_slice::<Map<String, Value>>(&record) else {
         return record;
     };
-    if let Some((checkin, date)) = &marks.checkin {
+    let sources_own = marks.checkin_taken && fields.contains_key("checkin");
+    if let Some((checkin, date)) = marks.checkin.as_ref().filter(|_| !sources_own) {
         fields.insert("checkin".into(), (*checkin).into());
         fields.insert("checkin_date".into(), date.clone().into());
     }
@@ -564,8 +572,13 @@ struct BundleWrites {
 }
 
 impl BundleWrites {
-    /// The view over `base`, folded again if the base is new.
-    fn view(&mut self, base: &Arc<Base>) -> &mut View {
+    /// The view over `base`, folded again if the base is new; `taken` gives when the source
+    /// took each write whole (asked only then).
+    fn view(
+        &mut self,
+        base: &Arc<Base>,
+        taken: impl FnOnce() -> BTreeMap<u64, DateTime<Utc>>,
+    ) -> &mut View {
         let stale = self
             .view
             .as_ref()
@@ -588,9 +601,16 @@ impl BundleWrites {
             }
             // Only the writes made for the event the files hold now are shown.
             let now = Some(base.id_event);
-            for (_, _, w) in self.writes.iter().filter(|(_, e, _)| same_event(*e, now)) {
+            let taken = taken();
+            let before_pull = |seq: &u64| {
+                taken
+                    .get(seq)
+                    .zip(base.pulled_at)
+                    .is_some_and(|(at, pulled)| *at < pulled)
+            };
+            for (seq, _, w) in self.writes.iter().filter(|(_, e, _)| same_event(*e, now)) {
                 // Replaying skips what the new base refuses (see the module's documentation).
-                view.apply(w);
+                view.apply(w, before_pull(seq));
             }
             self.view = Some(view);
         }
@@ -765,7 +785,7 @@ impl Writes {
         }
         let mut bundles = self.bundles();
         let b = bundles.get_mut(bundle).filter(|b| !b.writes.is_empty())?;
-        Some(b.view(base).listed())
+        Some(b.view(base, || self.queue.taken(bundle)).listed())
     }
 
     /// Waits for a reset in flight to be applied (or refused), then gives leave to write on
@@ -796,7 +816,7 @@ impl Writes {
     ) -> Result<Pending, Refused> {
         let mut bundles = self.bundles();
         let b = bundles.entry(bundle.to_string()).or_default();
-        let view = b.view(base);
+        let view = b.view(base, || self.queue.taken(bundle));
         let mut writes = make(view)?;
         if writes.is_empty() {
             return Err(Refused::new(
@@ -817,7 +837,7 @@ impl Writes {
             })?;
         }
         for w in &writes {
-            view.apply(w);
+            view.apply(w, false);
         }
         let event = request.event;
         let (seq, wait) = match self.log(bundle, Some(request.clone()), &writes) {
@@ -979,6 +999,7 @@ mod tests {
     fn marks_follow_the_fields_or_replace_the_same_names() {
         let marks = Marks {
             checkin: Some((1, "2026-09-15T08:00:00".into())),
+            checkin_taken: false,
             sessions: vec![(7, 1, "2026-09-15T09:00:00".into())],
         };
         let plain = marked(Bytes::from_static(br#"{"id":1,"n":10.00}"#), Some(&marks));
@@ -991,6 +1012,19 @@ mod tests {
         assert_eq!(again, plain);
         let unmarked = Bytes::from_static(br#"{"id":2}"#);
         assert_eq!(marked(unmarked.clone(), None), unmarked);
+        // The source took the check-in before these data were pulled: a record with the
+        // source's own check-in (undone there since) shows it; one without gets the desk's.
+        let taken = Marks {
+            checkin_taken: true,
+            sessions: Vec::new(),
+            ..marks
+        };
+        let undone = Bytes::from_static(br#"{"id":1,"checkin":0,"checkin_date":"later"}"#);
+        assert_eq!(marked(undone.clone(), Some(&taken)), undone);
+        assert_eq!(
+            std::str::from_utf8(&marked(unmarked, Some(&taken))).expect("UTF-8"),
+            r#"{"id":2,"checkin":1,"checkin_date":"2026-09-15T08:00:00"}"#
+        );
     }
 
     /// A check-in request by `code`, queued for a source, and its write, of attendee `listed`.

@@ -300,6 +300,9 @@ struct Inner {
     /// Per bundle, the event its data holds now, as the forwarder last saw it: entries made
     /// for another event (its data pulled into the folder since) are held, not sent.
     serving: std::collections::HashMap<String, i64>,
+    /// Per bundle, when the source took each entry whole (by `seq`, from the outcome's time):
+    /// data pulled after that shows the source's state, its later changes included.
+    taken: std::collections::HashMap<String, BTreeMap<u64, chrono::DateTime<chrono::Utc>>>,
 }
 
 /// Whom an item of a batch names among the registrations made here.
@@ -745,6 +748,11 @@ impl Queue {
 
     /// `bundle`'s pending or parked entries made for an event other than the one it serves
     /// now: how many, and those events.
+    /// When the source took `bundle`'s entries whole, by `seq`.
+    pub(crate) fn taken(&self, bundle: &str) -> BTreeMap<u64, chrono::DateTime<chrono::Utc>> {
+        self.inner().taken.get(bundle).cloned().unwrap_or_default()
+    }
+
     pub(crate) fn held(&self, bundle: &str) -> (usize, BTreeSet<i64>) {
         let inner = self.inner();
         let parked = inner.parked.values().map(|p| &p.entry);
@@ -955,6 +963,15 @@ fn apply(inner: &mut Inner, o: &Outcome) {
                 let mut here = inner.here.get_mut(&e.bundle).into_iter().flatten();
                 if let Some((h, ids)) = here.rfind(|h| h.seq == o.seq).zip(o.ids) {
                     h.source = Some((ids.source_id, ids.source_code));
+                }
+                let whole = o.parked.is_none() && o.left_out.is_none();
+                let at = chrono::DateTime::parse_from_rfc3339(&o.at).ok();
+                if let Some(at) = at.filter(|_| whole) {
+                    inner
+                        .taken
+                        .entry(e.bundle.clone())
+                        .or_default()
+                        .insert(o.seq, at.with_timezone(&chrono::Utc));
                 }
                 if let Some(left) = &o.parked {
                     inner.park(e.only(&left.items), left.answer.clone(), &o.at);
