@@ -180,6 +180,7 @@ impl App {
     #[cfg(feature = "pull")]
     pub fn forward_as_configured(&self) -> Option<crate::kiosk::Forwarder> {
         self.options.state.as_ref()?;
+        self.writes.forward_from_now();
         Some(crate::kiosk::forward::spawn(
             Arc::clone(&self.writes),
             Arc::clone(&self.sources),

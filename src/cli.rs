@@ -548,6 +548,11 @@ pub async fn serve(options: &ServeOptions) -> u8 {
     // (which ends the process).
     let app = App::with_options(options);
     spawn_sighup_reloads(&app);
+    // Kiosk mode queues writes for their source from the first one on (the forwarder starts
+    // after the first load, and the port opens before it).
+    if options.refresh_every.is_some() && options.state.is_some() {
+        app.writes.forward_from_now();
+    }
     // Before the port opens: a state folder that cannot be used stops the start before
     // anything says it is listening.
     match app.open_state() {
@@ -562,6 +567,13 @@ pub async fn serve(options: &ServeOptions) -> u8 {
                 rejected,
                 "writes are kept in the state folder"
             );
+            if pending > 0 && options.refresh_every.is_none() {
+                tracing::warn!(
+                    pending,
+                    "writes from an earlier kiosk run wait for their source: they are kept, and \
+                     sent only when this folder is served in kiosk mode (--refresh-every)"
+                );
+            }
             if let Some(aside) = &state.torn {
                 tracing::warn!(
                     aside = %aside.display(),

@@ -640,7 +640,7 @@ where
     let received = || Received {
         path: parts.uri.path().to_string(),
         body: value.clone(),
-        forward: bundle.source.is_some(),
+        forward: bundle.source.is_some() && ctx.writes.forwarding(),
         event: Some(base.id_event),
     };
     // A reset in flight is applied first; durability is awaited once this is let go.

@@ -694,6 +694,9 @@ pub(crate) struct Writes {
     gate: tokio::sync::RwLock<()>,
     /// With `--state`: the write requests not yet taken by the bundle's source (kiosk mode).
     pub(crate) queue: queue::Queue,
+    /// A forwarder runs (kiosk mode): only then are new writes queued for their source, so a
+    /// rehearsal on a pulled copy never has its test people sent later.
+    forwarding: AtomicBool,
 }
 
 /// What opening the state folder found, for the startup log.
@@ -709,6 +712,17 @@ pub(crate) struct Replayed {
 }
 
 impl Writes {
+    /// Marks that a forwarder runs: writes made from now on for a bundle naming a source are
+    /// queued for it.
+    pub(crate) fn forward_from_now(&self) {
+        self.forwarding.store(true, Ordering::Release);
+    }
+
+    /// Whether writes are queued for their bundle's source ([`Writes::forward_from_now`]).
+    pub(crate) fn forwarding(&self) -> bool {
+        self.forwarding.load(Ordering::Acquire)
+    }
+
     /// Writes kept in memory (until [`Writes::open_state`]); refused with 405 when `read_only`.
     pub(crate) fn new(read_only: bool) -> Writes {
         Writes {

@@ -964,7 +964,12 @@ fn apply(inner: &mut Inner, o: &Outcome) {
                 if let Some((h, ids)) = here.rfind(|h| h.seq == o.seq).zip(o.ids) {
                     h.source = Some((ids.source_id, ids.source_code));
                 }
-                let whole = o.parked.is_none() && o.left_out.is_none();
+                // Whole: no part of the entry parked or refused, now or before (a batch's refused
+                // part keeps the entry's seq).
+                let whole = o.parked.is_none()
+                    && o.left_out.is_none()
+                    && !inner.parked.contains_key(&o.seq)
+                    && !inner.rejected.iter().any(|a| a.seq == o.seq);
                 let at = chrono::DateTime::parse_from_rfc3339(&o.at).ok();
                 if let Some(at) = at.filter(|_| whole) {
                     inner
@@ -1186,9 +1191,38 @@ mod tests {
         assert_eq!(q.translated(&next)[0]["checkin_code"], "777");
         apply(&mut q.inner(), &Outcome::new(2, Kind::Sending));
         assert!(q.next_parked("b", &[]).is_some_and(|e| e.maybe_sent));
-        apply(&mut q.inner(), &Outcome::new(2, Kind::Accepted));
+        let mut rest = Outcome::new(2, Kind::Accepted);
+        rest.at = "2026-11-27T21:00:00.000+00:00".into();
+        apply(&mut q.inner(), &rest);
         assert!(q.inner().parked.is_empty());
         assert!(q.bundles_ready().is_empty());
+        // Every item of it taken at last: data pulled after that shows the source's state.
+        assert_eq!(q.taken("b").keys().collect::<Vec<_>>(), [&2]);
+    }
+
+    /// A batch whose sent part the source refused is never taken whole, though its parked part
+    /// is accepted later: the refused check-ins must not give way to the source's state.
+    #[test]
+    fn a_batch_with_a_refused_part_is_never_taken_whole() {
+        let q = Queue::default();
+        let body = json!([{"checkin_code": "12", "checkin": 1, "checkin_date": "d"},
+                          {"checkin_code": "13", "checkin": 1, "checkin_date": "d"}]);
+        let writes = [
+            checkin("12", Some(Person::Listed(7))),
+            checkin("13", Some(Person::Listed(8))),
+        ];
+        q.push(2, "b", received("/checkin", body), &writes, true);
+        let mut refused = Outcome::new(2, Kind::Rejected);
+        refused.status = Some(422);
+        refused.parked = Some(LeftOut {
+            items: vec![1],
+            answer: "not sent".into(),
+        });
+        apply(&mut q.inner(), &refused);
+        let mut rest = Outcome::new(2, Kind::Accepted);
+        rest.at = "2026-11-27T21:00:00.000+00:00".into();
+        apply(&mut q.inner(), &rest);
+        assert!(q.taken("b").is_empty());
     }
 
     /// A whole entry parked is parked; a refusal is rejected; what the previous version kept
