@@ -381,11 +381,9 @@ fn sync_parent(target: &Path) {
 /// token. The file must not exist yet (a fresh staging folder).
 pub(crate) fn write_private(path: &Path, contents: &[u8]) -> io::Result<()> {
     use std::io::Write;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    options.open(path)?.write_all(contents)
+    crate::writes::log::private(std::fs::OpenOptions::new().write(true).create_new(true))
+        .open(path)?
+        .write_all(contents)
 }
 
 fn refuse(target: &Path, force: bool) -> Result<(), StageError> {

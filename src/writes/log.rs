@@ -324,8 +324,9 @@ fn run(mut file: File, mut len: u64, rx: mpsc::Receiver<Request>, path: &Path) {
     }
 }
 
-/// Options that create a file readable by its owner only (0600 on unix).
-fn private(options: &mut OpenOptions) -> &mut OpenOptions {
+/// Options that create a file readable by its owner only (0600 on unix): the state folder's
+/// logs, and (`stage::write_private`) `bundle.toml` and a pulled copy's files.
+pub(crate) fn private(options: &mut OpenOptions) -> &mut OpenOptions {
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(options, 0o600);
     options

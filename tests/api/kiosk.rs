@@ -680,19 +680,24 @@ async fn a_bad_source_is_a_failed_refresh_with_a_clear_message_and_the_old_snaps
     drop(sources);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_kiosk_set_up_with_a_bundle_toml_alone_fills_itself_from_its_source() {
+/// A source serving the demo as `summit`, and a kiosk data folder whose `desk` holds only a
+/// bundle.toml: `head` (its tokens and other tables), then `[source]` naming that source.
+async fn bundle_toml_alone(head: &str) -> (TempData, TestApp, TempData) {
     let source_data = TempData::new();
     source_data.with_demo("summit");
     let source = spawn_app(source_data.path()).await;
     let data = TempData::new();
     data.write(
         "desk/bundle.toml",
-        format!(
-            "tokens = [\"{DEMO_TOKEN}\"]\n[simulate]\nlatency_ms = 0\n[source]\nurl = \"{}\"\n",
-            source.base
-        ),
+        format!("{head}[source]\nurl = \"{}\"\n", source.base),
     );
+    (source_data, source, data)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kiosk_set_up_with_a_bundle_toml_alone_fills_itself_from_its_source() {
+    let head = format!("tokens = [\"{DEMO_TOKEN}\"]\n[simulate]\nlatency_ms = 0\n");
+    let (_source_data, source, data) = bundle_toml_alone(&head).await;
     let (kiosk_app, refresher) = kiosk(data.path()).await;
     let kiosk = &kiosk_app;
     // Not served yet: the folder holds no event.
@@ -828,17 +833,7 @@ async fn a_detail_the_source_does_not_give_keeps_its_copy_and_the_rest_refreshes
 /// page said "no source" and only the log told the real cause).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bundle_toml_alone_with_a_refused_token_shows_its_source_and_why() {
-    let source_data = TempData::new();
-    source_data.with_demo("summit");
-    let source = spawn_app(source_data.path()).await;
-    let data = TempData::new();
-    data.write(
-        "desk/bundle.toml",
-        format!(
-            "tokens = [\"demo-tokn\"]\n[source]\nurl = \"{}\"\n",
-            source.base
-        ),
-    );
+    let (_source_data, _source, data) = bundle_toml_alone("tokens = [\"demo-tokn\"]\n").await;
     let (kiosk_app, _refresher) = kiosk(data.path()).await;
     let kiosk = &kiosk_app;
     let status = until(
