@@ -132,6 +132,15 @@ fn not_allowed(route: Route) -> Response<Payload> {
     res
 }
 
+/// 405 `read_only`: with `--read-only` no write is taken, nor is one forgotten or dismissed
+/// (`POST /_writes/reset`, `DELETE /_queue`); `Allow` is empty, as no method writes.
+fn read_only() -> Response<Payload> {
+    let mut res = error(ApiError::ReadOnly);
+    res.headers_mut()
+        .insert(ALLOW, HeaderValue::from_static(""));
+    res
+}
+
 /// The `Allow` value of a route: its table entry's methods (and OPTIONS, for a preflight).
 pub(crate) fn methods(route: Route, options: bool) -> HeaderValue {
     let mut methods: Vec<&str> = route.endpoint().methods.iter().map(|(m, _)| *m).collect();
@@ -348,6 +357,7 @@ fn checked<'s, B>(
         (_, Some(Operation::Queue)) if req.method() == Method::DELETE => {
             return match (bundle, queue_seq(req.uri().query())) {
                 (Err(e), _) => Checked::Answered(error(e)),
+                (Ok(_), _) if ctx.writes.read_only() => Checked::Answered(read_only()),
                 (Ok(_), None) => Checked::Answered(error(ApiError::InvalidQueueEntry)),
                 (Ok(bundle), Some(seq)) => Checked::Dismiss(bundle, seq),
             };
@@ -361,6 +371,7 @@ fn checked<'s, B>(
             let query = req.uri().query().is_some_and(|q| !q.is_empty());
             return match (bundle, query) {
                 (Err(e), _) => Checked::Answered(error(e)),
+                (Ok(_), _) if ctx.writes.read_only() => Checked::Answered(read_only()),
                 (Ok(_), true) => Checked::Answered(error(ApiError::InvalidReset)),
                 (Ok(bundle), false) => Checked::Reset(bundle, req.into_body()),
             };
@@ -602,10 +613,7 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     if ctx.writes.read_only() {
-        let mut res = error(ApiError::ReadOnly);
-        res.headers_mut()
-            .insert(ALLOW, HeaderValue::from_static(""));
-        return res;
+        return read_only();
     }
     let Some(base) = &bundle.writes else {
         return error(ApiError::NotReady);

@@ -351,7 +351,7 @@ async fn checkins_show_on_the_attendee_and_a_batch_is_all_or_nothing() {
 }
 
 #[tokio::test]
-async fn read_only_refuses_every_write_with_405_and_reset_forgets_the_writes() {
+async fn read_only_refuses_every_write_and_reset_with_405_and_reset_forgets_the_writes() {
     let ro = demo_app(None, true).await;
     let price = a_price(&ro).await;
     let before = ro.get("/api/v1/attendees", DEMO_TOKEN).await.body;
@@ -363,6 +363,15 @@ async fn read_only_refuses_every_write_with_405_and_reset_forgets_the_writes() {
         let res = post(&ro, path, &person("R", "r@exemplo.com", price)).await;
         res.assert_error(405, "read_only");
         assert!(res.header("allow").is_some(), "{path}: an Allow header");
+    }
+    // Nor is anything forgotten or dismissed: a read-only fixture never changes.
+    for (method, path) in [
+        (Method::POST, "/_writes/reset"),
+        (Method::DELETE, "/_queue?seq=1"),
+    ] {
+        ro.send(method, path, Some(DEMO_TOKEN), None)
+            .await
+            .assert_error(405, "read_only");
     }
     assert_eq!(ro.get("/api/v1/attendees", DEMO_TOKEN).await.body, before);
 
