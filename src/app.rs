@@ -185,6 +185,7 @@ impl App {
             Arc::clone(&self.writes),
             Arc::clone(&self.sources),
             Arc::clone(&self.reloader),
+            self.options.max_file_bytes,
         ))
     }
 

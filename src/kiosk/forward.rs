@@ -54,9 +54,10 @@ pub(crate) fn spawn(
     writes: Arc<Writes>,
     sources: Arc<Sources>,
     reloader: Arc<Reloader>,
+    max_bytes: u64,
 ) -> Forwarder {
     Forwarder {
-        task: tokio::spawn(run(writes, sources, reloader)),
+        task: tokio::spawn(run(writes, sources, reloader, max_bytes)),
     }
 }
 
@@ -67,6 +68,8 @@ struct Source<'a> {
     token: Token,
     reloader: &'a Arc<Reloader>,
     bundle: &'a str,
+    /// The most bytes of the source's participant list read (`--max-file-bytes`).
+    max_bytes: u64,
 }
 
 /// What the forwarder needs of a bundle as served here.
@@ -111,7 +114,7 @@ async fn served(reloader: &Arc<Reloader>, bundle: &str) -> Result<Served, &'stat
     .unwrap_or(Err(GONE))
 }
 
-async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>) {
+async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>, max_bytes: u64) {
     let client = match reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(5))
         .timeout(Duration::from_secs(20))
@@ -208,6 +211,7 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
                 token,
                 reloader: &reloader,
                 bundle: &bundle,
+                max_bytes,
             };
             match round(&to, &writes, &mut looked).await {
                 Ok(reached) => {
@@ -459,7 +463,12 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
         o.parked = parked;
         return record(writes, o).await.map(|()| Went::Accepted);
     }
-    let answer = res.text().await.unwrap_or_default();
+    // At most a few KiB of it (a source answering gigabytes costs nothing), and never the token
+    // if the source echoes it: the answer is logged, shown by /_queue and the status page.
+    let answer = crate::pull::hide_token(
+        &String::from_utf8_lossy(&crate::pull::fetch::error_body(res).await),
+        to.token.expose(),
+    );
     if refuses_entry(status, &answer) {
         tracing::warn!(seq = entry.seq, status = status.as_u16(), path = %entry.request.path, "the source refused a write made here; it is kept in the rejected list");
         let mut o = Outcome::new(entry.seq, Kind::Rejected);
@@ -541,10 +550,17 @@ async fn people_at_source(to: &Source<'_>) -> Result<HashMap<String, Option<(i64
     if !res.status().is_success() {
         return Err(format!("{base}/attendees answered {}", res.status()));
     }
-    let bytes = res
-        .bytes()
+    let bytes = crate::pull::fetch::limited(res, to.max_bytes)
         .await
-        .map_err(|e| format!("{base}/attendees: {e}"))?;
+        .map_err(|cut| match cut {
+            crate::pull::fetch::Cut::TooLarge => format!(
+                "{base}/attendees answered more than {} bytes (--max-file-bytes)",
+                to.max_bytes
+            ),
+            crate::pull::fetch::Cut::Transport(e) => {
+                format!("{base}/attendees: {}", crate::pull::fetch::causes(e))
+            }
+        })?;
     let body: Value =
         serde_json::from_slice(&bytes).map_err(|e| format!("{base}/attendees is not JSON: {e}"))?;
     Ok(people(&body))

@@ -352,34 +352,19 @@ impl Fetcher {
     /// not take the memory of the server a refresh runs in).
     async fn body(
         &self,
-        mut response: reqwest::Response,
+        response: reqwest::Response,
         url: &str,
         reference: Option<&str>,
     ) -> Result<Bytes, Failure> {
-        let too_large = || {
-            Failure::Fatal(PullError::TooLarge {
-                url: self.shown(url, reference),
-                limit: self.max_bytes,
-            })
-        };
-        if response
-            .content_length()
-            .is_some_and(|n| n > self.max_bytes)
-        {
-            return Err(too_large());
-        }
-        let mut body = bytes::BytesMut::new();
-        while let Some(chunk) = response
-            .chunk()
+        limited(response, self.max_bytes)
             .await
-            .map_err(|e| self.transport(e, url, reference))?
-        {
-            if (body.len() + chunk.len()) as u64 > self.max_bytes {
-                return Err(too_large());
-            }
-            body.extend_from_slice(&chunk);
-        }
-        Ok(body.freeze())
+            .map_err(|cut| match cut {
+                Cut::TooLarge => Failure::Fatal(PullError::TooLarge {
+                    url: self.shown(url, reference),
+                    limit: self.max_bytes,
+                }),
+                Cut::Transport(e) => self.transport(e, url, reference),
+            })
     }
 
     /// Server-provided text (an error body, a `Location`, an error's causes) with every
@@ -449,12 +434,36 @@ fn tls_refused(e: &reqwest::Error) -> bool {
     std::error::Error::source(e).is_some_and(invalid_data)
 }
 
+/// Why [`limited`] read no body.
+pub(crate) enum Cut {
+    /// More than the limit: announced, or as it arrived.
+    TooLarge,
+    Transport(reqwest::Error),
+}
+
+/// A body, refused once past `limit` bytes as it arrives (or as announced): a body held whole
+/// must not let a server answering gigabytes, or a small gzip that decodes to them, take the
+/// memory of the process.
+pub(crate) async fn limited(mut response: reqwest::Response, limit: u64) -> Result<Bytes, Cut> {
+    if response.content_length().is_some_and(|n| n > limit) {
+        return Err(Cut::TooLarge);
+    }
+    let mut body = bytes::BytesMut::new();
+    while let Some(chunk) = response.chunk().await.map_err(Cut::Transport)? {
+        if (body.len() + chunk.len()) as u64 > limit {
+            return Err(Cut::TooLarge);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body.freeze())
+}
+
 /// The most of an error body that is read: enough for any message, and a server sending an
 /// endless or huge error page costs neither memory nor the request's whole timeout.
 const ERROR_BODY_LIMIT: usize = 4096;
 
 /// An error answer's body, at most [`ERROR_BODY_LIMIT`] bytes; what could not be read is left.
-async fn error_body(mut response: reqwest::Response) -> Vec<u8> {
+pub(crate) async fn error_body(mut response: reqwest::Response) -> Vec<u8> {
     let mut body = Vec::new();
     while body.len() < ERROR_BODY_LIMIT {
         match response.chunk().await {

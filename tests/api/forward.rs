@@ -929,6 +929,53 @@ async fn writes_a_firewall_blocks_wait_and_a_pending_one_can_be_dismissed() {
     );
 }
 
+/// A source whose refusal echoes the request's headers: the answer kept for the rejected write
+/// (logged, shown by `/_queue` and the status page, written to the state folder) shows the
+/// token's hint only. Before, the whole token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_that_echoes_the_token_is_kept_without_it() {
+    use crate::pull::{Act, Proxy};
+
+    let (_source_at, source) = Source::start().await;
+    let echo = Proxy::start(&source.base, move |path, _, _| {
+        if path.ends_with("/attendees/create") {
+            let answer =
+                json!({"message": format!("refused: you sent Authorization-Token: {DEMO_TOKEN}")});
+            Act::Answer(
+                400,
+                vec![("content-type", "application/json".into())],
+                answer.to_string(),
+            )
+        } else {
+            Act::Forward
+        }
+    })
+    .await;
+    let desk = Desk::of_url(&echo.base, |o| {
+        o.refresh_every = Some(Duration::from_secs(3600))
+    })
+    .await;
+    let kiosk = &desk.server;
+    register(kiosk, "Eco Muro", "eco.muro@exemplo.com").await;
+    let queue = until(Duration::from_secs(15), "the refusal kept", || async move {
+        let queue = kiosk.send(Method::GET, "/_queue", None, None).await.json();
+        (queue["bundles"]["demo"]["rejected"]
+            .as_array()
+            .map(Vec::len)
+            == Some(1))
+        .then_some(queue)
+    })
+    .await;
+    let answer = queue["bundles"]["demo"]["rejected"][0]["answer"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        answer.contains("you sent Authorization-Token: demo"),
+        "{queue}"
+    );
+    assert!(!queue.to_string().contains(DEMO_TOKEN), "{queue}");
+}
+
 /// Another event's data pulled into the desk's folder while a write made for the first still
 /// waits: the new data shows none of the first event's writes and they are held, not sent to
 /// the source (with the new event's token, they would register someone at that event), while
