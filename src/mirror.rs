@@ -342,7 +342,9 @@ impl Mirror {
         dir: PathBuf,
         timeout: Duration,
     ) -> Result<Mirror, String> {
-        std::fs::create_dir_all(&dir)
+        // Inside the state folder, made first here: both its owner's only, as `writes::log`
+        // makes the state folder (the copies hold people's data).
+        crate::stage::create_private_dirs(&dir)
             .map_err(|e| format!("cannot create the mirror folder {}: {e}", dir.display()))?;
         Ok(Mirror {
             store,
@@ -490,6 +492,8 @@ impl Mirror {
     async fn copy(&self, name: &str, listing: &Listing) -> Result<Copied, String> {
         let target = self.dir.join(name);
         let staging = Staging::create(&target, "mirror", true).map_err(|e| e.to_string())?;
+        crate::stage::private_folder(staging.path())
+            .map_err(|e| format!("cannot make {} private: {e}", staging.path().display()))?;
         let bundle = match self.root() {
             Some(r) => r.child(name),
             None => StorePath::from(name),
@@ -532,14 +536,7 @@ impl Mirror {
                     )));
                 }
             }
-            let path = staging.path().join(file);
-            if file == crate::load::BUNDLE_FILE {
-                // It names the bundle's tokens: readable by its owner only, as `pull` writes it.
-                crate::stage::write_private(&path, &bytes)
-                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-            } else {
-                write(&path, &bytes)?;
-            }
+            write(&staging.path().join(file), &bytes)?;
         }
         let again = self.list(Some(&bundle)).await.map_err(|e| e.to_string())?;
         if again.get(name) != Some(listing) {
@@ -564,13 +561,15 @@ impl Mirror {
     }
 }
 
-/// Writes a file, creating its folder.
+/// Writes a new file of a copy, creating its folder: its owner's only, as `pull` writes them
+/// (`bundle.toml` names the tokens, the rest holds people's data).
 fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
+        crate::stage::create_private_dirs(parent)
             .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     }
-    std::fs::write(path, bytes).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    crate::stage::write_private(path, bytes)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 /// `eventbox pull --into s3://bucket/prefix/NAME`: bundle `name` of `source`, where a pull is

@@ -377,6 +377,28 @@ fn sync_parent(target: &Path) {
     let _ = parent;
 }
 
+/// Makes a folder its owner's only (0700 on unix; elsewhere nothing changes).
+pub(crate) fn private_folder(dir: &Path) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    let _ = dir;
+    Ok(())
+}
+
+/// Creates a folder and its missing parents, each created one its owner's only (0700 on unix):
+/// the state folder and the mirror's copy hold people's data. A folder that exists is left as
+/// it is.
+pub(crate) fn create_private_dirs(dir: &Path) -> io::Result<()> {
+    let mut folder = std::fs::DirBuilder::new();
+    folder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut folder, 0o700);
+    folder.create(dir)
+}
+
 /// Writes a new file only its owner may read (0600 on unix): `bundle.toml`, which names the
 /// token. The file must not exist yet (a fresh staging folder).
 pub(crate) fn write_private(path: &Path, contents: &[u8]) -> io::Result<()> {

@@ -442,7 +442,7 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
     // From here on, dropping `staging` (any error, a cancelled future) removes the folder.
     let staging = Staging::create(&opts.into, "pull", opts.force)?;
     // Its owner's only: the files hold people's data, and with --app other events' tokens.
-    private_folder(staging.path()).map_err(|source| PullError::Io {
+    stage::private_folder(staging.path()).map_err(|source| PullError::Io {
         path: staging.path().to_path_buf(),
         source,
     })?;
@@ -916,17 +916,6 @@ fn keep_unpulled(old: &Path, staging: &Path, plan: &Plan) -> Result<(), PullErro
     Ok(())
 }
 
-/// Makes a folder its owner's only (0700 on unix; elsewhere nothing changes).
-fn private_folder(dir: &Path) -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
-    }
-    let _ = dir;
-    Ok(())
-}
-
 /// Puts `from` at `to` without copying data where the file system allows: a file is hard
 /// linked (copied where links are not possible), a folder made anew with its entries linked
 /// the same way, a symbolic link made again pointing where it did (on unix). What cannot be
@@ -1011,7 +1000,7 @@ async fn fetch_details(
 ) -> Result<(EndpointSummary, Details), PullError> {
     let dir = staging.join(key);
     std::fs::create_dir(&dir)
-        .and_then(|()| private_folder(&dir))
+        .and_then(|()| stage::private_folder(&dir))
         .map_err(|source| PullError::Io {
             path: dir.clone(),
             source,

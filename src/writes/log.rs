@@ -129,11 +129,7 @@ impl Log {
             });
         }
         // People's names and e-mails: the folder and its files are the server's user's only.
-        let mut folder = std::fs::DirBuilder::new();
-        folder.recursive(true);
-        #[cfg(unix)]
-        std::os::unix::fs::DirBuilderExt::mode(&mut folder, 0o700);
-        folder.create(dir).map_err(|source| LogError::Io {
+        crate::stage::create_private_dirs(dir).map_err(|source| LogError::Io {
             path: dir.to_path_buf(),
             source,
         })?;
