@@ -883,8 +883,35 @@ mod secret_text {
         }
     }
 
+    /// A string; any other value is refused without being shown (serde's own message quotes a
+    /// number or a boolean: `admin-token = 98765432109876` would print the secret).
     pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Token>, D::Error> {
-        Ok(Some(Token::new(&String::deserialize(d)?)))
+        struct Text;
+        impl serde::de::Visitor<'_> for Text {
+            type Value = String;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
+                Ok(v.to_owned())
+            }
+            fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<String, E> {
+                Err(not_text())
+            }
+            fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<String, E> {
+                Err(not_text())
+            }
+            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<String, E> {
+                Err(not_text())
+            }
+            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<String, E> {
+                Err(not_text())
+            }
+        }
+        fn not_text<E: serde::de::Error>() -> E {
+            E::custom("expected a string in quotes (the value is not shown: it is a secret)")
+        }
+        Ok(Some(Token::new(&d.deserialize_str(Text)?)))
     }
 }
 
@@ -1173,6 +1200,21 @@ mod tests {
         assert!(!flags.access_log && !flags.allow_control_headers);
         assert_eq!(flags.max_delay, Duration::from_millis(500));
         assert_eq!(flags.journal, 0);
+    }
+
+    #[test]
+    fn an_admin_token_in_the_file_that_is_not_a_string_is_refused_unshown() {
+        for value in ["98765432109876", "-98765432109876", "9876543.21", "true"] {
+            let (_dir, path) = file(&format!("admin-token = {value}\n"));
+            let err = resolve(&["--config", path.to_str().expect("UTF-8")])
+                .expect_err("not a string")
+                .to_string();
+            assert!(
+                err.contains("admin-token: expected a string in quotes"),
+                "{err}"
+            );
+            assert!(!err.contains(value), "{err}");
+        }
     }
 
     #[test]

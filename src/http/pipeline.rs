@@ -227,7 +227,14 @@ fn redacted(query: &str) -> String {
     query
         .split('&')
         .map(|pair| match pair.split_once('=') {
-            Some((name, _)) if SECRET.iter().any(|s| name.to_ascii_lowercase().contains(s)) => {
+            // The name as the server reads it: `%74oken` is `token`.
+            Some((name, _))
+                if form_urlencoded::parse(name.as_bytes())
+                    .next()
+                    .is_some_and(|(n, _)| {
+                        SECRET.iter().any(|s| n.to_ascii_lowercase().contains(s))
+                    }) =>
+            {
                 format!("{name}=REDACTED")
             }
             _ => pair.to_string(),
@@ -386,6 +393,10 @@ mod tests {
         assert_eq!(
             redacted("Authorization-Token=s"),
             "Authorization-Token=REDACTED"
+        );
+        assert_eq!(
+            redacted("%74oken=s&api%5Fkey=k&Pass%77ord=p&reference=PG%31"),
+            "%74oken=REDACTED&api%5Fkey=REDACTED&Pass%77ord=REDACTED&reference=PG%31"
         );
     }
 }
