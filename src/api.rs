@@ -58,8 +58,23 @@ impl Operation {
         }
     }
 
+    /// Whether a page of another origin may read it (CORS headers, with `--cors`): the probes
+    /// and the document, not the admin routes (`http::admin`), nor the metrics (every bundle's
+    /// name, for any page the operator's browser opens), nor the same-origin status page.
+    pub(crate) fn cross_origin(self) -> bool {
+        match self {
+            Operation::Healthz | Operation::Readyz | Operation::OpenApi => true,
+            Operation::Status
+            | Operation::Journal
+            | Operation::WritesReset
+            | Operation::Queue
+            | Operation::Metrics
+            | Operation::Ui => false,
+        }
+    }
+
     /// Whether the request journal keeps a request to it (`read`: a GET or HEAD). Not the
-    /// journal itself, nor the status page and the reads its script polls twice a second,
+    /// journal itself, nor the status page and the reads its script polls every second,
     /// which pushed the desk's clients out of a journal within a minute and a half.
     pub(crate) fn journaled(self, read: bool) -> bool {
         match self {
@@ -557,6 +572,12 @@ impl Route {
     /// Whether it is an admin route ([`Operation::is_admin`]); API routes never are.
     pub(crate) fn is_admin(self) -> bool {
         self.operation().is_some_and(Operation::is_admin)
+    }
+
+    /// Whether a page of another origin may read its answers ([`Operation::cross_origin`]);
+    /// API routes may.
+    pub(crate) fn cross_origin(self) -> bool {
+        self.operation().is_none_or(Operation::cross_origin)
     }
 
     /// Whether it reads the request's body (a payment reference, a write, a date range).

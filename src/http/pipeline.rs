@@ -157,8 +157,9 @@ pub(crate) async fn answer(
         // or without end: close rather than read it for the next request.
         res.headers_mut().insert(CONNECTION, CLOSE);
     }
-    if route.is_some_and(Route::is_admin) {
-        // No CORS headers: no page of another origin reads an admin answer (`http::admin`).
+    if route.is_some_and(|r| !r.cross_origin()) {
+        // No CORS headers: no page of another origin reads an admin answer (`http::admin`),
+        // the metrics or the status page.
     } else if preflight && res.status() == StatusCode::NO_CONTENT {
         let methods = route.map_or(HeaderValue::from_static("GET, HEAD"), |r| {
             router::methods(r, false)

@@ -187,6 +187,13 @@ async fn a_web_page_on_the_machine_itself_cannot_use_the_admin_routes() {
             "{path}"
         );
     }
+    // The metrics are open, but not to pages of other origins: every bundle's name, for any
+    // page the operator's browser opens. The probes keep CORS.
+    for (path, cors) in [("/metrics", None), ("/healthz", Some("*"))] {
+        let res = with("GET", path, vec![("Origin", "https://evil.example".into())]).await;
+        assert_eq!(res.status.as_u16(), 200, "{path}");
+        assert_eq!(res.header("access-control-allow-origin"), cors, "{path}");
+    }
     // The API keeps its CORS.
     let api = with(
         "GET",
