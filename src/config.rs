@@ -351,7 +351,8 @@ pub struct ServeOptions {
     #[arg(long, env = "EVENTBOX_STATE", value_name = "DIR")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<PathBuf>,
-    /// Refuse every write (POST /attendees/create, /checkin/*) with 405
+    /// Refuse every write (POST /attendees/create, /checkin/*), POST /_writes/reset and
+    /// DELETE /_queue with 405
     #[arg(long, env = "EVENTBOX_READ_ONLY", action = clap::ArgAction::Set,
           num_args = 0..=1, require_equals = true, default_value_t = false,
           default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]

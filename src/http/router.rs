@@ -314,6 +314,16 @@ fn checked<'s, B>(
                 ctx,
             ))
         }
+        // The page holds no data: served from the start, it says what a first load awaits.
+        (_, Some(Operation::Ui)) => {
+            let mut res = json(StatusCode::OK, Bytes::from_static(UI_PAGE.as_bytes()));
+            res.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/html; charset=utf-8"),
+            );
+            res.headers_mut().insert(CACHE_CONTROL, NO_CACHE);
+            return Checked::Answered(res);
+        }
         _ if !snapshot.is_ready() => {
             return Checked::Answered(match snapshot.waiting_body() {
                 Some(body) => error_with_body(ApiError::NotReady, body.clone()),
@@ -344,15 +354,6 @@ fn checked<'s, B>(
         (_, Some(Operation::Status)) => {
             let status = ctx.writes.queue.with_queue(snapshot.status());
             return Checked::Answered(json(StatusCode::OK, status));
-        }
-        (_, Some(Operation::Ui)) => {
-            let mut res = json(StatusCode::OK, Bytes::from_static(UI_PAGE.as_bytes()));
-            res.headers_mut().insert(
-                CONTENT_TYPE,
-                HeaderValue::from_static("text/html; charset=utf-8"),
-            );
-            res.headers_mut().insert(CACHE_CONTROL, NO_CACHE);
-            return Checked::Answered(res);
         }
         (_, Some(Operation::Queue)) if req.method() == Method::DELETE => {
             return match (bundle, queue_seq(req.uri().query())) {
@@ -789,13 +790,18 @@ fn journal(
     query: Option<&str>,
     journal: Option<&Journal>,
 ) -> Response<Payload> {
+    // The method first: `OPTIONS` is 405 whether the journal is on or off.
+    let forget = match *method {
+        Method::GET | Method::HEAD => false,
+        Method::DELETE => true,
+        _ => return not_allowed(route),
+    };
     let Some(journal) = journal else {
         return error(ApiError::JournalDisabled);
     };
-    let filter = match *method {
-        Method::GET | Method::HEAD => Filter::from_query(query),
-        Method::DELETE => Filter::to_forget(query),
-        _ => return not_allowed(route),
+    let filter = match forget {
+        false => Filter::from_query(query),
+        true => Filter::to_forget(query),
     };
     let filter = match filter {
         Ok(filter) => filter,

@@ -232,6 +232,12 @@ async fn without_journal_the_route_is_404_journal_disabled() {
 
     listed.assert_error(404, "journal_disabled");
     deleted.assert_error(404, "journal_disabled");
+    // Another method is 405 on or off, as the docs say (before, off: 404).
+    for method in [Method::OPTIONS, Method::POST] {
+        let other = app.request(method.clone(), "/_journal", "", &[]).await;
+        other.assert_error(405, "method_not_allowed");
+        assert_eq!(other.header("allow"), Some("GET, HEAD, DELETE"), "{method}");
+    }
 }
 
 #[tokio::test]

@@ -335,6 +335,14 @@ async fn readyz_is_503_until_the_first_load_then_200() {
         200,
         "alive while loading"
     );
+    // The desk's status page holds no data: it is served from the start (its script shows
+    // what /status's 503 says is awaited). Before, 503 too: an error page at the desk.
+    let page = app.send(Method::GET, "/_ui", None, None).await;
+    assert_eq!(page.status, 200);
+    assert!(page.text().contains("<html"), "{}", page.text());
+    app.send(Method::GET, "/status", None, None)
+        .await
+        .assert_error(503, "not_ready");
 
     app.app.load().expect("loads");
 
