@@ -873,7 +873,7 @@ fn check_duration(d: Duration) -> Result<(), String> {
 /// The admin token in the configuration file: a string. Written back whole only for
 /// [`ServeOptions::over_file`]'s merge, in memory; `Debug` shows its hint.
 mod secret_text {
-    use serde::{Deserialize, Deserializer, Serializer};
+    use serde::{Deserializer, Serializer};
 
     use crate::token::Token;
 

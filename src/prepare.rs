@@ -30,6 +30,7 @@ use crate::model::records::{Activity, Attendee, PaymentDetail, Purchase};
 use crate::model::{Bundle, Slot};
 use crate::problem::Severity;
 use crate::simulate::Simulation;
+use crate::token::Token;
 use crate::writes;
 use serde_json::{Map, Value};
 
@@ -351,6 +352,8 @@ pub(crate) struct Prepared {
     pub(crate) writes: Option<Arc<writes::Base>>,
     /// The source its bundle.toml names, if any: `Age` and `Eventbox-Source` come from it.
     pub(crate) source: Option<Arc<crate::kiosk::SourceHealth>>,
+    /// The `Authorization-App` values its bundle.toml names (`app_keys`); empty: any.
+    app_keys: Arc<[Token]>,
 }
 
 /// A body's length and tag, never its bytes: a bundle's bodies may be a hundred megabytes.
@@ -441,6 +444,7 @@ impl Prepared {
             simulation: bundle.config.simulate.as_ref().map(Simulation::new),
             writes,
             source: None,
+            app_keys: bundle.config.app_keys.as_slice().into(),
         };
         if compression {
             for body in prepared.bodies() {
@@ -462,7 +466,14 @@ impl Prepared {
             simulation: self.simulation.as_ref().map(Simulation::renewed),
             writes: self.writes.clone(),
             source: self.source.clone(),
+            app_keys: Arc::clone(&self.app_keys),
         }
+    }
+
+    /// Whether the company routes take this `Authorization-App` value: one its bundle.toml
+    /// names (compared in constant time), or any when it names none.
+    pub(crate) fn takes_app(&self, app: &str) -> bool {
+        self.app_keys.is_empty() || self.app_keys.iter().any(|k| k.matches(app))
     }
 
     /// Whether two versions share their answers (one is the other [`Prepared::renewed`]).

@@ -137,7 +137,7 @@ errors! {
     /// A write that could not be made durable in the `--state` log.
     StateUnwritable = (500, "state_unwritable", "The write could not be saved in the state folder; it is not acknowledged."),
     /// `Authorization-App` missing on a company or institutional route (api-fgv.md's code).
-    InvalidAuthorizationApp = (401, "InvalidAuthorizationApp", "The Authorization-App header is missing or blank."),
+    InvalidAuthorizationApp = (401, "InvalidAuthorizationApp", "The Authorization-App header is missing, blank, or not a key the bundle names."),
     /// A missing or unknown token on a company or institutional route (api-fgv.md's code).
     InvalidAuthorizationToken = (401, "InvalidAuthorizationToken", "The Authorization-Token is missing or is not allowed on this route."),
     /// An empty body or a bad date range on `custom/*` (api-fgv.md's code and status).

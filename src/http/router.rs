@@ -386,11 +386,19 @@ fn checked<'s, B>(
             .headers()
             .get(super::guard::APP_HEADER)
             .and_then(|v| v.to_str().ok());
-        if app.is_none_or(|a| a.trim().is_empty()) {
+        let Some(app) = app.map(str::trim).filter(|a| !a.is_empty()) else {
             return Checked::Answered(error(ApiError::InvalidAuthorizationApp));
-        }
-        if let Err(ApiError::MissingToken | ApiError::InvalidToken) = bundle {
-            return Checked::Answered(error(ApiError::InvalidAuthorizationToken));
+        };
+        match bundle {
+            Err(ApiError::MissingToken | ApiError::InvalidToken) => {
+                return Checked::Answered(error(ApiError::InvalidAuthorizationToken))
+            }
+            // A key its bundle.toml does not name (`app_keys`): these answers hold other
+            // events' tokens and people, as the platform's do for its company accounts.
+            Ok(b) if !b.takes_app(app) => {
+                return Checked::Answered(error(ApiError::InvalidAuthorizationApp))
+            }
+            _ => {}
         }
     }
     match bundle {

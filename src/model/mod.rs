@@ -158,6 +158,9 @@ fn toml_to_json(text: &str, v: Spanned<DeValue<'_>>) -> Result<Value, SyntaxErro
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct BundleConfig {
     pub(crate) tokens: Vec<Token>,
+    /// The `Authorization-App` values the company routes take (`app_keys`); none named, any
+    /// non-blank one.
+    pub(crate) app_keys: Vec<Token>,
     /// The `[simulate]` table: latency and errors (see [`simulate`]).
     pub(crate) simulate: Option<simulate::Simulate>,
     /// The `[source]` table: where the bundle is pulled from (docs/kiosk.md).
@@ -200,6 +203,15 @@ pub(crate) const BUNDLE_TOML_DOC: bodies::BodyDoc = bodies::BodyDoc {
                 presence: decode::Presence::Required,
             },
             decode::FieldDoc {
+                key: "app_keys",
+                ty: || decode::Ty::Plain {
+                    what: "list of strings: the `Authorization-App` values the company routes \
+                        take (docs/api.md); without it, any non-blank value",
+                    example: "[\"app-key\"]",
+                },
+                presence: decode::Presence::Optional,
+            },
+            decode::FieldDoc {
                 key: "simulate",
                 ty: || decode::Ty::Plain {
                     what: "table: latency and errors (docs/client-testing.md)",
@@ -229,6 +241,7 @@ pub(crate) const BUNDLE_TOML_DOC: bodies::BodyDoc = bodies::BodyDoc {
 pub(crate) fn bundle_config(v: &Value, diag: &mut Diag) -> Option<BundleConfig> {
     let mut o = decode::Obj::new(v, "", diag)?;
     let tokens = o.raw("tokens");
+    let app_keys = o.raw("app_keys");
     let simulate_table = o.raw("simulate");
     let source_table = o.raw("source");
     let extra = o.finish();
@@ -246,56 +259,19 @@ pub(crate) fn bundle_config(v: &Value, diag: &mut Diag) -> Option<BundleConfig> 
         );
         return None;
     };
-    let Value::Array(items) = tokens else {
-        // Never quote the value: it is likely a token.
-        diag.error(
-            "tokens",
-            format!(
-                "expected an array of strings, found {}; write tokens = [\"...\"]",
-                kind_of(tokens)
-            ),
-        );
-        return None;
-    };
-    if items.is_empty() {
+    let (out, mut ok) = secrets("tokens", "a token", tokens, diag);
+    if ok && out.is_empty() {
         diag.error("tokens", "at least one token is required");
         return None;
     }
-    let mut out: Vec<Token> = Vec::with_capacity(items.len());
-    let mut ok = true;
-    for (i, item) in items.iter().enumerate() {
-        let path = format!("tokens[{i}]");
-        match item {
-            Value::String(s) if s.trim().is_empty() => {
-                diag.error(&path, "a token must not be blank");
-                ok = false;
-            }
-            Value::String(s) if s.trim() != s => {
-                diag.error(
-                    &path,
-                    format!(
-                        "token {} has white space around it; it could never match",
-                        crate::problem::token_hint(s.trim())
-                    ),
-                );
-                ok = false;
-            }
-            Value::String(s) if out.contains(&Token::new(s)) => {
-                diag.warning(
-                    &path,
-                    format!("token {} is listed twice", crate::problem::token_hint(s)),
-                );
-            }
-            Value::String(s) => out.push(Token::new(s)),
-            other => {
-                diag.error(
-                    &path,
-                    format!("expected a string, found {}", kind_of(other)),
-                );
-                ok = false;
-            }
+    let app_keys = match app_keys {
+        None => Vec::new(),
+        Some(v) => {
+            let (keys, keys_ok) = secrets("app_keys", "an app key", v, diag);
+            ok &= keys_ok;
+            keys
         }
-    }
+    };
     // Errors in [simulate] keep the bundle from being served (they are in `diag`), but its tokens
     // are still known, so clashes are found.
     let simulate = simulate_table.and_then(|v| simulate::simulate(v, diag));
@@ -311,9 +287,64 @@ pub(crate) fn bundle_config(v: &Value, diag: &mut Diag) -> Option<BundleConfig> 
     };
     ok.then_some(BundleConfig {
         tokens: out,
+        app_keys,
         simulate,
         source,
     })
+}
+
+/// Decodes a list of secrets (`tokens`, `app_keys`; each is `a_what`, "a token"): strings, not
+/// blank, without white space around them (a header is trimmed before matching, so such a value
+/// could never match); one listed twice is a warning. The good ones, and whether none was an
+/// error. A value is never quoted whole, only its hint.
+fn secrets(key: &str, a_what: &str, v: &Value, diag: &mut Diag) -> (Vec<Token>, bool) {
+    let what = a_what.split_once(' ').map_or(a_what, |(_, w)| w);
+    let Value::Array(items) = v else {
+        diag.error(
+            key,
+            format!(
+                "expected an array of strings, found {}; write {key} = [\"...\"]",
+                kind_of(v)
+            ),
+        );
+        return (Vec::new(), false);
+    };
+    let mut out: Vec<Token> = Vec::with_capacity(items.len());
+    let mut ok = true;
+    for (i, item) in items.iter().enumerate() {
+        let path = format!("{key}[{i}]");
+        match item {
+            Value::String(s) if s.trim().is_empty() => {
+                diag.error(&path, format!("{a_what} must not be blank"));
+                ok = false;
+            }
+            Value::String(s) if s.trim() != s => {
+                diag.error(
+                    &path,
+                    format!(
+                        "{what} {} has white space around it; it could never match",
+                        crate::problem::token_hint(s.trim())
+                    ),
+                );
+                ok = false;
+            }
+            Value::String(s) if out.contains(&Token::new(s)) => {
+                diag.warning(
+                    &path,
+                    format!("{what} {} is listed twice", crate::problem::token_hint(s)),
+                );
+            }
+            Value::String(s) => out.push(Token::new(s)),
+            other => {
+                diag.error(
+                    &path,
+                    format!("expected a string, found {}", kind_of(other)),
+                );
+                ok = false;
+            }
+        }
+    }
+    (out, ok)
 }
 
 /// Decodes `[source]`: `url` required (http or https, a host, no credentials, nothing a header
@@ -637,6 +668,7 @@ mod tests {
                 config,
                 Some(BundleConfig {
                     tokens: tokens.iter().map(|t| Token::new(t)).collect(),
+                    app_keys: Vec::new(),
                     simulate: None,
                     source: None,
                 }),

@@ -95,6 +95,70 @@ async fn the_second_header_and_the_token_answer_the_documented_codes() {
     .assert_error(401, "invalid_token");
 }
 
+/// A bundle.toml naming `app_keys` takes only those as `Authorization-App` on the company
+/// routes (their answers hold other events' tokens and people): another key is 401
+/// `InvalidAuthorizationApp`, as the platform answers a wrong one. Without `app_keys`, any
+/// non-blank key (above). A blank key in the list keeps the bundle from being served.
+#[tokio::test]
+async fn app_keys_in_bundle_toml_are_the_only_keys_the_company_routes_take() {
+    let data = crate::helpers::TempData::new();
+    data.with_demo("demo");
+    let toml = data.path().join("demo/bundle.toml");
+    std::fs::write(
+        &toml,
+        "tokens = [\"demo-token\"]\napp_keys = [\"company-key-1\", \"company-key-2\"]\n",
+    )
+    .expect("write");
+    let app = spawn_app(data.path()).await;
+    for (path, method, body) in [
+        ("/api/v1/customclient/events", Method::GET, None),
+        ("/api/v1/custom/getdata", Method::POST, Some("{}")),
+    ] {
+        for key in ["company-key-1", " company-key-2 "] {
+            let ok = call(
+                &app,
+                method.clone(),
+                path,
+                Some(DEMO_TOKEN),
+                Some(key),
+                body,
+            )
+            .await;
+            assert_eq!(ok.status, 200, "{path} {key}: {}", ok.text());
+        }
+        for key in ["company-key", "company-key-10", "other"] {
+            call(
+                &app,
+                method.clone(),
+                path,
+                Some(DEMO_TOKEN),
+                Some(key),
+                body,
+            )
+            .await
+            .assert_error(401, "InvalidAuthorizationApp");
+        }
+    }
+    assert_eq!(app.get("/api/v1/event", DEMO_TOKEN).await.status, 200);
+
+    let broken = crate::helpers::TempData::new();
+    broken.with_demo("demo");
+    std::fs::write(
+        broken.path().join("demo/bundle.toml"),
+        "tokens = [\"demo-token\"]\napp_keys = [\" \"]\n",
+    )
+    .expect("write");
+    let app = spawn_app(broken.path()).await;
+    let status = app.send(Method::GET, "/status", None, None).await.text();
+    assert!(
+        status.contains("app_keys[0]") && status.contains("an app key must not be blank"),
+        "{status}"
+    );
+    app.get("/api/v1/event", DEMO_TOKEN)
+        .await
+        .assert_error(401, "invalid_token");
+}
+
 #[tokio::test]
 async fn company_events_are_served_as_written_and_as_documented() {
     let documented: Value =
