@@ -625,7 +625,7 @@ pub async fn serve(options: &ServeOptions) -> u8 {
         );
     }
     if options.read_only {
-        tracing::info!("read-only: writes, resets and queue dismissals are refused with 405");
+        tracing::info!("read-only: writes and resets are refused with 405");
     }
     let mut server = tokio::spawn(crate::http::serve(
         listener,

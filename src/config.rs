@@ -351,8 +351,8 @@ pub struct ServeOptions {
     #[arg(long, env = "EVENTBOX_STATE", value_name = "DIR")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<PathBuf>,
-    /// Refuse every write (POST /attendees/create, /checkin/*), POST /_writes/reset and
-    /// DELETE /_queue with 405
+    /// Refuse every write (POST /attendees/create, /checkin/*) and POST /_writes/reset with
+    /// 405
     #[arg(long, env = "EVENTBOX_READ_ONLY", action = clap::ArgAction::Set,
           num_args = 0..=1, require_equals = true, default_value_t = false,
           default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
@@ -888,7 +888,7 @@ mod secret_text {
     /// number or a boolean: `admin-token = 98765432109876` would print the secret).
     pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Token>, D::Error> {
         struct Text;
-        impl serde::de::Visitor<'_> for Text {
+        impl<'de> serde::de::Visitor<'de> for Text {
             type Value = String;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                 f.write_str("a string")
@@ -906,6 +906,16 @@ mod secret_text {
                 Err(not_text())
             }
             fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<String, E> {
+                Err(not_text())
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<String, E> {
+                Err(not_text())
+            }
+            // A TOML date-time reaches serde as a map, an array as a sequence.
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, _: A) -> Result<String, A::Error> {
+                Err(not_text())
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, _: A) -> Result<String, A::Error> {
                 Err(not_text())
             }
         }
@@ -1205,7 +1215,15 @@ mod tests {
 
     #[test]
     fn an_admin_token_in_the_file_that_is_not_a_string_is_refused_unshown() {
-        for value in ["98765432109876", "-98765432109876", "9876543.21", "true"] {
+        for value in [
+            "98765432109876",
+            "-98765432109876",
+            "9876543.21",
+            "true",
+            "1979-05-27",
+            "[\"secret-in-a-list\"]",
+            "{ secret = \"in-a-table\" }",
+        ] {
             let (_dir, path) = file(&format!("admin-token = {value}\n"));
             let err = resolve(&["--config", path.to_str().expect("UTF-8")])
                 .expect_err("not a string")

@@ -343,8 +343,10 @@ impl Mirror {
         timeout: Duration,
     ) -> Result<Mirror, String> {
         // Inside the state folder, made first here: both its owner's only, as `writes::log`
-        // makes the state folder (the copies hold people's data).
-        crate::stage::create_private_dirs(&dir)
+        // makes the state folder (the copies hold people's data). The mirror folder is made
+        // private also when an earlier version left it open: that closes every copy below it.
+        crate::writes::log::private_dirs(&dir)
+            .and_then(|()| crate::stage::private_folder(&dir))
             .map_err(|e| format!("cannot create the mirror folder {}: {e}", dir.display()))?;
         Ok(Mirror {
             store,
@@ -565,7 +567,7 @@ impl Mirror {
 /// (`bundle.toml` names the tokens, the rest holds people's data).
 fn write(path: &Path, bytes: &[u8]) -> Result<(), String> {
     if let Some(parent) = path.parent() {
-        crate::stage::create_private_dirs(parent)
+        crate::writes::log::private_dirs(parent)
             .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
     }
     crate::stage::write_private(path, bytes)

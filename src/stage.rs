@@ -388,17 +388,6 @@ pub(crate) fn private_folder(dir: &Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Creates a folder and its missing parents, each created one its owner's only (0700 on unix):
-/// the state folder and the mirror's copy hold people's data. A folder that exists is left as
-/// it is.
-pub(crate) fn create_private_dirs(dir: &Path) -> io::Result<()> {
-    let mut folder = std::fs::DirBuilder::new();
-    folder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut folder, 0o700);
-    folder.create(dir)
-}
-
 /// Writes a new file only its owner may read (0600 on unix): `bundle.toml`, which names the
 /// token. The file must not exist yet (a fresh staging folder).
 pub(crate) fn write_private(path: &Path, contents: &[u8]) -> io::Result<()> {

@@ -132,8 +132,9 @@ fn not_allowed(route: Route) -> Response<Payload> {
     res
 }
 
-/// 405 `read_only`: with `--read-only` no write is taken, nor is one forgotten or dismissed
-/// (`POST /_writes/reset`, `DELETE /_queue`); `Allow` is empty, as no method writes.
+/// 405 `read_only`: with `--read-only` no write is taken, nor are writes forgotten (`POST
+/// /_writes/reset`); `Allow` is empty, as these routes have no other method. Dismissing what
+/// waits for the source (`DELETE /_queue`) changes nothing served: taken.
 fn read_only() -> Response<Payload> {
     let mut res = error(ApiError::ReadOnly);
     res.headers_mut()
@@ -279,7 +280,7 @@ fn checked<'s, B>(
         }
         // No preflight on the other admin routes either: no web page of another origin may
         // reset writes or dismiss what waits for the source (`http::admin`).
-        _ if route.is_admin() && req.method() == Method::OPTIONS => {
+        _ if !route.cross_origin() && req.method() == Method::OPTIONS => {
             return Checked::Answered(not_allowed(route))
         }
         // A CORS preflight: no token (browsers send none), the allow headers added by the server.
@@ -358,7 +359,6 @@ fn checked<'s, B>(
         (_, Some(Operation::Queue)) if req.method() == Method::DELETE => {
             return match (bundle, queue_seq(req.uri().query())) {
                 (Err(e), _) => Checked::Answered(error(e)),
-                (Ok(_), _) if ctx.writes.read_only() => Checked::Answered(read_only()),
                 (Ok(_), None) => Checked::Answered(error(ApiError::InvalidQueueEntry)),
                 (Ok(bundle), Some(seq)) => Checked::Dismiss(bundle, seq),
             };

@@ -463,10 +463,13 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
         o.parked = parked;
         return record(writes, o).await.map(|()| Went::Accepted);
     }
-    // At most a few KiB of it (a source answering gigabytes costs nothing), and never the token
-    // if the source echoes it: the answer is logged, shown by /_queue and the status page.
+    // At most 64 KiB of it (a source answering gigabytes costs nothing; a refusal naming each
+    // item of a batch is whole, to be told apart from a proxy's page), and never the token if
+    // the source echoes it: the answer is shown by /_queue and the status page, cut there to
+    // its first 2 KiB, so a token cut at 64 KiB is never shown in part either.
+    const REFUSAL_READ: usize = 64 * 1024;
     let answer = crate::pull::hide_token(
-        &String::from_utf8_lossy(&crate::pull::fetch::error_body(res).await),
+        &String::from_utf8_lossy(&crate::pull::fetch::error_body(res, REFUSAL_READ).await),
         to.token.expose(),
     );
     if refuses_entry(status, &answer) {

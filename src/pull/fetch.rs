@@ -276,7 +276,7 @@ impl Fetcher {
             .get(reqwest::header::LOCATION)
             .and_then(|l| l.to_str().ok())
             .map(str::to_string);
-        let body = error_body(response).await;
+        let body = error_body(response, ERROR_BODY_LIMIT).await;
         let shown = self.shown(url, reference);
         if status == StatusCode::NOT_FOUND && (empty_list(&body) || platform_error(&body)) {
             // The platform's own 404s (more-api.md: attendees' "Not found: 404 with {"data": [],
@@ -462,16 +462,16 @@ pub(crate) async fn limited(mut response: reqwest::Response, limit: u64) -> Resu
 /// endless or huge error page costs neither memory nor the request's whole timeout.
 const ERROR_BODY_LIMIT: usize = 4096;
 
-/// An error answer's body, at most [`ERROR_BODY_LIMIT`] bytes; what could not be read is left.
-pub(crate) async fn error_body(mut response: reqwest::Response) -> Vec<u8> {
+/// An error answer's body, at most `limit` bytes; what could not be read is left.
+pub(crate) async fn error_body(mut response: reqwest::Response, limit: usize) -> Vec<u8> {
     let mut body = Vec::new();
-    while body.len() < ERROR_BODY_LIMIT {
+    while body.len() < limit {
         match response.chunk().await {
             Ok(Some(chunk)) => body.extend_from_slice(&chunk),
             Ok(None) | Err(_) => break,
         }
     }
-    body.truncate(ERROR_BODY_LIMIT);
+    body.truncate(limit);
     body
 }
 

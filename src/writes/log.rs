@@ -129,7 +129,7 @@ impl Log {
             });
         }
         // People's names and e-mails: the folder and its files are the server's user's only.
-        crate::stage::create_private_dirs(dir).map_err(|source| LogError::Io {
+        private_dirs(dir).map_err(|source| LogError::Io {
             path: dir.to_path_buf(),
             source,
         })?;
@@ -318,6 +318,17 @@ fn run(mut file: File, mut len: u64, rx: mpsc::Receiver<Request>, path: &Path) {
             let _ = done.send(answer);
         }
     }
+}
+
+/// Creates a folder and its missing parents, each created one its owner's only (0700 on unix):
+/// the state folder and the mirror's copy hold people's data. A folder that exists is left as
+/// it is.
+pub(crate) fn private_dirs(dir: &Path) -> io::Result<()> {
+    let mut folder = std::fs::DirBuilder::new();
+    folder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut folder, 0o700);
+    folder.create(dir)
 }
 
 /// Options that create a file readable by its owner only (0600 on unix): the state folder's

@@ -193,6 +193,18 @@ async fn a_web_page_on_the_machine_itself_cannot_use_the_admin_routes() {
         let res = with("GET", path, vec![("Origin", "https://evil.example".into())]).await;
         assert_eq!(res.status.as_u16(), 200, "{path}");
         assert_eq!(res.header("access-control-allow-origin"), cors, "{path}");
+        // Nor does a preflight allow it (405, as on the admin routes).
+        let preflight = with(
+            "OPTIONS",
+            path,
+            vec![
+                ("Origin", "https://evil.example".into()),
+                ("Access-Control-Request-Method", "GET".into()),
+            ],
+        )
+        .await;
+        let status = if cors.is_some() { 204 } else { 405 };
+        assert_eq!(preflight.status.as_u16(), status, "{path}");
     }
     // The API keeps its CORS.
     let api = with(

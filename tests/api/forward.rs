@@ -931,7 +931,8 @@ async fn writes_a_firewall_blocks_wait_and_a_pending_one_can_be_dismissed() {
 
 /// A source whose refusal echoes the request's headers: the answer kept for the rejected write
 /// (logged, shown by `/_queue` and the status page, written to the state folder) shows the
-/// token's hint only. Before, the whole token.
+/// token's hint only. Before, the whole token. The refusal is long (one error per field, over
+/// 16 KiB): still the API's JSON, so the write is rejected, not taken for a proxy's page.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_that_echoes_the_token_is_kept_without_it() {
     use crate::pull::{Act, Proxy};
@@ -939,8 +940,14 @@ async fn a_refusal_that_echoes_the_token_is_kept_without_it() {
     let (_source_at, source) = Source::start().await;
     let echo = Proxy::start(&source.base, move |path, _, _| {
         if path.ends_with("/attendees/create") {
-            let answer =
-                json!({"message": format!("refused: you sent Authorization-Token: {DEMO_TOKEN}")});
+            let erros: Vec<Value> = (0..400)
+                .map(|i| json!({"code": 400, "description": format!("field_{i} is not valid")}))
+                .collect();
+            let answer = json!({
+                "message": format!("refused: you sent Authorization-Token: {DEMO_TOKEN}"),
+                "erros": erros,
+            });
+            assert!(answer.to_string().len() > 16 * 1024);
             Act::Answer(
                 400,
                 vec![("content-type", "application/json".into())],

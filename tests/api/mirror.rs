@@ -447,7 +447,9 @@ async fn a_bundle_gone_from_storage_leaves_the_mirror_even_one_from_an_earlier_r
 
 /// The mirror's copy is its owner's only, as `pull` writes one: the state folder it makes first
 /// (0700, as `--state` alone makes it), the mirror's folders (0700) and every file copied (0600:
-/// people's data, and `bundle.toml` names the tokens). Before, 0755 folders and 0644 files.
+/// people's data, and `bundle.toml` names the tokens). Before, 0755 folders and 0644 files. A
+/// state folder an earlier version left open gets its mirror folder closed, which closes the
+/// copies in it (the operator's own state folder is left as it is).
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_mirrored_copy_and_the_state_folder_it_makes_are_the_owners_only() {
@@ -456,22 +458,6 @@ async fn the_mirrored_copy_and_the_state_folder_it_makes_are_the_owners_only() {
     let Some(moto) = moto().await else { return };
     let store = moto.bucket("private").await;
     put_demo(&store, "events").await;
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let state = tmp.path().join("state");
-    let env = moto.env();
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let served = start_binary(
-        &[
-            "--addr",
-            "127.0.0.1:0",
-            "--data",
-            "s3://private/events",
-            "--state",
-            state.to_str().expect("UTF-8"),
-        ],
-        &env,
-    );
-    assert_eq!(get_event(&served.base, "demo-token").await.0, 200);
     let mode = |p: &Path| {
         std::fs::metadata(p)
             .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
@@ -479,12 +465,36 @@ async fn the_mirrored_copy_and_the_state_folder_it_makes_are_the_owners_only() {
             .mode()
             & 0o777
     };
-    let copy = state.join("mirror/demo");
-    for folder in [state.clone(), state.join("mirror"), copy.clone()] {
-        assert_eq!(mode(&folder), 0o700, "{}", folder.display());
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let earlier = tmp.path().join("earlier");
+    std::fs::create_dir_all(earlier.join("mirror/old")).expect("mkdir");
+    for folder in [earlier.clone(), earlier.join("mirror")] {
+        std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     }
-    for file in ["bundle.toml", "event.json", "payments.json"] {
-        assert_eq!(mode(&copy.join(file)), 0o600, "{file}");
+    let env = moto.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    for (state, made_here) in [(tmp.path().join("state"), true), (earlier, false)] {
+        let served = start_binary(
+            &[
+                "--addr",
+                "127.0.0.1:0",
+                "--data",
+                "s3://private/events",
+                "--state",
+                state.to_str().expect("UTF-8"),
+            ],
+            &env,
+        );
+        assert_eq!(get_event(&served.base, "demo-token").await.0, 200);
+        let copy = state.join("mirror/demo");
+        for folder in [state.join("mirror"), copy.clone()] {
+            assert_eq!(mode(&folder), 0o700, "{}", folder.display());
+        }
+        let own = if made_here { 0o700 } else { 0o755 };
+        assert_eq!(mode(&state), own, "{}", state.display());
+        for file in ["bundle.toml", "event.json", "payments.json"] {
+            assert_eq!(mode(&copy.join(file)), 0o600, "{file}");
+        }
     }
 }
 
