@@ -735,11 +735,48 @@ record! {
     }
 }
 
+/// A check-in's `checkin_code`: a string in the documentation's `CheckinAttendee` model, a
+/// number where `/attendees` lists it. The service's framework (ASP.NET Web API, whose JSON
+/// reader puts a number into a string property) takes either, so a check-in page that posts back
+/// the code it read works: an integer is taken as its digits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub(crate) struct CheckinCode(String);
+
+impl CheckinCode {
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl super::decode::Scalar for CheckinCode {
+    const EXPECTED: &'static str = "a string (or an integer)";
+    fn take(v: &Value) -> Option<Self> {
+        match v {
+            Value::String(s) => Some(CheckinCode(s.clone())),
+            Value::Number(n) if n.is_i64() || n.is_u64() => Some(CheckinCode(n.to_string())),
+            _ => None,
+        }
+    }
+}
+
+impl Field for CheckinCode {
+    fn read(o: &mut Obj<'_, '_>, key: &'static str) -> Option<Self> {
+        o.required(key)
+    }
+}
+
+#[cfg(test)]
+super::decode::describe_plain! {
+    CheckinCode => "string, or an integer (as `/attendees` lists it)", "\"40511949\"";
+}
+
 record! {
     /// One check-in at the event (models.md, `CheckinAttendee`): `checkin` 1 checks the person
-    /// with that `checkin_code` in, 0 undoes it. The table types `checkin_code` as a string.
+    /// with that `checkin_code` in, 0 undoes it. The table types `checkin_code` as a string;
+    /// an integer is taken too ([`CheckinCode`]).
     pub(crate) struct CheckinAttendee, decoded by checkin_attendee {
-        checkin_code: String,
+        checkin_code: CheckinCode,
         checkin: i64,
         checkin_date: CheckinDate,
     }

@@ -85,7 +85,7 @@ pub(crate) enum Write {
 impl From<&CheckinAttendee> for Write {
     fn from(c: &CheckinAttendee) -> Write {
         Write::Checkin {
-            checkin_code: c.checkin_code.trim().to_string(),
+            checkin_code: c.checkin_code.as_str().trim().to_string(),
             checkin: c.checkin,
             checkin_date: c.checkin_date.as_str().to_string(),
             person: None,
