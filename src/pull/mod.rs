@@ -611,11 +611,17 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
         }
         None => {
             let note = format!("Pulled by `eventbox pull` from {base} on {when}.");
+            // With the company's key, the copy takes that key alone on the company routes, as
+            // the source does: their answers list other events' tokens (docs/api.md).
+            let app_keys = opts.app.as_ref().map(|app| {
+                let key = toml::Value::String(app.expose().trim().to_string());
+                toml::Table::from_iter([("app_keys".to_string(), toml::Value::Array(vec![key]))])
+            });
             crate::model::bundle_toml(
                 &[opts.token.expose().trim().to_string()],
                 Some(&note),
                 Some(&source),
-                None,
+                app_keys.as_ref(),
             )
         }
     };

@@ -1150,6 +1150,18 @@ async fn with_the_companys_app_key_the_companys_events_are_pulled_too() {
         .await;
     assert_eq!(served.status, 200);
     assert_eq!(pulled, served.body.to_vec());
+    // The copy takes that key alone on the company routes, as its source would.
+    let copy = spawn_app(root.path()).await;
+    for (key, status) in [("c0mpany-key", 200), ("another-key", 401)] {
+        let got = copy
+            .get_with(
+                "/api/v1/customclient/events",
+                DEMO_TOKEN,
+                &[("Authorization-App", key)],
+            )
+            .await;
+        assert_eq!(got.status, status, "{key}: {}", got.text());
+    }
     // Without the key, the file is left out (the first test checks the rest).
     let without = root.path().join("plain");
     let (code, output) = pull_binary(&source.base, DEMO_TOKEN, &without, &[]).await;
