@@ -196,6 +196,21 @@ impl Entry {
                 })
             });
         }
+        // So does its `app_keys` (secrets too): the last good version's company routes take
+        // the keys the latest bundle.toml names, once it reads without error.
+        if let (true, Some(keys)) = (tokens_read, &report.app_keys) {
+            if let Some(good) = self
+                .last_good
+                .take_if(|good| !good.prepared.takes_app_keys(keys))
+            {
+                self.last_good = Some(Arc::new(Version {
+                    prepared: Arc::new(good.prepared.with_app_keys(keys)),
+                    tokens: good.tokens.clone(),
+                    summary: good.summary.clone(),
+                    loaded_at: good.loaded_at,
+                }));
+            }
+        }
         self.problems = report.problems;
         self.tokens = report.tokens;
         self.checked_at = report.loaded_at;
@@ -487,6 +502,8 @@ impl Catalog {
                         .get(name)
                         .map(|e| e.tokens.clone())
                         .unwrap_or_default(),
+                    // Not read: a last good version keeps its own.
+                    app_keys: None,
                 };
                 Attempt::Read(Box::new(report), None)
             }
@@ -734,6 +751,49 @@ mod arbitration {
         let shown = format!("{catalog:?} {:?}", catalog.snapshot());
         assert!(!shown.contains("shared-token"), "{shown}");
         assert!(shown.contains("Token(shar…)"), "{shown}");
+    }
+
+    /// Whether bundle `name` as served takes `key` on the company routes.
+    fn takes(catalog: &Catalog, name: &str, key: &str) -> bool {
+        catalog
+            .entry(name)
+            .and_then(|e| e.serving.as_ref())
+            .is_some_and(|v| v.prepared.takes_app(key))
+    }
+
+    /// `app_keys` are secrets as tokens are: the latest bundle.toml that reads decides them at
+    /// once, also while another file has errors and the last good version serves (keys added to
+    /// close the company routes, or a leaked one taken out). One with an error changes nothing
+    /// and still leaves the bundle's tokens known, so a clash is still found.
+    #[test]
+    fn app_keys_apply_to_the_last_good_version_at_once_and_an_error_in_them_hides_no_token() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        write(tmp.path(), "summit", &["summit-token"], false);
+        let mut catalog = Catalog::new(tmp.path());
+        assert_eq!(serve(&mut catalog, &["summit-token"]), vec![some("summit")]);
+        assert!(takes(&catalog, "summit", "any-key"));
+
+        write(tmp.path(), "summit", &["summit-token"], true);
+        let toml = tmp.path().join("summit/bundle.toml");
+        std::fs::write(
+            &toml,
+            "tokens = [\"summit-token\"]\napp_keys = [\"key-1\"]\n",
+        )
+        .expect("write");
+        assert_eq!(serve(&mut catalog, &["summit-token"]), vec![some("summit")]);
+        assert!(catalog.entry("summit").is_some_and(Entry::has_errors));
+        assert!(takes(&catalog, "summit", "key-1"));
+        assert!(!takes(&catalog, "summit", "any-key"));
+
+        // A blank key: an error, and the keys in force stay; the token is still known, so a
+        // bundle naming it too is refused it.
+        std::fs::write(&toml, "tokens = [\"summit-token\"]\napp_keys = [\" \"]\n").expect("write");
+        write(tmp.path(), "twin", &["summit-token"], false);
+        let served = serve(&mut catalog, &["summit-token"]);
+        assert_eq!(served, vec![some("summit")]);
+        assert!(takes(&catalog, "summit", "key-1"));
+        assert!(!takes(&catalog, "summit", "any-key"));
+        assert_eq!(conflicts(&catalog, "twin").len(), 1, "{catalog:?}");
     }
 
     #[test]

@@ -50,6 +50,9 @@ pub(crate) struct BundleReport {
     /// The tokens its bundle.toml names, even when another file has errors (empty when
     /// bundle.toml itself has one), so token clashes are found across every bundle.
     pub(crate) tokens: Vec<Token>,
+    /// The app keys its bundle.toml names, even when another file has errors (`None` when
+    /// bundle.toml has an error): a last good version takes them at once, as it does tokens.
+    pub(crate) app_keys: Option<Vec<Token>>,
 }
 
 impl BundleReport {
@@ -196,6 +199,7 @@ pub(crate) fn load_bundle_tracked(
     progress.set(dir);
     let mut problems = Vec::new();
     let mut tokens = Vec::new();
+    let mut app_keys = None;
     let bundle = BundleLoader {
         dir,
         max_file_bytes,
@@ -203,6 +207,7 @@ pub(crate) fn load_bundle_tracked(
         pieces,
         problems: &mut problems,
         tokens: &mut tokens,
+        app_keys: &mut app_keys,
     }
     .load(name);
     let bundle = bundle.filter(|_| !problems.iter().any(Problem::is_error));
@@ -213,6 +218,7 @@ pub(crate) fn load_bundle_tracked(
         problems,
         loaded_at: chrono::Utc::now(),
         tokens,
+        app_keys,
     }
 }
 
@@ -226,6 +232,7 @@ struct BundleLoader<'a> {
     pieces: &'a Pieces,
     problems: &'a mut Vec<Problem>,
     tokens: &'a mut Vec<Token>,
+    app_keys: &'a mut Option<Vec<Token>>,
 }
 
 /// A file found in a bundle, by what it is for.
@@ -238,6 +245,7 @@ impl BundleLoader<'_> {
         let config = self.config(&files);
         if let Some(config) = &config {
             self.tokens.clone_from(&config.tokens);
+            self.app_keys.clone_from(&config.app_keys);
         }
         // Whole files and the stream first: the references of the payments tell which detail
         // files belong to a payment.

@@ -444,7 +444,7 @@ impl Prepared {
             simulation: bundle.config.simulate.as_ref().map(Simulation::new),
             writes,
             source: None,
-            app_keys: bundle.config.app_keys.as_slice().into(),
+            app_keys: bundle.config.app_keys.as_deref().unwrap_or_default().into(),
         };
         if compression {
             for body in prepared.bodies() {
@@ -468,6 +468,20 @@ impl Prepared {
             source: self.source.clone(),
             app_keys: Arc::clone(&self.app_keys),
         }
+    }
+
+    /// A new version ([`Prepared::renewed`]) whose company routes take `app_keys`: those a
+    /// bundle.toml names now, while another of its files has errors.
+    pub(crate) fn with_app_keys(&self, app_keys: &[Token]) -> Prepared {
+        Prepared {
+            app_keys: app_keys.into(),
+            ..self.renewed()
+        }
+    }
+
+    /// Whether its company routes take the app keys `keys` alone.
+    pub(crate) fn takes_app_keys(&self, keys: &[Token]) -> bool {
+        *self.app_keys == *keys
     }
 
     /// Whether the company routes take this `Authorization-App` value: one its bundle.toml

@@ -382,10 +382,11 @@ fn checked<'s, B>(
     };
     if API.get(index).is_some_and(|e| e.app) {
         // The company and institutional routes: their own documented codes (api-fgv.md).
+        // UTF-8, as a token is read (`to_str` takes visible ASCII only).
         let app = req
             .headers()
             .get(super::guard::APP_HEADER)
-            .and_then(|v| v.to_str().ok());
+            .and_then(|v| std::str::from_utf8(v.as_bytes()).ok());
         let Some(app) = app.map(str::trim).filter(|a| !a.is_empty()) else {
             return Checked::Answered(error(ApiError::InvalidAuthorizationApp));
         };

@@ -159,8 +159,9 @@ fn toml_to_json(text: &str, v: Spanned<DeValue<'_>>) -> Result<Value, SyntaxErro
 pub(crate) struct BundleConfig {
     pub(crate) tokens: Vec<Token>,
     /// The `Authorization-App` values the company routes take (`app_keys`); none named, any
-    /// non-blank one.
-    pub(crate) app_keys: Vec<Token>,
+    /// non-blank one. `None` when they have an error (the bundle is not served then, and a last
+    /// good version keeps its own).
+    pub(crate) app_keys: Option<Vec<Token>>,
     /// The `[simulate]` table: latency and errors (see [`simulate`]).
     pub(crate) simulate: Option<simulate::Simulate>,
     /// The `[source]` table: where the bundle is pulled from (docs/kiosk.md).
@@ -264,13 +265,14 @@ pub(crate) fn bundle_config(v: &Value, diag: &mut Diag) -> Option<BundleConfig> 
         diag.error("tokens", "at least one token is required");
         return None;
     }
+    // An error here keeps the bundle from being served (it is in `diag`), not its tokens from
+    // being known.
     let app_keys = match app_keys {
-        None => Vec::new(),
-        Some(v) => {
-            let (keys, keys_ok) = secrets("app_keys", "an app key", v, diag);
-            ok &= keys_ok;
-            keys
-        }
+        None => Some(Vec::new()),
+        Some(v) => match secrets("app_keys", "an app key", v, diag) {
+            (keys, true) => Some(keys),
+            (_, false) => None,
+        },
     };
     // Errors in [simulate] keep the bundle from being served (they are in `diag`), but its tokens
     // are still known, so clashes are found.
@@ -668,7 +670,7 @@ mod tests {
                 config,
                 Some(BundleConfig {
                     tokens: tokens.iter().map(|t| Token::new(t)).collect(),
-                    app_keys: Vec::new(),
+                    app_keys: Some(Vec::new()),
                     simulate: None,
                     source: None,
                 }),

@@ -559,13 +559,17 @@ impl Queue {
     /// The body of `entry` as the source is sent it: each check-in item that named a
     /// registration made here names it by the id and code the source knows it by (when known:
     /// see [`Queue::unknown_at_source`]); an item that named an attendee of the files by its own
-    /// code or id goes as it came. Items logged before persons were are matched by their code
-    /// and id.
+    /// code or id goes as it came, a code taken as a number as its string. Items logged before
+    /// persons were are matched by their code and id.
     pub(crate) fn translated(&self, entry: &Entry) -> Value {
         let inner = self.inner();
         let named = inner.named(entry);
         let mut body = entry.request.body.clone();
         for (item, named) in batch_items(&mut body).into_iter().flatten().zip(named) {
+            // A code taken as a number goes as the documented model's string.
+            if let Some(code) = item.get_mut("checkin_code").filter(|c| c.is_number()) {
+                *code = Value::String(code.to_string());
+            }
             let Named::Here(Here {
                 source: Some((source_id, source_code)),
                 ..
@@ -1134,6 +1138,27 @@ mod tests {
         let sent = q.translated(&entry);
         assert_eq!(sent["attendees"][0]["checkin_code"], "777");
         assert_eq!(sent["attendees"][1], body["attendees"][1]);
+    }
+
+    /// A code taken as a number (as `/attendees` lists it) goes as the documented model's
+    /// string, so a source that takes only strings takes the batch; the rest goes as it came.
+    #[test]
+    fn a_check_in_code_taken_as_a_number_is_sent_as_a_string() {
+        let q = Queue::default();
+        let body = json!([{"checkin_code": 12, "checkin": 1, "checkin_date": "d"},
+                          {"checkin_code": "13", "checkin": 1, "checkin_date": "d"}]);
+        q.push(
+            1,
+            "b",
+            received("/checkin", body.clone()),
+            &[checkin("12", None), checkin("13", None)],
+            true,
+        );
+        let entry = q.inner().pending.get(&1).cloned().expect("entry 1");
+        let sent = q.translated(&entry);
+        assert_eq!(sent[0]["checkin_code"], "12");
+        assert_eq!(sent[0]["checkin_date"], "d");
+        assert_eq!(sent[1], body[1]);
     }
 
     /// A batch naming Ana (registered here, unknown at the source) and someone of the files:

@@ -106,7 +106,7 @@ async fn app_keys_in_bundle_toml_are_the_only_keys_the_company_routes_take() {
     let toml = data.path().join("demo/bundle.toml");
     std::fs::write(
         &toml,
-        "tokens = [\"demo-token\"]\napp_keys = [\"company-key-1\", \"company-key-2\"]\n",
+        "tokens = [\"demo-token\"]\napp_keys = [\"company-key-1\", \"company-key-2\", \"chave-ç\"]\n",
     )
     .expect("write");
     let app = spawn_app(data.path()).await;
@@ -114,7 +114,8 @@ async fn app_keys_in_bundle_toml_are_the_only_keys_the_company_routes_take() {
         ("/api/v1/customclient/events", Method::GET, None),
         ("/api/v1/custom/getdata", Method::POST, Some("{}")),
     ] {
-        for key in ["company-key-1", " company-key-2 "] {
+        // UTF-8 too, as a token is read.
+        for key in ["company-key-1", " company-key-2 ", "chave-ç"] {
             let ok = call(
                 &app,
                 method.clone(),
