@@ -376,7 +376,10 @@ async fn look_up(
     looked: &mut HashMap<String, DateTime<Utc>>,
 ) -> Result<(), String> {
     let loaded = served(to.reloader, to.bundle).await?.loaded;
-    writes.queue.learn(to.bundle, &people_at_source(to).await?);
+    let learnt = writes.queue.learn(to.bundle, &people_at_source(to).await?);
+    for ids in &learnt {
+        say_if_renumbered(to.bundle, Some(ids));
+    }
     looked.insert(to.bundle.to_string(), loaded);
     Ok(())
 }
@@ -402,6 +405,7 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
         if let Some(found) = at_source(to, email).await? {
             let mut o = Outcome::new(entry.seq, Kind::Accepted);
             o.ids = ids(registered.as_ref(), found);
+            say_if_renumbered(to.bundle, o.ids.as_ref());
             return record(writes, o).await.map(|()| Went::Accepted);
         }
     }
@@ -459,6 +463,7 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
         if let Some((.., email)) = &registered {
             let found = at_source(to, email).await.ok().flatten().flatten();
             o.ids = ids(registered.as_ref(), found);
+            say_if_renumbered(to.bundle, o.ids.as_ref());
         }
         o.parked = parked;
         return record(writes, o).await.map(|()| Went::Accepted);
@@ -515,6 +520,24 @@ async fn record(writes: &Writes, outcome: Outcome) -> Result<(), String> {
         .record(outcome)
         .await
         .map_err(|e| format!("the outcome log: {e}"))
+}
+
+/// Says so when a registration made here has another check-in code at the source (two offline
+/// desks gave out one code, and the source numbered one of them anew): its badge's code names
+/// no one, or someone else, once the desk shows the source's list. Ids only, no name: the
+/// person at the desk finds them by id in `/attendees`.
+fn say_if_renumbered(bundle: &str, ids: Option<&Ids>) {
+    if let Some(ids) = ids.filter(|i| i.source_code != i.local_code) {
+        tracing::warn!(
+            bundle,
+            local_id = ids.local_id,
+            source_id = ids.source_id,
+            "a registration made here (id {}) has check-in code {} at the source, not {}: reprint its badge with the source's code",
+            ids.local_id,
+            ids.source_code,
+            ids.local_code,
+        );
+    }
 }
 
 /// A registration's local id and code beside the source's (`found`: its id and code there).

@@ -527,14 +527,30 @@ impl Queue {
     /// known: `people` is the source's list, id and code by lower-case e-mail.
     /// Only registrations made for the event the bundle serves: the source's list is that
     /// event's, and someone registered at two editions is two people there.
-    pub(crate) fn learn(&self, bundle: &str, people: &HashMap<String, Option<(i64, i64)>>) {
+    /// Those learnt now, with both names (to say which badges carry a code the source gave
+    /// someone else).
+    pub(crate) fn learn(
+        &self,
+        bundle: &str,
+        people: &HashMap<String, Option<(i64, i64)>>,
+    ) -> Vec<Ids> {
         let mut inner = self.inner();
         let serving = inner.serving.get(bundle).copied();
+        let mut learnt = Vec::new();
         for h in inner.here.get_mut(bundle).into_iter().flatten() {
             if h.source.is_none() && same_event(h.event, serving) {
                 h.source = people.get(&h.email).copied().flatten();
+                if let Some((source_id, source_code)) = h.source {
+                    learnt.push(Ids {
+                        local_id: h.local_id,
+                        local_code: h.local_code,
+                        source_id,
+                        source_code,
+                    });
+                }
             }
         }
+        learnt
     }
 
     /// The first parked entry of `bundle` (in `seq` order, but those `tried` this round) that

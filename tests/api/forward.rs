@@ -1262,6 +1262,83 @@ async fn a_kiosk_killed_at_random_moments_loses_no_acknowledged_write_and_double
     }
 }
 
+/// Two people given one check-in code, one at the source and one at an offline desk: when the
+/// desk's registration reaches the source, which gives it a new code, the desk's log says which
+/// registration's badge to reprint (by id, with both codes). Before, nothing said so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registration_the_source_numbered_anew_is_named_in_the_log_with_both_codes() {
+    let (_source_at, source) = Source::start().await;
+    let data = TempData::new();
+    pull_into(&source.base, &data.path().join("demo")).await;
+    let state = TempData::new();
+    let served = crate::cli::start_binary(
+        &[
+            "--data",
+            data.path().to_str().expect("UTF-8"),
+            "--addr",
+            "127.0.0.1:0",
+            "--no-watch",
+            "--refresh-every",
+            "1h",
+            "--state",
+            state.path().to_str().expect("UTF-8"),
+        ],
+        &[("RUST_LOG", "warn")],
+    );
+    crate::cli::get_event(&served.base, DEMO_TOKEN).await;
+    let price = a_price(&source).await;
+    let made = post(
+        &source,
+        "/api/v1/attendees/create",
+        &person("Eva", "eva@exemplo.com", price),
+    )
+    .await;
+    assert_eq!(made.status, 200, "{}", made.text());
+    let client = crate::helpers::client();
+    let made = crate::helpers::answer(
+        client
+            .post(format!("{}/api/v1/attendees/create", served.base))
+            .header("Authorization-Token", DEMO_TOKEN)
+            .header("Content-Type", "application/json")
+            .body(person("Dora Site", "dora.site@exemplo.com", price).to_string()),
+    )
+    .await;
+    assert_eq!(made.status, 200, "{}", made.text());
+    let listed = crate::helpers::answer(
+        client
+            .get(format!("{}/api/v1/attendees", served.base))
+            .header("Authorization-Token", DEMO_TOKEN),
+    )
+    .await
+    .json();
+    let dora = listed["data"]
+        .as_array()
+        .and_then(|l| l.iter().find(|p| p["email"] == "dora.site@exemplo.com"))
+        .cloned()
+        .expect("Dora at the desk");
+    let eva = by_email(&source, "eva@exemplo.com").await.expect("Eva");
+    assert_eq!(
+        eva["checkin_code"], dora["checkin_code"],
+        "one code, two badges"
+    );
+    let at_source = until(Duration::from_secs(15), "Dora at the source", || async {
+        by_email(&source, "dora.site@exemplo.com").await
+    })
+    .await;
+    let said = format!(
+        "a registration made here (id {}) has check-in code {} at the source, not {}",
+        dora["id_attendees"], at_source["checkin_code"], dora["checkin_code"]
+    );
+    let served = &served;
+    let said = &said;
+    until(
+        Duration::from_secs(15),
+        "the reprint warning",
+        || async move { served.stderr().contains(said.as_str()).then_some(()) },
+    )
+    .await;
+}
+
 /// Writes whose bundle folder is removed are kept, and the log says so: they wait for a folder
 /// of that name.
 #[tokio::test]
