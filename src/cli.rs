@@ -299,6 +299,7 @@ pub async fn pull(args: &crate::pull::PullOptions) -> u8 {
                     PullError::BadBase { .. }
                     | PullError::BadTarget { .. }
                     | PullError::BadToken(_)
+                    | PullError::BadApp(_)
                     | PullError::BadConcurrency => EXIT_UNUSABLE,
                     _ => 1,
                 };

@@ -479,6 +479,11 @@ impl Prepared {
         }
     }
 
+    /// How many app keys its company routes take (0: any non-blank one).
+    pub(crate) fn app_key_count(&self) -> usize {
+        self.app_keys.len()
+    }
+
     /// Whether its company routes take the app keys `keys` alone.
     pub(crate) fn takes_app_keys(&self, keys: &[Token]) -> bool {
         *self.app_keys == *keys
@@ -1066,6 +1071,10 @@ struct BundleStatus<'a> {
     title: Option<&'a str>,
     /// How many tokens its bundle.toml names; never the tokens.
     tokens: usize,
+    /// How many app keys the served version's company routes take (`app_keys`; 0: any);
+    /// never the keys.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    app_keys: Option<usize>,
     records: Option<&'a Records>,
     /// When the served version was loaded.
     loaded_at: Option<String>,
@@ -1096,6 +1105,7 @@ fn bundle_status<'a>(e: &'a Entry, sources: &crate::kiosk::Sources) -> BundleSta
         id_event: served.map(|v| v.summary.id_event),
         title: served.map(|v| v.summary.title.as_str()),
         tokens: e.tokens.len(),
+        app_keys: served.map(|v| v.prepared.app_key_count()),
         records: served.map(|v| &v.summary.records),
         loaded_at: served.map(|v| timestamp(v.loaded_at)),
         checked_at: timestamp(e.checked_at),

@@ -427,6 +427,13 @@ async fn refresh_pulled(
         .ok_or_else(|| format!("{} names no token", toml_path.display()))?;
     let every = shared.options.every;
     let mut opts = PullOptions::new(url, token.expose(), dir);
+    // The company's key the copy takes (`pull --app` names it): its event list is refreshed too.
+    opts.app = table
+        .get("app_keys")
+        .and_then(toml::Value::as_array)
+        .and_then(|keys| keys.first())
+        .and_then(toml::Value::as_str)
+        .map(Token::new);
     opts.progress = ProgressMode::Quiet;
     opts.concurrency = 4;
     // A try and one retry within the refresh; the next period tries again anyway.

@@ -190,8 +190,10 @@ pub(crate) fn keys(v: &Value) -> Vec<&str> {
 #[cfg(test)]
 pub(crate) const BUNDLE_TOML_DOC: bodies::BodyDoc = bodies::BodyDoc {
     holds: "The tokens that open the bundle (a client sends one as `Authorization-Token`), and \
-        optionally what its answers simulate. Tokens must not be blank or have white space \
-        around them; a token listed twice and an unknown key are warnings.",
+        optionally the app keys its company routes take and what its answers simulate. Tokens \
+        and app keys must not be blank or have white space around them; one listed twice and an \
+        unknown key are warnings. `app_keys = []` is an error: leave the key out to take any \
+        non-blank `Authorization-App`.",
     records: &[("", || decode::Ty::Record {
         name: "bundle.toml",
         fields: &[
@@ -247,7 +249,7 @@ pub(crate) fn bundle_config(v: &Value, diag: &mut Diag) -> Option<BundleConfig> 
     let source_table = o.raw("source");
     let extra = o.finish();
     for key in extra.keys() {
-        diag.warning(key, "unknown key, ignored");
+        diag.warning(key, unknown_bundle_key(key));
     }
     let Some(tokens) = tokens else {
         if let Some(v) = source_table {
@@ -270,6 +272,15 @@ pub(crate) fn bundle_config(v: &Value, diag: &mut Diag) -> Option<BundleConfig> 
     let app_keys = match app_keys {
         None => Some(Vec::new()),
         Some(v) => match secrets("app_keys", "an app key", v, diag) {
+            (keys, true) if keys.is_empty() && v.as_array().is_some_and(Vec::is_empty) => {
+                // Not "any key", which leaving the key out says: a lock taking nothing.
+                diag.error(
+                    "app_keys",
+                    "app_keys = [] takes no key: name at least one, or leave app_keys out to \
+                     take any non-blank Authorization-App",
+                );
+                None
+            }
             (keys, true) => Some(keys),
             (_, false) => None,
         },
@@ -293,6 +304,24 @@ pub(crate) fn bundle_config(v: &Value, diag: &mut Diag) -> Option<BundleConfig> 
         simulate,
         source,
     })
+}
+
+/// The warning for an unknown top-level key of `bundle.toml`, naming the key meant when it is
+/// close to one (`app_key` for `app_keys`: ignored, it leaves the company routes open).
+fn unknown_bundle_key(key: &str) -> String {
+    const KNOWN: [&str; 4] = ["tokens", "app_keys", "simulate", "source"];
+    let closest = KNOWN
+        .iter()
+        .map(|k| (strsim::jaro(key, k), *k))
+        .filter(|(score, _)| *score > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    match closest {
+        Some((_, k)) => format!("unknown key, ignored; did you mean {k:?}?"),
+        None => format!(
+            "unknown key, ignored; bundle.toml's keys are {}",
+            KNOWN.join(", ")
+        ),
+    }
 }
 
 /// Decodes a list of secrets (`tokens`, `app_keys`; each is `a_what`, "a token"): strings, not
@@ -359,7 +388,14 @@ fn source(v: &Value, diag: &mut Diag) -> Option<Source> {
     let pulled_at = o.raw("pulled_at");
     let extra = o.finish();
     for key in extra.keys() {
-        diag.warning(&decode::join_key("source", key), "unknown key, ignored");
+        let message = match key.as_str() {
+            // Written below `[source]`, a top-level key becomes one of the table's.
+            "tokens" | "app_keys" => format!(
+                "unknown key, ignored: `{key}` is a top-level key; write it above the [source] table"
+            ),
+            _ => "unknown key, ignored".to_string(),
+        };
+        diag.warning(&decode::join_key("source", key), message);
     }
     let url = match url {
         None => {
@@ -791,10 +827,47 @@ mod tests {
         assert_eq!(
             diag.lines(),
             vec![
-                "foo: unknown key, ignored",
+                "foo: unknown key, ignored; bundle.toml's keys are tokens, app_keys, simulate, source",
                 "tokens[1]: token padd… has white space around it; it could never match",
                 "tokens[2]: token abcd… is listed twice",
             ]
         );
+    }
+
+    /// The slips that would leave the company routes open to any key say so: an empty list is
+    /// an error (leaving the key out is how "any" is said), a misspelt key names the one meant,
+    /// and one written below `[source]` says to move it up.
+    #[test]
+    fn app_keys_slips_are_named() {
+        let check = |toml_text: &str| {
+            let v = parse_text(toml_text, Format::Toml).expect("valid TOML");
+            let mut diag = Diag::default();
+            (bundle_config(&v, &mut diag), diag.lines())
+        };
+        let (config, lines) = check("tokens = [\"t\"]\napp_keys = []\n");
+        assert_eq!(
+            config.map(|c| c.app_keys),
+            Some(None),
+            "an error, the tokens known"
+        );
+        assert_eq!(
+            lines,
+            ["app_keys: app_keys = [] takes no key: name at least one, or leave app_keys out to take any non-blank Authorization-App"]
+        );
+        let (config, lines) = check("tokens = [\"t\"]\napp_key = [\"k\"]\n");
+        assert!(config.is_some());
+        assert_eq!(
+            lines,
+            ["app_key: unknown key, ignored; did you mean \"app_keys\"?"]
+        );
+        let (_, lines) =
+            check("tokens = [\"t\"]\n[source]\nurl = \"http://h\"\napp_keys = [\"k\"]\n");
+        assert_eq!(
+            lines,
+            ["source.app_keys: unknown key, ignored: `app_keys` is a top-level key; write it above the [source] table"]
+        );
+        let (config, lines) = check("tokens = [\"t\"]\napp_keys = [\"k\", \"k\"]\n");
+        assert_eq!(config.and_then(|c| c.app_keys).map(|k| k.len()), Some(1));
+        assert_eq!(lines, ["app_keys[1]: app key … is listed twice"]);
     }
 }

@@ -91,9 +91,12 @@ impl Fetcher {
         value.set_sensitive(true);
         let app = match &opts.app {
             None => None,
+            Some(app) if app.expose().trim().is_empty() => {
+                return Err(PullError::BadApp("the app key is blank".into()));
+            }
             Some(app) => {
                 let mut v = HeaderValue::from_str(app.expose().trim()).map_err(|_| {
-                    PullError::BadToken(
+                    PullError::BadApp(
                         "the app key holds characters an HTTP header cannot carry".into(),
                     )
                 })?;
@@ -295,6 +298,10 @@ impl Fetcher {
             });
         }
         if status == StatusCode::UNAUTHORIZED {
+            // The company routes answer a wrong app key 401 too, with their own code.
+            if self.app.is_some() && mentions(&body, "InvalidAuthorizationApp") {
+                return Err(Failure::Fatal(PullError::AppRefused { url: shown }));
+            }
             return Err(Failure::Fatal(PullError::TokenRefused {
                 url: shown,
                 hint: self.token_hint.clone(),
@@ -456,6 +463,11 @@ pub(crate) async fn limited(mut response: reqwest::Response, limit: u64) -> Resu
         body.extend_from_slice(&chunk);
     }
     Ok(body.freeze())
+}
+
+/// Whether an error body names `code` (the platform's codes are distinct words).
+fn mentions(body: &[u8], code: &str) -> bool {
+    memchr::memmem::find(body, code.as_bytes()).is_some()
 }
 
 /// The most of an error body that is read: enough for any message, and a server sending an

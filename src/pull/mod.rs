@@ -87,7 +87,7 @@ pub struct PullOptions {
     /// A bar on a terminal and plain lines otherwise (auto), plain lines, or nothing
     #[arg(long, value_enum, default_value_t = ProgressMode::Auto)]
     pub progress: ProgressMode,
-    /// The company's Authorization-App key: pulls the company's events too
+    /// The company's Authorization-App key: copies the company's event list too
     /// (EVENTBOX_APP keeps it out of the process list)
     // A secret, like the token; without it the two-header reads are left out.
     #[arg(long, env = "EVENTBOX_APP", hide_env_values = true, value_name = "KEY")]
@@ -245,6 +245,8 @@ pub enum PullError {
     BadTarget { path: PathBuf, reason: String },
     #[error("--token: {0}")]
     BadToken(String),
+    #[error("--app: {0}")]
+    BadApp(String),
     #[error("--concurrency must be at least 1")]
     BadConcurrency,
     #[error("cannot start the HTTP client: {0}")]
@@ -253,6 +255,8 @@ pub enum PullError {
         "the server refused the token {hint} (401) at {url}: check --token; nothing was changed"
     )]
     TokenRefused { url: String, hint: String },
+    #[error("the server refused the app key (401 InvalidAuthorizationApp) at {url}: check --app; nothing was changed")]
+    AppRefused { url: String },
     #[error("{url} answered {status}{message}; not retried (a 4xx is the request's fault)")]
     Status {
         url: String,
@@ -337,6 +341,9 @@ pub struct PullSummary {
     pub(crate) stale: usize,
     /// The `ETag` of each file received or confirmed (for the next refresh).
     pub(crate) etags: std::collections::HashMap<String, String>,
+    /// A pull without `--app`: the company's event list was not asked for (its copy answers
+    /// an empty list), which the summary says.
+    pub(crate) without_app: bool,
 }
 
 impl PullSummary {
@@ -383,6 +390,12 @@ impl fmt::Display for PullSummary {
             self.retries,
             if self.retries == 1 { "y" } else { "ies" }
         )?;
+        if self.without_app {
+            write!(
+                f,
+                "\n  note: the company's event list (customclient/events) was not pulled: give --app KEY for it"
+            )?;
+        }
         for w in &self.warnings {
             write!(f, "\n  warning: {w}")?;
         }
@@ -560,6 +573,7 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
         unchanged,
         stale: no_detail.stale.len(),
         etags: etags.clone(),
+        without_app: opts.app.is_none() && opts.refresh.is_none(),
     };
     let token = opts.token.expose();
     let detail_warnings: Vec<String> = [

@@ -141,6 +141,10 @@ async fn app_keys_in_bundle_toml_are_the_only_keys_the_company_routes_take() {
         }
     }
     assert_eq!(app.get("/api/v1/event", DEMO_TOKEN).await.status, 200);
+    // /status says a lock is in force, by count.
+    let status = app.send(Method::GET, "/status", None, None).await.json();
+    assert_eq!(status["bundles"][0]["app_keys"], 3, "{status}");
+    assert!(!status.to_string().contains("company-key"), "{status}");
 
     let broken = crate::helpers::TempData::new();
     broken.with_demo("demo");

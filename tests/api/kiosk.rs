@@ -411,6 +411,42 @@ async fn a_refresh_keeps_the_files_it_does_not_pull() {
     assert_eq!(after.text(), before.text());
 }
 
+/// A copy whose bundle.toml names the company's key (`app_keys`, as `pull --app` writes it)
+/// refreshes the company's event list with it, as `pull --app` copied it. Before, a refresh
+/// never asked for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refresh_with_the_companys_key_refreshes_the_companys_event_list() {
+    let (_source_data, source, kiosk_data) = pulled_summit().await;
+    let bundle = kiosk_data.path().join("summit");
+    assert!(!bundle.join("company_events.json").exists());
+    let toml = bundle.join("bundle.toml");
+    let text = std::fs::read_to_string(&toml).expect("bundle.toml");
+    std::fs::write(&toml, format!("app_keys = [\"a-company\"]\n{text}")).expect("write");
+    let (kiosk_app, _refresher) = kiosk(kiosk_data.path()).await;
+    until_online(&kiosk_app, "the first refresh").await;
+    async fn listed(app: &TestApp) -> crate::helpers::Answer {
+        app.get_with(
+            "/api/v1/customclient/events",
+            DEMO_TOKEN,
+            &[("authorization-app", "a-company")],
+        )
+        .await
+    }
+    let at_source = listed(&source).await;
+    assert_eq!(at_source.status, 200);
+    let kiosk = &kiosk_app;
+    until(
+        Duration::from_secs(10),
+        "the company's list refreshed",
+        || async {
+            let here = listed(kiosk).await;
+            (here.status == 200 && here.body == at_source.body).then_some(())
+        },
+    )
+    .await;
+    assert!(bundle.join("company_events.json").is_file());
+}
+
 /// Before its first refresh, a followed bundle is `pending` in `/status` (it said
 /// `not_followed` until that refresh). Its bundle.toml then loses its `[source]` and gets it
 /// back: it is still followed, and `/status` says so (it said `not_followed` for good, while

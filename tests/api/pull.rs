@@ -1167,6 +1167,38 @@ async fn with_the_companys_app_key_the_companys_events_are_pulled_too() {
     let (code, output) = pull_binary(&source.base, DEMO_TOKEN, &without, &[]).await;
     assert_eq!(code, 0, "{output}");
     assert!(!without.join("company_events.json").exists());
+    assert!(
+        output.contains(
+            "the company's event list (customclient/events) was not pulled: give --app KEY"
+        ),
+        "{output}"
+    );
+
+    // A source taking one key: another is named as the app key refused, not the token; a
+    // blank one is refused before anything is asked.
+    let locked = TempData::new();
+    locked.with_demo("demo");
+    std::fs::write(
+        locked.path().join("demo/bundle.toml"),
+        "tokens = [\"demo-token\"]\napp_keys = [\"c0mpany-key\"]\n",
+    )
+    .expect("write");
+    let locked_source = spawn_app(locked.path()).await;
+    for (app, says) in [
+        (
+            "wrong-key",
+            "the server refused the app key (401 InvalidAuthorizationApp)",
+        ),
+        (" ", "--app: the app key is blank"),
+    ] {
+        let into = root.path().join("refused");
+        let (code, output) =
+            pull_binary(&locked_source.base, DEMO_TOKEN, &into, &["--app", app]).await;
+        assert_ne!(code, 0, "{output}");
+        assert!(output.contains(says), "{app:?}: {output}");
+        assert!(!output.contains("check --token"), "{output}");
+        assert!(!into.exists());
+    }
 }
 
 /// A 429 is the server's limit, not one request's: after one, no worker sends anything until
