@@ -426,14 +426,10 @@ async fn refresh_pulled(
         .first()
         .ok_or_else(|| format!("{} names no token", toml_path.display()))?;
     let every = shared.options.every;
+    // Without the company's key, though bundle.toml may name it (`app_keys`, which `pull --app`
+    // writes): the list `pull --app` copied is kept as it is, and a key the company changed
+    // since never fails the refresh of the event's own data.
     let mut opts = PullOptions::new(url, token.expose(), dir);
-    // The company's key the copy takes (`pull --app` names it): its event list is refreshed too.
-    opts.app = table
-        .get("app_keys")
-        .and_then(toml::Value::as_array)
-        .and_then(|keys| keys.first())
-        .and_then(toml::Value::as_str)
-        .map(Token::new);
     opts.progress = ProgressMode::Quiet;
     opts.concurrency = 4;
     // A try and one retry within the refresh; the next period tries again anyway.

@@ -342,9 +342,9 @@ async fn a_file_broken_at_the_kiosk_is_replaced_when_the_source_changes_another(
 }
 
 /// A refresh replaces what it pulls, and nothing else: files the source was not asked for
-/// (`company_events.json` needs the company's app key, which a refresh has not; a hand-written
-/// `custom_getdata.json`) stay in the bundle and keep being served. A refresh's swap used to
-/// drop them.
+/// (`company_events.json`, which a refresh never asks for, even with the key `pull --app`
+/// named in `app_keys`; a hand-written `custom_getdata.json`) stay in the bundle and keep being
+/// served. A refresh's swap used to drop them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refresh_keeps_the_files_it_does_not_pull() {
     let (source_data, source, kiosk_data) = pulled_summit().await;
@@ -371,6 +371,9 @@ async fn a_refresh_keeps_the_files_it_does_not_pull() {
     assert!(fifo.success());
     std::fs::create_dir_all(bundle.join("backups/old")).expect("a folder");
     std::fs::write(bundle.join("backups/old/event.json"), "{}").expect("written");
+    let toml = bundle.join("bundle.toml");
+    let text = std::fs::read_to_string(&toml).expect("bundle.toml");
+    std::fs::write(&toml, format!("app_keys = [\"a-company\"]\n{text}")).expect("write");
     let (kiosk_app, _refresher) = kiosk(kiosk_data.path()).await;
     let kiosk = &kiosk_app;
     let company = || {
@@ -409,42 +412,6 @@ async fn a_refresh_keeps_the_files_it_does_not_pull() {
     let after = company().await;
     assert_eq!(after.status.as_u16(), 200, "{}", after.text());
     assert_eq!(after.text(), before.text());
-}
-
-/// A copy whose bundle.toml names the company's key (`app_keys`, as `pull --app` writes it)
-/// refreshes the company's event list with it, as `pull --app` copied it. Before, a refresh
-/// never asked for it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_refresh_with_the_companys_key_refreshes_the_companys_event_list() {
-    let (_source_data, source, kiosk_data) = pulled_summit().await;
-    let bundle = kiosk_data.path().join("summit");
-    assert!(!bundle.join("company_events.json").exists());
-    let toml = bundle.join("bundle.toml");
-    let text = std::fs::read_to_string(&toml).expect("bundle.toml");
-    std::fs::write(&toml, format!("app_keys = [\"a-company\"]\n{text}")).expect("write");
-    let (kiosk_app, _refresher) = kiosk(kiosk_data.path()).await;
-    until_online(&kiosk_app, "the first refresh").await;
-    async fn listed(app: &TestApp) -> crate::helpers::Answer {
-        app.get_with(
-            "/api/v1/customclient/events",
-            DEMO_TOKEN,
-            &[("authorization-app", "a-company")],
-        )
-        .await
-    }
-    let at_source = listed(&source).await;
-    assert_eq!(at_source.status, 200);
-    let kiosk = &kiosk_app;
-    until(
-        Duration::from_secs(10),
-        "the company's list refreshed",
-        || async {
-            let here = listed(kiosk).await;
-            (here.status == 200 && here.body == at_source.body).then_some(())
-        },
-    )
-    .await;
-    assert!(bundle.join("company_events.json").is_file());
 }
 
 /// Before its first refresh, a followed bundle is `pending` in `/status` (it said
