@@ -52,7 +52,7 @@ pub(crate) struct BundleReport {
     pub(crate) tokens: Vec<Token>,
     /// The app keys its bundle.toml names, even when another file has errors (`None` when
     /// bundle.toml has an error): a last good version takes them at once, as it does tokens.
-    pub(crate) app_keys: Option<Vec<Token>>,
+    pub(crate) app_keys: Option<crate::model::AppKeys>,
 }
 
 impl BundleReport {
@@ -232,7 +232,7 @@ struct BundleLoader<'a> {
     pieces: &'a Pieces,
     problems: &'a mut Vec<Problem>,
     tokens: &'a mut Vec<Token>,
-    app_keys: &'a mut Option<Vec<Token>>,
+    app_keys: &'a mut Option<crate::model::AppKeys>,
 }
 
 /// A file found in a bundle, by what it is for.

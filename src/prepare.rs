@@ -27,10 +27,10 @@ use crate::model::bodies::{self, EventBody, RangeBy};
 use crate::model::payments::Sink;
 use crate::model::records::Payment;
 use crate::model::records::{Activity, Attendee, PaymentDetail, Purchase};
+use crate::model::AppKeys;
 use crate::model::{Bundle, Slot};
 use crate::problem::Severity;
 use crate::simulate::Simulation;
-use crate::token::Token;
 use crate::writes;
 use serde_json::{Map, Value};
 
@@ -352,8 +352,8 @@ pub(crate) struct Prepared {
     pub(crate) writes: Option<Arc<writes::Base>>,
     /// The source its bundle.toml names, if any: `Age` and `Eventbox-Source` come from it.
     pub(crate) source: Option<Arc<crate::kiosk::SourceHealth>>,
-    /// The `Authorization-App` values its bundle.toml names (`app_keys`); empty: any.
-    app_keys: Arc<[Token]>,
+    /// The `Authorization-App` values its company routes take (`app_keys`).
+    app_keys: AppKeys,
 }
 
 /// A body's length and tag, never its bytes: a bundle's bodies may be a hundred megabytes.
@@ -444,7 +444,7 @@ impl Prepared {
             simulation: bundle.config.simulate.as_ref().map(Simulation::new),
             writes,
             source: None,
-            app_keys: bundle.config.app_keys.as_deref().unwrap_or_default().into(),
+            app_keys: bundle.config.app_keys.clone().unwrap_or_default(),
         };
         if compression {
             for body in prepared.bodies() {
@@ -466,33 +466,33 @@ impl Prepared {
             simulation: self.simulation.as_ref().map(Simulation::renewed),
             writes: self.writes.clone(),
             source: self.source.clone(),
-            app_keys: Arc::clone(&self.app_keys),
+            app_keys: self.app_keys.clone(),
         }
     }
 
     /// A new version ([`Prepared::renewed`]) whose company routes take `app_keys`: those a
     /// bundle.toml names now, while another of its files has errors.
-    pub(crate) fn with_app_keys(&self, app_keys: &[Token]) -> Prepared {
+    pub(crate) fn with_app_keys(&self, app_keys: &AppKeys) -> Prepared {
         Prepared {
-            app_keys: app_keys.into(),
+            app_keys: app_keys.clone(),
             ..self.renewed()
         }
     }
 
-    /// How many app keys its company routes take (0: any non-blank one).
-    pub(crate) fn app_key_count(&self) -> usize {
-        self.app_keys.len()
+    /// How many app keys its company routes take; `None`: any non-blank one.
+    pub(crate) fn app_key_count(&self) -> Option<usize> {
+        self.app_keys.count()
     }
 
-    /// Whether its company routes take the app keys `keys` alone.
-    pub(crate) fn takes_app_keys(&self, keys: &[Token]) -> bool {
-        *self.app_keys == *keys
+    /// Whether its company routes take the app keys `keys`, as they are.
+    pub(crate) fn takes_app_keys(&self, keys: &AppKeys) -> bool {
+        self.app_keys == *keys
     }
 
     /// Whether the company routes take this `Authorization-App` value: one its bundle.toml
     /// names (compared in constant time), or any when it names none.
     pub(crate) fn takes_app(&self, app: &str) -> bool {
-        self.app_keys.is_empty() || self.app_keys.iter().any(|k| k.matches(app))
+        self.app_keys.takes(app)
     }
 
     /// Whether two versions share their answers (one is the other [`Prepared::renewed`]).
@@ -1071,7 +1071,7 @@ struct BundleStatus<'a> {
     title: Option<&'a str>,
     /// How many tokens its bundle.toml names; never the tokens.
     tokens: usize,
-    /// How many app keys the served version's company routes take (`app_keys`; 0: any);
+    /// How many app keys the served version's company routes take (`app_keys`; absent: any);
     /// never the keys.
     #[serde(skip_serializing_if = "Option::is_none")]
     app_keys: Option<usize>,
@@ -1105,7 +1105,7 @@ fn bundle_status<'a>(e: &'a Entry, sources: &crate::kiosk::Sources) -> BundleSta
         id_event: served.map(|v| v.summary.id_event),
         title: served.map(|v| v.summary.title.as_str()),
         tokens: e.tokens.len(),
-        app_keys: served.map(|v| v.prepared.app_key_count()),
+        app_keys: served.and_then(|v| v.prepared.app_key_count()),
         records: served.map(|v| &v.summary.records),
         loaded_at: served.map(|v| timestamp(v.loaded_at)),
         checked_at: timestamp(e.checked_at),

@@ -378,7 +378,7 @@ async fn look_up(
     let loaded = served(to.reloader, to.bundle).await?.loaded;
     let learnt = writes.queue.learn(to.bundle, &people_at_source(to).await?);
     for ids in &learnt {
-        say_if_renumbered(to.bundle, Some(ids));
+        say_if_renumbered(writes, to.bundle, Some(ids));
     }
     looked.insert(to.bundle.to_string(), loaded);
     Ok(())
@@ -405,7 +405,7 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
         if let Some(found) = at_source(to, email).await? {
             let mut o = Outcome::new(entry.seq, Kind::Accepted);
             o.ids = ids(registered.as_ref(), found);
-            say_if_renumbered(to.bundle, o.ids.as_ref());
+            say_if_renumbered(writes, to.bundle, o.ids.as_ref());
             return record(writes, o).await.map(|()| Went::Accepted);
         }
     }
@@ -463,7 +463,7 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
         if let Some((.., email)) = &registered {
             let found = at_source(to, email).await.ok().flatten().flatten();
             o.ids = ids(registered.as_ref(), found);
-            say_if_renumbered(to.bundle, o.ids.as_ref());
+            say_if_renumbered(writes, to.bundle, o.ids.as_ref());
         }
         o.parked = parked;
         return record(writes, o).await.map(|()| Went::Accepted);
@@ -524,10 +524,11 @@ async fn record(writes: &Writes, outcome: Outcome) -> Result<(), String> {
 
 /// Says so when a registration made here has another check-in code at the source (two offline
 /// desks gave out one code, and the source numbered one of them anew): its badge's code names
-/// no one, or someone else, once the desk shows the source's list. Ids only, no name: the
-/// person at the desk finds them by id in `/attendees`.
-fn say_if_renumbered(bundle: &str, ids: Option<&Ids>) {
-    if let Some(ids) = ids.filter(|i| i.source_code != i.local_code) {
+/// no one, or someone else, once the desk shows the source's list. Once per registration and
+/// run. Ids only, no name: the person at the desk finds them by id in `/attendees`.
+fn say_if_renumbered(writes: &Writes, bundle: &str, ids: Option<&Ids>) {
+    let renumbered = ids.filter(|i| i.source_code != i.local_code);
+    if let Some(ids) = renumbered.filter(|i| writes.queue.first_renumbering(bundle, i.local_id)) {
         tracing::warn!(
             bundle,
             local_id = ids.local_id,

@@ -158,14 +158,41 @@ fn toml_to_json(text: &str, v: Spanned<DeValue<'_>>) -> Result<Value, SyntaxErro
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct BundleConfig {
     pub(crate) tokens: Vec<Token>,
-    /// The `Authorization-App` values the company routes take (`app_keys`); none named, any
-    /// non-blank one. `None` when they have an error (the bundle is not served then, and a last
-    /// good version keeps its own).
-    pub(crate) app_keys: Option<Vec<Token>>,
+    /// The `Authorization-App` values the company routes take (`app_keys`). `None` when they
+    /// have an error (the bundle is not served then, and a last good version keeps its own).
+    pub(crate) app_keys: Option<AppKeys>,
     /// The `[simulate]` table: latency and errors (see [`simulate`]).
     pub(crate) simulate: Option<simulate::Simulate>,
     /// The `[source]` table: where the bundle is pulled from (docs/kiosk.md).
     pub(crate) source: Option<Source>,
+}
+
+/// The `Authorization-App` values a bundle's company routes take.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) enum AppKeys {
+    /// Any non-blank one: bundle.toml names no `app_keys`.
+    #[default]
+    Any,
+    /// Those `app_keys` names (compared in constant time); none with `app_keys = []`.
+    Only(std::sync::Arc<[Token]>),
+}
+
+impl AppKeys {
+    /// Whether the company routes take `app` (trimmed, not blank).
+    pub(crate) fn takes(&self, app: &str) -> bool {
+        match self {
+            AppKeys::Any => true,
+            AppKeys::Only(keys) => keys.iter().any(|k| k.matches(app)),
+        }
+    }
+
+    /// How many keys it names; `None` for any.
+    pub(crate) fn count(&self) -> Option<usize> {
+        match self {
+            AppKeys::Any => None,
+            AppKeys::Only(keys) => Some(keys.len()),
+        }
+    }
 }
 
 /// Where a bundle comes from: the API base `pull` copied it from, and when. `serve
@@ -192,8 +219,8 @@ pub(crate) const BUNDLE_TOML_DOC: bodies::BodyDoc = bodies::BodyDoc {
     holds: "The tokens that open the bundle (a client sends one as `Authorization-Token`), and \
         optionally the app keys its company routes take and what its answers simulate. Tokens \
         and app keys must not be blank or have white space around them; one listed twice and an \
-        unknown key are warnings. `app_keys = []` is an error: leave the key out to take any \
-        non-blank `Authorization-App`.",
+        unknown key are warnings. `app_keys = []` takes no key (a warning): leave the key out to \
+        take any non-blank `Authorization-App`.",
     records: &[("", || decode::Ty::Record {
         name: "bundle.toml",
         fields: &[
@@ -270,18 +297,21 @@ pub(crate) fn bundle_config(v: &Value, diag: &mut Diag) -> Option<BundleConfig> 
     // An error here keeps the bundle from being served (it is in `diag`), not its tokens from
     // being known.
     let app_keys = match app_keys {
-        None => Some(Vec::new()),
+        None => Some(AppKeys::Any),
         Some(v) => match secrets("app_keys", "an app key", v, diag) {
-            (keys, true) if keys.is_empty() && v.as_array().is_some_and(Vec::is_empty) => {
-                // Not "any key", which leaving the key out says: a lock taking nothing.
-                diag.error(
-                    "app_keys",
-                    "app_keys = [] takes no key: name at least one, or leave app_keys out to \
-                     take any non-blank Authorization-App",
-                );
-                None
+            (keys, true) => {
+                if keys.is_empty() {
+                    // Not "any key", which leaving the key out says: a lock taking nothing
+                    // (how a leaked only key is taken out at once).
+                    diag.warning(
+                        "app_keys",
+                        "app_keys = [] takes no key: the company routes answer 401 \
+                         InvalidAuthorizationApp to every request; leave app_keys out to take \
+                         any non-blank Authorization-App",
+                    );
+                }
+                Some(AppKeys::Only(keys.into()))
             }
-            (keys, true) => Some(keys),
             (_, false) => None,
         },
     };
@@ -310,18 +340,29 @@ pub(crate) fn bundle_config(v: &Value, diag: &mut Diag) -> Option<BundleConfig> 
 /// close to one (`app_key` for `app_keys`: ignored, it leaves the company routes open).
 fn unknown_bundle_key(key: &str) -> String {
     const KNOWN: [&str; 4] = ["tokens", "app_keys", "simulate", "source"];
-    let closest = KNOWN
-        .iter()
-        .map(|k| (strsim::jaro(key, k), *k))
-        .filter(|(score, _)| *score > 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0));
-    match closest {
-        Some((_, k)) => format!("unknown key, ignored; did you mean {k:?}?"),
+    if SOURCE_KEYS.contains(&key) {
+        return format!("unknown key, ignored: `{key}` belongs in the [source] table");
+    }
+    match closest(key, &KNOWN) {
+        Some(k) => format!("unknown key, ignored; did you mean {k:?}?"),
         None => format!(
             "unknown key, ignored; bundle.toml's keys are {}",
             KNOWN.join(", ")
         ),
     }
+}
+
+/// The keys of `[source]`.
+const SOURCE_KEYS: [&str; 2] = ["url", "pulled_at"];
+
+/// The one of `known` that `key` is most likely a slip for, if any is close.
+fn closest<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
+    known
+        .iter()
+        .map(|k| (strsim::jaro(key, k), *k))
+        .filter(|(score, _)| *score > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k)
 }
 
 /// Decodes a list of secrets (`tokens`, `app_keys`; each is `a_what`, "a token"): strings, not
@@ -393,7 +434,13 @@ fn source(v: &Value, diag: &mut Diag) -> Option<Source> {
             "tokens" | "app_keys" => format!(
                 "unknown key, ignored: `{key}` is a top-level key; write it above the [source] table"
             ),
-            _ => "unknown key, ignored".to_string(),
+            _ => match closest(key, &SOURCE_KEYS) {
+                Some(k) => format!("unknown key, ignored; did you mean {k:?}?"),
+                None if closest(key, &["tokens", "app_keys"]).is_some() => {
+                    "unknown key, ignored: top-level keys go above the [source] table".to_string()
+                }
+                None => "unknown key, ignored".to_string(),
+            },
         };
         diag.warning(&decode::join_key("source", key), message);
     }
@@ -706,7 +753,7 @@ mod tests {
                 config,
                 Some(BundleConfig {
                     tokens: tokens.iter().map(|t| Token::new(t)).collect(),
-                    app_keys: Some(Vec::new()),
+                    app_keys: Some(AppKeys::Any),
                     simulate: None,
                     source: None,
                 }),
@@ -845,14 +892,13 @@ mod tests {
             (bundle_config(&v, &mut diag), diag.lines())
         };
         let (config, lines) = check("tokens = [\"t\"]\napp_keys = []\n");
-        assert_eq!(
-            config.map(|c| c.app_keys),
-            Some(None),
-            "an error, the tokens known"
-        );
+        let keys = config
+            .and_then(|c| c.app_keys)
+            .expect("served: a lock taking no key");
+        assert!(!keys.takes("any"));
         assert_eq!(
             lines,
-            ["app_keys: app_keys = [] takes no key: name at least one, or leave app_keys out to take any non-blank Authorization-App"]
+            ["app_keys: app_keys = [] takes no key: the company routes answer 401 InvalidAuthorizationApp to every request; leave app_keys out to take any non-blank Authorization-App"]
         );
         let (config, lines) = check("tokens = [\"t\"]\napp_key = [\"k\"]\n");
         assert!(config.is_some());
@@ -866,8 +912,25 @@ mod tests {
             lines,
             ["source.app_keys: unknown key, ignored: `app_keys` is a top-level key; write it above the [source] table"]
         );
+        for (text, says) in [
+            (
+                "url = \"http://h\"\n",
+                "url: unknown key, ignored: `url` belongs in the [source] table",
+            ),
+            (
+                "[source]\nurl = \"http://h\"\npulled = 1\n",
+                "source.pulled: unknown key, ignored; did you mean \"pulled_at\"?",
+            ),
+            (
+                "[source]\nurl = \"http://h\"\napp_key = []\n",
+                "source.app_key: unknown key, ignored: top-level keys go above the [source] table",
+            ),
+        ] {
+            let (_, lines) = check(&format!("tokens = [\"t\"]\n{text}"));
+            assert_eq!(lines, [says], "{text}");
+        }
         let (config, lines) = check("tokens = [\"t\"]\napp_keys = [\"k\", \"k\"]\n");
-        assert_eq!(config.and_then(|c| c.app_keys).map(|k| k.len()), Some(1));
+        assert_eq!(config.and_then(|c| c.app_keys?.count()), Some(1));
         assert_eq!(lines, ["app_keys[1]: app key … is listed twice"]);
     }
 }

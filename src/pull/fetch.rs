@@ -299,7 +299,7 @@ impl Fetcher {
         }
         if status == StatusCode::UNAUTHORIZED {
             // The company routes answer a wrong app key 401 too, with their own code.
-            if self.app.is_some() && mentions(&body, "InvalidAuthorizationApp") {
+            if self.app.is_some() && error_codes(&body) == ["InvalidAuthorizationApp"] {
                 return Err(Failure::Fatal(PullError::AppRefused { url: shown }));
             }
             return Err(Failure::Fatal(PullError::TokenRefused {
@@ -465,9 +465,19 @@ pub(crate) async fn limited(mut response: reqwest::Response, limit: u64) -> Resu
     Ok(body.freeze())
 }
 
-/// Whether an error body names `code` (the platform's codes are distinct words).
-fn mentions(body: &[u8], code: &str) -> bool {
-    memchr::memmem::find(body, code.as_bytes()).is_some()
+/// The codes of an error body in the platform's envelope (`erros[].description`), if it is one.
+fn error_codes(body: &[u8]) -> Vec<String> {
+    #[derive(serde::Deserialize)]
+    struct Envelope {
+        erros: Vec<Item>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Item {
+        description: String,
+    }
+    serde_json::from_slice::<Envelope>(body)
+        .map(|e| e.erros.into_iter().map(|i| i.description).collect())
+        .unwrap_or_default()
 }
 
 /// The most of an error body that is read: enough for any message, and a server sending an

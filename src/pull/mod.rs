@@ -393,7 +393,7 @@ impl fmt::Display for PullSummary {
         if self.without_app {
             write!(
                 f,
-                "\n  note: the company's event list (customclient/events) was not pulled: give --app KEY for it"
+                "\n  note: the company's event list (customclient/events) was not pulled: if the account has a company plan, give --app KEY for it"
             )?;
         }
         for w in &self.warnings {

@@ -407,6 +407,8 @@ pub(crate) struct Queue {
     outcomes: OnceLock<Log>,
     /// Woken when an entry becomes durable.
     pub(crate) ready: tokio::sync::Notify,
+    /// The registrations made here (bundle, local id) whose new code at the source was said.
+    renumbering_said: Mutex<std::collections::HashSet<(String, i64)>>,
 }
 
 /// The most bytes of a source's answer kept for a rejected entry.
@@ -551,6 +553,15 @@ impl Queue {
             }
         }
         learnt
+    }
+
+    /// Whether the new code the source gave registration `local_id` of `bundle` is yet to be
+    /// said (true once per run: a look-up and an acceptance may both learn it).
+    pub(crate) fn first_renumbering(&self, bundle: &str, local_id: i64) -> bool {
+        self.renumbering_said
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert((bundle.to_string(), local_id))
     }
 
     /// The first parked entry of `bundle` (in `seq` order, but those `tried` this round) that

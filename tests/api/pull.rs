@@ -1169,7 +1169,7 @@ async fn with_the_companys_app_key_the_companys_events_are_pulled_too() {
     assert!(!without.join("company_events.json").exists());
     assert!(
         output.contains(
-            "the company's event list (customclient/events) was not pulled: give --app KEY"
+            "the company's event list (customclient/events) was not pulled: if the account has a company plan, give --app KEY"
         ),
         "{output}"
     );
