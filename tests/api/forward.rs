@@ -858,6 +858,25 @@ async fn writes_wait_while_the_source_refuses_the_desks_token_and_go_once_it_tak
     assert_reached(kiosk, &source, "ana.site@exemplo.com").await;
 }
 
+/// A desk (kiosk mode, refreshing hourly) whose writes reach `source` through a proxy that
+/// answers each registration as `create` says, or forwards it (`None`).
+async fn desk_behind(
+    source: &TestApp,
+    create: impl Fn() -> Option<crate::pull::Act> + Send + Sync + 'static,
+) -> (crate::pull::Proxy, Desk) {
+    use crate::pull::{Act, Proxy};
+    let proxy = Proxy::start(&source.base, move |path, _, _| {
+        let answer = path.ends_with("/attendees/create").then(&create).flatten();
+        answer.unwrap_or(Act::Forward)
+    })
+    .await;
+    let desk = Desk::of_url(&proxy.base, |o| {
+        o.refresh_every = Some(Duration::from_secs(3600))
+    })
+    .await;
+    (proxy, desk)
+}
+
 /// A firewall between desk and source answers the desk's registrations 403 with its own
 /// HTML page: that refuses no write in particular, so they wait (none is rejected; before,
 /// each was set aside, to be sent again by hand), `/_queue` shows the next one with why, and
@@ -868,22 +887,16 @@ async fn writes_a_firewall_blocks_wait_and_a_pending_one_can_be_dismissed() {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
 
-    use crate::pull::{Act, Proxy};
+    use crate::pull::Act;
 
     let (_source_at, source) = Source::start().await;
     let blocked = Arc::new(AtomicBool::new(true));
     let blocking = Arc::clone(&blocked);
-    let firewall = Proxy::start(&source.base, move |path, _, _| {
-        if path.ends_with("/attendees/create") && blocking.load(Ordering::SeqCst) {
+    let (firewall, desk) = desk_behind(&source, move || {
+        blocking.load(Ordering::SeqCst).then(|| {
             let page = "<html><body>Request blocked</body></html>".to_string();
             Act::Answer(403, vec![("content-type", "text/html".into())], page)
-        } else {
-            Act::Forward
-        }
-    })
-    .await;
-    let desk = Desk::of_url(&firewall.base, |o| {
-        o.refresh_every = Some(Duration::from_secs(3600))
+        })
     })
     .await;
     let kiosk = &desk.server;
@@ -935,31 +948,23 @@ async fn writes_a_firewall_blocks_wait_and_a_pending_one_can_be_dismissed() {
 /// 16 KiB): still the API's JSON, so the write is rejected, not taken for a proxy's page.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_that_echoes_the_token_is_kept_without_it() {
-    use crate::pull::{Act, Proxy};
+    use crate::pull::Act;
 
     let (_source_at, source) = Source::start().await;
-    let echo = Proxy::start(&source.base, move |path, _, _| {
-        if path.ends_with("/attendees/create") {
-            let erros: Vec<Value> = (0..400)
-                .map(|i| json!({"code": 400, "description": format!("field_{i} is not valid")}))
-                .collect();
-            let answer = json!({
-                "message": format!("refused: you sent Authorization-Token: {DEMO_TOKEN}"),
-                "erros": erros,
-            });
-            assert!(answer.to_string().len() > 16 * 1024);
-            Act::Answer(
-                400,
-                vec![("content-type", "application/json".into())],
-                answer.to_string(),
-            )
-        } else {
-            Act::Forward
-        }
-    })
-    .await;
-    let desk = Desk::of_url(&echo.base, |o| {
-        o.refresh_every = Some(Duration::from_secs(3600))
+    let (_echo, desk) = desk_behind(&source, move || {
+        let erros: Vec<Value> = (0..400)
+            .map(|i| json!({"code": 400, "description": format!("field_{i} is not valid")}))
+            .collect();
+        let answer = json!({
+            "message": format!("refused: you sent Authorization-Token: {DEMO_TOKEN}"),
+            "erros": erros,
+        });
+        assert!(answer.to_string().len() > 16 * 1024);
+        Some(Act::Answer(
+            400,
+            vec![("content-type", "application/json".into())],
+            answer.to_string(),
+        ))
     })
     .await;
     let kiosk = &desk.server;
