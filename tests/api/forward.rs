@@ -858,6 +858,25 @@ async fn writes_wait_while_the_source_refuses_the_desks_token_and_go_once_it_tak
     assert_reached(kiosk, &source, "ana.site@exemplo.com").await;
 }
 
+/// The eventbox binary as a desk: kiosk mode on `data` (refreshing hourly, no file watch),
+/// its writes in `state`, logging warnings.
+fn kiosk_process(data: &std::path::Path, state: &std::path::Path) -> crate::cli::Served {
+    crate::cli::start_binary(
+        &[
+            "--data",
+            data.to_str().expect("UTF-8"),
+            "--addr",
+            "127.0.0.1:0",
+            "--no-watch",
+            "--refresh-every",
+            "1h",
+            "--state",
+            state.to_str().expect("UTF-8"),
+        ],
+        &[("RUST_LOG", "warn")],
+    )
+}
+
 /// A desk (kiosk mode, refreshing hourly) whose writes reach `source` through a proxy that
 /// answers each registration as `create` says, or forwards it (`None`).
 async fn desk_behind(
@@ -1179,19 +1198,6 @@ async fn a_kiosk_killed_at_random_moments_loses_no_acknowledged_write_and_double
     let kiosk_data = TempData::new();
     pull_into(&source.base, &kiosk_data.path().join("demo")).await;
     let state = tempfile::tempdir().expect("tempdir");
-    let data = kiosk_data.path().to_str().expect("UTF-8").to_string();
-    let state_dir = state.path().to_str().expect("UTF-8").to_string();
-    let args = [
-        "--data",
-        data.as_str(),
-        "--addr",
-        "127.0.0.1:0",
-        "--no-watch",
-        "--refresh-every",
-        "1h",
-        "--state",
-        state_dir.as_str(),
-    ];
     let price = a_price(&source).await;
     let client = crate::helpers::client();
     let mut acknowledged: Vec<String> = Vec::new();
@@ -1200,7 +1206,7 @@ async fn a_kiosk_killed_at_random_moments_loses_no_acknowledged_write_and_double
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(7, |d| d.subsec_nanos() as u64);
     for round in 0..50 {
-        let served = crate::cli::start_binary(&args, &[("RUST_LOG", "warn")]);
+        let served = kiosk_process(kiosk_data.path(), state.path());
         crate::cli::get_event(&served.base, DEMO_TOKEN).await;
         let base = served.base.clone();
         let client2 = client.clone();
@@ -1238,7 +1244,7 @@ async fn a_kiosk_killed_at_random_moments_loses_no_acknowledged_write_and_double
     );
 
     // Once more, to the end: the queue empties.
-    let served = crate::cli::start_binary(&args, &[("RUST_LOG", "warn")]);
+    let served = kiosk_process(kiosk_data.path(), state.path());
     crate::cli::get_event(&served.base, DEMO_TOKEN).await;
     let queue_of = |base: String| {
         let client = client.clone();
@@ -1276,20 +1282,7 @@ async fn a_registration_the_source_numbered_anew_is_named_in_the_log_with_both_c
     let data = TempData::new();
     pull_into(&source.base, &data.path().join("demo")).await;
     let state = TempData::new();
-    let served = crate::cli::start_binary(
-        &[
-            "--data",
-            data.path().to_str().expect("UTF-8"),
-            "--addr",
-            "127.0.0.1:0",
-            "--no-watch",
-            "--refresh-every",
-            "1h",
-            "--state",
-            state.path().to_str().expect("UTF-8"),
-        ],
-        &[("RUST_LOG", "warn")],
-    );
+    let served = kiosk_process(data.path(), state.path());
     crate::cli::get_event(&served.base, DEMO_TOKEN).await;
     let price = a_price(&source).await;
     let made = post(
@@ -1362,24 +1355,7 @@ async fn writes_of_a_removed_bundle_are_kept_and_the_log_says_so() {
     ));
     std::fs::write(&toml, text).expect("bundle.toml");
     let state = TempData::new();
-    let (dir, state_dir) = (
-        data.path().to_str().expect("UTF-8").to_string(),
-        state.path().to_str().expect("UTF-8").to_string(),
-    );
-    let served = crate::cli::start_binary(
-        &[
-            "--data",
-            &dir,
-            "--addr",
-            "127.0.0.1:0",
-            "--no-watch",
-            "--refresh-every",
-            "1h",
-            "--state",
-            &state_dir,
-        ],
-        &[("RUST_LOG", "warn")],
-    );
+    let served = kiosk_process(data.path(), state.path());
     crate::cli::get_event(&served.base, DEMO_TOKEN).await;
     let client = crate::helpers::client();
     let code = std::fs::read_to_string(data.path().join("demo/attendees.json"))
