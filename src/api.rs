@@ -58,10 +58,10 @@ impl Operation {
         }
     }
 
-    /// Whether a page of another origin may read it (CORS headers, with `--cors`): the probes
-    /// and the document, not the admin routes (`http::admin`), nor the metrics (every bundle's
-    /// name, for any page the operator's browser opens), nor the same-origin status page.
-    pub(crate) fn cross_origin(self) -> bool {
+    /// Whether a page of another origin may read it (CORS headers, with `--cors-origin`): the
+    /// probes and the document, not the admin routes (`http::admin`), nor the metrics (every
+    /// bundle's name, for any page the operator's browser opens), nor the same-origin status page.
+    fn cross_origin(self) -> bool {
         match self {
             Operation::Healthz | Operation::Readyz | Operation::OpenApi => true,
             Operation::Status

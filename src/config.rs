@@ -801,7 +801,7 @@ fn parse_file(path: &Path, text: &str) -> Result<FileOptions, ConfigError> {
 /// `unknown key "idle-timout"; did you mean "idle-timeout"?`
 fn unknown_key(key: &str, known: &[String]) -> String {
     // What belongs in a bundle's own file, pasted here by mistake.
-    if ["tokens", "source", "simulate"].contains(&key) {
+    if ["tokens", "app_keys", "source", "simulate"].contains(&key) {
         return format!(
             "unknown key {key:?}: `{key}` belongs in a bundle's bundle.toml (docs/bundles.md), \
              not in the server's configuration file"

@@ -444,7 +444,13 @@ impl Prepared {
             simulation: bundle.config.simulate.as_ref().map(Simulation::new),
             writes,
             source: None,
-            app_keys: bundle.config.app_keys.clone().unwrap_or_default(),
+            // Keys with an error keep a bundle from being prepared; were one prepared all the
+            // same, its company routes take no key rather than any.
+            app_keys: bundle
+                .config
+                .app_keys
+                .clone()
+                .unwrap_or_else(|| AppKeys::Only(Arc::from([]))),
         };
         if compression {
             for body in prepared.bodies() {

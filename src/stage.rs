@@ -389,7 +389,8 @@ pub(crate) fn private_folder(dir: &Path) -> io::Result<()> {
 }
 
 /// Writes a new file only its owner may read (0600 on unix): `bundle.toml`, which names the
-/// token. The file must not exist yet (a fresh staging folder).
+/// tokens, and every file of a pulled or mirrored copy (people's data). The file must not
+/// exist yet (a fresh staging folder).
 pub(crate) fn write_private(path: &Path, contents: &[u8]) -> io::Result<()> {
     use std::io::Write;
     crate::writes::log::private(std::fs::OpenOptions::new().write(true).create_new(true))

@@ -133,7 +133,7 @@ errors! {
     /// A check-in at an `id_session` no activity has.
     UnknownSession = (404, "unknown_session", "No activity has that id:"),
     /// A write while eventbox runs with `--read-only`.
-    ReadOnly = (405, "read_only", "eventbox runs with --read-only: writes are refused."),
+    ReadOnly = (405, "read_only", "eventbox runs with --read-only: writes and resets are refused."),
     /// A write that could not be made durable in the `--state` log.
     StateUnwritable = (500, "state_unwritable", "The write could not be saved in the state folder; it is not acknowledged."),
     /// `Authorization-App` missing on a company or institutional route (api-fgv.md's code).

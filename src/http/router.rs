@@ -278,8 +278,8 @@ fn checked<'s, B>(
                 ctx.journal.as_deref(),
             ))
         }
-        // No preflight on the other admin routes either: no web page of another origin may
-        // reset writes or dismiss what waits for the source (`http::admin`).
+        // No preflight on the other routes no page of another origin may read
+        // (`Operation::cross_origin`): the other admin routes (`http::admin`), `/metrics`, `/_ui`.
         _ if !route.cross_origin() && req.method() == Method::OPTIONS => {
             return Checked::Answered(not_allowed(route))
         }

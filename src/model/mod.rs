@@ -531,7 +531,8 @@ pub(crate) fn source_url_problem(text: &str) -> Option<String> {
 /// (where the bundle came from), then `tokens = [...]` written by the TOML library, so any token
 /// is quoted right. [`bundle_config`] reads it back to the same tokens. `pull`, `gen` and the
 /// test server all write `bundle.toml` with it; a refresh (`serve --refresh-every`) too, giving
-/// the earlier file's other keys (`[simulate]`) in `rest` so they are kept. `source`, when given,
+/// the earlier file's other keys (`app_keys`, `[simulate]`) in `rest` so they are kept; `pull
+/// --app` gives its `app_keys` there too. `source`, when given,
 /// is written last as a `[source]` table.
 pub(crate) fn bundle_toml(
     tokens: &[String],
@@ -881,9 +882,9 @@ mod tests {
         );
     }
 
-    /// The slips that would leave the company routes open to any key say so: an empty list is
-    /// an error (leaving the key out is how "any" is said), a misspelt key names the one meant,
-    /// and one written below `[source]` says to move it up.
+    /// The slips that would leave the company routes open to any key say so: an empty list is a
+    /// lock taking no key, with a warning (leaving the key out is how "any" is said), a
+    /// misspelt key names the one meant, and one written below `[source]` says to move it up.
     #[test]
     fn app_keys_slips_are_named() {
         let check = |toml_text: &str| {

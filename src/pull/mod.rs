@@ -98,15 +98,27 @@ pub struct PullOptions {
     pub(crate) refresh: Option<Refresh>,
 }
 
+/// Its sizes only: `rest` may hold app keys and `read` the tokens.
+impl std::fmt::Debug for Refresh {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Refresh")
+            .field("etags", &self.etags.len())
+            .field("tokens", &self.tokens)
+            .field("rest", &self.rest.len())
+            .field("read", &self.read.len())
+            .finish()
+    }
+}
+
 /// What a refresh adds to a pull.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Refresh {
     /// The `ETag` of each file the previous refresh received, by [`etag_key`]: sent as
     /// `If-None-Match`; a 304 reuses that file from the bundle being replaced.
     pub(crate) etags: Arc<std::collections::HashMap<String, String>>,
     /// The tokens of the bundle.toml being replaced (all kept; the first is sent).
     pub(crate) tokens: Vec<Token>,
-    /// Its other keys (`[simulate]`), kept; `tokens` and `source` are written anew.
+    /// Its other keys (`app_keys`, `[simulate]`), kept; `tokens` and `source` are written anew.
     pub(crate) rest: toml::Table,
     /// Its text as read when the refresh began. Edited meanwhile (a token revoked), the edit
     /// wins: the text in place then is the one swapped in.
@@ -904,12 +916,9 @@ fn reindent(json: &[u8], out: &mut Vec<u8>) {
     }
 }
 
-/// Writes a file that must not exist yet: the staging folder is new, so an existing file means
-/// two answers name one file (two references that differ only in case, on a file system that
-/// ignores case), and the pull fails rather than keep one of them silently.
 /// A refresh replaces what it pulls and nothing else: whatever the bundle in place holds that
-/// the plan does not write (`company_events.json` pulled with `--app`, which a refresh has
-/// not; hand-written `custom_*.json`; hidden files such as `.notes`; folders such as
+/// the plan does not write (`company_events.json` pulled with `--app`, which a refresh never
+/// asks for; hand-written `custom_*.json`; hidden files such as `.notes`; folders such as
 /// `backups/`) is linked into the staging folder, folders file by file. The loader ignores
 /// the hidden ones and the folders, but they are the operator's: a refresh dropped them.
 fn keep_unpulled(old: &Path, staging: &Path, plan: &Plan) -> Result<(), PullError> {

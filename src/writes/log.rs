@@ -332,7 +332,7 @@ pub(crate) fn private_dirs(dir: &Path) -> io::Result<()> {
 }
 
 /// Options that create a file readable by its owner only (0600 on unix): the state folder's
-/// logs, and (`stage::write_private`) `bundle.toml` and a pulled copy's files.
+/// logs, and (`stage::write_private`) `bundle.toml` and every file of a pulled or mirrored copy.
 pub(crate) fn private(options: &mut OpenOptions) -> &mut OpenOptions {
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(options, 0o600);

@@ -640,6 +640,11 @@ impl Queue {
     /// are no longer named by later check-ins. Entries logged after the reset stay.
     /// How many entries that never reached the source (pending or parked) it forgot.
     pub(crate) fn drop_bundle(&self, bundle: &str, reset: u64) -> usize {
+        // The ids of forgotten registrations are given again: say a new one's code anew.
+        self.renumbering_said
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|(b, _)| b != bundle);
         let mut inner = self.inner();
         inner.resetting.remove(bundle);
         let before = inner.pending.len() + inner.parked.len();

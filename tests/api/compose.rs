@@ -328,9 +328,15 @@ async fn three_replicas_behind_haproxy_converge_lose_no_request_and_wait_for_sto
         })
         .await;
     }
-    let title_before = title(&client, &balancer)
-        .await
-        .expect("served through HAProxy");
+    // HAProxy may still be starting (its port mapped, nothing listening yet) or checking the
+    // replicas: it serves once it has found one up.
+    let mut through = Err(String::new());
+    until("the balancer serving", async || {
+        through = title(&client, &balancer).await;
+        through.is_ok()
+    })
+    .await;
+    let title_before = through.expect("served through HAProxy");
     say(&format!(
         "compose: three replicas ready and the balancer serving {:.1?} after `up`",
         started.elapsed()
