@@ -1179,13 +1179,8 @@ mod tests {
         let q = Queue::default();
         let body = json!([{"checkin_code": 12, "checkin": 1, "checkin_date": "d"},
                           {"checkin_code": "13", "checkin": 1, "checkin_date": "d"}]);
-        q.push(
-            1,
-            "b",
-            received("/checkin", body.clone()),
-            &[checkin("12", None), checkin("13", None)],
-            true,
-        );
+        let writes = [checkin("12", None), checkin("13", None)];
+        q.push(1, "b", received("/checkin", body.clone()), &writes, true);
         let entry = q.inner().pending.get(&1).cloned().expect("entry 1");
         let sent = q.translated(&entry);
         assert_eq!(sent[0]["checkin_code"], "12");
