@@ -144,20 +144,13 @@ fn unknown_variables(command: &clap::Command, set: impl Iterator<Item = String>)
     unknown.sort();
     unknown
         .into_iter()
-        .map(|name| {
-            let closest = known
-                .iter()
-                .map(|k| (strsim::jaro(&name, k), k))
-                .filter(|(score, _)| *score > 0.9)
-                .max_by(|a, b| a.0.total_cmp(&b.0));
-            match closest {
-                Some((_, k)) => {
-                    format!("{name} is not a variable eventbox reads; did you mean {k}?")
-                }
-                None => format!(
-                    "{name} is not a variable eventbox reads (`eventbox serve --help` lists them)"
-                ),
+        .map(|name| match crate::problem::closest(&name, &known, 0.9) {
+            Some(k) => {
+                format!("{name} is not a variable eventbox reads; did you mean {k}?")
             }
+            None => format!(
+                "{name} is not a variable eventbox reads (`eventbox serve --help` lists them)"
+            ),
         })
         .collect()
 }

@@ -815,14 +815,10 @@ fn unknown_key(key: &str, known: &[String]) -> String {
     } else {
         modern
     };
-    let closest = known.iter().find(|k| k.as_str() == modern).or_else(|| {
-        known
-            .iter()
-            .map(|k| (strsim::jaro(key, k), k))
-            .filter(|(score, _)| *score > 0.7)
-            .max_by(|a, b| a.0.total_cmp(&b.0))
-            .map(|(_, k)| k)
-    });
+    let closest = known
+        .iter()
+        .find(|k| k.as_str() == modern)
+        .or_else(|| crate::problem::closest(key, known, 0.7));
     match closest {
         Some(k) => format!("unknown key {key:?}; did you mean {k:?}?"),
         None => format!(

@@ -105,6 +105,22 @@ pub(crate) fn token_head(token: &str) -> String {
     token.chars().take(shown).collect()
 }
 
+/// The one of `known` that `key` is most likely a slip for, if any is at least `at_least` alike
+/// (Jaro similarity, 0 to 1): the "did you mean" of every name eventbox is given (a bundle.toml
+/// key, a configuration key, an `EVENTBOX_*` variable).
+pub(crate) fn closest<'k, S: AsRef<str> + ?Sized + 'k>(
+    key: &str,
+    known: impl IntoIterator<Item = &'k S>,
+    at_least: f64,
+) -> Option<&'k S> {
+    known
+        .into_iter()
+        .map(|k| (strsim::jaro(key, k.as_ref()), k))
+        .filter(|(score, _)| *score > at_least)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

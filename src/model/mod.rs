@@ -357,12 +357,7 @@ const SOURCE_KEYS: [&str; 2] = ["url", "pulled_at"];
 
 /// The one of `known` that `key` is most likely a slip for, if any is close.
 fn closest<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
-    known
-        .iter()
-        .map(|k| (strsim::jaro(key, k), *k))
-        .filter(|(score, _)| *score > 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, k)| k)
+    crate::problem::closest(key, known.iter().copied(), 0.8)
 }
 
 /// Decodes a list of secrets (`tokens`, `app_keys`; each is `a_what`, "a token"): strings, not
