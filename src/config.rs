@@ -869,7 +869,7 @@ fn check_duration(d: Duration) -> Result<(), String> {
 /// The admin token in the configuration file: a string. Written back whole only for
 /// [`ServeOptions::over_file`]'s merge, in memory; `Debug` shows its hint.
 mod secret_text {
-    use serde::{Deserializer, Serializer};
+    use serde::{Deserialize, Deserializer, Serializer};
 
     use crate::token::Token;
 
@@ -883,42 +883,12 @@ mod secret_text {
     /// A string; any other value is refused without being shown (serde's own message quotes a
     /// number or a boolean: `admin-token = 98765432109876` would print the secret).
     pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Token>, D::Error> {
-        struct Text;
-        impl<'de> serde::de::Visitor<'de> for Text {
-            type Value = String;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<String, E> {
-                Ok(v.to_owned())
-            }
-            fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<String, E> {
-                Err(not_text())
-            }
-            fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<String, E> {
-                Err(not_text())
-            }
-            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<String, E> {
-                Err(not_text())
-            }
-            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<String, E> {
-                Err(not_text())
-            }
-            fn visit_unit<E: serde::de::Error>(self) -> Result<String, E> {
-                Err(not_text())
-            }
-            // A TOML date-time reaches serde as a map, an array as a sequence.
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, _: A) -> Result<String, A::Error> {
-                Err(not_text())
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, _: A) -> Result<String, A::Error> {
-                Err(not_text())
-            }
-        }
-        fn not_text<E: serde::de::Error>() -> E {
-            E::custom("expected a string in quotes (the value is not shown: it is a secret)")
-        }
-        Ok(Some(Token::new(&d.deserialize_str(Text)?)))
+        let text = String::deserialize(d).map_err(|_| {
+            serde::de::Error::custom(
+                "expected a string in quotes (the value is not shown: it is a secret)",
+            )
+        })?;
+        Ok(Some(Token::new(&text)))
     }
 }
 
