@@ -73,7 +73,7 @@ fn authorise<'s>(
         Ok(None) => Err(ApiError::MissingToken),
         Ok(Some(token)) => snapshot.bundle(token).ok_or_else(|| {
             if let Some(bundle) = snapshot.unserved_once(token) {
-                tracing::warn!(bundle, "a request's token is one bundle {bundle:?} names, but that bundle is not served (its files have errors, or another bundle has the token: /status says which): answered 401 invalid_token");
+                tracing::warn!(bundle, "a request's token is one bundle {bundle:?} names, but that bundle is not served (its files have errors, or another bundle has the token: /status says which): answered 401 (its log line names the code)");
             }
             ApiError::InvalidToken
         }),

@@ -411,6 +411,7 @@ async fn refresh_pulled(
         .map_err(|e| format!("cannot read {}: {e}", toml_path.display()))?;
     let mut table: toml::Table = toml::from_str(&text)
         .map_err(|e| format!("{}: not valid TOML: {}", toml_path.display(), e.message()))?;
+    // The first token is the one sent; bundle.toml is kept as it is (`model::with_pulled_at`).
     let tokens: Vec<Token> = match table.remove("tokens") {
         Some(toml::Value::Array(items)) => items
             .iter()
@@ -440,8 +441,6 @@ async fn refresh_pulled(
     opts.max_retry_wait = every.min(Duration::from_secs(30));
     opts.refresh = Some(pull::Refresh {
         etags: Arc::clone(etags),
-        tokens: tokens.clone(),
-        rest: table,
         read: text,
     });
     opts.max_file_bytes = shared.options.max_file_bytes;

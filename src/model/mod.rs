@@ -525,10 +525,9 @@ pub(crate) fn source_url_problem(text: &str) -> Option<String> {
 /// The text of a `bundle.toml` naming `tokens`: `note` first, if any, as `# ` comment lines
 /// (where the bundle came from), then `tokens = [...]` written by the TOML library, so any token
 /// is quoted right. [`bundle_config`] reads it back to the same tokens. `pull`, `gen` and the
-/// test server all write `bundle.toml` with it; a refresh (`serve --refresh-every`) too, giving
-/// the earlier file's other keys (`app_keys`, `[simulate]`) in `rest` so they are kept; `pull
-/// --app` gives its `app_keys` there too. `source`, when given,
-/// is written last as a `[source]` table.
+/// test server all write `bundle.toml` with it (a refresh edits the one in place:
+/// [`with_pulled_at`]); `pull --app` gives its `app_keys` in `rest`. `source`, when given, is
+/// written last as a `[source]` table.
 pub(crate) fn bundle_toml(
     tokens: &[String],
     note: Option<&str>,
@@ -559,18 +558,37 @@ pub(crate) fn bundle_toml(
             toml::Value::String(source.url.clone())
         ));
         if let Some(at) = source.pulled_at {
-            // A TOML date-time: RFC 3339, in UTC, to the millisecond (no fraction on a whole
-            // second). Whether the source took a write before a pull is told from it: to the
-            // second, a pull a moment after the source took a check-in read as before it.
-            use chrono::SubsecRound;
-            text.push_str(&format!(
-                "pulled_at = {}\n",
-                at.trunc_subsecs(3)
-                    .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
-            ));
+            text.push_str(&format!("pulled_at = {}\n", pulled_at_text(at)));
         }
     }
     text
+}
+
+/// The `bundle.toml` a refresh swaps in: `read`, the one in place, as its author wrote it
+/// (comments, order, layout, every key), with `[source] pulled_at` set to `at`.
+pub(crate) fn with_pulled_at(
+    read: &str,
+    at: chrono::DateTime<chrono::Utc>,
+) -> Result<String, String> {
+    let mut doc: toml_edit::DocumentMut =
+        read.parse().map_err(|e| format!("not valid TOML: {e}"))?;
+    // Parsed as a TOML value, so it is written as `bundle_toml` writes it.
+    let at: toml_edit::Value = pulled_at_text(at).parse().map_err(|e| format!("{e}"))?;
+    let source = doc
+        .get_mut("source")
+        .and_then(toml_edit::Item::as_table_like_mut)
+        .ok_or("it names no [source] table")?;
+    source.insert("pulled_at", toml_edit::value(at));
+    Ok(doc.to_string())
+}
+
+/// `pulled_at` as bundle.toml holds it: a TOML date-time, RFC 3339, in UTC, to the millisecond
+/// (no fraction on a whole second). Whether the source took a write before a pull is told from
+/// it: to the second, a pull a moment after the source took a check-in read as before it.
+fn pulled_at_text(at: chrono::DateTime<chrono::Utc>) -> String {
+    use chrono::SubsecRound;
+    at.trunc_subsecs(3)
+        .to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
 }
 
 /// What kind of value this is, without its content (for values that may be secrets).
@@ -792,6 +810,48 @@ mod tests {
         assert!(
             text.contains("pulled_at = 2026-11-23T14:03:27Z\n"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn a_refresh_sets_pulled_at_and_keeps_the_rest_as_written() {
+        let at = |text: &str| {
+            chrono::DateTime::parse_from_rfc3339(text)
+                .expect("a date")
+                .with_timezone(&chrono::Utc)
+        };
+        let read = "# The desk in hall B.\ntokens = [\"t\"]  # the organiser's\n\n[source]\n\
+                    url = \"http://h\"   # the office\npulled_at = 2026-11-01T09:00:00Z\n\n\
+                    [simulate]\nlatency_ms = 5\n";
+        let text = with_pulled_at(read, at("2026-11-23T14:03:27.5Z")).expect("edited");
+        assert_eq!(
+            text,
+            read.replace("2026-11-01T09:00:00Z", "2026-11-23T14:03:27.500Z")
+        );
+        // Written for the first time (a desk set up with a url alone), and in an inline table.
+        let text = with_pulled_at(
+            "tokens = [\"t\"]\n[source]\nurl = \"http://h\"\n",
+            at("2026-11-23T14:03:27Z"),
+        );
+        assert_eq!(
+            text.as_deref(),
+            Ok("tokens = [\"t\"]\n[source]\nurl = \"http://h\"\npulled_at = 2026-11-23T14:03:27Z\n")
+        );
+        let text = with_pulled_at(
+            "source = { url = \"http://h\" }\n",
+            at("2026-11-23T14:03:27Z"),
+        )
+        .expect("edited");
+        let table: toml::Table = toml::from_str(&text).expect(&text);
+        assert_eq!(
+            table["source"]["pulled_at"].to_string(),
+            "2026-11-23T14:03:27Z",
+            "{text}"
+        );
+        assert_eq!(table["source"]["url"].as_str(), Some("http://h"), "{text}");
+        assert_eq!(
+            with_pulled_at("tokens = [\"t\"]\n", at("2026-11-23T14:03:27Z")),
+            Err("it names no [source] table".to_string())
         );
     }
 

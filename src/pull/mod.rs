@@ -98,13 +98,11 @@ pub struct PullOptions {
     pub(crate) refresh: Option<Refresh>,
 }
 
-/// Its sizes only: `rest` may hold app keys and `read` the tokens.
+/// Its sizes only: `read` holds the tokens.
 impl std::fmt::Debug for Refresh {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Refresh")
             .field("etags", &self.etags.len())
-            .field("tokens", &self.tokens)
-            .field("rest", &self.rest.len())
             .field("read", &self.read.len())
             .finish()
     }
@@ -116,12 +114,9 @@ pub(crate) struct Refresh {
     /// The `ETag` of each file the previous refresh received, by [`etag_key`]: sent as
     /// `If-None-Match`; a 304 reuses that file from the bundle being replaced.
     pub(crate) etags: Arc<std::collections::HashMap<String, String>>,
-    /// The tokens of the bundle.toml being replaced (all kept; the first is sent).
-    pub(crate) tokens: Vec<Token>,
-    /// Its other keys (`app_keys`, `[simulate]`), kept; `tokens` and `source` are written anew.
-    pub(crate) rest: toml::Table,
-    /// Its text as read when the refresh began. Edited meanwhile (a token revoked), the edit
-    /// wins: the text in place then is the one swapped in.
+    /// The text of the bundle.toml in place when the refresh began: swapped in as it is, with
+    /// the new `[source] pulled_at`. Edited meanwhile (a token revoked), the edit wins: the
+    /// text in place then is the one swapped in.
     pub(crate) read: String,
 }
 
@@ -626,14 +621,12 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
     };
     let toml = match &opts.refresh {
         Some(refresh) => {
-            let tokens: Vec<String> = refresh
-                .tokens
-                .iter()
-                .map(|t| t.expose().to_string())
-                .collect();
-            let note =
-                format!("Refreshed by `eventbox serve --refresh-every` from {base} on {when}.");
-            crate::model::bundle_toml(&tokens, Some(&note), Some(&source), Some(&refresh.rest))
+            crate::model::with_pulled_at(&refresh.read, pulled_at).map_err(|reason| {
+                PullError::BadTarget {
+                    path: opts.into.join(stage::BUNDLE_FILE),
+                    reason,
+                }
+            })?
         }
         None => {
             let note = format!("Pulled by `eventbox pull` from {base} on {when}.");
