@@ -221,27 +221,42 @@ pub(crate) const SOURCE_HEADER: hyper::header::HeaderName =
 pub(crate) const CLIENT_CLOSED: u16 = 499;
 
 /// A query string for the access log and the journal, with the value of any parameter whose
-/// name suggests a secret (`token`, `key`, `secret`, `password`, `auth`, `signature`) replaced
-/// by `REDACTED`.
+/// name suggests a secret (it holds `token`, `key`, `secret`, `passw`, `pwd`, `auth`,
+/// `credential` or `signature`, or is `sig`) replaced by `REDACTED`. Pairs are split at `&` and
+/// at `;`, which some proxies and frameworks take as a separator too.
 fn redacted(query: &str) -> String {
-    const SECRET: [&str; 6] = ["token", "key", "secret", "password", "auth", "signature"];
+    const SECRET: [&str; 8] = [
+        "token",
+        "key",
+        "secret",
+        "passw",
+        "pwd",
+        "auth",
+        "credential",
+        "signature",
+    ];
+    let secret = |name: &str| {
+        // The name as the server reads it: `%74oken` is `token`.
+        form_urlencoded::parse(name.as_bytes())
+            .next()
+            .is_some_and(|(n, _)| {
+                let n = n.to_ascii_lowercase();
+                n == "sig" || SECRET.iter().any(|s| n.contains(s))
+            })
+    };
     query
-        .split('&')
-        .map(|pair| match pair.split_once('=') {
-            // The name as the server reads it: `%74oken` is `token`.
-            Some((name, _))
-                if form_urlencoded::parse(name.as_bytes())
-                    .next()
-                    .is_some_and(|(n, _)| {
-                        SECRET.iter().any(|s| n.to_ascii_lowercase().contains(s))
-                    }) =>
-            {
-                format!("{name}=REDACTED")
+        .split_inclusive(['&', ';'])
+        .map(|piece| {
+            let (pair, separator) = match piece.strip_suffix(['&', ';']) {
+                Some(pair) => (pair, &piece[pair.len()..]),
+                None => (piece, ""),
+            };
+            match pair.split_once('=') {
+                Some((name, _)) if secret(name) => format!("{name}=REDACTED{separator}"),
+                _ => piece.to_string(),
             }
-            _ => pair.to_string(),
         })
-        .collect::<Vec<_>>()
-        .join("&")
+        .collect()
 }
 
 /// What the access log and the journal show of a request (made only when one of them is on).
@@ -398,6 +413,11 @@ mod tests {
         assert_eq!(
             redacted("%74oken=s&api%5Fkey=k&Pass%77ord=p&reference=PG%31"),
             "%74oken=REDACTED&api%5Fkey=REDACTED&Pass%77ord=REDACTED&reference=PG%31"
+        );
+        assert_eq!(
+            redacted("a=1;token=s;b=2&sig=x&pwd=p&passwd=q&credentials=c&design=d&"),
+            "a=1;token=REDACTED;b=2&sig=REDACTED&pwd=REDACTED&passwd=REDACTED&\
+             credentials=REDACTED&design=d&"
         );
     }
 }

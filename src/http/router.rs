@@ -2,8 +2,9 @@
 //! route, the bundle its token opens, the snapshot and the peer's address, returning a `Handled`
 //! value.
 //!
-//! Checks run in the order the error contract fixes: path, the admin rule (admin routes only,
-//! `admin`), method, readiness, token, then the request's own parameters. Every success body of the API is a prepared `Bytes`; answering is a lookup and a
+//! Checks run in the order the error contract fixes (docs/api.md): what `guard` refuses (the
+//! URL's length, a body where none is read), path, the admin rule (admin routes only, `admin`),
+//! method, readiness, token, then the request's own parameters. Every success body of the API is a prepared `Bytes`; answering is a lookup and a
 //! clone. `/metrics` is the one route that encodes per request (it is scraped, not polled).
 
 use std::net::{IpAddr, SocketAddr};

@@ -555,7 +555,8 @@ async fn two_test_runs_on_one_server_list_and_forget_their_own_bundles_requests(
 async fn request_bodies_read_are_kept_as_json_or_text_and_cut_at_16_kib() {
     let app = journaled(10).await;
     let details = "/api/v1/payments/details";
-    let json_body = br#"{"reference": "PG2026000104", "amount": 10.00}"#;
+    // After a byte order mark, which the endpoint skips: the journal shows the JSON too.
+    let json_body = b"\xEF\xBB\xBF{\"reference\": \"PG2026000104\", \"amount\": 10.00}";
     app.send(
         Method::GET,
         details,
