@@ -176,29 +176,36 @@ impl Entry {
         // names (a token taken out, say a leaked one, stops at once; one added waits for a
         // version without errors). A version without errors whose tokens clash is another
         // case: the last good one keeps its tokens until the clash is gone (`resolve_round`).
-        let tokens_read = self.candidate.is_none() && !report.tokens.is_empty();
-        if let Some(good) = self
-            .last_good
-            .take_if(|good| tokens_read && good.tokens.iter().any(|t| !report.tokens.contains(t)))
-        {
-            let kept: Vec<Token> = good
-                .tokens
-                .iter()
-                .filter(|t| report.tokens.contains(t))
-                .cloned()
-                .collect();
-            self.last_good = (!kept.is_empty()).then(|| {
-                Arc::new(Version {
-                    prepared: Arc::clone(&good.prepared),
-                    tokens: kept,
-                    summary: good.summary.clone(),
-                    loaded_at: good.loaded_at,
-                })
-            });
+        // Named: read from a bundle.toml without errors, or none without one (`tokens = []`, or
+        // no bundle.toml: every token taken out).
+        let named = report
+            .tokens
+            .as_deref()
+            .filter(|_| self.candidate.is_none());
+        if let Some(named) = named {
+            if let Some(good) = self
+                .last_good
+                .take_if(|good| good.tokens.iter().any(|t| !named.contains(t)))
+            {
+                let kept: Vec<Token> = good
+                    .tokens
+                    .iter()
+                    .filter(|t| named.contains(t))
+                    .cloned()
+                    .collect();
+                self.last_good = (!kept.is_empty()).then(|| {
+                    Arc::new(Version {
+                        prepared: Arc::clone(&good.prepared),
+                        tokens: kept,
+                        summary: good.summary.clone(),
+                        loaded_at: good.loaded_at,
+                    })
+                });
+            }
         }
         // So does its `app_keys` (secrets too): the last good version's company routes take
         // the keys the latest bundle.toml names, once it reads without error.
-        if let (true, Some(keys)) = (tokens_read, &report.app_keys) {
+        if let (Some(_), Some(keys)) = (named, &report.app_keys) {
             if let Some(good) = self
                 .last_good
                 .take_if(|good| !good.prepared.takes_app_keys(keys))
@@ -212,7 +219,7 @@ impl Entry {
             }
         }
         self.problems = report.problems;
-        self.tokens = report.tokens;
+        self.tokens = report.tokens.unwrap_or_default();
         self.checked_at = report.loaded_at;
         self.unserved = None;
     }
@@ -497,11 +504,8 @@ impl Catalog {
                         ),
                     )],
                     loaded_at: Utc::now(),
-                    tokens: self
-                        .entries
-                        .get(name)
-                        .map(|e| e.tokens.clone())
-                        .unwrap_or_default(),
+                    // Not read either: those the latest bundle.toml named.
+                    tokens: self.entries.get(name).map(|e| e.tokens.clone()),
                     // Not read: a last good version keeps its own.
                     app_keys: None,
                 };
@@ -867,6 +871,39 @@ mod arbitration {
         assert_eq!(serve(&mut catalog, &both), vec![None, None, None]);
         write(tmp.path(), "alpha", &["added-token"], false);
         assert_eq!(serve(&mut catalog, &both), vec![None, None, some("alpha")]);
+    }
+
+    /// Every token taken out, by `tokens = []` or by removing bundle.toml: an error, and the last
+    /// good version stops at once too; an unreadable bundle.toml (not TOML) tells nothing, so
+    /// the last good version keeps its tokens.
+    #[test]
+    fn no_token_named_stops_the_last_good_version() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let toml = tmp.path().join("alpha/bundle.toml");
+        for take_out in ["tokens = []\n", "removed"] {
+            write(tmp.path(), "alpha", &["alpha-token"], false);
+            let mut catalog = Catalog::new(tmp.path());
+            assert_eq!(serve(&mut catalog, &["alpha-token"]), vec![some("alpha")]);
+
+            std::fs::write(&toml, "tokens = [\"alpha-token\"\n").expect("broken");
+            assert_eq!(serve(&mut catalog, &["alpha-token"]), vec![some("alpha")]);
+            assert!(catalog.entry("alpha").is_some_and(Entry::has_errors));
+
+            if take_out == "removed" {
+                std::fs::remove_file(&toml).expect("removed");
+            } else {
+                std::fs::write(&toml, take_out).expect("emptied");
+            }
+            assert_eq!(
+                serve(&mut catalog, &["alpha-token"]),
+                vec![None],
+                "{take_out}"
+            );
+            assert!(catalog.entry("alpha").is_some_and(Entry::has_errors));
+
+            write(tmp.path(), "alpha", &["alpha-token"], false);
+            assert_eq!(serve(&mut catalog, &["alpha-token"]), vec![some("alpha")]);
+        }
     }
 
     /// A reload that could not list the data folder read nothing: the next one reads every

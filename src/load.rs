@@ -47,9 +47,10 @@ pub(crate) struct BundleReport {
     pub(crate) problems: Vec<Problem>,
     /// When the folder was read.
     pub(crate) loaded_at: chrono::DateTime<chrono::Utc>,
-    /// The tokens its bundle.toml names, even when another file has errors (empty when
-    /// bundle.toml itself has one), so token clashes are found across every bundle.
-    pub(crate) tokens: Vec<Token>,
+    /// The tokens its bundle.toml names, even when another file has errors, so token clashes
+    /// are found across every bundle: none when there is no bundle.toml (or `tokens = []`);
+    /// `None` when bundle.toml itself has an error, which tells nothing of them.
+    pub(crate) tokens: Option<Vec<Token>>,
     /// The app keys its bundle.toml names, even when another file has errors (`None` when
     /// bundle.toml has an error): a last good version takes them at once, as it does tokens.
     pub(crate) app_keys: Option<crate::model::AppKeys>,
@@ -198,7 +199,7 @@ pub(crate) fn load_bundle_tracked(
 ) -> BundleReport {
     progress.set(dir);
     let mut problems = Vec::new();
-    let mut tokens = Vec::new();
+    let mut tokens = None;
     let mut app_keys = None;
     let bundle = BundleLoader {
         dir,
@@ -231,7 +232,7 @@ struct BundleLoader<'a> {
     /// The pieces of large bodies alive in the catalog.
     pieces: &'a Pieces,
     problems: &'a mut Vec<Problem>,
-    tokens: &'a mut Vec<Token>,
+    tokens: &'a mut Option<Vec<Token>>,
     app_keys: &'a mut Option<crate::model::AppKeys>,
 }
 
@@ -244,7 +245,7 @@ impl BundleLoader<'_> {
 
         let config = self.config(&files);
         if let Some(config) = &config {
-            self.tokens.clone_from(&config.tokens);
+            *self.tokens = Some(config.tokens.clone());
             self.app_keys.clone_from(&config.app_keys);
         }
         // Whole files and the stream first: the references of the payments tell which detail
@@ -387,6 +388,8 @@ impl BundleLoader<'_> {
         match self.optional(files, CONFIG, model::bundle_config)? {
             Some(config) => Some(config),
             None => {
+                // No file names no token: a folder whose bundle.toml was removed opens to none.
+                *self.tokens = Some(Vec::new());
                 self.problems.push(Problem::error(
                     self.dir.join("bundle.toml"),
                     Location::File,

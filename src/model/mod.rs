@@ -267,7 +267,8 @@ pub(crate) const BUNDLE_TOML_DOC: bodies::BodyDoc = bodies::BodyDoc {
 
 /// Decodes `bundle.toml`. At least one token; tokens are non-blank and have no surrounding white
 /// space (the header is trimmed before matching, so such a token could never match). Unknown
-/// keys and repeated tokens are warnings. Messages never quote a token whole.
+/// keys and repeated tokens are warnings. Messages never quote a token whole. With no token
+/// (`tokens = []`) it is an error, but the config is given, so that the empty list is known.
 pub(crate) fn bundle_config(v: &Value, diag: &mut Diag) -> Option<BundleConfig> {
     let mut o = decode::Obj::new(v, "", diag)?;
     let tokens = o.raw("tokens");
@@ -291,8 +292,12 @@ pub(crate) fn bundle_config(v: &Value, diag: &mut Diag) -> Option<BundleConfig> 
     };
     let (out, mut ok) = secrets("tokens", "a token", tokens, diag);
     if ok && out.is_empty() {
-        diag.error("tokens", "at least one token is required");
-        return None;
+        // An error that still gives the (empty) list: how every token is taken out at once,
+        // the last good version's too (a leaked only token).
+        diag.error(
+            "tokens",
+            "at least one token is required; with none (tokens = []), no request opens this bundle",
+        );
     }
     // An error here keeps the bundle from being served (it is in `diag`), not its tokens from
     // being known.

@@ -245,6 +245,34 @@ async fn a_token_change_takes_effect_and_the_old_token_stops() {
         .assert_error(401, "invalid_token");
 }
 
+/// A leaked only token taken out while another file is broken: the last good version, which
+/// goes on serving through the broken file, stops for it too.
+#[tokio::test]
+async fn emptying_the_token_list_stops_the_last_good_version_at_once() {
+    let w = watched(WatchMode::Native).await;
+    write(&w.path("demo/event.json"), "{\"data\": 3}");
+    w.until("/status", "", "the broken file reported", |r| {
+        !errors_of(&r.json(), "demo").is_empty()
+    })
+    .await;
+    let kept = w.app.get("/api/v1/event", DEMO_TOKEN).await;
+    assert_eq!(kept.status, 200, "the last good version serves");
+
+    write(&w.path("demo/bundle.toml"), "tokens = []\n");
+    w.until("/api/v1/event", DEMO_TOKEN, "the token stopped", |r| {
+        r.status == 401
+    })
+    .await;
+    let status = w.app.send(Method::GET, "/status", None, None).await.json();
+    let errors = errors_of(&status, "demo");
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("at least one token is required")),
+        "{errors:?}"
+    );
+}
+
 #[tokio::test]
 async fn poll_mode_picks_changes_up() {
     let w = watched(WatchMode::Poll(Duration::from_millis(100))).await;
