@@ -369,6 +369,50 @@ async fn three_replicas_behind_haproxy_converge_lose_no_request_and_wait_for_sto
     );
     assert_ne!(title_before, "Changed in storage for three replicas");
 
+    // A bundle that simulates errors (a staging setup testing a client's retries): its 503s
+    // reach the client through the balancer, which does not retry them on another replica.
+    put(
+        &bucket,
+        "events/flaky/bundle.toml",
+        "tokens = [\"flaky-token\"]\n[simulate]\nerror_rate = 1\n",
+    )
+    .await;
+    put(
+        &bucket,
+        "events/flaky/event.json",
+        std::fs::read(demo_data().join("demo/event.json")).expect("read"),
+    )
+    .await;
+    let flaky = async |base: &str| {
+        let res = client
+            .get(format!("{base}/api/v1/event"))
+            .header("Authorization-Token", "flaky-token")
+            .send()
+            .await
+            .ok()?;
+        Some((res.status().as_u16(), res.text().await.unwrap_or_default()))
+    };
+    for base in &bases {
+        until(&format!("{base} serving the flaky bundle"), async || {
+            flaky(base).await.is_some_and(|(s, _)| s == 503)
+        })
+        .await;
+    }
+    let mut retries_before = 0;
+    for replica in REPLICAS {
+        retries_before += balancer_view(&client, &stats, replica).await.1;
+    }
+    for _ in 0..5 {
+        let (status, body) = flaky(&balancer).await.expect("an answer");
+        assert_eq!(status, 503, "{body}");
+        assert!(body.contains("simulated_error"), "{body}");
+    }
+    let mut retries_after = 0;
+    for replica in REPLICAS {
+        retries_after += balancer_view(&client, &stats, replica).await.1;
+    }
+    assert_eq!(retries_after, retries_before, "simulated errors retried");
+
     // A replica lost under load: stopped, killed, cut off from the network. The balancer
     // marks it down and retries what it had on another replica: no request fails; requests
     // straight to the other two never fail either.
