@@ -1,9 +1,9 @@
 //! The simulation a bundle's `[simulate]` table asks for, as served: per request, a delay and
-//! whether to answer with a simulated error.
+//! whether to answer with a simulated error, or with a fault (no answer, or a cut one).
 //!
 //! Draws are counter-based so they are lock-free and reproducible: each loaded version of a
 //! bundle owns a request counter, and request `n` draws from `splitmix64` of the seed and `n`.
-//! The same seed therefore gives the same sequence of delays and errors for requests made one
+//! The same seed therefore gives the same sequence of delays, errors and faults for requests made one
 //! after another; concurrent requests take the numbers in the order they arrive. A reload of the
 //! bundle builds a new version, which starts its sequence again. Without a seed, the clock seeds
 //! it. The router asks for a [`Draw`] and acts on it; the one piece of HTTP here is each
@@ -15,7 +15,7 @@ use std::time::Duration;
 use hyper::header::HeaderValue;
 
 use crate::model::formats::RetryAfter;
-use crate::model::simulate::{Settings, Simulate};
+use crate::model::simulate::{Fault, Settings, Simulate};
 use crate::rng::{mix, GOLDEN};
 
 /// What one request is given.
@@ -25,6 +25,8 @@ pub(crate) struct Draw {
     pub(crate) delay: Duration,
     /// The status of a simulated error, or `None` for the real answer.
     pub(crate) error: Option<u16>,
+    /// A fault instead of the answer (a request given one is given no error).
+    pub(crate) fault: Option<Fault>,
 }
 
 /// The `Retry-After` header value of `r`.
@@ -94,6 +96,8 @@ impl Simulation {
                     "error_rate": s.error_rate,
                     "error_status": s.error_status,
                     "retry_after": s.retry_after.map(|r| r.to_string()),
+                    "fault_rate": s.fault_rate,
+                    "fault": s.fault.as_str(),
                 });
                 (e.key.to_string(), shown)
             })
@@ -122,10 +126,13 @@ impl Simulation {
 
 /// The draw of request `n` of a sequence: a pure function, so a sequence can be replayed.
 pub(crate) fn draw_at(seed: u64, n: u64, settings: &Settings) -> Draw {
-    // Two independent values per request: one for the delay, one for the error.
+    // Independent values per request: one for the delay, one for the error, one for the fault.
+    // The fault's is mixed apart (not `base + 3 GOLDEN`, which is the next request's delay), so
+    // the delays and errors of a seed are what they were before faults were drawn.
     let base = seed.wrapping_add(n.wrapping_mul(2).wrapping_mul(GOLDEN));
     let for_delay = mix(base.wrapping_add(GOLDEN));
     let for_error = mix(base.wrapping_add(GOLDEN.wrapping_mul(2)));
+    let for_fault = mix(mix(base) ^ FAULT_STREAM);
     let (min, max) = settings.latency_ms;
     let span = max.saturating_sub(min).saturating_add(1);
     let delay_ms = if span <= 1 {
@@ -133,12 +140,18 @@ pub(crate) fn draw_at(seed: u64, n: u64, settings: &Settings) -> Draw {
     } else {
         min + for_delay % span
     };
-    let error = (unit(for_error) < settings.error_rate).then_some(settings.error_status);
+    let fault = (unit(for_fault) < settings.fault_rate).then_some(settings.fault);
+    let error =
+        (fault.is_none() && unit(for_error) < settings.error_rate).then_some(settings.error_status);
     Draw {
         delay: Duration::from_millis(delay_ms),
         error,
+        fault,
     }
 }
+
+/// Sets the faults' values apart from the delays' and errors' (any odd constant would do).
+const FAULT_STREAM: u64 = 0x5851_F42D_4C95_7F2D;
 
 /// A value in `[0, 1)` from the top 53 bits.
 fn unit(x: u64) -> f64 {
@@ -153,8 +166,7 @@ mod tests {
         Settings {
             latency_ms,
             error_rate,
-            error_status: 503,
-            retry_after: None,
+            ..Settings::default()
         }
     }
 
@@ -170,6 +182,33 @@ mod tests {
         });
         let drawn: Vec<Draw> = (0..64).map(|_| sim.draw(0)).collect();
         assert_eq!(drawn, seq(7));
+    }
+
+    /// Faults have a stream of their own: drawing them leaves a seed's delays and errors as
+    /// they were; they come at their rate, and a request given one is given no error.
+    #[test]
+    fn faults_come_at_their_rate_and_leave_delays_and_errors_as_they_were() {
+        let plain = settings((0, 1000), 0.5);
+        let faulty = Settings {
+            fault_rate: 0.2,
+            fault: Fault::Truncate,
+            ..plain
+        };
+        let mut faults = 0;
+        for n in 0..10_000 {
+            let (a, b) = (draw_at(9, n, &plain), draw_at(9, n, &faulty));
+            assert_eq!(a.fault, None);
+            assert_eq!(a.delay, b.delay, "request {n}");
+            match b.fault {
+                Some(f) => {
+                    assert_eq!((f, b.error), (Fault::Truncate, None));
+                    faults += 1;
+                }
+                None => assert_eq!(a.error, b.error, "request {n}"),
+            }
+        }
+        // 2,000 expected; 5 standard deviations are ±200.
+        assert!((1800..=2200).contains(&faults), "{faults} faults");
     }
 
     #[test]

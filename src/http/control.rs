@@ -16,6 +16,7 @@ use hyper::header::HeaderMap;
 
 use super::errors::SIMULATED_STATUSES;
 use crate::model::formats::RetryAfter;
+pub(crate) use crate::model::simulate::Fault;
 
 pub(crate) const DELAY_HEADER: &str = "x-eventbox-delay";
 pub(crate) const STATUS_HEADER: &str = "x-eventbox-status";
@@ -24,35 +25,6 @@ pub(crate) const RETRY_AFTER_HEADER: &str = "x-eventbox-retry-after";
 
 /// The largest delay a request may ask for when `--max-delay` is not given.
 pub(crate) const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(30);
-
-/// How an answer is broken, as a real client sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Fault {
-    /// No answer: the connection is reset (TCP RST). HTTP/2: the stream is reset.
-    Reset,
-    /// No answer: the connection is closed (FIN) without a byte. HTTP/2: the stream is reset.
-    Empty,
-    /// The status and headers with the full `Content-Length`, half the body, then the
-    /// connection is closed. HTTP/2: the stream is reset after half the body.
-    Truncate,
-}
-
-impl Fault {
-    /// The header's value for this fault.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Fault::Reset => "reset",
-            Fault::Empty => "empty",
-            Fault::Truncate => "truncate",
-        }
-    }
-
-    fn parse(text: &str) -> Option<Fault> {
-        [Fault::Reset, Fault::Empty, Fault::Truncate]
-            .into_iter()
-            .find(|f| f.as_str().eq_ignore_ascii_case(text))
-    }
-}
 
 /// What a request's control headers ask for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

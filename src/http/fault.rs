@@ -1,4 +1,5 @@
-//! Delivering a [`Fault`] below hyper, so a client sees what a broken server really does.
+//! Delivering a [`Fault`] (`X-Eventbox-Fault`, or a bundle's `[simulate] fault_rate`) below
+//! hyper, so a client sees what a broken server really does.
 //!
 //! hyper always writes a well-formed answer, so each fault is made by the piece that can make it:
 //! - `reset` and `empty`: the service fails the request ([`FaultError`]). HTTP/1 then closes the
@@ -30,7 +31,7 @@ pub(crate) use super::control::Fault;
 
 /// A request failed on purpose; hyper sends no answer for it.
 #[derive(Debug, thiserror::Error)]
-#[error("fault {} asked for by X-Eventbox-Fault", .0.as_str())]
+#[error("fault {} (X-Eventbox-Fault, or the bundle's [simulate] fault_rate)", .0.as_str())]
 pub(crate) struct FaultError(pub Fault);
 
 /// The body of every answer: whole, or cut in half by `X-Eventbox-Fault: truncate`.
@@ -120,8 +121,7 @@ const RESET: u8 = 1;
 const CUT: u8 = 2;
 
 /// What the service asked of one HTTP/1 connection's socket: nothing, an RST when it is closed
-/// (`reset`), or failing the next flush (`truncate`). Shared by the service and [`FaultIo`];
-/// only made when control headers are allowed (otherwise no request can ask for a fault).
+/// (`reset`), or failing the next flush (`truncate`). Shared by the service and [`FaultIo`].
 #[derive(Debug, Clone, Default)]
 pub(crate) struct ConnFault(Arc<AtomicU8>);
 
@@ -141,21 +141,20 @@ impl ConnFault {
 }
 
 /// A connection's socket, acting on its [`ConnFault`]: closed with a TCP RST instead of a FIN
-/// after `reset`, and failing the flush that follows a truncated body. Without a `ConnFault`
-/// (control headers not allowed) it is the plain socket.
+/// after `reset`, and failing the flush that follows a truncated body.
 #[derive(Debug)]
 pub(crate) struct FaultIo {
     inner: TcpStream,
-    fault: Option<ConnFault>,
+    fault: ConnFault,
 }
 
 impl FaultIo {
-    pub(crate) fn new(inner: TcpStream, fault: Option<ConnFault>) -> Self {
+    pub(crate) fn new(inner: TcpStream, fault: ConnFault) -> Self {
         FaultIo { inner, fault }
     }
 
     fn is(&self, what: u8) -> bool {
-        self.fault.as_ref().is_some_and(|f| f.is(what))
+        self.fault.is(what)
     }
 }
 
@@ -208,7 +207,7 @@ impl AsyncWrite for FaultIo {
         if self.is(CUT) && matches!(flushed, Poll::Ready(Ok(()))) {
             return Poll::Ready(Err(io::Error::new(
                 io::ErrorKind::ConnectionAborted,
-                "answer truncated on purpose (X-Eventbox-Fault: truncate)",
+                "answer truncated on purpose (fault truncate)",
             )));
         }
         flushed

@@ -35,6 +35,7 @@ use crate::metrics::{self, Metrics};
 use crate::model::bodies;
 use crate::model::decode::Diag;
 use crate::prepare::{self, Answer, Answers, Encoding, Listed, Payload, Prepared};
+use crate::simulate::Draw;
 use crate::store::Snapshot;
 use crate::token::Token;
 use crate::writes::{Received, Writes};
@@ -430,12 +431,18 @@ where
     let asked = (Route::Api(index).by_reference() && ctx.journal.is_some())
         .then(|| details::from_query(req.uri().query()))
         .flatten();
-    let (response, read) = simulated(req, index, bundle, control, ctx).await;
+    let draw = bundle.simulation.as_ref().map(|s| s.draw(index));
+    // A header's fault or status is this request's outcome: the bundle's drawn fault is not.
+    let fault = match (control.fault, control.status) {
+        (None, None) => draw.and_then(|d| d.fault),
+        (asked, _) => asked,
+    };
+    let (response, read) = simulated(req, index, bundle, (control, draw, fault), ctx).await;
     Handled {
         response,
         reference: read.reference.or(asked.map(String::into_boxed_str)),
         body: read.body,
-        fault: control.fault,
+        fault,
     }
 }
 
@@ -449,19 +456,19 @@ struct Read {
 }
 
 /// The API answer after the simulation asked for: the delay (the control header's, else the
-/// bundle's draw, capped by `--max-delay`), then no answer, a simulated error or the real one.
+/// bundle's draw, capped by `--max-delay`), then no answer (`fault`), a simulated error or the
+/// real one.
 async fn simulated<B>(
     req: Request<B>,
     index: usize,
     bundle: &Prepared,
-    control: Control,
+    (control, draw, fault): (Control, Option<Draw>, Option<Fault>),
     ctx: &Context,
 ) -> (Response<Payload>, Read)
 where
     B: Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let draw = bundle.simulation.as_ref().map(|s| s.draw(index));
     let delay = control
         .delay
         .or(draw.map(|d| d.delay))
@@ -475,7 +482,7 @@ where
             _ = stopping.wait_for(|s| *s) => {}
         }
     }
-    if let Some(fault @ (Fault::Reset | Fault::Empty)) = control.fault {
+    if let Some(fault @ (Fault::Reset | Fault::Empty)) = fault {
         if fault == Fault::Empty {
             // Bytes left unread in the socket would turn the close into a reset: read the body
             // (up to the cap) so the client sees an orderly close.

@@ -261,8 +261,9 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let shared = Arc::clone(&shared);
-        // Only a connection that may ask for faults gets the state to act on them.
-        let fault = shared.ctx.allow_control_headers.then(ConnFault::default);
+        // Any request may be given a fault (`X-Eventbox-Fault`, a bundle's `fault_rate`): every
+        // connection has the state to act on one (an atomic byte).
+        let fault = ConnFault::default();
         let inflight = Arc::new(InFlight::default());
         let io = TokioIo::new(IdleTimeout::new(
             FaultIo::new(stream, fault.clone()),
@@ -276,7 +277,7 @@ pub async fn serve(
             let fault = fault.clone();
             let entered = counted.enter();
             async move {
-                let res = pipeline::answer(req, &shared, fault.as_ref(), peer).await?;
+                let res = pipeline::answer(req, &shared, Some(&fault), peer).await?;
                 Ok::<_, FaultError>(res.map(|body| Tracked::new(body, entered)))
             }
         });

@@ -1,5 +1,5 @@
-//! The `[simulate]` table of `bundle.toml`: latency and errors a bundle's answers are given, so
-//! API clients can be tested against the unhappy paths of the real service.
+//! The `[simulate]` table of `bundle.toml`: latency, errors and faults a bundle's answers are
+//! given, so API clients can be tested against the unhappy paths of the real service.
 //!
 //! Decoded like every other file: every problem is collected with its key
 //! (`simulate.endpoints.payments.latency_ms`), values out of range are errors (the bundle is not
@@ -15,6 +15,45 @@ use super::formats::RetryAfter;
 /// The status of a simulated error when `error_status` is not given.
 pub(crate) const DEFAULT_ERROR_STATUS: u16 = 503;
 
+/// How an answer is broken, as a real client sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// No answer: the connection is reset (TCP RST). HTTP/2: the stream is reset.
+    Reset,
+    /// No answer: the connection is closed (FIN) without a byte. HTTP/2: the stream is reset.
+    Empty,
+    /// The status and headers with the full `Content-Length`, half the body, then the
+    /// connection is closed. HTTP/2: the stream is reset after half the body.
+    Truncate,
+}
+
+impl Fault {
+    /// Its name, as `X-Eventbox-Fault` and `[simulate] fault` take it.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Fault::Reset => "reset",
+            Fault::Empty => "empty",
+            Fault::Truncate => "truncate",
+        }
+    }
+
+    pub(crate) fn parse(text: &str) -> Option<Fault> {
+        [Fault::Reset, Fault::Empty, Fault::Truncate]
+            .into_iter()
+            .find(|f| f.as_str().eq_ignore_ascii_case(text))
+    }
+}
+
+/// The keys of an endpoint's settings, in `[simulate]` and in each `[simulate.endpoints.KEY]`.
+const FIELDS: [&str; 6] = [
+    "latency_ms",
+    "error_rate",
+    "error_status",
+    "retry_after",
+    "fault_rate",
+    "fault",
+];
+
 /// What one endpoint's answers are given.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Settings {
@@ -26,6 +65,10 @@ pub(crate) struct Settings {
     pub(crate) error_status: u16,
     /// The `Retry-After` of a simulated error (none by default).
     pub(crate) retry_after: Option<RetryAfter>,
+    /// The share of requests given `fault` instead of an answer, in `[0, 1]`.
+    pub(crate) fault_rate: f64,
+    /// How those answers are broken (`reset` by default).
+    pub(crate) fault: Fault,
 }
 
 impl Default for Settings {
@@ -35,6 +78,8 @@ impl Default for Settings {
             error_rate: 0.0,
             error_status: DEFAULT_ERROR_STATUS,
             retry_after: None,
+            fault_rate: 0.0,
+            fault: Fault::Reset,
         }
     }
 }
@@ -58,6 +103,8 @@ struct Partial {
     error_status: Option<u16>,
     /// `Some(None)`: `"none"`, the bundle's value removed for this endpoint.
     retry_after: Option<Option<RetryAfter>>,
+    fault_rate: Option<f64>,
+    fault: Option<Fault>,
 }
 
 impl Partial {
@@ -67,6 +114,8 @@ impl Partial {
             error_rate: self.error_rate.unwrap_or(base.error_rate),
             error_status: self.error_status.unwrap_or(base.error_status),
             retry_after: self.retry_after.unwrap_or(base.retry_after),
+            fault_rate: self.fault_rate.unwrap_or(base.fault_rate),
+            fault: self.fault.unwrap_or(base.fault),
         }
     }
 }
@@ -81,15 +130,12 @@ pub(crate) fn simulate(v: &Value, diag: &mut Diag) -> Option<Simulate> {
     for (key, value) in map {
         let at = join_key(path, key);
         match key.as_str() {
-            "latency_ms" | "error_rate" | "error_status" | "retry_after" => {}
+            field if FIELDS.contains(&field) => {}
             "seed" => match value.as_u64() {
                 Some(s) => seed = Some(s),
                 None => diag.error(
                     &at,
-                    format!(
-                        "expected a non-negative integer, found {}",
-                        describe(value)
-                    ),
+                    format!("expected a non-negative integer, found {}", describe(value)),
                 ),
             },
             "endpoints" => {
@@ -116,7 +162,10 @@ pub(crate) fn simulate(v: &Value, diag: &mut Diag) -> Option<Simulate> {
             }
             _ => diag.warning(
                 &at,
-                "unknown key, ignored (known: latency_ms, error_rate, error_status, retry_after, seed, endpoints)",
+                format!(
+                    "unknown key, ignored (known: {}, seed, endpoints)",
+                    FIELDS.join(", ")
+                ),
             ),
         }
     }
@@ -153,13 +202,16 @@ fn fields(map: &Map<String, Value>, path: &str, diag: &mut Diag, bundle_wide: bo
         let at = join_key(path, key);
         match key.as_str() {
             "latency_ms" => out.latency_ms = latency(value, &at, diag),
-            "error_rate" => match value.as_f64() {
-                Some(r) if value.is_number() && (0.0..=1.0).contains(&r) => {
-                    out.error_rate = Some(r);
-                }
-                _ => diag.error(
+            "error_rate" => out.error_rate = rate(value, &at, diag),
+            "fault_rate" => out.fault_rate = rate(value, &at, diag),
+            "fault" => match value.as_str().and_then(Fault::parse) {
+                Some(f) => out.fault = Some(f),
+                None => diag.error(
                     &at,
-                    format!("expected a number from 0 to 1, found {}", describe(value)),
+                    format!(
+                        "expected one of \"reset\", \"empty\", \"truncate\", found {}",
+                        describe(value)
+                    ),
                 ),
             },
             "error_status" => match value.as_u64().and_then(|s| u16::try_from(s).ok()) {
@@ -196,11 +248,25 @@ fn fields(map: &Map<String, Value>, path: &str, diag: &mut Diag, bundle_wide: bo
             ),
             _ => diag.warning(
                 &at,
-                "unknown key, ignored (known: latency_ms, error_rate, error_status, retry_after)",
+                format!("unknown key, ignored (known: {})", FIELDS.join(", ")),
             ),
         }
     }
     out
+}
+
+/// A share of requests: a number from 0 to 1.
+fn rate(v: &Value, path: &str, diag: &mut Diag) -> Option<f64> {
+    match v.as_f64() {
+        Some(r) if v.is_number() && (0.0..=1.0).contains(&r) => Some(r),
+        _ => {
+            diag.error(
+                path,
+                format!("expected a number from 0 to 1, found {}", describe(v)),
+            );
+            None
+        }
+    }
 }
 
 /// `120` or `[50, 400]`: milliseconds, or a range with min ≤ max.
@@ -265,7 +331,8 @@ mod tests {
     fn endpoint_tables_override_the_bundle_field_by_field() {
         let (sim, problems) = decode(
             "[simulate]\nlatency_ms = 120\nerror_rate = 0.05\nseed = 7\nretry_after = 30\n\
-             [simulate.endpoints.payments]\nlatency_ms = [200, 800]\n\
+             fault_rate = 0.25\n\
+             [simulate.endpoints.payments]\nlatency_ms = [200, 800]\nfault = \"Truncate\"\n\
              retry_after = \"Wed, 21 Oct 2026 07:28:00 GMT\"\n\
              [simulate.endpoints.submission_list]\nerror_status = 502\nretry_after = \"none\"\n",
         );
@@ -281,6 +348,11 @@ mod tests {
         assert_eq!(at("payments").error_rate, 0.05);
         assert_eq!(at("submission_list").error_status, 502);
         assert_eq!(at("submission_list").latency_ms, (120, 120));
+        assert_eq!((event.fault_rate, event.fault), (0.25, Fault::Reset));
+        assert_eq!(
+            (at("payments").fault_rate, at("payments").fault),
+            (0.25, Fault::Truncate)
+        );
         assert_eq!(event.retry_after, Some(RetryAfter::Seconds(30)));
         assert_eq!(at("submission_list").retry_after, None, "taken back");
         assert_eq!(
@@ -293,8 +365,9 @@ mod tests {
     fn bad_values_are_errors_with_their_key_and_unknown_names_warnings() {
         let (sim, problems) = decode(
             "[simulate]\nerror_rate = 1.5\nerror_status = 302\nlatency_ms = [5]\nspeed = 1\n\
-             retry_after = \"soon\"\n\
+             retry_after = \"soon\"\nfault_rate = -0.1\nfault = \"boom\"\n\
              [simulate.endpoints.payments]\nlatency_ms = [800, 200]\nseed = 3\nretry_after = -1\n\
+             fault = 3\n\
              [simulate.endpoints.tickets]\nerror_rate = 1\n",
         );
         let unknown = format!(
@@ -305,15 +378,18 @@ mod tests {
         assert_eq!(
             problems,
             vec![
-                "warning: simulate.speed: unknown key, ignored (known: latency_ms, error_rate, error_status, retry_after, seed, endpoints)",
+                "warning: simulate.speed: unknown key, ignored (known: latency_ms, error_rate, error_status, retry_after, fault_rate, fault, seed, endpoints)",
                 "error: simulate.endpoints.payments.latency_ms: the range [800, 200] has its minimum above its maximum",
                 "warning: simulate.endpoints.payments.seed: unknown key, ignored (the seed is set once for the bundle, in [simulate])",
                 "error: simulate.endpoints.payments.retry_after: expected whole seconds (120), an HTTP-date from 1970 on whose weekday matches its date (\"Wed, 21 Oct 2026 07:28:00 GMT\") or \"none\", found the number -1",
+                "error: simulate.endpoints.payments.fault: expected one of \"reset\", \"empty\", \"truncate\", found the number 3",
                 unknown.as_str(),
                 "error: simulate.error_rate: expected a number from 0 to 1, found the number 1.5",
                 "error: simulate.error_status: expected an HTTP error status from 400 to 599, found the number 302",
                 "error: simulate.latency_ms: expected milliseconds (120) or a range [min, max] ([50, 400]); a range has exactly two numbers",
                 "error: simulate.retry_after: expected whole seconds (120), an HTTP-date from 1970 on whose weekday matches its date (\"Wed, 21 Oct 2026 07:28:00 GMT\") or \"none\", found the string \"soon\"",
+                "error: simulate.fault_rate: expected a number from 0 to 1, found the number -0.1",
+                "error: simulate.fault: expected one of \"reset\", \"empty\", \"truncate\", found the string \"boom\"",
             ]
         );
     }

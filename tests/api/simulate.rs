@@ -199,8 +199,8 @@ async fn an_endpoint_override_applies_to_that_endpoint_only() {
     assert_eq!(
         shown["endpoints"],
         serde_json::json!({
-            "payments": {"latency_ms": [0, 0], "error_rate": 1.0, "error_status": 502, "retry_after": null},
-            "hotsite": {"latency_ms": [600, 600], "error_rate": 0.0, "error_status": 503, "retry_after": null},
+            "payments": {"latency_ms": [0, 0], "error_rate": 1.0, "error_status": 502, "retry_after": null, "fault_rate": 0.0, "fault": "reset"},
+            "hotsite": {"latency_ms": [600, 600], "error_rate": 0.0, "error_status": 503, "retry_after": null, "fault_rate": 0.0, "fault": "reset"},
         })
     );
 }
@@ -625,6 +625,110 @@ fn assert_truncated(got: &crate::helpers::RawExchange, whole: &[u8]) {
     assert_eq!(announced, whole.len(), "the full length is announced");
     assert_eq!(body.len(), whole.len() / 2, "half the body is sent");
     assert_eq!(body, &whole[..body.len()]);
+}
+
+/// A GET of `path` on a connection of its own, without control headers.
+async fn plain_raw(app: &TestApp, path: &str) -> crate::helpers::RawExchange {
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization-Token: {DEMO_TOKEN}\r\n\
+         Connection: close\r\n\r\n"
+    );
+    raw_http1(&app.base, &request).await
+}
+
+/// A bundle's `fault_rate` gives its faults with no control header (and without
+/// `--allow-control-headers`), per endpoint, as `X-Eventbox-Fault` does; the journal records
+/// each as status 0.
+#[tokio::test]
+async fn a_bundles_fault_rate_breaks_its_answers_without_any_header() {
+    let data = TempData::new();
+    data.with_simulating_demo(
+        "demo",
+        "[simulate]\nfault_rate = 1\n\
+         [simulate.endpoints.hotsite]\nfault = \"empty\"\n\
+         [simulate.endpoints.payments]\nfault = \"truncate\"\n\
+         [simulate.endpoints.submission]\nfault_rate = 0\n",
+    );
+    let app = App::new(data.path());
+    app.load().expect("loads");
+    let app = serve_app_with(app, |s| *s = s.clone().with_journal(10)).await;
+    let whole = spawn_app(&crate::helpers::demo_data())
+        .await
+        .get("/api/v1/payments", DEMO_TOKEN)
+        .await
+        .body;
+
+    let reset = plain_raw(&app, "/api/v1/event").await;
+    assert!(reset.received.is_empty(), "{:?}", reset.received);
+    assert_eq!(
+        reset.end.as_ref().map_err(std::io::Error::kind),
+        Err(std::io::ErrorKind::ConnectionReset),
+        "the default fault is a reset"
+    );
+    let empty = plain_raw(&app, "/api/v1/hotsite").await;
+    assert!(empty.received.is_empty(), "{:?}", empty.received);
+    assert!(empty.end.is_ok(), "an orderly close (FIN): {:?}", empty.end);
+    assert_truncated(&plain_raw(&app, "/api/v1/payments").await, &whole);
+    let spared = app.get("/api/v1/submission", DEMO_TOKEN).await;
+    assert_eq!(spared.status, 200, "{}", spared.text());
+
+    let journal = app.get("/_journal", "").await.json();
+    let statuses: Vec<(String, u64)> = journal["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .map(|e| {
+            let path = e["path"].as_str().unwrap_or_default().to_string();
+            (path, e["status"].as_u64().unwrap_or(999))
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            ("/api/v1/event".to_string(), 0),
+            ("/api/v1/hotsite".to_string(), 0),
+            ("/api/v1/payments".to_string(), 200),
+            ("/api/v1/submission".to_string(), 200),
+        ]
+    );
+    let status = app.get("/status", "").await.json();
+    let shown = &status["bundles"][0]["simulate"]["endpoints"]["payments"];
+    assert_eq!(
+        (shown["fault_rate"].as_f64(), shown["fault"].as_str()),
+        (Some(1.0), Some("truncate")),
+        "{status}"
+    );
+}
+
+/// Faults drawn from a seed are replayed by it: which requests get one is the same on two
+/// servers, and another seed differs.
+#[tokio::test]
+async fn the_same_seed_gives_the_same_faults() {
+    let seeded = |seed: u64| {
+        let data = TempData::new();
+        data.with_simulating_demo(
+            "demo",
+            &format!("[simulate]\nfault_rate = 0.5\nfault = \"empty\"\nseed = {seed}\n"),
+        );
+        data
+    };
+    let (one, two, other) = (seeded(42), seeded(42), seeded(43));
+    let mut runs = Vec::new();
+    for data in [&one, &two, &other] {
+        let app = spawn_app(data.path()).await;
+        let mut answered = Vec::new();
+        for _ in 0..30 {
+            answered.push(!plain_raw(&app, "/api/v1/event").await.received.is_empty());
+        }
+        runs.push(answered);
+    }
+    assert!(
+        runs[0].contains(&true) && runs[0].contains(&false),
+        "{:?}",
+        runs[0]
+    );
+    assert_eq!(runs[0], runs[1], "one seed, one sequence");
+    assert_ne!(runs[0], runs[2], "another seed, another");
 }
 
 #[tokio::test]
