@@ -456,6 +456,22 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
         .await
         .map_err(|e| format!("no answer from {base}: {}", crate::pull::fetch::causes(e)))?;
     let status = res.status();
+    // At most 64 KiB of it (a source answering gigabytes costs nothing; a refusal naming each
+    // item of a batch is whole, to be told apart from a proxy's page), and never the token if
+    // the source echoes it: the answer is shown by /_queue and the status page, cut there to
+    // its first 2 KiB, so a token cut at 64 KiB is never shown in part either.
+    const ANSWER_READ: usize = 64 * 1024;
+    let answer = crate::pull::hide_token(
+        &String::from_utf8_lossy(&crate::pull::fetch::error_body(res, ANSWER_READ).await),
+        to.token.expose(),
+    );
+    // The service takes a write with a JSON string ("OK"): a 2xx that is not JSON is a captive
+    // portal's or a proxy's page, which took nothing.
+    if status.is_success() && serde_json::from_str::<Value>(&answer).is_err() {
+        return Err(format!(
+            "{base} answered {status} with an answer that is not the API's JSON (a captive portal's or a proxy's page?): writes wait until it lets them through"
+        ));
+    }
     if status.is_success() {
         let mut o = Outcome::new(entry.seq, Kind::Accepted);
         o.status = Some(status.as_u16());
@@ -468,15 +484,6 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
         o.parked = parked;
         return record(writes, o).await.map(|()| Went::Accepted);
     }
-    // At most 64 KiB of it (a source answering gigabytes costs nothing; a refusal naming each
-    // item of a batch is whole, to be told apart from a proxy's page), and never the token if
-    // the source echoes it: the answer is shown by /_queue and the status page, cut there to
-    // its first 2 KiB, so a token cut at 64 KiB is never shown in part either.
-    const REFUSAL_READ: usize = 64 * 1024;
-    let answer = crate::pull::hide_token(
-        &String::from_utf8_lossy(&crate::pull::fetch::error_body(res, REFUSAL_READ).await),
-        to.token.expose(),
-    );
     if refuses_entry(status, &answer) {
         tracing::warn!(seq = entry.seq, status = status.as_u16(), path = %entry.request.path, "the source refused a write made here; it is kept in the rejected list");
         let mut o = Outcome::new(entry.seq, Kind::Rejected);

@@ -484,7 +484,8 @@ fn error_codes(body: &[u8]) -> Vec<String> {
 /// endless or huge error page costs neither memory nor the request's whole timeout.
 const ERROR_BODY_LIMIT: usize = 4096;
 
-/// An error answer's body, at most `limit` bytes; what could not be read is left.
+/// An answer's body (an error's, or a write's short answer), at most `limit` bytes; what could
+/// not be read is left.
 pub(crate) async fn error_body(mut response: reqwest::Response, limit: usize) -> Vec<u8> {
     let mut body = Vec::new();
     while body.len() < limit {

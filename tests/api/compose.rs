@@ -369,12 +369,13 @@ async fn three_replicas_behind_haproxy_converge_lose_no_request_and_wait_for_sto
     );
     assert_ne!(title_before, "Changed in storage for three replicas");
 
-    // A bundle that simulates errors (a staging setup testing a client's retries): its 503s
-    // reach the client through the balancer, which does not retry them on another replica.
+    // A bundle that simulates errors (a staging setup testing a client's retries): its 502s
+    // reach the client through the balancer, which does not retry them on another replica (it
+    // retries 503, which a replica not ready yet answers: below).
     put(
         &bucket,
         "events/flaky/bundle.toml",
-        "tokens = [\"flaky-token\"]\n[simulate]\nerror_rate = 1\n",
+        "tokens = [\"flaky-token\"]\n[simulate]\nerror_rate = 1\nerror_status = 502\n",
     )
     .await;
     put(
@@ -394,7 +395,7 @@ async fn three_replicas_behind_haproxy_converge_lose_no_request_and_wait_for_sto
     };
     for base in &bases {
         until(&format!("{base} serving the flaky bundle"), async || {
-            flaky(base).await.is_some_and(|(s, _)| s == 503)
+            flaky(base).await.is_some_and(|(s, _)| s == 502)
         })
         .await;
     }
@@ -404,7 +405,7 @@ async fn three_replicas_behind_haproxy_converge_lose_no_request_and_wait_for_sto
     }
     for _ in 0..5 {
         let (status, body) = flaky(&balancer).await.expect("an answer");
-        assert_eq!(status, 503, "{body}");
+        assert_eq!(status, 502, "{body}");
         assert!(body.contains("simulated_error"), "{body}");
     }
     let mut retries_after = 0;

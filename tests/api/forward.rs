@@ -961,6 +961,48 @@ async fn writes_a_firewall_blocks_wait_and_a_pending_one_can_be_dismissed() {
     );
 }
 
+/// A captive portal between desk and source answers the desk's registrations 200 with its
+/// login page: that took nothing, so they wait, `/_queue` saying why, and go once it lets them
+/// through. Before, a 200 of any kind counted as the source's, and the writes were never sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_a_captive_portal_answers_200_wait_until_they_reach_the_source() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    use crate::pull::Act;
+
+    let (_source_at, source) = Source::start().await;
+    let portal = Arc::new(AtomicBool::new(true));
+    let answering = Arc::clone(&portal);
+    let (proxy, desk) = desk_behind(&source, move || {
+        answering.load(Ordering::SeqCst).then(|| {
+            let page = "<html><body>Sign in to the venue Wi-Fi</body></html>".to_string();
+            Act::Answer(200, vec![("content-type", "text/html".into())], page)
+        })
+    })
+    .await;
+    let kiosk = &desk.server;
+    register(kiosk, "Ana Portal", "ana.portal@exemplo.com").await;
+    let proxy = &proxy;
+    until(
+        Duration::from_secs(15),
+        "two tries the portal answered",
+        || async move { (proxy.count("/attendees/create") >= 2).then_some(()) },
+    )
+    .await;
+    let queue = kiosk.send(Method::GET, "/_queue", None, None).await.json();
+    let of = &queue["bundles"]["demo"];
+    assert_eq!(of["pending"], 1, "{queue}");
+    let why = of["waits"]["answer"].as_str().unwrap_or("");
+    assert!(
+        why.contains("200") && why.contains("not the API's JSON"),
+        "{queue}"
+    );
+
+    portal.store(false, Ordering::SeqCst);
+    assert_reached(kiosk, &source, "ana.portal@exemplo.com").await;
+}
+
 /// A source whose refusal echoes the request's headers: the answer kept for the rejected write
 /// (logged, shown by `/_queue` and the status page, written to the state folder) shows the
 /// token's hint only. Before, the whole token. The refusal is long (one error per field, over
