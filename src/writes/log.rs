@@ -5,6 +5,11 @@
 //! every line waiting, writes them, syncs once and answers them all (group commit), so eight
 //! concurrent writers cost about one sync per round rather than one each.
 //!
+//! A line may be appended in an **epoch** (the write log's lines are): once a batch fails, every
+//! later line of its epoch, or of an earlier one, is refused unwritten, since it was made on a
+//! view that held the failed one (a check-in of a registration the disk refused). The writes
+//! start a new epoch once they have taken the failed lines back (`Writes::forget`).
+//!
 //! A line cut short by a crash (the last one, without its newline, or not JSON) was never
 //! acknowledged: on start it is copied aside to `writes.jsonl.torn-<unix time>` and cut off. A
 //! bad line before the last is damage that eventbox did not make: start fails naming the file
@@ -56,7 +61,7 @@ pub(crate) struct Opened {
     pub(crate) torn: Option<PathBuf>,
 }
 
-type Request = (Vec<u8>, oneshot::Sender<io::Result<()>>);
+type Request = (Vec<u8>, Option<u64>, oneshot::Sender<io::Result<()>>);
 
 /// The appending side of the log. Dropped, it waits for the lines queued to be written and the
 /// file to be closed (and so unlocked): the same folder can be opened again at once.
@@ -163,7 +168,7 @@ impl Log {
         let thread_path = path.clone();
         let thread = thread::Builder::new()
             .name("eventbox-log".into())
-            .spawn(move || run(file, len, rx, &thread_path))
+            .spawn(move || run(Synced(file), len, rx, &thread_path))
             .map_err(io)?;
         Ok(Opened {
             log: Log {
@@ -183,13 +188,23 @@ impl Log {
 
     /// Queues `line` (without its newline); the receiver answers once it is durable, or why not.
     /// Lines are written in the order this is called.
-    pub(crate) fn append(&self, mut line: Vec<u8>) -> oneshot::Receiver<io::Result<()>> {
+    pub(crate) fn append(&self, line: Vec<u8>) -> oneshot::Receiver<io::Result<()>> {
+        self.append_in(line, None)
+    }
+
+    /// [`Log::append`] in `epoch`: refused unwritten when a batch of this epoch, or of a later
+    /// one, failed before it (see the module's documentation).
+    pub(crate) fn append_in(
+        &self,
+        mut line: Vec<u8>,
+        epoch: Option<u64>,
+    ) -> oneshot::Receiver<io::Result<()>> {
         line.push(b'\n');
         let (done, wait) = oneshot::channel();
         let sent = match &self.tx {
             Some(tx) => tx
-                .send((line, done))
-                .map_err(|mpsc::SendError((_, done))| done),
+                .send((line, epoch, done))
+                .map_err(|mpsc::SendError((_, _, done))| done),
             None => Err(done),
         };
         if let Err(done) = sent {
@@ -273,36 +288,61 @@ fn read_lines(
     Ok((lines, offset as u64, None))
 }
 
+/// What the writing thread does to its file: append and sync, or cut back to a length and
+/// sync. A test gives it a file that fails.
+trait Sink {
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()>;
+    fn cut(&mut self, len: u64) -> io::Result<()>;
+}
+
+/// The log's file, synced after each change.
+struct Synced(File);
+
+impl Sink for Synced {
+    fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.0.write_all(bytes).and_then(|()| self.0.sync_data())
+    }
+
+    fn cut(&mut self, len: u64) -> io::Result<()> {
+        self.0.set_len(len)?;
+        self.0.seek(SeekFrom::Start(len))?;
+        self.0.sync_all()
+    }
+}
+
 /// The writing thread: batches what is waiting, writes, syncs, answers. A batch that fails is
 /// cut off again (the file back to its length before it), so what follows is not appended to a
 /// half-written line; if even that fails, the log is broken and every later write is refused.
-fn run(mut file: File, mut len: u64, rx: mpsc::Receiver<Request>, path: &Path) {
+/// After a failed batch, lines of its epochs are refused (the module's documentation).
+fn run(mut file: impl Sink, mut len: u64, rx: mpsc::Receiver<Request>, path: &Path) {
     let mut broken = false;
+    // Lines of this epoch or an earlier one are refused.
+    let mut fence: Option<u64> = None;
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         batch.extend(rx.try_iter());
+        let fenced = |epoch: Option<u64>| epoch.is_some() && epoch <= fence;
+        let mut bytes = Vec::with_capacity(batch.iter().map(|(l, ..)| l.len()).sum());
+        for (line, epoch, _) in &batch {
+            if !fenced(*epoch) {
+                bytes.extend_from_slice(line);
+            }
+        }
         let result = if broken {
             Err(io::Error::other(
                 "the write log is broken (an earlier write failed and could not be undone)",
             ))
+        } else if bytes.is_empty() {
+            Ok(())
         } else {
-            let mut bytes = Vec::with_capacity(batch.iter().map(|(l, _)| l.len()).sum());
-            for (line, _) in &batch {
-                bytes.extend_from_slice(line);
-            }
-            let written = file.write_all(&bytes).and_then(|()| file.sync_data());
-            match written {
+            match file.append(&bytes) {
                 Ok(()) => {
                     len += bytes.len() as u64;
                     Ok(())
                 }
                 Err(e) => {
                     tracing::error!(path = %path.display(), error = %e, "the write log could not be written");
-                    let undone = file
-                        .set_len(len)
-                        .and_then(|()| file.seek(SeekFrom::Start(len)).map(drop))
-                        .and_then(|()| file.sync_all());
-                    if let Err(undo) = undone {
+                    if let Err(undo) = file.cut(len) {
                         tracing::error!(path = %path.display(), error = %undo, "the failed write could not be cut off: no more writes are taken");
                         broken = true;
                     }
@@ -310,12 +350,23 @@ fn run(mut file: File, mut len: u64, rx: mpsc::Receiver<Request>, path: &Path) {
                 }
             }
         };
-        for (_, done) in batch {
+        let failed_in = batch
+            .iter()
+            .filter(|(_, e, _)| !fenced(*e))
+            .map(|(_, e, _)| *e)
+            .max();
+        for (_, epoch, done) in batch {
             let answer = match &result {
+                _ if fenced(epoch) => Err(io::Error::other(
+                    "not written: a write made before it could not be made durable, and this one may depend on it",
+                )),
                 Ok(()) => Ok(()),
                 Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
             };
             let _ = done.send(answer);
+        }
+        if result.is_err() {
+            fence = fence.max(failed_in.flatten());
         }
     }
 }
@@ -371,6 +422,57 @@ mod tests {
         let expected: Vec<String> = (0..20).map(|i| format!("{{\"n\":{i}}}")).collect();
         assert_eq!(again.lines, expected);
         assert!(again.torn.is_none());
+    }
+
+    /// A file whose appends fail while they hold `fail`; what it took.
+    struct Failing(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl Sink for Failing {
+        fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
+            if bytes.windows(4).any(|w| w == b"fail") {
+                return Err(io::Error::other("no space left"));
+            }
+            self.0
+                .lock()
+                .expect("not poisoned")
+                .extend_from_slice(bytes);
+            Ok(())
+        }
+
+        fn cut(&mut self, _len: u64) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// After a failed line, later lines of its epoch are refused unwritten (a check-in of the
+    /// registration the disk refused); a later epoch's are written, and so are lines of no
+    /// epoch (the outcome log's).
+    #[test]
+    fn after_a_failed_line_its_epoch_is_refused_and_the_next_written() {
+        let file = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (tx, rx) = mpsc::channel::<Request>();
+        let sink = Failing(std::sync::Arc::clone(&file));
+        let thread = thread::spawn(move || run(sink, 0, rx, Path::new("test.jsonl")));
+        let send = |line: &str, epoch: Option<u64>| {
+            let (done, wait) = oneshot::channel();
+            tx.send((format!("{line}\n").into_bytes(), epoch, done))
+                .expect("the thread runs");
+            wait.blocking_recv().expect("answered").is_ok()
+        };
+
+        assert!(send("a", Some(0)));
+        assert!(!send("fail", Some(0)));
+        assert!(
+            !send("b", Some(0)),
+            "checked on a view that held the failed line"
+        );
+        assert!(send("c", Some(1)));
+        assert!(send("d", None));
+        assert!(!send("e", Some(0)));
+        drop(tx);
+        thread.join().expect("the thread ends");
+        let written = file.lock().expect("not poisoned").clone();
+        assert_eq!(String::from_utf8_lossy(&written), "a\nc\nd\n");
     }
 
     #[test]

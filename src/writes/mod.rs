@@ -668,6 +668,13 @@ impl Admitted<'_> {
     }
 }
 
+/// A line of the log: its number, and the epoch it was checked in (`log`'s documentation).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Line {
+    seq: u64,
+    epoch: u64,
+}
+
 /// What the log answers for one line: whether it is durable.
 type LogWait = tokio::sync::oneshot::Receiver<std::io::Result<()>>;
 
@@ -688,6 +695,10 @@ pub(crate) struct Writes {
     any: AtomicBool,
     /// The `seq` of the last line logged (0: none yet).
     seq: AtomicU64,
+    /// The log's epochs (`log`'s documentation): the first `seq` of each after the first, one
+    /// started by each line that could not be made durable. Changed and read only under the
+    /// bundles' lock, as lines are logged.
+    fences: Mutex<Vec<u64>>,
     /// Taken to read by each write while it is checked and applied, and to write by a reset
     /// until its line is durable and applied: no write is checked against what a reset in
     /// flight will forget.
@@ -792,6 +803,10 @@ impl Writes {
         self.bundles.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    fn fences(&self) -> MutexGuard<'_, Vec<u64>> {
+        self.fences.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// The attendees answers of `bundle` with its writes; `None` when it has none.
     pub(crate) fn attendees(&self, bundle: &str, base: &Arc<Base>) -> Option<Arc<Listed>> {
         if !self.any.load(Ordering::Acquire) {
@@ -854,31 +869,33 @@ impl Writes {
             view.apply(w, false);
         }
         let event = request.event;
-        let (seq, wait) = match self.log(bundle, Some(request.clone()), &writes) {
-            Some((seq, wait)) => {
-                self.queue.push(seq, bundle, request, &writes, false);
-                (seq, Some(wait))
+        let (line, wait) = match self.log(bundle, Some(request.clone()), &writes) {
+            Some((line, wait)) => {
+                self.queue.push(line.seq, bundle, request, &writes, false);
+                (line, Some(wait))
             }
-            None => (0, None),
+            None => (Line::default(), None),
         };
-        b.writes.extend(writes.into_iter().map(|w| (seq, event, w)));
+        b.writes
+            .extend(writes.into_iter().map(|w| (line.seq, event, w)));
         self.any.store(true, Ordering::Release);
         drop(bundles);
-        Ok(Pending(wait.map(|wait| self.settle(bundle, seq, wait))))
+        Ok(Pending(wait.map(|wait| self.settle(bundle, line, wait))))
     }
 
-    /// Once log line `seq` is durable, lets the queue send it; if it cannot be, takes its
-    /// writes back. In a task of its own, started now: a client that leaves before the answer
-    /// (its request dropped) changes neither. The future answers what the log did.
-    fn settle(self: &Arc<Self>, bundle: &str, seq: u64, wait: LogWait) -> Durable {
+    /// Once log line `line` is durable, lets the queue send it; if it cannot be, takes its
+    /// writes back, and those made after it on a view that held it. In a task of its own,
+    /// started now: a client that leaves before the answer (its request dropped) changes
+    /// neither. The future answers what the log did.
+    fn settle(self: &Arc<Self>, bundle: &str, line: Line, wait: LogWait) -> Durable {
         let (writes, bundle) = (Arc::clone(self), bundle.to_string());
         let task = tokio::spawn(async move {
             let result = logged(wait).await;
             match &result {
-                Ok(()) => writes.queue.durable(seq),
+                Ok(()) => writes.queue.durable(line.seq),
                 Err(e) => {
                     tracing::error!(error = %e, bundle, "a write could not be made durable; it is taken back");
-                    writes.forget(&bundle, seq);
+                    writes.forget(line);
                 }
             }
             result
@@ -887,15 +904,17 @@ impl Writes {
     }
 
     /// Appends one request's writes to the log, if there is one: the wait for their durability.
-    /// Called under the bundles' lock, so `seq` and the log follow the order writes are applied.
+    /// Called under the bundles' lock, so `seq` and the log follow the order writes are applied,
+    /// and the line's epoch is the one its writes were checked in.
     fn log(
         &self,
         bundle: &str,
         request: Option<Received>,
         writes: &[Write],
-    ) -> Option<(u64, LogWait)> {
+    ) -> Option<(Line, LogWait)> {
         let log = self.log.get()?;
         let seq = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
+        let epoch = self.fences().len() as u64;
         let logged = Logged {
             seq,
             at: Utc::now().to_rfc3339(),
@@ -904,21 +923,45 @@ impl Writes {
             writes: writes.to_vec(),
         };
         // A `Value` and strings always serialise; JSON text has no raw newline in it.
-        Some((
-            seq,
-            log.append(serde_json::to_vec(&logged).unwrap_or_default()),
-        ))
+        let line = serde_json::to_vec(&logged).unwrap_or_default();
+        Some((Line { seq, epoch }, log.append_in(line, Some(epoch))))
     }
 
-    /// Takes back the writes of log line `seq` of `bundle`, which could not be made durable:
-    /// reads stop showing them, and the same request may be made again.
-    fn forget(&self, bundle: &str, seq: u64) {
+    /// Takes back the writes of `line`, which could not be made durable, and those of every
+    /// later line of its epoch, in any bundle: they were checked on a view that held it, and
+    /// the log refuses them unwritten. Reads stop showing them, and the same requests may be
+    /// made again. The first time for an epoch, starts the next one: lines logged from now on
+    /// were checked without them, and are written.
+    fn forget(&self, line: Line) {
         let mut bundles = self.bundles();
-        if let Some(b) = bundles.get_mut(bundle) {
-            b.writes.retain(|(s, ..)| *s != seq);
-            b.view = None;
+        let mut fences = self.fences();
+        if fences.len() as u64 == line.epoch {
+            fences.push(self.seq.load(Ordering::Acquire) + 1);
         }
-        self.queue.forget(seq);
+        let end = usize::try_from(line.epoch)
+            .ok()
+            .and_then(|e| fences.get(e))
+            .copied()
+            .unwrap_or(u64::MAX);
+        let taken_back = line.seq..end;
+        let mut forgotten = std::collections::BTreeSet::new();
+        for b in bundles.values_mut() {
+            let had = b.writes.len();
+            b.writes.retain(|(s, ..)| {
+                let taken = taken_back.contains(s);
+                if taken {
+                    forgotten.insert(*s);
+                }
+                !taken
+            });
+            if b.writes.len() != had {
+                b.view = None;
+            }
+        }
+        forgotten.insert(line.seq);
+        for seq in forgotten {
+            self.queue.forget(seq);
+        }
     }
 
     /// Forgets `bundle`'s writes (`POST /_writes/reset`); logged, so a restart forgets them too.
@@ -937,26 +980,28 @@ impl Writes {
             // Logged under the lock, as writes are: `seq` follows the log's order.
             let bundles = writes.bundles();
             let line = writes.log(&bundle, None, &[Write::Reset]);
-            if let Some((seq, _)) = &line {
-                writes.queue.resetting(&bundle, *seq);
+            if let Some((line, _)) = &line {
+                writes.queue.resetting(&bundle, line.seq);
             }
             drop(bundles);
-            let (seq, wait) = line.ok_or_else(|| std::io::Error::other("no write log"))?;
-            writes.settle_reset(&bundle, seq, wait).await
+            let (line, wait) = line.ok_or_else(|| std::io::Error::other("no write log"))?;
+            writes.settle_reset(&bundle, line, wait).await
         });
         Pending(Some(Box::pin(async move {
             task.await.unwrap_or_else(|e| Err(std::io::Error::other(e)))
         })))
     }
 
-    /// Waits for the reset at log line `seq` to be durable, then forgets what was logged
-    /// before it; if it cannot be, forgets nothing and lets the queue go on.
-    async fn settle_reset(&self, bundle: &str, seq: u64, wait: LogWait) -> std::io::Result<()> {
+    /// Waits for the reset at log `line` to be durable, then forgets what was logged before
+    /// it; if it cannot be, forgets nothing and lets the queue go on (and the next epoch start:
+    /// no write was made after it, the gate being held).
+    async fn settle_reset(&self, bundle: &str, line: Line, wait: LogWait) -> std::io::Result<()> {
         let result = logged(wait).await;
         match &result {
-            Ok(()) => self.forget_before(bundle, seq),
+            Ok(()) => self.forget_before(bundle, line.seq),
             Err(e) => {
-                self.queue.reset_failed(bundle, seq);
+                self.forget(line);
+                self.queue.reset_failed(bundle, line.seq);
                 tracing::error!(
                     error = %e,
                     bundle,
@@ -1078,7 +1123,11 @@ mod tests {
     async fn a_write_whose_client_left_before_the_sync_is_sent_once_durable() {
         let writes = queued_checkin();
         let (synced, wait) = tokio::sync::oneshot::channel();
-        drop(Pending(Some(writes.settle("b", 1, wait))));
+        drop(Pending(Some(writes.settle(
+            "b",
+            Line { seq: 1, epoch: 0 },
+            wait,
+        ))));
         let ready = writes.queue.ready.notified();
         synced.send(Ok(())).expect("the settling task waits");
         tokio::time::timeout(std::time::Duration::from_secs(10), ready)
@@ -1111,7 +1160,11 @@ mod tests {
         writes.queue.push(3, "b", request, &[write], true);
         let settle = |wait| {
             let writes = Arc::clone(&writes);
-            tokio::spawn(async move { writes.settle_reset("b", 2, wait).await })
+            tokio::spawn(async move {
+                writes
+                    .settle_reset("b", Line { seq: 2, epoch: 0 }, wait)
+                    .await
+            })
         };
 
         writes.queue.resetting("b", 2);
@@ -1144,13 +1197,52 @@ mod tests {
         assert_eq!(writes.queue.next_for("b").map(|e| e.seq), Some(3));
     }
 
+    /// A line that could not be made durable is taken back with every later line of its epoch,
+    /// in any bundle (the log refuses them: they were checked on a view that held it), once;
+    /// the lines of the epoch that starts then stay.
+    #[test]
+    fn a_failed_line_takes_back_the_later_lines_of_its_epoch_only() {
+        let writes = Writes::new(false);
+        let (_, write) = checkin("12", 7);
+        let held = |writes: &Writes, bundle: &str| {
+            writes
+                .bundles()
+                .get(bundle)
+                .map(|b| b.writes.iter().map(|(seq, ..)| *seq).collect::<Vec<_>>())
+        };
+        let add = |writes: &Writes, bundle: &str, seq: u64| {
+            let mut bundles = writes.bundles();
+            let b = bundles.entry(bundle.into()).or_default();
+            b.writes.push((seq, None, write.clone()));
+            writes.seq.store(seq, Ordering::Release);
+        };
+        for (bundle, seq) in [("b", 1), ("b", 2), ("b", 3), ("c", 4)] {
+            add(&writes, bundle, seq);
+        }
+
+        writes.forget(Line { seq: 2, epoch: 0 });
+        assert_eq!(held(&writes, "b"), Some(vec![1]));
+        assert_eq!(held(&writes, "c"), Some(vec![]));
+        assert_eq!(*writes.fences(), vec![5], "epoch 1 starts at line 5");
+
+        add(&writes, "b", 5);
+        // Line 3, refused by the log, is taken back again: nothing more.
+        writes.forget(Line { seq: 3, epoch: 0 });
+        assert_eq!(held(&writes, "b"), Some(vec![1, 5]));
+        assert_eq!(*writes.fences(), vec![5]);
+
+        writes.forget(Line { seq: 5, epoch: 1 });
+        assert_eq!(held(&writes, "b"), Some(vec![1]));
+        assert_eq!(*writes.fences(), vec![5, 6]);
+    }
+
     /// A line that cannot be synced is taken back, so it is never sent, whether or not its
     /// client waited for the answer.
     #[tokio::test]
     async fn a_write_that_cannot_be_made_durable_is_taken_back_and_not_sent() {
         let writes = queued_checkin();
         let (synced, wait) = tokio::sync::oneshot::channel();
-        let pending = Pending(Some(writes.settle("b", 1, wait)));
+        let pending = Pending(Some(writes.settle("b", Line { seq: 1, epoch: 0 }, wait)));
         synced
             .send(Err(std::io::Error::other("disk full")))
             .expect("the settling task waits");
