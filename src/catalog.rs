@@ -81,7 +81,8 @@ pub(crate) struct Entry {
     pub(crate) problems: Vec<Problem>,
     /// Token clashes found when the last snapshot was built.
     pub(crate) conflicts: Vec<Problem>,
-    /// The tokens the latest bundle.toml names (also when another file has errors).
+    /// The tokens the latest bundle.toml that told them names (also when another file has
+    /// errors; one with errors of its own, or a load abandoned, leaves them).
     pub(crate) tokens: Vec<Token>,
     /// The latest attempt's version, when it had no error.
     pub(crate) candidate: Option<Arc<Version>>,
@@ -219,7 +220,10 @@ impl Entry {
             }
         }
         self.problems = report.problems;
-        self.tokens = report.tokens.unwrap_or_default();
+        // A bundle.toml that told nothing leaves those the latest one that did named.
+        if let Some(tokens) = report.tokens {
+            self.tokens = tokens;
+        }
         self.checked_at = report.loaded_at;
         self.unserved = None;
     }
@@ -504,8 +508,8 @@ impl Catalog {
                         ),
                     )],
                     loaded_at: Utc::now(),
-                    // Not read either: those the latest bundle.toml named.
-                    tokens: self.entries.get(name).map(|e| e.tokens.clone()),
+                    // Not read: nothing is known of them (the last good version keeps its own).
+                    tokens: None,
                     // Not read: a last good version keeps its own.
                     app_keys: None,
                 };
@@ -880,7 +884,12 @@ mod arbitration {
     fn no_token_named_stops_the_last_good_version() {
         let tmp = tempfile::tempdir().expect("tmp");
         let toml = tmp.path().join("alpha/bundle.toml");
-        for take_out in ["tokens = []\n", "removed"] {
+        // With a [source] in error too: the empty list still counts.
+        for take_out in [
+            "tokens = []\n",
+            "tokens = []\n[source]\nurl = 3\n",
+            "removed",
+        ] {
             write(tmp.path(), "alpha", &["alpha-token"], false);
             let mut catalog = Catalog::new(tmp.path());
             assert_eq!(serve(&mut catalog, &["alpha-token"]), vec![some("alpha")]);
@@ -904,6 +913,31 @@ mod arbitration {
             write(tmp.path(), "alpha", &["alpha-token"], false);
             assert_eq!(serve(&mut catalog, &["alpha-token"]), vec![some("alpha")]);
         }
+    }
+
+    /// A load abandoned for its time limit read nothing, so it takes no token away: after a
+    /// bundle.toml with an error of its own (the last good version serving), the bundle keeps
+    /// serving. Before, the abandoned load passed on the empty list that error had left, and
+    /// the bundle answered 401 to everyone.
+    #[test]
+    fn an_abandoned_load_takes_no_token_away() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        write(tmp.path(), "alpha", &["alpha-token"], false);
+        let mut catalog = Catalog::new(tmp.path());
+        assert_eq!(serve(&mut catalog, &["alpha-token"]), vec![some("alpha")]);
+        std::fs::write(tmp.path().join("alpha/bundle.toml"), "tokens = [").expect("broken");
+        assert_eq!(serve(&mut catalog, &["alpha-token"]), vec![some("alpha")]);
+
+        catalog.load_time_limit = std::time::Duration::ZERO;
+        std::fs::write(tmp.path().join("alpha/event.json"), EVENT).expect("touched");
+        assert_eq!(serve(&mut catalog, &["alpha-token"]), vec![some("alpha")]);
+        let abandoned = catalog.entry("alpha").map(|e| format!("{:?}", e.problems));
+        assert!(
+            abandoned
+                .as_deref()
+                .is_some_and(|p| p.contains("abandoned")),
+            "{abandoned:?}"
+        );
     }
 
     /// A reload that could not list the data folder read nothing: the next one reads every

@@ -244,19 +244,25 @@ fn redacted(query: &str) -> String {
                 n == "sig" || SECRET.iter().any(|s| n.contains(s))
             })
     };
+    // Split at `&`, then at `;` inside: a secret's value is redacted up to the next `&`, so a
+    // value holding a `;` (`token=ab;cd`) shows none of itself either way it is read.
     query
-        .split_inclusive(['&', ';'])
+        .split('&')
         .map(|piece| {
-            let (pair, separator) = match piece.strip_suffix(['&', ';']) {
-                Some(pair) => (pair, &piece[pair.len()..]),
-                None => (piece, ""),
-            };
-            match pair.split_once('=') {
-                Some((name, _)) if secret(name) => format!("{name}=REDACTED{separator}"),
-                _ => piece.to_string(),
+            let mut kept = Vec::new();
+            for pair in piece.split(';') {
+                match pair.split_once('=') {
+                    Some((name, _)) if secret(name) => {
+                        kept.push(format!("{name}=REDACTED"));
+                        break;
+                    }
+                    _ => kept.push(pair.to_string()),
+                }
             }
+            kept.join(";")
         })
-        .collect()
+        .collect::<Vec<_>>()
+        .join("&")
 }
 
 /// What the access log and the journal show of a request (made only when one of them is on).
@@ -416,8 +422,10 @@ mod tests {
         );
         assert_eq!(
             redacted("a=1;token=s;b=2&sig=x&pwd=p&passwd=q&credentials=c&design=d&"),
-            "a=1;token=REDACTED;b=2&sig=REDACTED&pwd=REDACTED&passwd=REDACTED&\
+            "a=1;token=REDACTED&sig=REDACTED&pwd=REDACTED&passwd=REDACTED&\
              credentials=REDACTED&design=d&"
         );
+        // A value holding `;` shows none of itself.
+        assert_eq!(redacted("token=ab;cd&x=1"), "token=REDACTED&x=1");
     }
 }

@@ -461,13 +461,17 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
     // the source echoes it: the answer is shown by /_queue and the status page, cut there to
     // its first 2 KiB, so a token cut at 64 KiB is never shown in part either.
     const ANSWER_READ: usize = 64 * 1024;
-    let answer = crate::pull::hide_token(
-        &String::from_utf8_lossy(&crate::pull::fetch::error_body(res, ANSWER_READ).await),
-        to.token.expose(),
-    );
-    // The service takes a write with a JSON string ("OK"): a 2xx that is not JSON is a captive
-    // portal's or a proxy's page, which took nothing.
-    if status.is_success() && serde_json::from_str::<Value>(&answer).is_err() {
+    let page = crate::pull::fetch::html(res.headers()).is_some();
+    let bytes = crate::pull::fetch::error_body(res, ANSWER_READ).await;
+    let answer = crate::pull::hide_token(&String::from_utf8_lossy(&bytes), to.token.expose());
+    // The service takes a write with a JSON string ("OK"): a 2xx that is a web page, or whose
+    // whole answer is something else than JSON (a byte order mark skipped, as the endpoints
+    // skip one), is a captive portal's or a proxy's, which took nothing. An empty answer, or
+    // one cut at the limit, is taken as the source's.
+    let not_json = !bytes.trim_ascii().is_empty()
+        && bytes.len() < ANSWER_READ
+        && crate::http::router::parse_json(&bytes).is_err();
+    if status.is_success() && (page || not_json) {
         return Err(format!(
             "{base} answered {status} with an answer that is not the API's JSON (a captive portal's or a proxy's page?): writes wait until it lets them through"
         ));

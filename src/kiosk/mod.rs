@@ -259,14 +259,17 @@ impl Sources {
     /// it did not name; the one it had for this URL, also after a while without a source), with
     /// its `pulled_at` taken as confirmed.
     pub(crate) fn loaded(&self, name: &str, source: &crate::model::Source) -> Arc<SourceHealth> {
+        // The API base, as a pull makes it: bundle.toml keeps the url as written (an origin,
+        // a trailing slash), and writes go to the base's paths.
+        let url = crate::pull::api_base(&source.url).unwrap_or_else(|_| source.url.clone());
         let health = {
             let mut map = self.map();
-            let same = |h: &Arc<SourceHealth>| h.detail().url == source.url;
+            let same = |h: &Arc<SourceHealth>| h.detail().url == url;
             let back = map.forgotten.remove(name).filter(same);
             match map.named.get(name).filter(|h| same(h)) {
                 Some(health) => Arc::clone(health),
                 None => {
-                    let health = back.unwrap_or_else(|| Arc::new(SourceHealth::new(&source.url)));
+                    let health = back.unwrap_or_else(|| Arc::new(SourceHealth::new(&url)));
                     map.named.insert(name.to_string(), Arc::clone(&health));
                     health
                 }

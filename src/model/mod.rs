@@ -290,7 +290,7 @@ pub(crate) fn bundle_config(v: &Value, diag: &mut Diag) -> Option<BundleConfig> 
         );
         return None;
     };
-    let (out, mut ok) = secrets("tokens", "a token", tokens, diag);
+    let (out, ok) = secrets("tokens", "a token", tokens, diag);
     if ok && out.is_empty() {
         // An error that still gives the (empty) list: how every token is taken out at once,
         // the last good version's too (a leaked only token).
@@ -323,16 +323,8 @@ pub(crate) fn bundle_config(v: &Value, diag: &mut Diag) -> Option<BundleConfig> 
     // Errors in [simulate] keep the bundle from being served (they are in `diag`), but its tokens
     // are still known, so clashes are found.
     let simulate = simulate_table.and_then(|v| simulate::simulate(v, diag));
-    let source = match source_table {
-        Some(v) => match source(v, diag) {
-            Some(s) => Some(s),
-            None => {
-                ok = false;
-                None
-            }
-        },
-        None => None,
-    };
+    // So do errors in [source]: `tokens = []` still takes every token out.
+    let source = source_table.and_then(|v| source(v, diag));
     ok.then_some(BundleConfig {
         tokens: out,
         app_keys,
@@ -583,7 +575,20 @@ pub(crate) fn with_pulled_at(
         .get_mut("source")
         .and_then(toml_edit::Item::as_table_like_mut)
         .ok_or("it names no [source] table")?;
-    source.insert("pulled_at", toml_edit::value(at));
+    match source
+        .get_mut("pulled_at")
+        .and_then(toml_edit::Item::as_value_mut)
+    {
+        // The value replaced, its comment and spacing kept.
+        Some(old) => {
+            let decor = old.decor().clone();
+            *old = at;
+            *old.decor_mut() = decor;
+        }
+        None => {
+            source.insert("pulled_at", toml_edit::value(at));
+        }
+    }
     Ok(doc.to_string())
 }
 
@@ -826,7 +831,7 @@ mod tests {
                 .with_timezone(&chrono::Utc)
         };
         let read = "# The desk in hall B.\ntokens = [\"t\"]  # the organiser's\n\n[source]\n\
-                    url = \"http://h\"   # the office\npulled_at = 2026-11-01T09:00:00Z\n\n\
+                    url = \"http://h\"   # the office\npulled_at = 2026-11-01T09:00:00Z  # the last pull\n\n\
                     [simulate]\nlatency_ms = 5\n";
         let text = with_pulled_at(read, at("2026-11-23T14:03:27.5Z")).expect("edited");
         assert_eq!(
@@ -912,7 +917,11 @@ mod tests {
             ("source = \"http://h\"", "source: expected"),
         ] {
             let (config, lines) = check(&format!("tokens = [\"t\"]\n{text}\n"));
-            assert_eq!(config, None, "{text}");
+            assert_eq!(
+                config,
+                Some(None),
+                "{text}: the tokens are known, the source is not"
+            );
             assert!(
                 lines.iter().any(|l| l.starts_with(expected)),
                 "{text}: {lines:?}"

@@ -59,7 +59,7 @@ pub(crate) struct Got {
 
 /// The content type of an answer that is a web page, not the API's JSON: a login page, a
 /// captive portal, a proxy's error page, served with 200.
-fn html(headers: &HeaderMap) -> Option<String> {
+pub(crate) fn html(headers: &HeaderMap) -> Option<String> {
     let kind = headers.get(CONTENT_TYPE)?.to_str().ok()?;
     let essence = kind.split(';').next().unwrap_or_default().trim();
     matches!(

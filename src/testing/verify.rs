@@ -398,9 +398,10 @@ fn diff(at: &str, want: &Value, got: &Value, out: &mut Vec<String>) {
     }
 }
 
-/// Whether two JSON numbers have one value: `10` is `10.00`, but integers are compared
-/// exactly (as floats, 9007199254740993 would be 9007199254740992: an id past 2^53 would pass
-/// for its neighbour). A number past the float range (`1e400`) is equal only to the same text.
+/// Whether two JSON numbers have one value: `10` is `10.00`, but integers of 64 bits are
+/// compared exactly (as floats, 9007199254740993 would be 9007199254740992: an id past 2^53
+/// would pass for its neighbour). Larger integers are compared as floats, and a number past the
+/// float range (`1e400`) is equal only to the same text.
 fn same_number(w: &serde_json::Number, g: &serde_json::Number) -> bool {
     let int = |n: &serde_json::Number| {
         n.as_i64()

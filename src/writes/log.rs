@@ -15,10 +15,11 @@
 //! bad line before the last is damage that eventbox did not make: start fails naming the file
 //! and the line, and nothing is changed.
 
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 
 use tokio::sync::oneshot;
@@ -61,7 +62,18 @@ pub(crate) struct Opened {
     pub(crate) torn: Option<PathBuf>,
 }
 
-type Request = (Vec<u8>, Option<u64>, oneshot::Sender<io::Result<()>>);
+/// A line of the write log: its number, and the epoch it was checked in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Mark {
+    pub(crate) seq: u64,
+    pub(crate) epoch: u64,
+}
+
+type Request = (Vec<u8>, Option<Mark>, oneshot::Sender<io::Result<()>>);
+
+/// The first line that failed in each epoch that had one, by epoch: what a failed or refused
+/// line's writes take back from (`Writes::forget`), whichever of them is taken back first.
+type Failed = Arc<Mutex<BTreeMap<u64, u64>>>;
 
 /// The appending side of the log. Dropped, it waits for the lines queued to be written and the
 /// file to be closed (and so unlocked): the same folder can be opened again at once.
@@ -70,6 +82,7 @@ pub(crate) struct Log {
     path: PathBuf,
     tx: Option<mpsc::Sender<Request>>,
     thread: Option<thread::JoinHandle<()>>,
+    failed: Failed,
 }
 
 impl Drop for Log {
@@ -166,15 +179,18 @@ impl Log {
         let len = file.seek(SeekFrom::End(0)).map_err(io)?;
         let (tx, rx) = mpsc::channel::<Request>();
         let thread_path = path.clone();
+        let failed = Failed::default();
+        let thread_failed = Arc::clone(&failed);
         let thread = thread::Builder::new()
             .name("eventbox-log".into())
-            .spawn(move || run(Synced(file), len, rx, &thread_path))
+            .spawn(move || run(Synced(file), len, rx, &thread_path, &thread_failed))
             .map_err(io)?;
         Ok(Opened {
             log: Log {
                 path,
                 tx: Some(tx),
                 thread: Some(thread),
+                failed,
             },
             lines,
             torn,
@@ -192,18 +208,25 @@ impl Log {
         self.append_in(line, None)
     }
 
-    /// [`Log::append`] in `epoch`: refused unwritten when a batch of this epoch, or of a later
-    /// one, failed before it (see the module's documentation).
+    /// The first line that failed in `epoch`, if one did: known before any line of it is
+    /// answered as failed or refused.
+    pub(crate) fn first_failed(&self, epoch: u64) -> Option<u64> {
+        let failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+        failed.get(&epoch).copied()
+    }
+
+    /// [`Log::append`] of line `mark.seq` in `mark.epoch`: refused unwritten when a batch of
+    /// this epoch, or of a later one, failed before it (see the module's documentation).
     pub(crate) fn append_in(
         &self,
         mut line: Vec<u8>,
-        epoch: Option<u64>,
+        mark: Option<Mark>,
     ) -> oneshot::Receiver<io::Result<()>> {
         line.push(b'\n');
         let (done, wait) = oneshot::channel();
         let sent = match &self.tx {
             Some(tx) => tx
-                .send((line, epoch, done))
+                .send((line, mark, done))
                 .map_err(|mpsc::SendError((_, _, done))| done),
             None => Err(done),
         };
@@ -313,18 +336,25 @@ impl Sink for Synced {
 /// The writing thread: batches what is waiting, writes, syncs, answers. A batch that fails is
 /// cut off again (the file back to its length before it), so what follows is not appended to a
 /// half-written line; if even that fails, the log is broken and every later write is refused.
-/// After a failed batch, lines of its epochs are refused (the module's documentation).
-fn run(mut file: impl Sink, mut len: u64, rx: mpsc::Receiver<Request>, path: &Path) {
+/// After a failed batch, lines of its epochs are refused (the module's documentation), and
+/// `failed` holds each such epoch's first failed line before any of them is answered.
+fn run(
+    mut file: impl Sink,
+    mut len: u64,
+    rx: mpsc::Receiver<Request>,
+    path: &Path,
+    failed: &Mutex<BTreeMap<u64, u64>>,
+) {
     let mut broken = false;
     // Lines of this epoch or an earlier one are refused.
     let mut fence: Option<u64> = None;
     while let Ok(first) = rx.recv() {
         let mut batch = vec![first];
         batch.extend(rx.try_iter());
-        let fenced = |epoch: Option<u64>| epoch.is_some() && epoch <= fence;
+        let fenced = |mark: Option<Mark>| mark.is_some_and(|m| Some(m.epoch) <= fence);
         let mut bytes = Vec::with_capacity(batch.iter().map(|(l, ..)| l.len()).sum());
-        for (line, epoch, _) in &batch {
-            if !fenced(*epoch) {
+        for (line, mark, _) in &batch {
+            if !fenced(*mark) {
                 bytes.extend_from_slice(line);
             }
         }
@@ -350,14 +380,24 @@ fn run(mut file: impl Sink, mut len: u64, rx: mpsc::Receiver<Request>, path: &Pa
                 }
             }
         };
-        let failed_in = batch
+        let failing = batch
             .iter()
-            .filter(|(_, e, _)| !fenced(*e))
-            .map(|(_, e, _)| *e)
+            .filter_map(|(_, mark, _)| mark.filter(|_| result.is_err() && !fenced(*mark)));
+        {
+            // In seq order: the first of each epoch is its first failed line.
+            let mut failed = failed.lock().unwrap_or_else(|e| e.into_inner());
+            for m in failing {
+                failed.entry(m.epoch).or_insert(m.seq);
+            }
+        }
+        let last_failing = batch
+            .iter()
+            .filter_map(|(_, mark, _)| mark.filter(|_| result.is_err() && !fenced(*mark)))
+            .map(|m| m.epoch)
             .max();
-        for (_, epoch, done) in batch {
+        for (_, mark, done) in batch {
             let answer = match &result {
-                _ if fenced(epoch) => Err(io::Error::other(
+                _ if fenced(mark) => Err(io::Error::other(
                     "not written: a write made before it could not be made durable, and this one may depend on it",
                 )),
                 Ok(()) => Ok(()),
@@ -365,9 +405,7 @@ fn run(mut file: impl Sink, mut len: u64, rx: mpsc::Receiver<Request>, path: &Pa
             };
             let _ = done.send(answer);
         }
-        if result.is_err() {
-            fence = fence.max(failed_in.flatten());
-        }
+        fence = fence.max(last_failing);
     }
 }
 
@@ -425,7 +463,7 @@ mod tests {
     }
 
     /// A file whose appends fail while they hold `fail`; what it took.
-    struct Failing(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    struct Failing(Arc<Mutex<Vec<u8>>>);
 
     impl Sink for Failing {
         fn append(&mut self, bytes: &[u8]) -> io::Result<()> {
@@ -444,35 +482,49 @@ mod tests {
         }
     }
 
-    /// After a failed line, later lines of its epoch are refused unwritten (a check-in of the
+    /// After a failed batch, later lines of its epoch are refused unwritten (a check-in of the
     /// registration the disk refused); a later epoch's are written, and so are lines of no
-    /// epoch (the outcome log's).
+    /// epoch (the outcome log's). The epoch's first failed line is known before any answer.
     #[test]
     fn after_a_failed_line_its_epoch_is_refused_and_the_next_written() {
-        let file = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let file = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = mpsc::channel::<Request>();
-        let sink = Failing(std::sync::Arc::clone(&file));
-        let thread = thread::spawn(move || run(sink, 0, rx, Path::new("test.jsonl")));
-        let send = |line: &str, epoch: Option<u64>| {
+        let sink = Failing(Arc::clone(&file));
+        let failed = Failed::default();
+        let thread_failed = Arc::clone(&failed);
+        let queue = |line: &str, mark: Option<(u64, u64)>| {
             let (done, wait) = oneshot::channel();
-            tx.send((format!("{line}\n").into_bytes(), epoch, done))
+            let mark = mark.map(|(seq, epoch)| Mark { seq, epoch });
+            tx.send((format!("{line}\n").into_bytes(), mark, done))
                 .expect("the thread runs");
+            wait
+        };
+        let ok = |wait: oneshot::Receiver<io::Result<()>>| {
             wait.blocking_recv().expect("answered").is_ok()
         };
+        // Queued before the thread starts: one batch, lines 2 to 4, which fails (line 3 holds
+        // `fail`).
+        let first_batch: Vec<_> = [("a", 2), ("fail", 3), ("b", 4)]
+            .into_iter()
+            .map(|(line, seq)| queue(line, Some((seq, 0))))
+            .collect();
+        let thread =
+            thread::spawn(move || run(sink, 0, rx, Path::new("test.jsonl"), &thread_failed));
+        let answers: Vec<bool> = first_batch.into_iter().map(ok).collect();
+        assert_eq!(answers, [false; 3]);
+        assert_eq!(failed.lock().expect("not poisoned").get(&0), Some(&2));
 
-        assert!(send("a", Some(0)));
-        assert!(!send("fail", Some(0)));
         assert!(
-            !send("b", Some(0)),
-            "checked on a view that held the failed line"
+            !ok(queue("c", Some((5, 0)))),
+            "checked on a view that held the failed lines"
         );
-        assert!(send("c", Some(1)));
-        assert!(send("d", None));
-        assert!(!send("e", Some(0)));
+        assert!(ok(queue("d", Some((6, 1)))));
+        assert!(ok(queue("e", None)));
+        assert!(!ok(queue("f", Some((7, 0)))));
         drop(tx);
         thread.join().expect("the thread ends");
         let written = file.lock().expect("not poisoned").clone();
-        assert_eq!(String::from_utf8_lossy(&written), "a\nc\nd\n");
+        assert_eq!(String::from_utf8_lossy(&written), "d\ne\n");
     }
 
     #[test]

@@ -31,6 +31,7 @@ use crate::model::records::{AttendeeCreate, CheckinAttendee, CheckinSession};
 use crate::prepare::Listed;
 
 pub(crate) use log::LogError;
+use log::Mark;
 
 /// The time zone registrations are dated in: Brasília (no daylight saving since 2019).
 const BRASILIA_SECONDS: i32 = -3 * 3600;
@@ -668,13 +669,6 @@ impl Admitted<'_> {
     }
 }
 
-/// A line of the log: its number, and the epoch it was checked in (`log`'s documentation).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Line {
-    seq: u64,
-    epoch: u64,
-}
-
 /// What the log answers for one line: whether it is durable.
 type LogWait = tokio::sync::oneshot::Receiver<std::io::Result<()>>;
 
@@ -874,7 +868,7 @@ impl Writes {
                 self.queue.push(line.seq, bundle, request, &writes, false);
                 (line, Some(wait))
             }
-            None => (Line::default(), None),
+            None => (Mark::default(), None),
         };
         b.writes
             .extend(writes.into_iter().map(|w| (line.seq, event, w)));
@@ -887,7 +881,7 @@ impl Writes {
     /// writes back, and those made after it on a view that held it. In a task of its own,
     /// started now: a client that leaves before the answer (its request dropped) changes
     /// neither. The future answers what the log did.
-    fn settle(self: &Arc<Self>, bundle: &str, line: Line, wait: LogWait) -> Durable {
+    fn settle(self: &Arc<Self>, bundle: &str, line: Mark, wait: LogWait) -> Durable {
         let (writes, bundle) = (Arc::clone(self), bundle.to_string());
         let task = tokio::spawn(async move {
             let result = logged(wait).await;
@@ -911,7 +905,7 @@ impl Writes {
         bundle: &str,
         request: Option<Received>,
         writes: &[Write],
-    ) -> Option<(Line, LogWait)> {
+    ) -> Option<(Mark, LogWait)> {
         let log = self.log.get()?;
         let seq = self.seq.fetch_add(1, Ordering::AcqRel) + 1;
         let epoch = self.fences().len() as u64;
@@ -924,15 +918,24 @@ impl Writes {
         };
         // A `Value` and strings always serialise; JSON text has no raw newline in it.
         let line = serde_json::to_vec(&logged).unwrap_or_default();
-        Some((Line { seq, epoch }, log.append_in(line, Some(epoch))))
+        let mark = Mark { seq, epoch };
+        Some((mark, log.append_in(line, Some(mark))))
     }
 
-    /// Takes back the writes of `line`, which could not be made durable, and those of every
-    /// later line of its epoch, in any bundle: they were checked on a view that held it, and
-    /// the log refuses them unwritten. Reads stop showing them, and the same requests may be
-    /// made again. The first time for an epoch, starts the next one: lines logged from now on
-    /// were checked without them, and are written.
-    fn forget(&self, line: Line) {
+    /// Takes back the writes of `line`, which could not be made durable (it failed, or the log
+    /// refused it), from the first line of its epoch that failed on: those of every later line
+    /// of the epoch, in any bundle, were checked on a view that held that one, and the log
+    /// refuses them unwritten.
+    fn forget(&self, line: Mark) {
+        let first = self.log.get().and_then(|l| l.first_failed(line.epoch));
+        self.take_back(first.map_or(line.seq, |f| f.min(line.seq)), line);
+    }
+
+    /// Takes back the writes of the lines from `from` to the end of `line`'s epoch. Reads stop
+    /// showing them, and the same requests may be made again. The first time for an epoch,
+    /// starts the next one: lines logged from now on were checked without them, and are
+    /// written. Settling tasks run in any order: whichever comes first takes them all back.
+    fn take_back(&self, from: u64, line: Mark) {
         let mut bundles = self.bundles();
         let mut fences = self.fences();
         if fences.len() as u64 == line.epoch {
@@ -943,7 +946,7 @@ impl Writes {
             .and_then(|e| fences.get(e))
             .copied()
             .unwrap_or(u64::MAX);
-        let taken_back = line.seq..end;
+        let taken_back = from..end;
         let mut forgotten = std::collections::BTreeSet::new();
         for b in bundles.values_mut() {
             let had = b.writes.len();
@@ -995,7 +998,7 @@ impl Writes {
     /// Waits for the reset at log `line` to be durable, then forgets what was logged before
     /// it; if it cannot be, forgets nothing and lets the queue go on (and the next epoch start:
     /// no write was made after it, the gate being held).
-    async fn settle_reset(&self, bundle: &str, line: Line, wait: LogWait) -> std::io::Result<()> {
+    async fn settle_reset(&self, bundle: &str, line: Mark, wait: LogWait) -> std::io::Result<()> {
         let result = logged(wait).await;
         match &result {
             Ok(()) => self.forget_before(bundle, line.seq),
@@ -1125,7 +1128,7 @@ mod tests {
         let (synced, wait) = tokio::sync::oneshot::channel();
         drop(Pending(Some(writes.settle(
             "b",
-            Line { seq: 1, epoch: 0 },
+            Mark { seq: 1, epoch: 0 },
             wait,
         ))));
         let ready = writes.queue.ready.notified();
@@ -1162,7 +1165,7 @@ mod tests {
             let writes = Arc::clone(&writes);
             tokio::spawn(async move {
                 writes
-                    .settle_reset("b", Line { seq: 2, epoch: 0 }, wait)
+                    .settle_reset("b", Mark { seq: 2, epoch: 0 }, wait)
                     .await
             })
         };
@@ -1198,8 +1201,9 @@ mod tests {
     }
 
     /// A line that could not be made durable is taken back with every later line of its epoch,
-    /// in any bundle (the log refuses them: they were checked on a view that held it), once;
-    /// the lines of the epoch that starts then stay.
+    /// in any bundle (the log refuses them: they were checked on a view that held it), from
+    /// the epoch's first failed line whichever line's task comes first; the lines of the epoch
+    /// that starts then stay.
     #[test]
     fn a_failed_line_takes_back_the_later_lines_of_its_epoch_only() {
         let writes = Writes::new(false);
@@ -1220,18 +1224,19 @@ mod tests {
             add(&writes, bundle, seq);
         }
 
-        writes.forget(Line { seq: 2, epoch: 0 });
+        // Lines 2 and 3 failed, or 3 was refused: 3's task comes first.
+        writes.take_back(2, Mark { seq: 3, epoch: 0 });
         assert_eq!(held(&writes, "b"), Some(vec![1]));
         assert_eq!(held(&writes, "c"), Some(vec![]));
         assert_eq!(*writes.fences(), vec![5], "epoch 1 starts at line 5");
 
         add(&writes, "b", 5);
         // Line 3, refused by the log, is taken back again: nothing more.
-        writes.forget(Line { seq: 3, epoch: 0 });
+        writes.take_back(2, Mark { seq: 2, epoch: 0 });
         assert_eq!(held(&writes, "b"), Some(vec![1, 5]));
         assert_eq!(*writes.fences(), vec![5]);
 
-        writes.forget(Line { seq: 5, epoch: 1 });
+        writes.forget(Mark { seq: 5, epoch: 1 });
         assert_eq!(held(&writes, "b"), Some(vec![1]));
         assert_eq!(*writes.fences(), vec![5, 6]);
     }
@@ -1242,7 +1247,7 @@ mod tests {
     async fn a_write_that_cannot_be_made_durable_is_taken_back_and_not_sent() {
         let writes = queued_checkin();
         let (synced, wait) = tokio::sync::oneshot::channel();
-        let pending = Pending(Some(writes.settle("b", Line { seq: 1, epoch: 0 }, wait)));
+        let pending = Pending(Some(writes.settle("b", Mark { seq: 1, epoch: 0 }, wait)));
         synced
             .send(Err(std::io::Error::other("disk full")))
             .expect("the settling task waits");

@@ -961,6 +961,23 @@ async fn writes_a_firewall_blocks_wait_and_a_pending_one_can_be_dismissed() {
     );
 }
 
+/// A desk whose bundle.toml names its source by its origin, as written by hand
+/// (`url = "http://host/"`, which a refresh now keeps): its writes go to the API's paths there.
+/// Before, to `http://host//attendees/create`, which no source answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_named_by_its_origin_gets_the_desks_writes() {
+    let (_source_at, source) = Source::start().await;
+    let desk = Desk::slow(&source).await;
+    let toml = desk.data.path().join("demo/bundle.toml");
+    let text = std::fs::read_to_string(&toml).expect("bundle.toml");
+    let base = format!("{}/api/v1", source.base);
+    assert!(text.contains(&base), "{text}");
+    std::fs::write(&toml, text.replace(&base, &format!("{}/", source.base))).expect("written");
+    desk.server.app.load().expect("the desk reloads");
+    register(&desk.server, "Olga Origem", "olga.origem@exemplo.com").await;
+    assert_reached(&desk.server, &source, "olga.origem@exemplo.com").await;
+}
+
 /// A captive portal between desk and source answers the desk's registrations 200 with its
 /// login page: that took nothing, so they wait, `/_queue` saying why, and go once it lets them
 /// through. Before, a 200 of any kind counted as the source's, and the writes were never sent.
