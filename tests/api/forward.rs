@@ -896,6 +896,34 @@ async fn desk_behind(
     (proxy, desk)
 }
 
+/// A desk behind a proxy that answers its registrations `status` with the HTML `page` while
+/// the switch returned is on (it starts on), and forwards them once it is off.
+async fn desk_behind_page(
+    source: &TestApp,
+    status: u16,
+    page: &'static str,
+) -> (
+    std::sync::Arc<std::sync::atomic::AtomicBool>,
+    crate::pull::Proxy,
+    Desk,
+) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    use crate::pull::Act;
+
+    let on = Arc::new(AtomicBool::new(true));
+    let answering = Arc::clone(&on);
+    let (proxy, desk) = desk_behind(source, move || {
+        answering.load(Ordering::SeqCst).then(|| {
+            let html = vec![("content-type", "text/html".into())];
+            Act::Answer(status, html, page.to_string())
+        })
+    })
+    .await;
+    (on, proxy, desk)
+}
+
 /// A firewall between desk and source answers the desk's registrations 403 with its own
 /// HTML page: that refuses no write in particular, so they wait (none is rejected; before,
 /// each was set aside, to be sent again by hand), `/_queue` shows the next one with why, and
@@ -903,21 +931,9 @@ async fn desk_behind(
 /// dismissed by hand: the next one goes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_a_firewall_blocks_wait_and_a_pending_one_can_be_dismissed() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
-
-    use crate::pull::Act;
-
     let (_source_at, source) = Source::start().await;
-    let blocked = Arc::new(AtomicBool::new(true));
-    let blocking = Arc::clone(&blocked);
-    let (firewall, desk) = desk_behind(&source, move || {
-        blocking.load(Ordering::SeqCst).then(|| {
-            let page = "<html><body>Request blocked</body></html>".to_string();
-            Act::Answer(403, vec![("content-type", "text/html".into())], page)
-        })
-    })
-    .await;
+    let (blocked, firewall, desk) =
+        desk_behind_page(&source, 403, "<html><body>Request blocked</body></html>").await;
     let kiosk = &desk.server;
     register(kiosk, "Ana Muro", "ana.muro@exemplo.com").await;
     register(kiosk, "Bia Muro", "bia.muro@exemplo.com").await;
@@ -951,7 +967,7 @@ async fn writes_a_firewall_blocks_wait_and_a_pending_one_can_be_dismissed() {
         )
         .await;
     assert_eq!(dismissed.status, 204, "{}", dismissed.text());
-    blocked.store(false, Ordering::SeqCst);
+    blocked.store(false, std::sync::atomic::Ordering::SeqCst);
     assert_reached(kiosk, &source, "caio.muro@exemplo.com").await;
     let at_source = emails(&source).await;
     assert!(at_source.contains(&"bia.muro@exemplo.com".to_string()));
@@ -983,21 +999,9 @@ async fn a_source_named_by_its_origin_gets_the_desks_writes() {
 /// through. Before, a 200 of any kind counted as the source's, and the writes were never sent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_a_captive_portal_answers_200_wait_until_they_reach_the_source() {
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::Arc;
-
-    use crate::pull::Act;
-
     let (_source_at, source) = Source::start().await;
-    let portal = Arc::new(AtomicBool::new(true));
-    let answering = Arc::clone(&portal);
-    let (proxy, desk) = desk_behind(&source, move || {
-        answering.load(Ordering::SeqCst).then(|| {
-            let page = "<html><body>Sign in to the venue Wi-Fi</body></html>".to_string();
-            Act::Answer(200, vec![("content-type", "text/html".into())], page)
-        })
-    })
-    .await;
+    let page = "<html><body>Sign in to the venue Wi-Fi</body></html>";
+    let (portal, proxy, desk) = desk_behind_page(&source, 200, page).await;
     let kiosk = &desk.server;
     register(kiosk, "Ana Portal", "ana.portal@exemplo.com").await;
     let proxy = &proxy;
@@ -1016,7 +1020,7 @@ async fn writes_a_captive_portal_answers_200_wait_until_they_reach_the_source() 
         "{queue}"
     );
 
-    portal.store(false, Ordering::SeqCst);
+    portal.store(false, std::sync::atomic::Ordering::SeqCst);
     assert_reached(kiosk, &source, "ana.portal@exemplo.com").await;
 }
 
