@@ -261,7 +261,11 @@ impl Sources {
     pub(crate) fn loaded(&self, name: &str, source: &crate::model::Source) -> Arc<SourceHealth> {
         // The API base, as a pull makes it: bundle.toml keeps the url as written (an origin,
         // a trailing slash), and writes go to the base's paths.
+        #[cfg(feature = "pull")]
         let url = crate::pull::api_base(&source.url).unwrap_or_else(|_| source.url.clone());
+        // Without `pull` nothing is forwarded: the url is only shown.
+        #[cfg(not(feature = "pull"))]
+        let url = source.url.clone();
         let health = {
             let mut map = self.map();
             let same = |h: &Arc<SourceHealth>| h.detail().url == url;
