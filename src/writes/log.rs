@@ -380,21 +380,19 @@ fn run(
                 }
             }
         };
-        let failing = batch
+        // The epoch-marked lines that failed (not refused), in seq order: the first of each
+        // epoch is its first failed line.
+        let failing: Vec<Mark> = batch
             .iter()
-            .filter_map(|(_, mark, _)| mark.filter(|_| result.is_err() && !fenced(*mark)));
+            .filter_map(|(_, mark, _)| mark.filter(|_| result.is_err() && !fenced(*mark)))
+            .collect();
         {
-            // In seq order: the first of each epoch is its first failed line.
             let mut failed = failed.lock().unwrap_or_else(|e| e.into_inner());
-            for m in failing {
+            for m in &failing {
                 failed.entry(m.epoch).or_insert(m.seq);
             }
         }
-        let last_failing = batch
-            .iter()
-            .filter_map(|(_, mark, _)| mark.filter(|_| result.is_err() && !fenced(*mark)))
-            .map(|m| m.epoch)
-            .max();
+        let fence_after = fence.max(failing.iter().map(|m| m.epoch).max());
         for (_, mark, done) in batch {
             let answer = match &result {
                 _ if fenced(mark) => Err(io::Error::other(
@@ -405,7 +403,7 @@ fn run(
             };
             let _ = done.send(answer);
         }
-        fence = fence.max(last_failing);
+        fence = fence_after;
     }
 }
 
