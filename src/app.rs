@@ -205,6 +205,7 @@ impl App {
             journal: Journal::with_capacity(o.journal),
             writes: Arc::clone(&self.writes),
             admin_token: o.admin_token.clone(),
+            body_room: crate::http::router::body_room(),
         }
     }
 }

@@ -44,10 +44,10 @@ pub(crate) fn check(
     headers: &HeaderMap,
 ) -> Result<(), ApiError> {
     let host = host(uri, headers);
-    if cross_origin(headers, host) {
+    if cross_origin(headers, host.ok().flatten()) {
         return Err(ApiError::AdminCrossOrigin);
     }
-    if is_loopback(peer) && host.is_none_or(names_loopback) {
+    if is_loopback(peer) && host.is_ok_and(|h| h.is_none_or(names_loopback)) {
         return Ok(());
     }
     let Some(token) = token else {
@@ -59,12 +59,18 @@ pub(crate) fn check(
     }
 }
 
-/// The host the request was sent to: `Host`, or the URI's authority (HTTP/2's `:authority`).
-fn host<'r>(uri: &'r Uri, headers: &'r HeaderMap) -> Option<&'r str> {
-    headers
-        .get(HOST)
-        .and_then(|h| h.to_str().ok())
-        .or_else(|| uri.authority().map(|a| a.as_str()))
+/// The host the request was sent to: its `Host`, or the URI's authority (HTTP/2's
+/// `:authority`). `Err` when no one host can be read: two different `Host` values, or one that
+/// is not visible ASCII (which hyper lets through); such a request names no loopback host.
+fn host<'r>(uri: &'r Uri, headers: &'r HeaderMap) -> Result<Option<&'r str>, ()> {
+    let mut values = headers.get_all(HOST).iter();
+    let Some(first) = values.next() else {
+        return Ok(uri.authority().map(|a| a.as_str()));
+    };
+    if values.any(|v| v != first) {
+        return Err(());
+    }
+    first.to_str().map(Some).map_err(|_| ())
 }
 
 /// Whether `host` (`name[:port]`) cannot be a rebound name: `localhost`, an address (a page

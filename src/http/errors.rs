@@ -12,6 +12,15 @@ pub(crate) const BODY_LIMIT: usize = 64 * 1024;
 /// The largest write body read, in bytes (1 MiB: a batch of a few thousand check-ins).
 pub(crate) const WRITE_LIMIT: usize = 1024 * 1024;
 
+/// The request bodies one server holds in memory at once, in KiB (64 MiB): each body read
+/// first takes room for as much as it may hold (its declared length, else its limit) and waits
+/// while there is none, so many connections or HTTP/2 streams sending bodies together (200
+/// streams of 1 MiB on each connection) cannot make the server hold more.
+pub(crate) const BODY_ROOM_KIB: usize = 64 * 1024;
+
+// A body waits for room it could never get if its limit were larger than the whole room.
+const _: () = assert!(WRITE_LIMIT / 1024 <= BODY_ROOM_KIB && BODY_LIMIT / 1024 <= BODY_ROOM_KIB);
+
 /// Declares the errors once: each variant's status, stable code and message. The body is the
 /// error shape with the status in `code` and the stable code in `description`, made at compile
 /// time; a `documented` body is served as the platform's documentation writes it instead.

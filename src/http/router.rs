@@ -25,7 +25,7 @@ use super::control::{Control, Fault};
 use super::cors::Cors;
 use super::errors::{
     detailed_body, journal_filter_body, message_body, not_found_body, simulated_error_body,
-    ApiError, BODY_LIMIT, WRITE_LIMIT,
+    ApiError, BODY_LIMIT, BODY_ROOM_KIB, WRITE_LIMIT,
 };
 use super::journal::{Filter, Journal};
 use super::pipeline::Handled;
@@ -40,6 +40,7 @@ use crate::store::Snapshot;
 use crate::token::Token;
 use crate::writes::{Received, Writes};
 use chrono::NaiveDate;
+use tokio::sync::Semaphore;
 
 /// The status page of `/_ui`: one HTML file with a few lines of script that read `/status`,
 /// `/_queue` and `/_journal` every second (no build step, nothing from elsewhere).
@@ -88,6 +89,14 @@ pub(crate) struct Context {
     /// Turns true when the server stops: a simulated delay ends then, so that it never holds
     /// the drain.
     pub(crate) stopping: tokio::sync::watch::Receiver<bool>,
+    /// The room for request bodies held at once ([`BODY_ROOM_KIB`]), shared by the server's
+    /// listeners.
+    pub(crate) body_room: Arc<Semaphore>,
+}
+
+/// The room of one server's request bodies: [`BODY_ROOM_KIB`] permits of a KiB.
+pub(crate) fn body_room() -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(BODY_ROOM_KIB))
 }
 
 fn json(status: StatusCode, body: impl Into<Payload>) -> Response<Payload> {
@@ -564,11 +573,13 @@ where
                 _ => ApiError::NotReady,
             }),
         (Some(Answers::ByReference(_)), _) => {
-            payment_details(&parts, request_body, bundle, index, keep).await
+            payment_details(&parts, request_body, bundle, index, keep, &ctx.body_room).await
         }
-        (Some(Answers::Ranged(ranged)), _) => date_range(&parts, request_body, keep)
-            .await
-            .map(|(from, to)| Answer::Made(prepare::Body::new(ranged.answer(from, to)))),
+        (Some(Answers::Ranged(ranged)), _) => {
+            date_range(&parts, request_body, keep, &ctx.body_room)
+                .await
+                .map(|(from, to)| Answer::Made(prepare::Body::new(ranged.answer(from, to))))
+        }
         // Every prepared bundle has a slot per table entry, and an item's list is a list.
         _ => Err(ApiError::NotReady),
     };
@@ -636,14 +647,10 @@ where
     let Some(base) = &bundle.writes else {
         return error(ApiError::NotReady);
     };
-    let content_type = parts
-        .headers
-        .get(CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok());
-    if !content_type.is_none_or(is_json_type) {
+    if !content_type(&parts.headers).is_none_or(is_json_type) {
         return error(ApiError::UnsupportedMediaType);
     }
-    let bytes = match read_body(parts, body, WRITE_LIMIT).await {
+    let bytes = match read_body(parts, body, WRITE_LIMIT, &ctx.body_room).await {
         Ok(b) => b,
         Err(e) => return error(e),
     };
@@ -712,12 +719,13 @@ async fn date_range<B>(
     parts: &Parts,
     body: B,
     keep: Option<&mut Read>,
+    room: &Semaphore,
 ) -> Result<(NaiveDate, NaiveDate), ApiError>
 where
     B: Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let bytes = read_body(parts, body, BODY_LIMIT).await?;
+    let bytes = read_body(parts, body, BODY_LIMIT, room).await?;
     if let Some(keep) = keep {
         keep.body = Some(bytes.clone());
     }
@@ -741,6 +749,12 @@ where
         return Err(ApiError::InvalidParameter);
     }
     Ok((from, to))
+}
+
+/// A request's `Content-Type`. One that is not visible ASCII (which hyper lets through) names
+/// no type eventbox knows: it reads as `""`, neither JSON nor a form.
+fn content_type(headers: &HeaderMap) -> Option<&str> {
+    headers.get(CONTENT_TYPE).map(|v| v.to_str().unwrap_or(""))
 }
 
 /// Whether a `Content-Type` is JSON: the media types the service's framework (ASP.NET) reads as
@@ -961,8 +975,14 @@ fn body_error(e: Box<dyn std::error::Error + Send + Sync>) -> ApiError {
     }
 }
 
-/// A request's body, at most `limit` bytes (a larger declared length is refused before reading).
-async fn read_body<B>(parts: &Parts, body: B, limit: usize) -> Result<Bytes, ApiError>
+/// A request's body, at most `limit` bytes (a larger declared length is refused before reading),
+/// read once `room` holds as much as it may be (its declared length, else `limit`).
+async fn read_body<B>(
+    parts: &Parts,
+    body: B,
+    limit: usize,
+    room: &Semaphore,
+) -> Result<Bytes, ApiError>
 where
     B: Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -971,11 +991,16 @@ where
         .headers
         .get(CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return Err(ApiError::BodyTooLarge);
-    }
-    Ok(Limited::new(body, limit)
+        .and_then(|v| v.parse::<usize>().ok());
+    let most = match declared {
+        Some(n) if n > limit => return Err(ApiError::BodyTooLarge),
+        Some(n) => n,
+        None => limit,
+    };
+    let kib = u32::try_from(most.div_ceil(1024).max(1)).unwrap_or(u32::MAX);
+    // Held until the body is read; the semaphore is never closed, so this cannot fail.
+    let _held = room.acquire_many(kib).await;
+    Ok(Limited::new(body, most)
         .collect()
         .await
         .map_err(body_error)?
@@ -991,6 +1016,7 @@ async fn payment_details<'a, B>(
     bundle: &'a Prepared,
     index: usize,
     mut keep: Option<&mut Read>,
+    room: &Semaphore,
 ) -> Result<Answer<'a>, ApiError>
 where
     B: Body,
@@ -999,11 +1025,8 @@ where
     let reference = match details::from_query(parts.uri.query()) {
         Some(r) => r,
         None => {
-            let content_type = parts
-                .headers
-                .get(CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok());
-            let bytes = read_body(parts, body, BODY_LIMIT).await?;
+            let content_type = content_type(&parts.headers);
+            let bytes = read_body(parts, body, BODY_LIMIT, room).await?;
             if let Some(keep) = keep.as_deref_mut() {
                 keep.body = Some(bytes.clone());
             }
@@ -1017,4 +1040,43 @@ where
         keep.reference = Some(reference.into_boxed_str());
     }
     found.ok_or(ApiError::PaymentNotFound)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn parts(length: Option<usize>) -> Parts {
+        let mut req = Request::builder()
+            .method(Method::POST)
+            .uri("/api/v1/checkin/attendees");
+        if let Some(n) = length {
+            req = req.header(CONTENT_LENGTH, n);
+        }
+        req.body(()).expect("a request").into_parts().0
+    }
+
+    /// A body is read once the room holds as much as it may be (its declared length, else its
+    /// limit, in KiB), and the room is given back once it is read: bodies sent together wait
+    /// for each other instead of all being held at once. (The clock is paused: a read that
+    /// waits for room runs it to the timeout at once.)
+    #[tokio::test(start_paused = true)]
+    async fn a_body_waits_for_room_for_what_it_may_hold() {
+        let room = Semaphore::new(4);
+        let body = || http_body_util::Full::new(Bytes::from(vec![b'x'; 3000]));
+        let minute = Duration::from_secs(60);
+        for (declared, limit, taken) in [(Some(3000), 8192, 3), (None, 4096, 4)] {
+            let parts = parts(declared);
+            let held = room.acquire_many(5 - taken).await.expect("room");
+            let waited =
+                tokio::time::timeout(minute, read_body(&parts, body(), limit, &room)).await;
+            assert!(waited.is_err(), "{declared:?}: read without room for it");
+            drop(held);
+            let read = tokio::time::timeout(minute, read_body(&parts, body(), limit, &room)).await;
+            assert_eq!(read.ok().and_then(Result::ok).map(|b| b.len()), Some(3000));
+            assert_eq!(room.available_permits(), 4, "the room is given back");
+        }
+    }
 }

@@ -54,6 +54,8 @@ pub struct Service {
     pub(crate) writes: Arc<Writes>,
     /// The admin token (`--admin-token`); `None`: the admin routes answer loopback peers only.
     pub(crate) admin_token: Option<Token>,
+    /// The room for request bodies held at once (`router::body_room`).
+    pub(crate) body_room: Arc<Semaphore>,
 }
 
 impl Service {
@@ -147,6 +149,7 @@ impl Service {
                 writes: Arc::clone(&self.writes),
                 admin_token: self.admin_token.clone(),
                 stopping,
+                body_room: Arc::clone(&self.body_room),
             },
         })
     }

@@ -722,8 +722,27 @@ record! {
                 o.diag().error(&at, "must not be blank");
             }
         }
+        let texts = [
+            ("name", name.as_deref()),
+            ("bagde_name", bagde_name.as_ref().and_then(Option::as_deref)),
+            ("email", email.as_deref()),
+            ("gender", gender.as_ref().and_then(Option::as_deref)),
+            ("photo", photo.as_ref().and_then(Option::as_deref)),
+        ];
+        for (key, value) in texts {
+            if value.is_some_and(|s| s.chars().count() > MAX_TEXT_CHARS) {
+                let at = o.path_of(key);
+                o.diag().error(&at, format!("longer than {MAX_TEXT_CHARS} characters"));
+            }
+        }
     }
 }
+
+/// The longest text a registration may give a field, in characters: more than any name,
+/// e-mail address (254) or photo URL holds, and few enough that a registration stays small in
+/// memory, in the `--state` log and in every `/attendees` answer after it (a 1 MiB body of one
+/// long name is refused, not served again on every read).
+pub(crate) const MAX_TEXT_CHARS: usize = 2048;
 
 record! {
     /// The ticket price a registration takes (`id_ticket_price` of `GET /event`), and its price.

@@ -16,7 +16,7 @@ use eventbox::token::Token;
 use reqwest::Method;
 
 use crate::cli::{get_event, start_binary};
-use crate::helpers::{answer, demo_data, serve_app_at, Answer, TestApp, DEMO_TOKEN};
+use crate::helpers::{answer, demo_data, raw_http1, serve_app_at, Answer, TestApp, DEMO_TOKEN};
 
 const SECRET: &str = "adm1n-Secret-0f-the-kiosk-7c4e";
 
@@ -215,6 +215,43 @@ async fn a_web_page_on_the_machine_itself_cannot_use_the_admin_routes() {
     .await;
     assert_eq!(api.status.as_u16(), 200);
     assert_eq!(api.header("access-control-allow-origin"), Some("*"));
+}
+
+/// A Host the check cannot read names no loopback host: one that is not visible ASCII (hyper
+/// lets bytes over 0x7F through), or two different ones. Before, both counted as local: a page
+/// or a client could read `/status` and `POST /_writes/reset` wiped the writes.
+#[tokio::test]
+async fn a_host_that_cannot_be_read_names_no_loopback_host() {
+    let app = serve_app_at([127, 0, 0, 1].into(), demo_app(None), |_| {}).await;
+    let host = app.base.trim_start_matches("http://").to_string();
+    let request = |method: &str, path: &str, hosts: &[u8]| {
+        let mut req = format!("{method} {path} HTTP/1.1\r\n").into_bytes();
+        req.extend_from_slice(hosts);
+        req.extend_from_slice(
+            format!(
+                "Authorization-Token: {DEMO_TOKEN}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        req
+    };
+    let unreadable = b"Host: evil.example\xff\r\n".to_vec();
+    let two = format!("Host: {host}\r\nHost: evil.example\r\n").into_bytes();
+    for hosts in [&unreadable, &two] {
+        for (method, path) in [("GET", "/status"), ("POST", "/_writes/reset")] {
+            let got = raw_http1(&app.base, request(method, path, hosts)).await;
+            let text = String::from_utf8_lossy(&got.received);
+            assert!(text.starts_with("HTTP/1.1 403 "), "{method} {path}: {text}");
+            assert!(text.contains("admin_local_only"), "{text}");
+        }
+    }
+    // The same requests with the one readable Host are answered: the refusals are the Host's.
+    let own = format!("Host: {host}\r\n").into_bytes();
+    for (method, path) in [("GET", "/status"), ("POST", "/_writes/reset")] {
+        let got = raw_http1(&app.base, request(method, path, &own)).await;
+        let text = String::from_utf8_lossy(&got.received);
+        assert!(text.starts_with("HTTP/1.1 20"), "{method} {path}: {text}");
+    }
 }
 
 #[tokio::test]

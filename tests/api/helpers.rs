@@ -277,11 +277,11 @@ pub struct RawExchange {
 
 /// Writes `request` (raw HTTP/1.1) on a new connection and reads until the server closes it;
 /// fails the test if that takes over 5 s.
-pub async fn raw_http1(base: &str, request: &str) -> RawExchange {
+pub async fn raw_http1(base: &str, request: impl AsRef<[u8]>) -> RawExchange {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let addr = base.trim_start_matches("http://");
     let mut conn = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    conn.write_all(request.as_bytes()).await.expect("write");
+    conn.write_all(request.as_ref()).await.expect("write");
     let mut received = Vec::new();
     let mut buf = [0u8; 16 * 1024];
     let end = loop {

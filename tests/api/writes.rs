@@ -228,6 +228,14 @@ async fn refused_writes_are_4xx_with_a_clear_message_and_change_nothing() {
             "email",
         ),
         (
+            "a name of 2,049 characters",
+            serde_json::to_vec(&person(&"x".repeat(2049), "long@exemplo.com", price))
+                .expect("JSON"),
+            400,
+            "invalid_write",
+            "name: longer than 2048 characters",
+        ),
+        (
             "10 MB",
             vec![b' '; 10 * 1024 * 1024],
             413,
@@ -256,6 +264,20 @@ async fn refused_writes_are_4xx_with_a_clear_message_and_change_nothing() {
         )
         .await;
     res.assert_error(415, "unsupported_media_type");
+    // A Content-Type that is not text (hyper lets bytes over 0x7F through) names no JSON type
+    // either: before, it was taken as no Content-Type, that is as JSON, and the write made.
+    let mut raw = format!(
+        "POST {create} HTTP/1.1\r\nHost: x\r\nAuthorization-Token: {DEMO_TOKEN}\r\n\
+         Content-Length: {}\r\nConnection: close\r\nContent-Type: text/plain",
+        form.len()
+    )
+    .into_bytes();
+    raw.extend_from_slice(b"\xff\r\n\r\n");
+    raw.extend_from_slice(&form);
+    let sent = crate::helpers::raw_http1(&app.base, &raw).await;
+    let text = String::from_utf8_lossy(&sent.received);
+    assert!(text.starts_with("HTTP/1.1 415 "), "{text}");
+    assert!(text.contains("unsupported_media_type"), "{text}");
     let get = app.get(create, DEMO_TOKEN).await;
     get.assert_error(405, "method_not_allowed");
     assert_eq!(get.header("allow"), Some("POST"));
@@ -265,6 +287,19 @@ async fn refused_writes_are_4xx_with_a_clear_message_and_change_nothing() {
     no_token.assert_error(401, "missing_token");
 
     assert_eq!(app.get("/api/v1/attendees", DEMO_TOKEN).await.body, before);
+
+    // The longest text is counted in characters: 2,048 of two bytes each are taken.
+    let longest = "é".repeat(2048);
+    let taken = post(
+        &app,
+        create,
+        &person(&longest, "longest@exemplo.com", price),
+    )
+    .await;
+    assert_eq!(taken.status.as_u16(), 200, "{}", taken.text());
+    let listed = attendees(&app).await;
+    let last = listed["data"].as_array().and_then(|l| l.last()).cloned();
+    assert_eq!(last.map(|a| a["name"].clone()), Some(json!(longest)));
 }
 
 #[tokio::test]
