@@ -67,7 +67,11 @@ impl Summary {
 #[derive(Debug)]
 pub(crate) struct Version {
     pub(crate) prepared: Arc<Prepared>,
+    /// The tokens that open it: those its bundle.toml named ([`Version::loaded_tokens`]) that
+    /// the latest bundle.toml still names.
     pub(crate) tokens: Vec<Token>,
+    /// The tokens its own bundle.toml named when it loaded.
+    loaded_tokens: Vec<Token>,
     pub(crate) summary: Summary,
     pub(crate) loaded_at: DateTime<Utc>,
 }
@@ -86,8 +90,8 @@ pub(crate) struct Entry {
     pub(crate) tokens: Vec<Token>,
     /// The latest attempt's version, when it had no error.
     pub(crate) candidate: Option<Arc<Version>>,
-    /// The newest version that was served; kept when a clash keeps it from being served, so it
-    /// can come back when the token is free.
+    /// The newest version that was served; kept when a clash or a token taken out keeps it
+    /// from being served, so it can come back when the token is free or named again.
     pub(crate) last_good: Option<Arc<Version>>,
     /// The version served now.
     pub(crate) serving: Option<Arc<Version>>,
@@ -160,6 +164,7 @@ impl Entry {
                             Arc::new(prepared)
                         },
                         tokens: bundle.config.tokens.clone(),
+                        loaded_tokens: bundle.config.tokens.clone(),
                         summary: Summary::of(&bundle),
                         loaded_at: report.loaded_at,
                     })),
@@ -173,31 +178,28 @@ impl Entry {
                     }
                 });
         // The latest bundle.toml that reads decides which tokens open the bundle, also while
-        // another file has errors: the last good version serves only under the tokens it still
-        // names (a token taken out, say a leaked one, stops at once; one added waits for a
-        // version without errors). A version without errors whose tokens clash is another
-        // case: the last good one keeps its tokens until the clash is gone (`resolve_round`).
-        // Named: read from a bundle.toml without errors, or none without one (`tokens = []`, or
-        // no bundle.toml: every token taken out).
-        let named = report
-            .tokens
-            .as_deref()
-            .filter(|_| self.candidate.is_none());
+        // another file has errors or the new version's tokens clash: the last good version
+        // serves only under the tokens it loaded with that the latest one still names (a token
+        // taken out, say a leaked one, stops at once; one added waits for a version without
+        // errors or clashes; one named again opens it again). Named: read from a bundle.toml
+        // without errors, or none without one (`tokens = []`, or no bundle.toml: every token
+        // taken out).
+        let named = report.tokens.as_deref();
         if let Some(named) = named {
-            if let Some(good) = self
-                .last_good
-                .take_if(|good| good.tokens.iter().any(|t| !named.contains(t)))
-            {
+            if let Some(good) = self.last_good.take() {
                 let kept: Vec<Token> = good
-                    .tokens
+                    .loaded_tokens
                     .iter()
                     .filter(|t| named.contains(t))
                     .cloned()
                     .collect();
-                self.last_good = (!kept.is_empty()).then(|| {
+                self.last_good = Some(if kept == good.tokens {
+                    good
+                } else {
                     Arc::new(Version {
                         prepared: Arc::clone(&good.prepared),
                         tokens: kept,
+                        loaded_tokens: good.loaded_tokens.clone(),
                         summary: good.summary.clone(),
                         loaded_at: good.loaded_at,
                     })
@@ -214,6 +216,7 @@ impl Entry {
                 self.last_good = Some(Arc::new(Version {
                     prepared: Arc::new(good.prepared.with_app_keys(keys)),
                     tokens: good.tokens.clone(),
+                    loaded_tokens: good.loaded_tokens.clone(),
                     summary: good.summary.clone(),
                     loaded_at: good.loaded_at,
                 }));
@@ -236,6 +239,7 @@ impl Entry {
             self.candidate = Some(Arc::new(Version {
                 prepared: Arc::new(c.prepared.renewed()),
                 tokens: c.tokens.clone(),
+                loaded_tokens: c.loaded_tokens.clone(),
                 summary: c.summary.clone(),
                 loaded_at: now,
             }));
@@ -573,7 +577,9 @@ impl Catalog {
             };
             let mut chosen: Option<Arc<Version>> = None;
             let mut reported = Vec::new();
-            for version in entry.candidate.iter().chain(entry.last_good.iter()) {
+            // A version no token opens (every one taken out) is not served, only kept.
+            let openable = entry.candidate.iter().chain(entry.last_good.iter());
+            for version in openable.filter(|v| !v.tokens.is_empty()) {
                 let clashes = held_by_others(&version.tokens);
                 if clashes.is_empty() {
                     chosen = Some(Arc::clone(version));
@@ -596,7 +602,11 @@ impl Catalog {
             let claimed: &[Token] = match &chosen {
                 Some(v) => &v.tokens,
                 // A broken bundle claims its tokens only so that other broken ones report clashes.
-                None if entry.last_good.is_none() && reported.is_empty() => &entry.tokens,
+                None if reported.is_empty()
+                    && entry.last_good.as_ref().is_none_or(|g| g.tokens.is_empty()) =>
+                {
+                    &entry.tokens
+                }
                 None => &[],
             };
             for t in claimed {
@@ -1043,7 +1053,7 @@ mod arbitration {
         let mut catalog = Catalog::new(tmp.path());
         serve(&mut catalog, &[]);
 
-        write(tmp.path(), "beta", &["alpha-token"], false);
+        write(tmp.path(), "beta", &["beta-token", "alpha-token"], false);
         let served = serve(&mut catalog, &["alpha-token", "beta-token"]);
 
         assert_eq!(served, vec![some("alpha"), some("beta")]);
@@ -1059,8 +1069,62 @@ mod arbitration {
             &["alpha-token", "beta-token", "alpha-new-token"],
         );
 
-        assert_eq!(served, vec![some("beta"), None, some("alpha")]);
+        assert_eq!(served, vec![some("beta"), some("beta"), some("alpha")]);
         assert!(conflicts(&catalog, "beta").is_empty());
+    }
+
+    /// A token taken out stops at once also when the new list clashes: rotating a leaked token
+    /// out for one another bundle holds must not leave the leaked one open. Before, the last good
+    /// version kept every token it had while the clash lasted. Named again, it opens again.
+    #[test]
+    fn a_token_taken_out_stops_while_the_new_list_clashes() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        write(tmp.path(), "alpha", &["alpha-token"], false);
+        write(tmp.path(), "beta", &["beta-token"], false);
+        let mut catalog = Catalog::new(tmp.path());
+        let tokens = ["alpha-token", "beta-token", "beta-new"];
+        assert_eq!(
+            serve(&mut catalog, &tokens),
+            vec![some("alpha"), some("beta"), None]
+        );
+
+        write(tmp.path(), "beta", &["beta-new", "alpha-token"], false);
+        assert_eq!(
+            serve(&mut catalog, &tokens),
+            vec![some("alpha"), None, None]
+        );
+        assert_eq!(
+            conflicts(&catalog, "beta"),
+            vec!["token alph… is also named by bundle \"alpha\", which has it (a token opens one bundle): bundle \"beta\" is not served"]
+        );
+
+        // The leaked token named again: the last good version, kept, opens with it again.
+        write(tmp.path(), "beta", &["beta-token", "alpha-token"], false);
+        assert_eq!(
+            serve(&mut catalog, &tokens),
+            vec![some("alpha"), some("beta"), None]
+        );
+    }
+
+    /// Every token taken out while another file has errors keeps the last good version (not
+    /// served): naming its token again serves it again before the file is mended. Before, it
+    /// was dropped, and the bundle answered 401 until the file was fixed.
+    #[test]
+    fn tokens_named_again_reopen_the_last_good_version() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let toml = tmp.path().join("alpha/bundle.toml");
+        write(tmp.path(), "alpha", &["alpha-token"], false);
+        let mut catalog = Catalog::new(tmp.path());
+        assert_eq!(serve(&mut catalog, &["alpha-token"]), vec![some("alpha")]);
+
+        write(tmp.path(), "alpha", &["alpha-token"], true);
+        assert_eq!(serve(&mut catalog, &["alpha-token"]), vec![some("alpha")]);
+        std::fs::write(&toml, "tokens = []\n").expect("emptied");
+        assert_eq!(serve(&mut catalog, &["alpha-token"]), vec![None]);
+
+        std::fs::write(&toml, "tokens = [\"alpha-token\"]\n").expect("named again");
+        assert_eq!(serve(&mut catalog, &["alpha-token"]), vec![some("alpha")]);
+        assert!(catalog.entry("alpha").is_some_and(Entry::has_errors));
     }
 }
 
