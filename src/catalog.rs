@@ -400,7 +400,10 @@ impl Catalog {
         };
         let names: BTreeSet<String> = match load::bundle_names(&self.data_dir) {
             Ok(names) => {
-                self.data_folder_error = None;
+                if self.data_folder_error.take().is_some() {
+                    // Its loss was logged (by the reload); so is its return, whichever watch.
+                    tracing::info!(data = %self.data_dir.display(), "the data folder can be read again: reading every bundle");
+                }
                 names.into_iter().collect()
             }
             Err(e) => {

@@ -31,10 +31,11 @@ pub(crate) const DEFAULT_PORT: u16 = 8080;
 /// The shortest debounce, poll interval and timeout accepted: below it the watcher would spin.
 pub(crate) const MIN_INTERVAL: Duration = Duration::from_millis(10);
 
-/// The longest duration any option takes: a year. Past it nothing is meant, and added to a
-/// clock's now a duration can overflow (`--idle-timeout` of u64::MAX seconds stopped the server
-/// at its first connection).
-pub(crate) const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+/// The longest duration any option takes: a year, as humantime reads `1y` (365.25 days; before,
+/// 365 days, so `1y` itself was refused as longer than a year). Past it nothing is meant, and
+/// added to a clock's now a duration can overflow (`--idle-timeout` of u64::MAX seconds stopped
+/// the server at its first connection).
+pub(crate) const MAX_DURATION: Duration = Duration::from_secs(31_557_600);
 
 /// The smallest `--max-header-bytes`: hyper's HTTP/1 floor.
 pub(crate) const MIN_HEADER_BYTES: usize = 8192;
@@ -471,16 +472,28 @@ impl ServeOptions {
         })?;
         let file = parse_file(&path, &text)?;
         let places = file.places.clone();
+        let source = |id: &str| match matches.value_source(id)? {
+            ValueSource::CommandLine => Some(format!("--{}", id.replace('_', "-"))),
+            ValueSource::EnvVariable => Some(format!("EVENTBOX_{}", id.to_uppercase())),
+            _ => None,
+        };
+        // What beats the file's `key` (either spelling): its own flag or variable, or one that
+        // decides the same thing: `--watch` the file's `no-watch`, an `--addr` with a port its
+        // `port`. Before, those two file keys won over the flags.
+        let addr_port = self.addr.is_some_and(|a| a.port.is_some());
+        let beaten_by = |key: &str| {
+            let id = key.replace('-', "_");
+            source(&id).or_else(|| match id.as_str() {
+                "no_watch" => source("watch"),
+                "port" if addr_port => source("addr"),
+                _ => None,
+            })
+        };
         let overridden: Vec<String> = file
             .keys
             .iter()
             .filter_map(|key| {
-                let id = key.replace('-', "_");
-                let by = match matches.value_source(&id)? {
-                    ValueSource::CommandLine => format!("--{key}"),
-                    ValueSource::EnvVariable => format!("EVENTBOX_{}", id.to_uppercase()),
-                    _ => return None,
-                };
+                let by = beaten_by(key)?;
                 let (line, _) = places.get(key).copied().unwrap_or_default();
                 Some(format!(
                     "{}:{line}: {key} is not used: {by} is set, and wins over the file",
@@ -488,7 +501,7 @@ impl ServeOptions {
                 ))
             })
             .collect();
-        let options = self.over_file(file, given)?;
+        let options = self.over_file(file, |key| beaten_by(key).is_some())?;
         let options = options.with_port_variable(port).map_err(|e| match e {
             // `--debounce must be ...` about a value the file gave: named at its place there.
             ConfigError::Value(message) => {
@@ -861,7 +874,7 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
 /// Whether a duration is at most [`MAX_DURATION`]; the rule every option's duration follows.
 fn check_duration(d: Duration) -> Result<(), String> {
     if d > MAX_DURATION {
-        return Err("must be at most a year (365days)".to_string());
+        return Err("must be at most a year (1y)".to_string());
     }
     Ok(())
 }
@@ -1037,9 +1050,10 @@ mod tests {
             parse_duration("60"),
             Err("60: add a unit, e.g. 60s or 60ms".to_string())
         );
-        assert_eq!(parse_duration("365days"), Ok(MAX_DURATION));
+        assert_eq!(parse_duration("1y"), Ok(MAX_DURATION));
+        assert!(parse_duration("365days 6h 1s").is_err_and(|e| e.contains("at most a year")));
         let long = parse_duration("18446744073709551615s").expect_err("past a year");
-        assert!(long.contains("must be at most a year (365days)"), "{long}");
+        assert!(long.contains("must be at most a year (1y)"), "{long}");
         // Set in code, as a test server's limits are: refused by the same rule.
         let options = ServeOptions {
             idle_timeout: Duration::MAX,
@@ -1116,6 +1130,30 @@ mod tests {
             resolved(&["-c", p]).expect("resolves").1,
             Vec::<String>::new()
         );
+    }
+
+    /// A flag beats the file's keys that decide the same thing, not only its own: `--watch` the
+    /// file's `no-watch`, an `--addr` with a port the file's `port` (one without a port takes
+    /// it). Before, both file keys won over the flags, without a word.
+    #[test]
+    fn a_flag_beats_the_file_keys_that_decide_the_same_thing() {
+        let (_dir, path) = file("no-watch = true\nport = 9000\n");
+        let p = path.to_str().expect("UTF-8");
+        let (options, warnings) =
+            resolved(&["-c", p, "--watch", "native", "-a", "127.0.0.1:7000"]).expect("resolves");
+        assert_eq!(options.watch_mode(), WatchMode::Native);
+        assert_eq!(options.listen_addr(), "127.0.0.1:7000".parse().expect("a"));
+        assert_eq!(
+            warnings,
+            [
+                format!("{p}:1: no-watch is not used: --watch is set, and wins over the file"),
+                format!("{p}:2: port is not used: --addr is set, and wins over the file"),
+            ]
+        );
+        let (options, warnings) = resolved(&["-c", p, "-a", "0.0.0.0"]).expect("resolves");
+        assert_eq!(options.listen_addr(), "0.0.0.0:9000".parse().expect("a"));
+        assert_eq!(options.watch_mode(), WatchMode::Off);
+        assert!(warnings.is_empty(), "{warnings:?}");
     }
 
     #[test]

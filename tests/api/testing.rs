@@ -647,7 +647,7 @@ fn an_option_serve_refuses_is_refused_at_start() {
         .expect_err("past a year");
     assert_eq!(
         refused.to_string(),
-        "--max-delay must be at most a year (365days)"
+        "--max-delay must be at most a year (1y)"
     );
     // The watch options are not a test server's: not checked.
     let options = eventbox::config::ServeOptions {
