@@ -104,8 +104,9 @@ errors! {
     MethodNotAllowed = (405, "method_not_allowed", "The method is not allowed on this resource; the Allow header lists those that are."),
     /// The first load has not finished yet.
     NotReady = (503, "not_ready", "eventbox is still loading its data; retry shortly."),
-    /// `Accept-Encoding` refuses every encoding eventbox can send.
-    NotAcceptable = (406, "not_acceptable", "Accept-Encoding refuses every encoding available: identity, gzip and br."),
+    /// `Accept-Encoding` accepts no encoding eventbox can send (one it does not name is not
+    /// accepted, identity excepted: `identity;q=0` alone is a 406).
+    NotAcceptable = (406, "not_acceptable", "Accept-Encoding accepts none of the encodings available: identity, gzip and br (a coding it does not name is not accepted; identity is, unless refused)."),
     /// An `X-Eventbox-Delay`, `-Status`, `-Fault` or `-Retry-After` value that cannot be used (with
     /// `--allow-control-headers`).
     InvalidControlHeader = (400, "invalid_control_header", "A control header cannot be used: X-Eventbox-Delay takes milliseconds; X-Eventbox-Status a status from 400 to 599; X-Eventbox-Fault one of reset, empty, truncate; X-Eventbox-Retry-After seconds, an HTTP-date or none."),
