@@ -85,6 +85,7 @@ impl App {
             Catalog::new(&options.data)
                 .with_compression(options.compression())
                 .with_max_file_bytes(options.max_file_bytes)
+                .with_max_delay(options.max_delay)
                 .with_sources(Arc::clone(&sources)),
             Arc::clone(&store),
             Arc::clone(&metrics),

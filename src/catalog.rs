@@ -309,6 +309,33 @@ pub(crate) struct Catalog {
     sources: Arc<Sources>,
     /// The pieces of large bodies alive in its versions: a reload shares those it makes again.
     pieces: prepare::Pieces,
+    /// The longest simulated delay served (`--max-delay`): a `[simulate]` delay past it is a
+    /// warning of its bundle.
+    max_delay: std::time::Duration,
+}
+
+/// A warning for a `[simulate]` delay longer than `max` (`--max-delay`), which cuts every delay
+/// to it: otherwise `/status` shows a delay that is never served, and a client's timeout test
+/// passes or fails without a word of why.
+fn say_cut_delays(report: &mut BundleReport, max: std::time::Duration) {
+    let Some(simulate) = report
+        .bundle
+        .as_ref()
+        .and_then(|b| b.config.simulate.as_ref())
+    else {
+        return;
+    };
+    let longest = simulate.endpoints.iter().map(|s| s.latency_ms.1).max();
+    if let Some(longest) = longest.filter(|ms| u128::from(*ms) > max.as_millis()) {
+        report.problems.push(Problem::warning(
+            report.dir.join("bundle.toml"),
+            Location::File,
+            format!(
+                "simulate: a delay of up to {longest} ms is longer than --max-delay ({}): such delays are cut to it",
+                humantime::format_duration(max)
+            ),
+        ));
+    }
 }
 
 impl Catalog {
@@ -325,7 +352,14 @@ impl Catalog {
             load_time_limit: timed::LOAD_TIME_LIMIT,
             sources: Arc::default(),
             pieces: prepare::Pieces::default(),
+            max_delay: crate::http::control::DEFAULT_MAX_DELAY,
         }
+    }
+
+    /// Warns of `[simulate]` delays longer than `max` (`--max-delay`), which cut them.
+    pub(crate) fn with_max_delay(mut self, max: std::time::Duration) -> Catalog {
+        self.max_delay = max;
+        self
     }
 
     /// Shares `sources` with the refresher, the metrics and the answers.
@@ -439,11 +473,13 @@ impl Catalog {
                     entry.fingerprint = Some(fingerprint);
                     unchanged.push(name.clone());
                 }
-                (Attempt::Read(report, fingerprint), Some(entry)) => {
+                (Attempt::Read(mut report, fingerprint), Some(entry)) => {
+                    say_cut_delays(&mut report, self.max_delay);
                     entry.update(*report, self.compression, &self.sources);
                     entry.fingerprint = fingerprint.filter(|_| entry.candidate.is_some());
                 }
-                (Attempt::Read(report, fingerprint), None) => {
+                (Attempt::Read(mut report, fingerprint), None) => {
+                    say_cut_delays(&mut report, self.max_delay);
                     let mut entry = Entry::new(*report, self.compression, &self.sources);
                     entry.fingerprint = fingerprint.filter(|_| entry.candidate.is_some());
                     // A broken one claims nothing: it must not keep a copy from the tokens.
@@ -1074,6 +1110,27 @@ mod arbitration {
 
         assert_eq!(served, vec![some("beta"), some("beta"), some("alpha")]);
         assert!(conflicts(&catalog, "beta").is_empty());
+    }
+
+    /// A `[simulate]` delay past `--max-delay` is a warning that says it is cut; one within it
+    /// is not. Before, `/status` showed the delay and every request waited the cap, unsaid.
+    #[test]
+    fn a_simulated_delay_past_the_cap_is_a_warning() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        write(tmp.path(), "alpha", &["alpha-token"], false);
+        let toml = tmp.path().join("alpha/bundle.toml");
+        let mut catalog =
+            Catalog::new(tmp.path()).with_max_delay(std::time::Duration::from_secs(5));
+        for (latency, warned) in [("[100, 60000]", true), ("5000", false)] {
+            let text = format!("tokens = [\"alpha-token\"]\n[simulate]\nlatency_ms = {latency}\n");
+            std::fs::write(&toml, text).expect("bundle.toml");
+            assert_eq!(serve(&mut catalog, &["alpha-token"]), vec![some("alpha")]);
+            let problems = catalog.entry("alpha").map(|e| format!("{:?}", e.problems));
+            let says = problems.as_deref().is_some_and(|p| {
+                p.contains("a delay of up to 60000 ms is longer than --max-delay (5s)")
+            });
+            assert_eq!(says, warned, "{latency}: {problems:?}");
+        }
     }
 
     /// A token taken out stops at once also when the new list clashes: rotating a leaked token
