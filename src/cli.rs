@@ -701,10 +701,16 @@ pub async fn serve(options: &ServeOptions) -> u8 {
         .refresh_every
         .and_then(|_| app.forward_as_configured());
     if options.state.is_some() && options.refresh_every.is_none() && !options.read_only {
-        tracing::info!(
-            "writes made here are kept in the state folder and not sent to any [source] a \
-             bundle names: that is kiosk mode's (--refresh-every)"
-        );
+        // Said only where a bundle names a source: on a plain server it would read as a fault.
+        let mut named: Vec<String> = app.sources.all().into_iter().map(|(n, _)| n).collect();
+        named.sort();
+        if !named.is_empty() {
+            tracing::info!(
+                bundles = named.join(", "),
+                "writes made here are kept in the state folder and not sent to the [source] \
+                 these bundles name: that is kiosk mode's (--refresh-every)"
+            );
+        }
     }
     if let Some(every) = options.refresh_every {
         tracing::info!(
@@ -795,7 +801,14 @@ fn print_bundles(app: &App, report: Report) {
         }
         if !any {
             let data = app.options().data.display().to_string();
-            let why = if catalog.entries().next().is_some() {
+            let following = app.options().refresh_every.is_some() && !app.sources.all().is_empty();
+            let why = if following {
+                // A desk set up with a bundle.toml alone: its files come with the first refresh.
+                "every bundle has errors (logged above), or waits for its source's first refresh \
+                 (a desk set up with bundle.toml alone: its files are missing until then); \
+                 /readyz is 503 until one is served"
+                    .to_string()
+            } else if catalog.entries().next().is_some() {
                 "every bundle has errors (logged above; /readyz is 503 until one is served)"
                     .to_string()
             } else {

@@ -728,8 +728,12 @@ impl ServeOptions {
             (level, verbose, quiet, _) => {
                 let base = level.unwrap_or(LogLevel::Info) as i32;
                 let index = (base + i32::from(verbose) - i32::from(quiet)).clamp(0, 5);
+                // notify's own lines are housekeeping (a watch it could not remove from a folder
+                // a refresh replaced): kept to its errors but at trace, where all is asked for.
                 match LogLevel::ALL[index as usize] {
-                    LogLevel::Info => "info,notify=error".to_string(),
+                    level @ (LogLevel::Warn | LogLevel::Info | LogLevel::Debug) => {
+                        format!("{},notify=error", level.as_str())
+                    }
                     level => level.as_str().to_string(),
                 }
             }
@@ -1499,9 +1503,12 @@ mod tests {
     fn the_log_level_wins_over_rust_log_and_v_q_move_it() {
         let filter = |args: &[&str], rust_log: Option<&str>| parse(args).0.log_filter(rust_log);
         assert_eq!(filter(&[], None), "info,notify=error");
-        assert_eq!(filter(&["-q"], None), "warn");
+        assert_eq!(filter(&["-q"], None), "warn,notify=error");
         assert_eq!(filter(&[], Some("eventbox=debug")), "eventbox=debug");
-        assert_eq!(filter(&["-v"], Some("eventbox=debug")), "debug");
+        assert_eq!(
+            filter(&["-v"], Some("eventbox=debug")),
+            "debug,notify=error"
+        );
         assert_eq!(filter(&["-vv"], None), "trace");
         assert_eq!(filter(&["-qqqq"], None), "off");
         assert_eq!(

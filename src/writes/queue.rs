@@ -764,10 +764,16 @@ impl Queue {
         let mut inner = self.inner();
         match why {
             Some((seq, why)) => {
+                // `at` is since when they wait: kept while they go on waiting, for whatever
+                // reason (before, each failed try moved it).
+                let at = inner
+                    .waiting
+                    .get(bundle)
+                    .map_or_else(|| Utc::now().to_rfc3339(), |w| w.at.clone());
                 let waits = Waits {
                     seq,
                     answer: why.to_string(),
-                    at: Utc::now().to_rfc3339(),
+                    at,
                 };
                 inner.waiting.insert(bundle.to_string(), waits);
             }
@@ -1107,6 +1113,31 @@ mod tests {
             checkin_date: "d".into(),
             person,
         }
+    }
+
+    /// `waits.at` is since when a bundle's writes wait: another failed try (another reason
+    /// even) keeps it; once they go again, a new wait starts anew. Before, each try moved it.
+    #[test]
+    fn a_wait_keeps_its_start_until_the_writes_go_again() {
+        let q = Queue::default();
+        let at = |q: &Queue| q.inner().waiting.get("b").map(|w| w.at.clone());
+        q.waits("b", Some((None, "no answer")));
+        let first = at(&q).expect("waiting");
+        q.inner().waiting.get_mut("b").expect("waiting").at = "then".into();
+        q.waits("b", Some((Some(3), "answered 500")));
+        assert_eq!(at(&q).as_deref(), Some("then"), "{first}");
+        assert_eq!(
+            q.inner()
+                .waiting
+                .get("b")
+                .map(|w| w.answer.clone())
+                .as_deref(),
+            Some("answered 500")
+        );
+        q.waits("b", None);
+        assert_eq!(at(&q), None);
+        q.waits("b", Some((None, "no answer")));
+        assert_ne!(at(&q).as_deref(), Some("then"));
     }
 
     /// A reset while a check-in is being forwarded: a registration made after it reuses the

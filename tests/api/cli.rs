@@ -489,7 +489,7 @@ async fn writes_go_to_a_source_only_in_kiosk_mode() {
         }
         a
     };
-    let said = "writes made here are kept in the state folder and not sent to any [source]";
+    let said = "writes made here are kept in the state folder and not sent to the [source]";
     // Kiosk mode's own start line comes after the one under test.
     for (kiosk, last) in [(false, said), (true, "following the sources bundles name")] {
         let a = args(kiosk);
@@ -511,6 +511,19 @@ async fn writes_go_to_a_source_only_in_kiosk_mode() {
             served.stderr()
         );
     }
+    // On data that names no source, nothing is said: it read as a fault on a plain server.
+    std::fs::write(bundle.join("bundle.toml"), "tokens = [\"demo-token\"]\n").expect("toml");
+    let a = args(false);
+    let a: Vec<&str> = a.iter().map(String::as_str).collect();
+    let mut served = start_binary(&a, &[]);
+    served.ready().await;
+    served.signal("TERM");
+    assert_eq!(served.wait_exit(), Some(0));
+    let stderr = served.stderr();
+    assert!(
+        stderr.contains("stopped") && !stderr.contains(said),
+        "{stderr}"
+    );
 }
 
 pub(crate) fn start_binary(args: &[&str], envs: &[(&str, &str)]) -> Served {
