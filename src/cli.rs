@@ -401,10 +401,18 @@ pub fn check(args: &CheckArgs, out: &mut impl std::io::Write) -> std::io::Result
             p.severity
         }
     };
-    let errors = catalog.count(Severity::Error);
-    let warnings = catalog.count(Severity::Warning);
     let served = catalog.entries().filter(|e| e.serving.is_some()).count();
     let total = catalog.entries().count();
+    // A folder with no bundle checks clean, yet `serve` on it is never ready: a warning (a
+    // mistyped folder, or its parent, passed before).
+    let empty = (total == 0).then(|| {
+        format!(
+            "{} holds no bundle (a folder of its own per event): serve on it would never be ready",
+            args.dir.display()
+        )
+    });
+    let errors = catalog.count(Severity::Error);
+    let warnings = catalog.count(Severity::Warning) + usize::from(empty.is_some());
     let failed = errors > 0 || (args.strict && warnings > 0);
     if json {
         let bundles: Vec<serde_json::Value> = catalog
@@ -436,7 +444,7 @@ pub fn check(args: &CheckArgs, out: &mut impl std::io::Write) -> std::io::Result
                 })
             })
             .collect();
-        let doc = serde_json::json!({
+        let mut doc = serde_json::json!({
             "ok": !failed,
             "strict": args.strict,
             "bundles": bundles,
@@ -447,6 +455,9 @@ pub fn check(args: &CheckArgs, out: &mut impl std::io::Write) -> std::io::Result
                 "warnings": warnings,
             },
         });
+        if let Some(empty) = &empty {
+            doc["warning"] = empty.as_str().into();
+        }
         writeln!(out, "{doc}")?;
         return Ok(u8::from(failed));
     }
@@ -454,6 +465,10 @@ pub fn check(args: &CheckArgs, out: &mut impl std::io::Write) -> std::io::Result
         for p in entry.all_problems() {
             writeln!(out, "{}: {p}", severity_of(p).as_str())?;
         }
+    }
+    if let Some(empty) = &empty {
+        let severity = if args.strict { "error" } else { "warning" };
+        writeln!(out, "{severity}: {empty}")?;
     }
     writeln!(
         out,

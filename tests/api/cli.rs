@@ -258,6 +258,22 @@ fn a_token_named_by_two_bundles_is_an_error_naming_both() {
     );
 }
 
+/// A folder with no bundle is a warning (`--strict`: a failure): `serve` on it is never
+/// ready. Before, it checked clean.
+#[test]
+fn a_folder_with_no_bundle_is_a_warning() {
+    let data = TempData::new();
+    let (code, out, root) = check(&data, &[]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        out,
+        format!("warning: {root} holds no bundle (a folder of its own per event): serve on it would never be ready\n0 bundles checked, 0 would be served; 0 errors, 1 warning\n")
+    );
+    let (code, out, _) = check(&data, &["--strict"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.starts_with("error: "), "{out}");
+}
+
 #[test]
 fn an_unreadable_data_folder_exits_2() {
     let data = TempData::new();
