@@ -404,10 +404,16 @@ impl Catalog {
         self.compression
     }
 
-    /// Reads every bundle of `data_dir`, reading no file over `max_file_bytes`, and decides the
-    /// token clashes.
-    pub(crate) fn load_capped(data_dir: &Path, max_file_bytes: u64) -> Result<Catalog, LoadError> {
-        let mut catalog = Catalog::new(data_dir).with_max_file_bytes(max_file_bytes);
+    /// Reads every bundle of `data_dir`, reading no file over `max_file_bytes` and warning of
+    /// simulated delays past `max_delay`, and decides the token clashes.
+    pub(crate) fn load_capped(
+        data_dir: &Path,
+        max_file_bytes: u64,
+        max_delay: std::time::Duration,
+    ) -> Result<Catalog, LoadError> {
+        let mut catalog = Catalog::new(data_dir)
+            .with_max_file_bytes(max_file_bytes)
+            .with_max_delay(max_delay);
         catalog.refresh(&Scope::All)?;
         catalog.resolve_tokens();
         Ok(catalog)
@@ -588,8 +594,11 @@ impl Catalog {
         let rank = |e: &Entry| match (&e.serving, &e.candidate, &e.last_good) {
             (Some(_), _, _) => 0,
             (None, _, _) if e.renamed => 0,
-            (None, Some(_), _) | (None, None, Some(_)) => 1,
-            (None, None, None) => 2,
+            // A last good version no token opens any more serves nothing: ranked with the
+            // broken bundles, it takes no token a servable one names.
+            (None, Some(_), _) => 1,
+            (None, None, Some(g)) if !g.tokens.is_empty() => 1,
+            (None, None, _) => 2,
         };
         let mut order: Vec<(u8, String)> = self
             .entries
@@ -1065,6 +1074,24 @@ mod arbitration {
         assert_eq!(conflicts(&catalog, "a-broken").len(), 1, "{catalog:?}");
         assert!(conflicts(&catalog, "b-good").is_empty());
         assert!(catalog.entry("a-broken").is_some_and(Entry::has_errors));
+    }
+
+    #[test]
+    fn a_broken_bundle_whose_tokens_were_all_taken_out_takes_no_token_from_a_good_one() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        write(tmp.path(), "alpha", &["alpha-token"], false);
+        let mut catalog = Catalog::new(tmp.path());
+        serve(&mut catalog, &["alpha-token"]);
+
+        // In one refresh alpha breaks and names a new token, which a new good bundle names too:
+        // alpha's last good version keeps no token, so alpha ranks with the broken ones.
+        write(tmp.path(), "alpha", &["shared-token"], true);
+        write(tmp.path(), "beta", &["shared-token"], false);
+        let served = serve(&mut catalog, &["alpha-token", "shared-token"]);
+
+        assert_eq!(served, vec![None, some("beta")]);
+        assert!(conflicts(&catalog, "beta").is_empty(), "{catalog:?}");
+        assert_eq!(conflicts(&catalog, "alpha").len(), 1, "{catalog:?}");
     }
 
     #[test]

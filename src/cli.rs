@@ -224,6 +224,11 @@ pub struct CheckArgs {
     #[arg(long, env = "EVENTBOX_MAX_FILE_BYTES", value_name = "N",
           default_value_t = crate::read::DEFAULT_MAX_FILE_BYTES)]
     pub max_file_bytes: u64,
+    /// The longest simulated delay `serve` will take (as its --max-delay): a bundle's
+    /// [simulate] delay past it is a warning
+    #[arg(long, env = "EVENTBOX_MAX_DELAY", value_parser = crate::config::parse_duration,
+          default_value = "30s")]
+    pub max_delay: std::time::Duration,
     /// Lines for people (text) or one JSON document for CI (json; see docs/operations.md)
     #[arg(long, value_enum, default_value_t = CheckFormat::Text)]
     pub format: CheckFormat,
@@ -293,7 +298,8 @@ pub async fn pull(args: &crate::pull::PullOptions) -> u8 {
                     | PullError::BadTarget { .. }
                     | PullError::BadToken(_)
                     | PullError::BadApp(_)
-                    | PullError::BadConcurrency => EXIT_UNUSABLE,
+                    | PullError::BadConcurrency
+                    | PullError::BadTimeout(_) => EXIT_UNUSABLE,
                     _ => 1,
                 };
             }
@@ -371,7 +377,9 @@ pub async fn gen(args: &crate::gen::GenOptions) -> u8 {
         Err(e) => {
             eprintln!("eventbox gen: {e}");
             match e {
-                GenError::BadTarget { .. } | GenError::BadToken => EXIT_UNUSABLE,
+                GenError::BadTarget { .. } | GenError::BadToken | GenError::TooMany { .. } => {
+                    EXIT_UNUSABLE
+                }
                 _ => 1,
             }
         }
@@ -382,7 +390,7 @@ pub async fn gen(args: &crate::gen::GenOptions) -> u8 {
 /// folder cannot be read. `--format json` writes one JSON document (docs/operations.md).
 pub fn check(args: &CheckArgs, out: &mut impl std::io::Write) -> std::io::Result<u8> {
     let json = args.format == CheckFormat::Json;
-    let catalog = match Catalog::load_capped(&args.dir, args.max_file_bytes) {
+    let catalog = match Catalog::load_capped(&args.dir, args.max_file_bytes, args.max_delay) {
         Ok(c) => c,
         Err(e) => {
             if json {

@@ -14,7 +14,7 @@ pub(crate) const WRITE_LIMIT: usize = 1024 * 1024;
 
 /// The request bodies one server holds in memory at once, in KiB (64 MiB): each body read
 /// first takes room for as much as it may hold (its declared length, else its limit) and waits
-/// while there is none, so many connections or HTTP/2 streams sending bodies together (200
+/// while there is none; a write keeps it until answered, so many connections or HTTP/2 streams sending bodies together (200
 /// streams of 1 MiB on each connection) cannot make the server hold more.
 pub(crate) const BODY_ROOM_KIB: usize = 64 * 1024;
 

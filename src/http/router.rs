@@ -40,7 +40,7 @@ use crate::store::Snapshot;
 use crate::token::Token;
 use crate::writes::{Received, Writes};
 use chrono::NaiveDate;
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, SemaphorePermit};
 
 /// The status page of `/_ui`: one HTML file with a few lines of script that read `/status`,
 /// `/_queue` and `/_journal` every second (no build step, nothing from elsewhere).
@@ -650,8 +650,9 @@ where
     if !content_type(&parts.headers).is_none_or(is_json_type) {
         return error(ApiError::UnsupportedMediaType);
     }
-    let bytes = match read_body(parts, body, WRITE_LIMIT, &ctx.body_room).await {
-        Ok(b) => b,
+    // The room the body took is held until the write is answered (parsed, applied, durable).
+    let (bytes, _room) = match read_body(parts, body, WRITE_LIMIT, &ctx.body_room).await {
+        Ok(read) => read,
         Err(e) => return error(e),
     };
     if let Some(keep) = keep {
@@ -725,7 +726,7 @@ where
     B: Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let bytes = read_body(parts, body, BODY_LIMIT, room).await?;
+    let (bytes, _) = read_body(parts, body, BODY_LIMIT, room).await?;
     if let Some(keep) = keep {
         keep.body = Some(bytes.clone());
     }
@@ -976,13 +977,15 @@ fn body_error(e: Box<dyn std::error::Error + Send + Sync>) -> ApiError {
 }
 
 /// A request's body, at most `limit` bytes (a larger declared length is refused before reading),
-/// read once `room` holds as much as it may be (its declared length, else `limit`).
-async fn read_body<B>(
+/// read once `room` holds as much as it may be (its declared length, else the most its framing
+/// allows, else `limit`; an empty body takes none). The room stays taken while the caller holds
+/// the permit returned with the bytes: a write keeps it until it is answered.
+async fn read_body<'r, B>(
     parts: &Parts,
     body: B,
     limit: usize,
-    room: &Semaphore,
-) -> Result<Bytes, ApiError>
+    room: &'r Semaphore,
+) -> Result<(Bytes, Option<SemaphorePermit<'r>>), ApiError>
 where
     B: Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -995,16 +998,24 @@ where
     let most = match declared {
         Some(n) if n > limit => return Err(ApiError::BodyTooLarge),
         Some(n) => n,
-        None => limit,
+        None => body
+            .size_hint()
+            .upper()
+            .and_then(|n| usize::try_from(n).ok())
+            .map_or(limit, |n| n.min(limit)),
     };
-    let kib = u32::try_from(most.div_ceil(1024).max(1)).unwrap_or(u32::MAX);
-    // Held until the body is read; the semaphore is never closed, so this cannot fail.
-    let _held = room.acquire_many(kib).await;
-    Ok(Limited::new(body, most)
+    let kib = u32::try_from(most.div_ceil(1024)).unwrap_or(u32::MAX);
+    // The semaphore is never closed, so this cannot fail.
+    let held = match kib {
+        0 => None,
+        kib => room.acquire_many(kib).await.ok(),
+    };
+    let bytes = Limited::new(body, most)
         .collect()
         .await
         .map_err(body_error)?
-        .to_bytes())
+        .to_bytes();
+    Ok((bytes, held))
 }
 
 /// The details answer: the reference from the query, else from the body (read up to the cap).
@@ -1026,7 +1037,7 @@ where
         Some(r) => r,
         None => {
             let content_type = content_type(&parts.headers);
-            let bytes = read_body(parts, body, BODY_LIMIT, room).await?;
+            let (bytes, _) = read_body(parts, body, BODY_LIMIT, room).await?;
             if let Some(keep) = keep.as_deref_mut() {
                 keep.body = Some(bytes.clone());
             }
@@ -1058,25 +1069,56 @@ mod tests {
         req.body(()).expect("a request").into_parts().0
     }
 
-    /// A body is read once the room holds as much as it may be (its declared length, else its
-    /// limit, in KiB), and the room is given back once it is read: bodies sent together wait
-    /// for each other instead of all being held at once. (The clock is paused: a read that
-    /// waits for room runs it to the timeout at once.)
+    /// A body of unknown length, as a chunked one is: one frame, no size hint.
+    struct Chunked(Option<Bytes>);
+
+    impl Body for Chunked {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+            std::task::Poll::Ready(self.0.take().map(|b| Ok(hyper::body::Frame::data(b))))
+        }
+    }
+
+    /// A body is read once the room holds as much as it may be (its declared length, else what
+    /// its framing allows, else its limit, in KiB), and the room is given back when the permit
+    /// read with it is dropped: bodies sent together wait for each other instead of all being
+    /// held at once. (The clock is paused: a read that waits for room runs it to the timeout at
+    /// once.)
     #[tokio::test(start_paused = true)]
     async fn a_body_waits_for_room_for_what_it_may_hold() {
         let room = Semaphore::new(4);
-        let body = || http_body_util::Full::new(Bytes::from(vec![b'x'; 3000]));
+        let bytes = Bytes::from(vec![b'x'; 3000]);
+        let unsized_body = || Chunked(Some(bytes.clone()));
         let minute = Duration::from_secs(60);
         for (declared, limit, taken) in [(Some(3000), 8192, 3), (None, 4096, 4)] {
             let parts = parts(declared);
             let held = room.acquire_many(5 - taken).await.expect("room");
             let waited =
-                tokio::time::timeout(minute, read_body(&parts, body(), limit, &room)).await;
+                tokio::time::timeout(minute, read_body(&parts, unsized_body(), limit, &room)).await;
             assert!(waited.is_err(), "{declared:?}: read without room for it");
             drop(held);
-            let read = tokio::time::timeout(minute, read_body(&parts, body(), limit, &room)).await;
-            assert_eq!(read.ok().and_then(Result::ok).map(|b| b.len()), Some(3000));
+            let read =
+                tokio::time::timeout(minute, read_body(&parts, unsized_body(), limit, &room)).await;
+            let (body, permit) = read.expect("room").expect("read");
+            assert_eq!(body.len(), 3000);
+            assert_eq!(
+                room.available_permits() as u32,
+                4 - taken,
+                "held with the bytes"
+            );
+            drop(permit);
             assert_eq!(room.available_permits(), 4, "the room is given back");
         }
+        // A body whose framing says how long it is takes that much; an empty one none, so it
+        // never waits.
+        let _all = room.acquire_many(4).await.expect("room");
+        let empty = http_body_util::Empty::<Bytes>::new();
+        let read = tokio::time::timeout(minute, read_body(&parts(None), empty, 4096, &room)).await;
+        assert!(read.is_ok_and(|r| r.is_ok_and(|(b, p)| b.is_empty() && p.is_none())));
     }
 }

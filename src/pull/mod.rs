@@ -256,6 +256,8 @@ pub enum PullError {
     BadApp(String),
     #[error("--concurrency must be at least 1")]
     BadConcurrency,
+    #[error("--{0} must be more than 0: no answer could come in time")]
+    BadTimeout(&'static str),
     #[error("cannot start the HTTP client: {0}")]
     Client(String),
     #[error(
@@ -446,6 +448,14 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
     let name = bundle_name(&opts.into, opts.force)?;
     if opts.concurrency == 0 {
         return Err(PullError::BadConcurrency);
+    }
+    for (option, limit) in [
+        ("timeout", opts.timeout),
+        ("connect-timeout", opts.connect_timeout),
+    ] {
+        if limit.is_zero() {
+            return Err(PullError::BadTimeout(option));
+        }
     }
     let fetcher = Arc::new(Fetcher::new(opts)?);
     let progress = Arc::new(Progress::new(opts.progress));

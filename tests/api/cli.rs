@@ -1094,6 +1094,27 @@ async fn serve_flags_and_env_turn_on_control_headers_max_delay_and_the_journal()
 }
 
 #[test]
+fn check_strict_takes_the_max_delay_serve_will_run_with() {
+    let data = TempData::new();
+    bundle_with(
+        &data,
+        "slow",
+        "bundle.toml",
+        "tokens = [\"tok-slow\"]\n[simulate]\nlatency_ms = 45000\n",
+    );
+
+    // Against serve's default (30 s) the delay is cut: a warning, which --strict fails on.
+    let (code, out, root) = check(&data, &["--strict"]);
+    assert_eq!(code, 1, "{out}");
+    let cut = format!("error: {root}/slow/bundle.toml: simulate: a delay of up to 45000 ms is longer than --max-delay (30s): such delays are cut to it");
+    assert!(out.lines().any(|l| l == cut), "missing {cut:?} in:\n{out}");
+
+    // For a server run with --max-delay 1m the bundle is clean.
+    let (code, out, _) = check(&data, &["--strict", "--max-delay", "1m"]);
+    assert_eq!(code, 0, "{out}");
+}
+
+#[test]
 fn check_reports_simulate_problems_with_the_bundle_toml_key() {
     let data = TempData::new();
     bundle_with(

@@ -54,6 +54,7 @@ async fn gen_output_passes_check_strict_and_is_served() {
             strict: true,
             format: eventbox::cli::CheckFormat::Text,
             max_file_bytes: 1 << 30,
+            max_delay: std::time::Duration::from_secs(30),
         },
         &mut report,
     )

@@ -918,6 +918,25 @@ async fn pull_refuses_a_target_that_is_a_file_or_a_symbolic_link_before_any_requ
     assert_no_leftovers(data.path());
 }
 
+#[tokio::test]
+async fn a_zero_time_limit_is_refused_as_unusable_before_any_request() {
+    let source = spawn_app(&demo_data()).await;
+    let proxy = Proxy::start(&source.base, |_, _, _| Act::Forward).await;
+    let data = TempData::new();
+    let into = data.path().join("copy");
+
+    for option in ["--timeout", "--connect-timeout"] {
+        let (code, text) = pull_binary(&proxy.base, DEMO_TOKEN, &into, &[option, "0s"]).await;
+        assert_eq!(code, 2, "{text}");
+        assert!(
+            text.contains(&format!("eventbox pull: {option} must be more than 0")),
+            "{text}"
+        );
+    }
+    assert!(proxy.seen().is_empty(), "requests: {:?}", proxy.seen());
+    assert!(!into.exists());
+}
+
 /// A bare TCP server: counts connections, reads what comes, writes `answer` (when there is one)
 /// and keeps every connection open until it is dropped.
 struct RawServer {
