@@ -224,8 +224,8 @@ pub struct CheckArgs {
     #[arg(long, env = "EVENTBOX_MAX_FILE_BYTES", value_name = "N",
           default_value_t = crate::read::DEFAULT_MAX_FILE_BYTES)]
     pub max_file_bytes: u64,
-    /// The longest simulated delay `serve` will take (as its --max-delay): a bundle's
-    /// [simulate] delay past it is a warning
+    /// The longest simulated delay `serve` will take (as its --max-delay): a bundle's longer
+    /// simulated delay is a warning
     #[arg(long, env = "EVENTBOX_MAX_DELAY", value_parser = crate::config::parse_duration,
           default_value = "30s")]
     pub max_delay: std::time::Duration,
@@ -286,7 +286,10 @@ pub async fn pull(args: &crate::pull::PullOptions) -> u8 {
         if let Some((published, ..)) = &publish {
             if let Err(e) = published.check(args.force).await {
                 eprintln!("eventbox pull: {e}");
-                return EXIT_UNUSABLE;
+                return match e {
+                    crate::mirror::TargetError::Refused(_) => EXIT_UNUSABLE,
+                    crate::mirror::TargetError::Unreachable(_) => 1,
+                };
             }
         }
         let summary = match crate::pull::run(&options).await {
@@ -510,6 +513,8 @@ pub async fn serve(options: &ServeOptions) -> u8 {
     // `--state`, else a temporary one), which is what is served; the mirror reloads, not a
     // watcher (src/mirror.rs).
     let mut mirrored = options.clone();
+    // Where bundles are added: the folder, or the object storage a mirror copies them from.
+    let bundles_at = options.data.display().to_string();
     let mut _mirror_tmp = None;
     let mut mirror = None;
     if let Some(source) = crate::mirror::Source::parse(&options.data) {
@@ -614,6 +619,9 @@ pub async fn serve(options: &ServeOptions) -> u8 {
         }
     };
     let addr = listener.local_addr().map_or(wanted, |a| a);
+    // Before the address line, which tells a supervisor (or a test) that the process is up: a
+    // SIGTERM sent once it reads the line is a graceful stop.
+    let shutdown = shutdown_signal();
     report.line(
         &format!("eventbox listening on http://{addr}"),
         serde_json::json!({"addr": addr.to_string(), "url": format!("http://{addr}")}),
@@ -644,11 +652,7 @@ pub async fn serve(options: &ServeOptions) -> u8 {
     if options.read_only {
         tracing::info!("read-only: writes and resets are refused with 405");
     }
-    let mut server = tokio::spawn(crate::http::serve(
-        listener,
-        app.service(),
-        shutdown_signal(),
-    ));
+    let mut server = tokio::spawn(crate::http::serve(listener, app.service(), shutdown));
     // Watch before the first load, so that nothing changed in between is missed (a change seen
     // during the load only reloads once more).
     let _watcher = match app.watch_as_configured().await {
@@ -751,7 +755,7 @@ pub async fn serve(options: &ServeOptions) -> u8 {
     }
     let printer = app.clone();
     // The catalog's lock is a blocking one: take it off the async threads.
-    let _ = tokio::task::spawn_blocking(move || print_bundles(&printer, report)).await;
+    let _ = tokio::task::spawn_blocking(move || print_bundles(&printer, &bundles_at, report)).await;
 
     match server.await {
         Ok(Ok(())) => {
@@ -804,7 +808,8 @@ impl Report {
     }
 }
 
-fn print_bundles(app: &App, report: Report) {
+/// The bundles served, or why none is; `bundles_at` is where one is added (`--data`).
+fn print_bundles(app: &App, bundles_at: &str, report: Report) {
     app.reloader.with_catalog(|catalog| {
         let mut any = false;
         for entry in catalog.entries() {
@@ -823,8 +828,13 @@ fn print_bundles(app: &App, report: Report) {
             );
         }
         if !any {
-            let data = app.options().data.display().to_string();
-            let following = app.options().refresh_every.is_some() && !app.sources.all().is_empty();
+            let data = bundles_at;
+            // Read from the files: the refresher takes each bundle's source on its first round,
+            // which may come after this line.
+            let following = app.options().refresh_every.is_some()
+                && catalog.entries().any(|e| {
+                    e.serving.is_none() && crate::kiosk::refresh::named_source(&e.dir).is_some()
+                });
             let why = if following {
                 // A desk set up with a bundle.toml alone: its files come with the first refresh.
                 "every bundle has errors (logged above), or waits for its source's first refresh \
@@ -966,9 +976,14 @@ fn hangup_ignored() -> bool {
 }
 
 /// Completes on Ctrl-C or SIGTERM.
-pub(crate) async fn shutdown_signal() {
-    stop_signal(false).await;
-    tracing::info!("shutting down: no new connections; requests in flight may finish");
+/// The handlers are installed when this is called, not when it is first polled: from then on a
+/// SIGTERM stops the server gracefully instead of killing the process.
+pub(crate) fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send {
+    let stop = stop_signal(false);
+    async move {
+        stop.await;
+        tracing::info!("shutting down: no new connections; requests in flight may finish");
+    }
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use futures_util::TryStreamExt;
 use object_store::aws::AmazonS3Builder;
-use object_store::path::Path as StorePath;
+use object_store::path::{Path as StorePath, PathPart};
 use object_store::{ClientOptions, ObjectStore};
 
 use crate::catalog::Scope;
@@ -189,6 +189,14 @@ struct Version {
     etag: Option<String>,
     size: u64,
     modified: chrono::DateTime<chrono::Utc>,
+}
+
+impl Version {
+    /// Whether both hold the same bytes as far as a listing tells: an ETag (a WebDAV server's
+    /// may be missing) and the size, whatever the times.
+    fn same_bytes(&self, other: &Version) -> bool {
+        self.etag.is_some() && self.etag == other.etag && self.size == other.size
+    }
 }
 
 /// A bundle's objects: path inside the bundle folder → version.
@@ -496,14 +504,11 @@ impl Mirror {
         let staging = Staging::create(&target, "mirror", true).map_err(|e| e.to_string())?;
         crate::stage::private_folder(staging.path())
             .map_err(|e| format!("cannot make {} private: {e}", staging.path().display()))?;
-        let bundle = match self.root() {
-            Some(r) => r.child(name),
-            None => StorePath::from(name),
-        };
+        let bundle = object_at(&self.root().unwrap_or_default(), name)?;
         let manifest = match listing.get(MANIFEST) {
             None => None,
             Some(_) => {
-                let location = StorePath::from(format!("{bundle}/{MANIFEST}"));
+                let location = object_at(&bundle, MANIFEST)?;
                 let bytes = self.read(&location).await?;
                 let manifest: Manifest = serde_json::from_slice(&bytes)
                     .map_err(|e| format!("{location} is not a manifest: {e}"))?;
@@ -516,12 +521,15 @@ impl Mirror {
         };
         let kept = self.synced.get(name);
         for file in listing.keys().filter(|f| f.as_str() != MANIFEST) {
-            let location = StorePath::from(format!("{bundle}/{file}"));
+            let location = object_at(&bundle, file)?;
             // An object at the version (ETag and size) last swapped in is copied from the local
-            // copy, not read again: one changed file among 200,000 detail files is one read.
+            // copy, not read again: one changed file among 200,000 detail files is one read, and
+            // a publish that writes every object again (new times, same bytes) reads only those
+            // whose bytes changed.
             let unchanged = kept
                 .and_then(|k| k.get(file))
-                .is_some_and(|v| v.etag.is_some() && listing.get(file) == Some(v));
+                .zip(listing.get(file))
+                .is_some_and(|(was, now)| was.same_bytes(now));
             let local = unchanged
                 .then(|| std::fs::read(target.join(file)).ok())
                 .flatten();
@@ -610,9 +618,11 @@ impl Target {
     /// a manifest at its top); a prefix holding other objects (the bundles of a mistyped
     /// `--into s3://bucket/prefix`) is refused unless `force`, since publishing deletes what
     /// the new bundle does not hold.
-    pub(crate) async fn check(&self, force: bool) -> Result<(), String> {
-        let held = held(&*self.store, &self.bundle).await?;
-        refuse(&self.source, &self.name, &held, force)
+    pub(crate) async fn check(&self, force: bool) -> Result<(), TargetError> {
+        let held = held(&*self.store, &self.bundle)
+            .await
+            .map_err(|e| TargetError::Unreachable(format!("{}: {e}", self.source)))?;
+        refuse(&self.source, &self.name, &held, force).map_err(TargetError::Refused)
     }
 
     /// Uploads the bundle folder `dir` as the bundle, refused as [`Target::check`] says. Its
@@ -646,17 +656,17 @@ impl Target {
             );
         }
         let body = serde_json::to_vec_pretty(&manifest).map_err(|e| e.to_string())?;
-        let location = StorePath::from(format!("{bundle}/{MANIFEST}"));
+        let location = object_at(bundle, MANIFEST)?;
         put(store, &location, body, timeout).await?;
         for (rel, path) in &files {
-            let location = StorePath::from(format!("{bundle}/{rel}"));
+            let location = object_at(bundle, rel)?;
             put(store, &location, read(path)?, timeout).await?;
         }
         let stale = held
             .iter()
             .filter(|rel| *rel != MANIFEST && !manifest.files.contains_key(*rel));
         for rel in stale {
-            let location = StorePath::from(format!("{bundle}/{rel}"));
+            let location = object_at(bundle, rel)?;
             store
                 .delete(&location)
                 .await
@@ -683,6 +693,18 @@ async fn held(store: &dyn ObjectStore, bundle: &StorePath) -> Result<Vec<String>
                 .map(str::to_string)
         })
         .collect())
+}
+
+/// Why [`Target::check`] did not clear a target.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum TargetError {
+    /// The prefix holds what publishing would delete: `--into` is unusable as given.
+    #[error("{0}")]
+    Refused(String),
+    /// The storage could not be asked (down, no such bucket, credentials refused): another
+    /// try may do.
+    #[error("{0}")]
+    Unreachable(String),
 }
 
 /// [`Target::check`]'s rule over what the bundle's prefix holds.
@@ -716,11 +738,18 @@ fn bundle_path(source: &Source, name: &str) -> Result<StorePath, String> {
     if !bundle_name(name) {
         return Err(format!("{name:?} cannot name a bundle in {source}"));
     }
-    Ok(if source.prefix.is_empty() {
-        StorePath::from(name)
-    } else {
-        StorePath::from(format!("{}/{name}", source.prefix))
-    })
+    object_at(&StorePath::from(source.prefix.as_str()), name)
+}
+
+/// The object at `rel` (segments joined by `/`, as listed) under `dir`. Its segments are taken
+/// as they are: `StorePath::from` and `child` percent-encode what is not ASCII, so an object
+/// listed as `é.json` would be asked for as `%C3%A9.json`, which does not exist.
+fn object_at(dir: &StorePath, rel: &str) -> Result<StorePath, String> {
+    let parts = rel
+        .split('/')
+        .map(|s| PathPart::parse(s).map_err(|e| format!("{dir}/{rel} cannot name an object: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(dir.parts().chain(parts).collect())
 }
 
 async fn put(
@@ -946,6 +975,9 @@ mod tests {
         change_on_read: std::sync::Mutex<Option<(String, String, &'static str)>>,
         /// How many more writes succeed (`None`: all), as a connection that drops would.
         puts_left: std::sync::Mutex<Option<usize>>,
+        /// Each object's ETag as S3 makes it, from its bytes (`InMemory` counts writes): the
+        /// same bytes written again list with the same ETag and a new time.
+        etags: std::sync::Mutex<BTreeMap<String, String>>,
     }
 
     impl std::fmt::Display for Storage {
@@ -971,6 +1003,11 @@ mod tests {
                 }
                 *left -= 1;
             }
+            let bytes: Vec<u8> = payload.iter().flat_map(|b| b.to_vec()).collect();
+            self.etags
+                .lock()
+                .expect("lock")
+                .insert(location.to_string(), sha256(&bytes));
             self.inner.put_opts(location, payload, opts).await
         }
         async fn put_multipart_opts(
@@ -1012,7 +1049,17 @@ mod tests {
             prefix: Option<&StorePath>,
         ) -> futures_util::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>>
         {
-            self.inner.list(prefix)
+            use futures_util::StreamExt;
+            let etags = self.etags.lock().expect("lock").clone();
+            self.inner
+                .list(prefix)
+                .map(move |meta| {
+                    meta.map(|mut meta| {
+                        meta.e_tag = etags.get(meta.location.as_ref()).cloned();
+                        meta
+                    })
+                })
+                .boxed()
         }
         async fn list_with_delimiter(
             &self,
@@ -1032,13 +1079,22 @@ mod tests {
         }
     }
 
+    /// A mirror of `prefix` (an `s3://` URL) of `storage` into `dir`.
+    fn mirror_of(storage: &Arc<Storage>, prefix: &str, dir: &Path) -> Mirror {
+        let source = Source::parse(Path::new(prefix))
+            .expect("s3")
+            .expect("valid");
+        let timeout = Duration::from_secs(5);
+        Mirror::over(source, storage.clone(), dir.to_path_buf(), timeout).expect("mirror")
+    }
+
     /// A [`Storage`] holding `objects` (key, body).
     async fn storage_with(objects: &[(&str, &'static str)]) -> Arc<Storage> {
         let storage = Arc::new(Storage::default());
         for (key, body) in objects {
             storage
                 .put(
-                    &StorePath::from(*key),
+                    &StorePath::parse(key).expect("a key"),
                     bytes::Bytes::from_static(body.as_bytes()).into(),
                 )
                 .await
@@ -1057,16 +1113,7 @@ mod tests {
         ])
         .await;
         let tmp = tempfile::tempdir().expect("tmp");
-        let source = Source::parse(Path::new("s3://bucket/events"))
-            .expect("s3")
-            .expect("valid");
-        let mut mirror = Mirror::over(
-            source,
-            storage.clone(),
-            tmp.path().join("mirror"),
-            Duration::from_secs(5),
-        )
-        .expect("mirror");
+        let mut mirror = mirror_of(&storage, "s3://bucket/events", &tmp.path().join("mirror"));
         let local =
             |file: &str| std::fs::read_to_string(tmp.path().join("mirror/demo").join(file)).ok();
 
@@ -1098,6 +1145,41 @@ mod tests {
         assert_eq!(*storage.reads.lock().expect("lock"), ["events/demo/a.json"]);
         assert_eq!(local("a.json").as_deref(), Some("\"a2\""));
         assert_eq!(local("b.json").as_deref(), Some("\"b2\""));
+
+        // A publish writes every object again: the same bytes (same ETag and size, a new
+        // time) are not read again, only the one that changed.
+        storage.reads.lock().expect("lock").clear();
+        for (key, body) in [("a.json", "\"a2\""), ("b.json", "\"b3\"")] {
+            let location = StorePath::parse(format!("events/demo/{key}")).expect("a key");
+            let body = bytes::Bytes::from_static(body.as_bytes());
+            storage.put(&location, body.into()).await.expect("put");
+        }
+        let changed = mirror.sync().await.expect("listed");
+        assert_eq!(changed.into_iter().collect::<Vec<_>>(), ["demo"]);
+        assert_eq!(*storage.reads.lock().expect("lock"), ["events/demo/b.json"]);
+        assert_eq!(local("b.json").as_deref(), Some("\"b3\""));
+    }
+
+    /// An object whose name is not ASCII (or holds a space) is asked for by the name it is
+    /// listed with, not that name percent-encoded (which names no object).
+    #[tokio::test]
+    async fn objects_named_beyond_ascii_are_read_by_their_own_names() {
+        let storage = storage_with(&[
+            ("events/demo/bundle.toml", "tokens = [\"t\"]\n"),
+            ("events/demo/payment_details/Pé 1.json", "\"p\""),
+        ])
+        .await;
+        let tmp = tempfile::tempdir().expect("tmp");
+        let mut mirror = mirror_of(&storage, "s3://bucket/events", &tmp.path().join("mirror"));
+
+        let changed = mirror.sync().await.expect("listed");
+
+        assert_eq!(changed.into_iter().collect::<Vec<_>>(), ["demo"]);
+        let copied = tmp.path().join("mirror/demo/payment_details/Pé 1.json");
+        assert_eq!(
+            std::fs::read_to_string(copied).ok().as_deref(),
+            Some("\"p\"")
+        );
     }
 
     /// A first publish cut short is never served; a complete one is, with every file the
@@ -1168,18 +1250,7 @@ mod tests {
         ])
         .await;
         let tmp = tempfile::tempdir().expect("tmp");
-        let mirror_of = |prefix: &str| {
-            let source = Source::parse(Path::new(prefix))
-                .expect("s3")
-                .expect("valid");
-            Mirror::over(
-                source,
-                storage.clone(),
-                tmp.path().join("mirror"),
-                Duration::from_secs(5),
-            )
-            .expect("mirror")
-        };
+        let mirror_of = |prefix: &str| mirror_of(&storage, prefix, &tmp.path().join("mirror"));
         let refused = mirror_of("s3://bucket/events/demo")
             .sync()
             .await

@@ -206,7 +206,7 @@ fn followed(reloader: &Reloader, sources: &Sources) -> HashMap<String, PathBuf> 
 }
 
 /// The `[source] url` a bundle.toml names, when it is a URL a pull may use.
-fn named_source(dir: &Path) -> Option<String> {
+pub(crate) fn named_source(dir: &Path) -> Option<String> {
     let text = std::fs::read_to_string(dir.join(crate::stage::BUNDLE_FILE)).ok()?;
     let table: toml::Table = toml::from_str(&text).ok()?;
     let url = table.get("source")?.get("url")?.as_str()?;

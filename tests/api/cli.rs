@@ -429,6 +429,30 @@ fn overridden_file_keys_and_unknown_variables_are_warned_of_at_start() {
     }
 }
 
+/// A desk set up with a bundle.toml alone (its files come with the first refresh) is told so at
+/// start, not only that every bundle has errors: the refresher takes its source after that
+/// line is printed.
+#[tokio::test]
+async fn a_desk_from_a_bundle_toml_alone_is_told_it_waits_for_the_first_refresh() {
+    let data = TempData::new();
+    // A source nobody answers at: the files never come in this test.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/api/v1", dead.local_addr().expect("addr"));
+    drop(dead);
+    data.write(
+        "hall/bundle.toml",
+        format!("tokens = [\"desk-token\"]\n[source]\nurl = \"{url}\"\n"),
+    );
+    let dir = data.path().to_str().expect("UTF-8");
+    let args = ["--addr", "127.0.0.1:0", "--data", dir, "--watch", "off"];
+    let waits = "no bundle is served: every bundle has errors (logged above), or waits for its source's first refresh";
+    for (follow, says_waits) in [(&["--refresh-every", "1h"][..], true), (&[][..], false)] {
+        let served = start_binary(&[&args[..], follow].concat(), &[]);
+        let stdout = served.stdout_until("no bundle is served").await;
+        assert_eq!(stdout.contains(waits), says_waits, "{follow:?}: {stdout}");
+    }
+}
+
 /// A token of a bundle that is not served (its files have errors) is 401 like any unknown
 /// token, and the log says why, once per reload rather than once per request: a tester who
 /// just broke a fixture by hand saw only `invalid_token`.
@@ -597,6 +621,24 @@ impl Served {
             .status()
             .expect("kill");
         assert!(status.success());
+    }
+
+    /// Waits (bounded) until the process has written `line` on stdout (lines come to the file
+    /// as they are written); returns all it wrote so far.
+    pub(crate) async fn stdout_until(&self, line: &str) -> String {
+        let start = std::time::Instant::now();
+        loop {
+            let stdout = std::fs::read_to_string(&self.stdout_path).unwrap_or_default();
+            if stdout.contains(line) {
+                return stdout;
+            }
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(20),
+                "{line:?} not on stdout:\n{stdout}\nstderr:\n{}",
+                self.stderr()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
     }
 
     /// Everything the process wrote on stdout, once it has exited (see [`Served::wait_exit`]).

@@ -7,7 +7,8 @@
 //! Without Docker (`docker info` fails) the Docker tests pass after saying once, on the test
 //! output, that they were skipped and why. With Docker, the image is built once per test run
 //! (`scripts/image.sh`, its own target folder) when it is missing or older than the files it is
-//! made from, and shared. Each container has a unique name and is removed when dropped.
+//! made from, and shared: with Cargo's `image-test` profile unless `EVENTBOX_IMAGE_PROFILE`
+//! names another (CI builds the release image before the tests, so they find it fresh). Each container has a unique name and is removed when dropped.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -137,6 +138,9 @@ fn build_if_stale() {
         {
             command.env_remove(&*name);
         }
+    }
+    if std::env::var_os("EVENTBOX_IMAGE_PROFILE").is_none() {
+        command.env("EVENTBOX_IMAGE_PROFILE", "image-test");
     }
     let out = command.output().expect("run scripts/image.sh");
     assert!(

@@ -298,6 +298,38 @@ async fn a_bucket_that_does_not_exist_is_not_ready_and_says_so() {
         .contains("not ready until the first sync succeeds"));
 }
 
+/// The address line means the process is up: a SIGTERM sent as soon as it is read stops the
+/// server gracefully (exit 0), never kills it. (The handler was installed once the server's
+/// task first ran, after the line: a mirror's first poll, which starts then, made the gap one
+/// a test fell into most times.)
+#[tokio::test]
+async fn a_sigterm_as_soon_as_the_address_line_is_read_is_a_graceful_stop() {
+    let Some(moto) = moto().await else { return };
+    let bucket = moto.bucket("stopped-at-once").await;
+    put(&bucket, "elsewhere/readme.txt", "not a bundle").await;
+    for _ in 0..3 {
+        let mut served = serve("s3://stopped-at-once/events", "200ms", &moto);
+        served.signal("TERM");
+        assert_eq!(served.wait_exit(), Some(0), "{}", served.stderr());
+    }
+}
+
+/// A prefix with no bundle is said to be where one is added, not the local folder it is
+/// mirrored into (which the mirror manages).
+#[tokio::test]
+async fn a_prefix_with_no_bundle_says_to_add_one_there() {
+    let Some(moto) = moto().await else { return };
+    let bucket = moto.bucket("empty-prefix").await;
+    put(&bucket, "elsewhere/readme.txt", "not a bundle").await;
+    let served = serve("s3://empty-prefix/events", "200ms", &moto);
+
+    let stdout = served.stdout_until("no bundle is served").await;
+    assert!(
+        stdout.contains("no bundle is served: add one under s3://empty-prefix/events ("),
+        "{stdout}"
+    );
+}
+
 /// `/readyz` answers 503 with a message naming `what`, once the first sync has failed.
 async fn not_ready_naming(served: &Served, what: &str) {
     let url = format!("{}/readyz", served.base);
@@ -671,6 +703,22 @@ async fn pull_into_a_prefix_of_bundles_is_refused_and_deletes_nothing() {
         "{said}"
     );
     assert_eq!(listed(&store).await, before, "storage changed");
+}
+
+/// Storage that cannot be asked (here: no such bucket) fails the pull (exit 1: another try may
+/// do), where a prefix of other bundles is unusable as given (exit 2).
+#[tokio::test]
+async fn pull_into_storage_that_cannot_be_listed_fails_and_names_it() {
+    let Some(moto) = moto().await else { return };
+    let env = moto.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let into = Path::new("s3://no-such-bucket/events/demo");
+    let (code, said) = pull_binary_with("http://127.0.0.1:9", "demo-token", into, &[], &env).await;
+    assert_eq!(code, 1, "{said}");
+    assert!(
+        said.contains("eventbox pull: s3://no-such-bucket/events: cannot list events/demo"),
+        "{said}"
+    );
 }
 
 /// Every key in `store`, sorted.
