@@ -164,6 +164,23 @@ async fn the_status_page_shows_a_source_going_offline_and_back_and_the_writes_wa
     std::fs::write(&shot, &png).expect("the screenshot is saved");
     assert!(png.starts_with(b"\x89PNG"), "a PNG");
 
+    // On a phone's width the source's URL and its last error wrap inside the card: nothing
+    // runs off the screen.
+    browser.set_window_size(360, 800).await.expect("resized");
+    let widths = browser
+        .execute(
+            "return [window.innerWidth, document.documentElement.scrollWidth]",
+            vec![],
+        )
+        .await
+        .expect("measured");
+    let (inner, scroll) = (widths[0].as_u64(), widths[1].as_u64());
+    assert!(
+        inner.is_some_and(|i| i <= 400) && scroll <= inner,
+        "the page is {scroll:?} px wide in a window {inner:?} px wide"
+    );
+    browser.set_window_size(1280, 800).await.expect("resized");
+
     // It comes back: online again, and the write has gone through.
     let _source = source_at.again().await;
     until(
@@ -283,5 +300,95 @@ async fn from_another_machine_the_status_page_asks_for_the_admin_token_then_show
         .await
         .expect("an attribute");
     assert!(hidden.is_some(), "the form is put away");
+    browser.close().await.expect("the session closes");
+}
+
+/// Once the server stops answering, what the page shows stays but is greyed (the page's
+/// `stale` class) and the line at the top says why: a stopped desk never looks online. A data
+/// folder with no bundle says so rather than showing nothing.
+#[tokio::test]
+async fn a_page_whose_server_stopped_greys_what_it_shows_and_says_why() {
+    let Some((_driver, browser)) = browser().await else {
+        return;
+    };
+    let data = crate::helpers::TempData::new();
+    data.with_demo("demo");
+    let server = crate::helpers::spawn_app(data.path()).await;
+    let empty = crate::helpers::TempData::new();
+    let nothing = crate::helpers::spawn_app(empty.path()).await;
+
+    browser
+        .goto(&format!("{}/_ui", nothing.base))
+        .await
+        .expect("the page opens");
+    let text = |css: &'static str| {
+        let b = browser.clone();
+        async move { b.find(Locator::Css(css)).await.ok()?.text().await.ok() }
+    };
+    until(
+        Duration::from_secs(15),
+        "the page to say no bundle",
+        || async {
+            text("#bundles")
+                .await
+                .filter(|t| t.contains("No bundle in the data folder"))
+                .map(|_| ())
+        },
+    )
+    .await;
+
+    browser
+        .goto(&format!("{}/_ui", server.base))
+        .await
+        .expect("the page opens");
+    until(
+        Duration::from_secs(15),
+        "the page to show the bundle",
+        || {
+            let b = browser.clone();
+            async move {
+                b.find(Locator::Css("[data-bundle=demo]"))
+                    .await
+                    .ok()
+                    .map(|_| ())
+            }
+        },
+    )
+    .await;
+    let stale = |b: fantoccini::Client| async move {
+        b.find(Locator::Css("body"))
+            .await
+            .ok()?
+            .attr("class")
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|c| c.contains("stale"))
+            .then_some(())
+    };
+    assert!(
+        stale(browser.clone()).await.is_none(),
+        "fresh while answered"
+    );
+
+    server.shutdown().await;
+    until(
+        Duration::from_secs(15),
+        "the page to grey what it shows",
+        || stale(browser.clone()),
+    )
+    .await;
+    let said = text("#when").await.unwrap_or_default();
+    assert!(
+        said.starts_with("cannot reach eventbox") && said.contains("(shown: its last answer)"),
+        "{said}"
+    );
+    assert!(
+        browser
+            .find(Locator::Css("[data-bundle=demo]"))
+            .await
+            .is_ok(),
+        "what it showed stays"
+    );
     browser.close().await.expect("the session closes");
 }
