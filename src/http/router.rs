@@ -1006,7 +1006,7 @@ where
     };
     let kib = u32::try_from(most.div_ceil(1024)).unwrap_or(u32::MAX);
     // The semaphore is never closed, so this cannot fail.
-    let held = match kib {
+    let mut held = match kib {
         0 => None,
         kib => room.acquire_many(kib).await.ok(),
     };
@@ -1015,6 +1015,14 @@ where
         .await
         .map_err(body_error)?
         .to_bytes();
+    // What the body turned out to hold is kept taken; the rest (a body of unknown length took
+    // the whole limit) goes back at once.
+    if let Some(permit) = held.as_mut() {
+        let extra = permit
+            .num_permits()
+            .saturating_sub(bytes.len().div_ceil(1024));
+        drop(permit.split(extra));
+    }
     Ok((bytes, held))
 }
 
@@ -1107,9 +1115,9 @@ mod tests {
             let (body, permit) = read.expect("room").expect("read");
             assert_eq!(body.len(), 3000);
             assert_eq!(
-                room.available_permits() as u32,
-                4 - taken,
-                "held with the bytes"
+                room.available_permits(),
+                1,
+                "the 3 KiB read are held with the bytes, what was taken beyond them given back"
             );
             drop(permit);
             assert_eq!(room.available_permits(), 4, "the room is given back");
