@@ -43,6 +43,11 @@ pub fn run<T: Send + 'static>(
     limit: Duration,
     load: impl FnOnce(&Progress) -> T + Send + 'static,
 ) -> Result<T, Abandoned> {
+    if limit.is_zero() {
+        // Waiting for nothing: abandoned before it starts, not raced against a quick load that
+        // may have sent its result before it is looked for.
+        return Err(Abandoned { file: None, limit });
+    }
     let progress = Progress::default();
     let (tx, rx) = mpsc::sync_channel(1);
     let theirs = progress.clone();
@@ -68,6 +73,14 @@ mod tests {
     #[test]
     fn a_load_in_time_gives_its_result() {
         assert_eq!(run(Duration::from_secs(5), |_| 7).ok(), Some(7));
+    }
+
+    /// A zero limit abandons every load, however quick (a quick one used to win the race).
+    #[test]
+    fn a_zero_limit_abandons_even_a_quick_load() {
+        for _ in 0..100 {
+            assert!(run(Duration::ZERO, |_| 7).is_err());
+        }
     }
 
     #[test]
