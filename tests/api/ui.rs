@@ -199,6 +199,15 @@ async fn the_status_page_shows_a_source_going_offline_and_back_and_the_writes_wa
     browser.close().await.expect("the session closes");
 }
 
+/// Waits (15 s at most) until the page holds an element `css` selects.
+async fn until_found(browser: &fantoccini::Client, css: &'static str, what: &str) {
+    until(Duration::from_secs(15), what, || {
+        let b = browser.clone();
+        async move { b.find(Locator::Css(css)).await.ok().map(|_| ()) }
+    })
+    .await;
+}
+
 const SECRET: &str = "ui-Admin-secret-5b1d";
 
 /// Seen from another machine (a container's published port, a desk's tablet), the page opens
@@ -278,18 +287,10 @@ async fn from_another_machine_the_status_page_asks_for_the_admin_token_then_show
     )
     .await;
     log_in(SECRET).await;
-    until(
-        Duration::from_secs(15),
+    until_found(
+        &browser,
+        "[data-bundle=demo]",
         "the page to show the demo bundle",
-        || {
-            let b = browser.clone();
-            async move {
-                b.find(Locator::Css("[data-bundle=demo]"))
-                    .await
-                    .ok()
-                    .map(|_| ())
-            }
-        },
     )
     .await;
     let hidden = browser
@@ -341,18 +342,10 @@ async fn a_page_whose_server_stopped_greys_what_it_shows_and_says_why() {
         .goto(&format!("{}/_ui", server.base))
         .await
         .expect("the page opens");
-    until(
-        Duration::from_secs(15),
+    until_found(
+        &browser,
+        "[data-bundle=demo]",
         "the page to show the bundle",
-        || {
-            let b = browser.clone();
-            async move {
-                b.find(Locator::Css("[data-bundle=demo]"))
-                    .await
-                    .ok()
-                    .map(|_| ())
-            }
-        },
     )
     .await;
     let stale = |b: fantoccini::Client| async move {
