@@ -302,9 +302,12 @@ pub(crate) struct Catalog {
     /// How long one bundle's load may take.
     load_time_limit: std::time::Duration,
     /// Set while the file watch is lost (shown in `/status` and `/readyz`).
-    watch_lost: Option<prepare::WatchLost>,
+    watch_lost: Option<prepare::Condition>,
     /// Set while object storage cannot be read (`--data s3://...`; shown in `/status`).
-    storage_failing: Option<prepare::WatchLost>,
+    storage_failing: Option<prepare::Condition>,
+    /// The bundles in object storage the mirror could not take at its last poll, and why
+    /// (shown in `/status`).
+    storage_bundles: BTreeMap<String, prepare::Condition>,
     /// The sources bundles name (`crate::kiosk`).
     sources: Arc<Sources>,
     /// The pieces of large bodies alive in its versions: a reload shares those it makes again.
@@ -325,13 +328,26 @@ fn say_cut_delays(report: &mut BundleReport, max: std::time::Duration) {
     else {
         return;
     };
-    let longest = simulate.endpoints.iter().map(|s| s.latency_ms.1).max();
-    if let Some(longest) = longest.filter(|ms| u128::from(*ms) > max.as_millis()) {
+    // Which endpoints: with a table per endpoint, the one to change is named.
+    let cut: Vec<(&str, u64)> = simulate
+        .endpoints
+        .iter()
+        .zip(&api::API)
+        .filter(|(s, _)| u128::from(s.latency_ms.1) > max.as_millis())
+        .map(|(s, e)| (e.key, s.latency_ms.1))
+        .collect();
+    if let Some(longest) = cut.iter().map(|(_, ms)| *ms).max() {
+        let keys: Vec<&str> = cut.iter().map(|(key, _)| *key).collect();
+        let which = if keys.len() == api::API.len() {
+            "every endpoint".to_string()
+        } else {
+            keys.join(", ")
+        };
         report.problems.push(Problem::warning(
             report.dir.join("bundle.toml"),
             Location::File,
             format!(
-                "simulate: a delay of up to {longest} ms is longer than --max-delay ({}): such delays are cut to it",
+                "simulate: a delay of up to {longest} ms ({which}) is longer than --max-delay ({}): such delays are cut to it",
                 humantime::format_duration(max)
             ),
         ));
@@ -348,6 +364,7 @@ impl Catalog {
             max_file_bytes: load::DEFAULT_MAX_FILE_BYTES,
             watch_lost: None,
             storage_failing: None,
+            storage_bundles: BTreeMap::new(),
             data_folder_error: None,
             load_time_limit: timed::LOAD_TIME_LIMIT,
             sources: Arc::default(),
@@ -377,17 +394,31 @@ impl Catalog {
     /// Records that the file watch is lost (`Some(reason)`) or restored (`None`); the next
     /// snapshot shows it.
     pub(crate) fn set_watch_lost(&mut self, reason: Option<String>) {
-        self.watch_lost = reason.map(prepare::WatchLost::now);
+        self.watch_lost = reason.map(|r| prepare::Condition::now("lost", r));
     }
 
     /// Records that object storage cannot be read (`Some(reason)`; the first failure's time is
     /// kept while it goes on) or answers again (`None`); the next snapshot shows it.
     pub(crate) fn set_storage_failing(&mut self, reason: Option<String>) {
-        self.storage_failing = match (reason, self.storage_failing.take()) {
-            (None, _) => None,
-            (Some(reason), Some(before)) => Some(prepare::WatchLost { reason, ..before }),
-            (Some(reason), None) => Some(prepare::WatchLost::failing(reason)),
-        };
+        let before = self.storage_failing.take();
+        self.storage_failing = reason.map(|r| prepare::Condition::after(before, "failing", r));
+    }
+
+    /// Records the bundles the mirror could not take, each with its state and reason: one kept
+    /// in the same state keeps the time it was first seen in it; the next snapshot shows them.
+    pub(crate) fn set_storage_bundles(
+        &mut self,
+        bundles: &BTreeMap<String, (&'static str, String)>,
+    ) {
+        let mut before = std::mem::take(&mut self.storage_bundles);
+        self.storage_bundles = bundles
+            .iter()
+            .map(|(name, &(state, ref reason))| {
+                let was = before.remove(name);
+                let now = prepare::Condition::after(was, state, reason.clone());
+                (name.clone(), now)
+            })
+            .collect();
     }
 
     pub(crate) fn set_max_file_bytes(&mut self, max: u64) {
@@ -735,6 +766,7 @@ impl Catalog {
             self.entries.values(),
             self.watch_lost.as_ref(),
             self.storage_failing.as_ref(),
+            &self.storage_bundles,
             self.data_folder_error.as_deref(),
             &self.sources,
         )
@@ -935,9 +967,9 @@ mod arbitration {
         assert_eq!(serve(&mut catalog, &both), vec![None, None, some("alpha")]);
     }
 
-    /// Every token taken out, by `tokens = []` or by removing bundle.toml: an error, and the last
-    /// good version stops at once too; an unreadable bundle.toml (not TOML) tells nothing, so
-    /// the last good version keeps its tokens.
+    /// Every token taken out, by `tokens = []`, by deleting the `tokens` line or by removing
+    /// bundle.toml: an error, and the last good version stops at once too; an unreadable
+    /// bundle.toml (not TOML) tells nothing, so the last good version keeps its tokens.
     #[test]
     fn no_token_named_stops_the_last_good_version() {
         let tmp = tempfile::tempdir().expect("tmp");
@@ -946,6 +978,8 @@ mod arbitration {
         for take_out in [
             "tokens = []\n",
             "tokens = []\n[source]\nurl = 3\n",
+            "app_keys = [\"x\"]\n",
+            "",
             "removed",
         ] {
             write(tmp.path(), "alpha", &["alpha-token"], false);
@@ -1148,15 +1182,30 @@ mod arbitration {
         let toml = tmp.path().join("alpha/bundle.toml");
         let mut catalog =
             Catalog::new(tmp.path()).with_max_delay(std::time::Duration::from_secs(5));
-        for (latency, warned) in [("[100, 60000]", true), ("5000", false)] {
-            let text = format!("tokens = [\"alpha-token\"]\n[simulate]\nlatency_ms = {latency}\n");
+        let every = "a delay of up to 60000 ms (every endpoint) is longer than --max-delay (5s)";
+        // With a table per endpoint, the endpoints that go past the cap are named.
+        let named = "a delay of up to 7000 ms (payments, speaker) is longer than --max-delay (5s)";
+        for (table, said) in [
+            ("latency_ms = [100, 60000]", Some(every)),
+            ("latency_ms = 5000", None),
+            (
+                "[simulate.endpoints.payments]\nlatency_ms = 6000\n\
+                 [simulate.endpoints.speaker]\nlatency_ms = [1, 7000]\n",
+                Some(named),
+            ),
+        ] {
+            let text = format!("tokens = [\"alpha-token\"]\n[simulate]\n{table}\n");
             std::fs::write(&toml, text).expect("bundle.toml");
             assert_eq!(serve(&mut catalog, &["alpha-token"]), vec![some("alpha")]);
             let problems = catalog.entry("alpha").map(|e| format!("{:?}", e.problems));
-            let says = problems.as_deref().is_some_and(|p| {
-                p.contains("a delay of up to 60000 ms is longer than --max-delay (5s)")
-            });
-            assert_eq!(says, warned, "{latency}: {problems:?}");
+            let problems = problems.unwrap_or_default();
+            match said {
+                Some(said) => assert!(problems.contains(said), "{table}: {problems}"),
+                None => assert!(
+                    !problems.contains("a delay of up to"),
+                    "{table}: {problems}"
+                ),
+            }
         }
     }
 

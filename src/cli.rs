@@ -665,32 +665,13 @@ pub async fn serve(options: &ServeOptions) -> u8 {
     // From object storage: /readyz stays 503 until the first complete sync.
     let _mirroring = match mirror {
         Some(mut m) => {
-            let mut failed = false;
             loop {
-                match m.sync().await {
-                    Ok(_) => {
-                        if failed {
-                            let reloader = std::sync::Arc::clone(&app.reloader);
-                            let _ = tokio::task::spawn_blocking(move || {
-                                reloader.set_storage_failing(None)
-                            })
-                            .await;
-                        }
-                        break;
-                    }
-                    Err(e) => {
-                        failed = true;
-                        tracing::error!(
-                            "{e}; not ready until the first sync succeeds (retried every {})",
-                            humantime::format_duration(options.poll_interval)
-                        );
-                        let reloader = std::sync::Arc::clone(&app.reloader);
-                        let reason = e.to_string();
-                        let _ = tokio::task::spawn_blocking(move || {
-                            reloader.set_storage_failing(Some(reason))
-                        })
-                        .await;
-                    }
+                match m.poll(&app.reloader).await {
+                    Ok(_) => break,
+                    Err(e) => tracing::error!(
+                        "{e}; not ready until the first sync succeeds (retried every {})",
+                        humantime::format_duration(options.poll_interval)
+                    ),
                 }
                 tokio::select! {
                     () = tokio::time::sleep(options.poll_interval) => {}

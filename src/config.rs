@@ -105,12 +105,32 @@ pub enum WatchKind {
     Off,
 }
 
-/// On or off, as written in flags and the file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+/// On or off, as written in flags and the file (where TOML's `true` and `false` say it too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Switch {
     On,
     Off,
+}
+
+impl<'de> Deserialize<'de> for Switch {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Switch, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged, expecting = "expected `on` or `off` (or true or false)")]
+        enum Written {
+            Bool(bool),
+            Word(String),
+        }
+        match Written::deserialize(d)? {
+            Written::Bool(true) => Ok(Switch::On),
+            Written::Bool(false) => Ok(Switch::Off),
+            Written::Word(w) if w.eq_ignore_ascii_case("on") => Ok(Switch::On),
+            Written::Word(w) if w.eq_ignore_ascii_case("off") => Ok(Switch::Off),
+            Written::Word(w) => Err(serde::de::Error::custom(format!(
+                "expected `on` or `off` (or true or false), not {w:?}"
+            ))),
+        }
+    }
 }
 
 /// Where to listen: an IP address or `localhost`, with or without a port (`0.0.0.0`,
@@ -231,7 +251,8 @@ pub struct ServeOptions {
           require_equals = true, default_value_t = false, default_missing_value = "true",
           value_parser = clap::builder::BoolishValueParser::new())]
     pub no_watch: bool,
-    /// How often --watch poll scans, e.g. 500ms or 2s
+    /// How often --watch poll scans, e.g. 500ms or 2s; with --data s3://..., how often object
+    /// storage is listed
     #[arg(long, env = "EVENTBOX_POLL_INTERVAL", value_parser = parse_duration,
           default_value = "250ms")]
     #[serde(with = "duration_text")]
@@ -567,6 +588,12 @@ impl ServeOptions {
     }
 
     pub(crate) fn check(&self) -> Result<(), ConfigError> {
+        // Empty, the folder would be the working directory's "": an error only once serving.
+        if self.data.as_os_str().is_empty() {
+            return Err(ConfigError::Value(
+                "--data names no folder: give the data folder (by default data)".to_string(),
+            ));
+        }
         let at_least = |name: &str, value: Duration| {
             if value < MIN_INTERVAL {
                 Err(ConfigError::Value(format!(
@@ -661,6 +688,20 @@ impl ServeOptions {
         }
         for origin in &self.cors_origin {
             crate::http::cors::check_origin(origin).map_err(ConfigError::Value)?;
+        }
+        // An empty list (`cors-origin = []` or `""` in the file) would allow every origin, and
+        // `none` beside origins would be dropped: neither says what it seems to.
+        let none = |o: &String| o.trim().eq_ignore_ascii_case("none");
+        if self.cors_origin.is_empty() {
+            return Err(ConfigError::Value(
+                "--cors-origin names no origin: write \"*\" to allow every origin, or \"none\" to turn CORS off"
+                    .to_string(),
+            ));
+        }
+        if self.cors_origin.iter().any(none) && !self.cors_origin.iter().all(none) {
+            return Err(ConfigError::Value(
+                "--cors-origin none turns CORS off: it cannot be given with origins".to_string(),
+            ));
         }
         if self.journal > MAX_JOURNAL {
             return Err(ConfigError::Value(format!(
@@ -1161,6 +1202,51 @@ mod tests {
     }
 
     #[test]
+    fn origins_or_a_data_folder_that_say_nothing_or_contradict_themselves_are_refused() {
+        for text in [
+            "cors-origin = []\n",
+            "cors-origin = \"\"\n",
+            "cors-origin = \" , \"\n",
+        ] {
+            let (_dir, path) = file(text);
+            let p = path.to_str().expect("utf-8");
+            let refused = resolve(&["--config", p]).expect_err(text).to_string();
+            assert!(
+                refused.contains("cors-origin: names no origin"),
+                "{text}: {refused}"
+            );
+        }
+        let (_dir, path) = file("cors-origin = [\"none\", \"https://a.example\"]\n");
+        let p = path.to_str().expect("utf-8");
+        let refused = resolve(&["--config", p]).expect_err("none and an origin");
+        assert!(
+            refused.to_string().contains("cannot be given with origins"),
+            "{refused}"
+        );
+        let refused = resolve(&[
+            "--cors-origin",
+            "none",
+            "--cors-origin",
+            "https://a.example",
+        ])
+        .expect_err("none and an origin");
+        assert!(
+            refused.to_string().contains("cannot be given with origins"),
+            "{refused}"
+        );
+        let (_dir, path) = file("data = \"\"\n");
+        let p = path.to_str().expect("utf-8");
+        let refused = resolve(&["--config", p]).expect_err("empty data");
+        assert!(
+            refused.to_string().contains("data: names no folder"),
+            "{refused}"
+        );
+        // `none` alone, twice, or in any case: off.
+        let off = resolve(&["--cors-origin", "None", "--cors-origin", "none"]).expect("off");
+        assert_eq!(off.cors(), Cors::Off);
+    }
+
+    #[test]
     fn cors_origins_are_a_list_or_one_string_and_each_is_checked() {
         let (_dir, path) = file("cors-origin = \"https://a.example, https://b.example\"\n");
         let p = path.to_str().expect("UTF-8");
@@ -1219,6 +1305,29 @@ mod tests {
         assert!(!flags.access_log && !flags.allow_control_headers);
         assert_eq!(flags.max_delay, Duration::from_millis(500));
         assert_eq!(flags.journal, 0);
+    }
+
+    /// A switch in the file is `on`/`off` as on the command line, or TOML's own booleans (which
+    /// were refused with "wanted string or table", naming neither).
+    #[test]
+    fn a_switch_in_the_file_is_on_off_or_a_boolean() {
+        for (value, on) in [
+            ("\"on\"", true),
+            ("\"off\"", false),
+            ("true", true),
+            ("false", false),
+        ] {
+            let (_dir, path) = file(&format!("compression = {value}\n"));
+            let got = resolve(&["--config", path.to_str().expect("UTF-8")]).expect(value);
+            assert_eq!(got.compression(), on, "{value}");
+        }
+        for value in ["\"yes\"", "1"] {
+            let (_dir, path) = file(&format!("memory-file = {value}\n"));
+            let err = resolve(&["--config", path.to_str().expect("UTF-8")])
+                .expect_err(value)
+                .to_string();
+            assert!(err.contains("memory-file: expected `on` or `off`"), "{err}");
+        }
     }
 
     #[test]

@@ -215,6 +215,11 @@ pub(crate) struct Mirror {
     waiting: BTreeMap<String, Listing>,
     /// `--store-timeout`: one request; a listing or a read may take twice that (a retry).
     timeout: Duration,
+    /// The bundles the last attempt could not take, by name: state (`incomplete`, `failing`)
+    /// and reason. Kept until the bundle is swapped in or gone from storage.
+    troubles: BTreeMap<String, (&'static str, String)>,
+    /// What [`Mirror::poll`] last told: the troubles, whether the listing failed.
+    told: (BTreeMap<String, (&'static str, String)>, bool),
 }
 
 /// Why a poll failed.
@@ -363,6 +368,8 @@ impl Mirror {
             synced: BTreeMap::new(),
             waiting: BTreeMap::new(),
             timeout,
+            troubles: BTreeMap::new(),
+            told: (BTreeMap::new(), false),
         })
     }
 
@@ -448,6 +455,7 @@ impl Mirror {
             match self.copy(name, listing).await {
                 Ok(Copied::Swapped) => {
                     self.synced.insert(name.clone(), listing.clone());
+                    self.troubles.remove(name);
                     changed.insert(name.clone());
                 }
                 Ok(Copied::ChangedWhileRead) => tracing::info!(
@@ -457,12 +465,17 @@ impl Mirror {
                 Ok(Copied::Incomplete(why)) => {
                     tracing::info!(
                         bundle = %name,
-                        "bundle not complete in storage by its manifest ({why}); the last good copy keeps serving until it is"
+                        "bundle not complete in storage by its manifest ({why}); {}",
+                        keeps(self.synced.contains_key(name))
                     );
                     self.waiting.insert(name.clone(), listing.clone());
+                    let why = format!("not complete by its manifest: {why}");
+                    self.troubles.insert(name.clone(), ("incomplete", why));
                 }
                 Err(e) => {
-                    tracing::error!(bundle = %name, "cannot mirror the bundle: {e}; the last good copy keeps serving")
+                    let keeps = keeps(self.synced.contains_key(name));
+                    tracing::error!(bundle = %name, "cannot mirror the bundle: {e}; {keeps}");
+                    self.troubles.insert(name.clone(), ("failing", e));
                 }
             }
         }
@@ -484,6 +497,7 @@ impl Mirror {
             );
         }
         self.waiting.retain(|n, _| remote.contains_key(n));
+        self.troubles.retain(|n, _| remote.contains_key(n));
         for name in gone {
             self.synced.remove(&name);
             let local = self.dir.join(&name);
@@ -494,6 +508,33 @@ impl Mirror {
             changed.insert(name);
         }
         Ok(changed)
+    }
+
+    /// One [`Mirror::sync`], told to `reloader` when it changes what `/status` shows: object
+    /// storage failing or answering again, the bundles that could not be taken. The caller logs
+    /// a failure and reloads what changed.
+    pub(crate) async fn poll(
+        &mut self,
+        reloader: &Arc<Reloader>,
+    ) -> Result<BTreeSet<String>, SyncError> {
+        let result = self.sync().await;
+        let failing = result.as_ref().err().map(ToString::to_string);
+        if failing.is_some() || self.told.1 {
+            if failing.is_none() {
+                tracing::info!(source = %self.source, "object storage answers again");
+            }
+            self.told.1 = failing.is_some();
+            let reloader = Arc::clone(reloader);
+            let _ =
+                tokio::task::spawn_blocking(move || reloader.set_storage_failing(failing)).await;
+        }
+        if self.told.0 != self.troubles {
+            self.told.0.clone_from(&self.troubles);
+            let (reloader, troubles) = (Arc::clone(reloader), self.troubles.clone());
+            let _ =
+                tokio::task::spawn_blocking(move || reloader.set_storage_bundles(&troubles)).await;
+        }
+        result
     }
 
     /// Downloads every object of `name` into a staging folder; swaps it in when the bundle's
@@ -568,6 +609,15 @@ impl Mirror {
                 )
             })?
             .map_err(|e| format!("cannot read {location}: {}", chain(&e)))
+    }
+}
+
+/// What serves while a bundle cannot be taken from storage.
+fn keeps(mirrored: bool) -> &'static str {
+    if mirrored {
+        "the last good copy keeps serving"
+    } else {
+        "not served until it can be"
     }
 }
 
@@ -828,19 +878,10 @@ impl Drop for Running {
 /// changed. Needs a tokio runtime.
 pub(crate) fn spawn(mut mirror: Mirror, every: Duration, reloader: Arc<Reloader>) -> Running {
     Running(tokio::spawn(async move {
-        let mut failing = false;
         loop {
             tokio::time::sleep(every).await;
-            match mirror.sync().await {
+            match mirror.poll(&reloader).await {
                 Ok(changed) => {
-                    if failing {
-                        tracing::info!(source = %mirror.source, "object storage answers again");
-                        failing = false;
-                        let reloader = Arc::clone(&reloader);
-                        let _ =
-                            tokio::task::spawn_blocking(move || reloader.set_storage_failing(None))
-                                .await;
-                    }
                     if !changed.is_empty() {
                         let reloader = Arc::clone(&reloader);
                         let _ = tokio::task::spawn_blocking(move || {
@@ -852,13 +893,6 @@ pub(crate) fn spawn(mut mirror: Mirror, every: Duration, reloader: Arc<Reloader>
                 Err(e) => {
                     // Every failure is logged, not once: the operator sees it is still failing.
                     tracing::error!("{e}; the last good bundles keep serving");
-                    failing = true;
-                    let reloader = Arc::clone(&reloader);
-                    let reason = e.to_string();
-                    let _ = tokio::task::spawn_blocking(move || {
-                        reloader.set_storage_failing(Some(reason))
-                    })
-                    .await;
                 }
             }
         }
@@ -1219,12 +1253,20 @@ mod tests {
             .expect_err("the connection dropped");
         let changed = mirror.sync().await.expect("listed");
         assert!(changed.is_empty(), "served half-published: {changed:?}");
+        // Told to /status: why the bundle is not there.
+        let (state, why) = mirror.troubles.get("demo").expect("a trouble");
+        assert_eq!(*state, "incomplete");
+        assert!(
+            why.starts_with("not complete by its manifest: missing "),
+            "{why}"
+        );
 
         *storage.puts_left.lock().expect("lock") = None;
         let files = target.publish(&dir, false).await.expect("published");
         assert_eq!(files, 4);
         let changed = mirror.sync().await.expect("listed");
         assert_eq!(changed.into_iter().collect::<Vec<_>>(), ["demo"]);
+        assert!(mirror.troubles.is_empty(), "{:?}", mirror.troubles);
         let local = tmp.path().join("mirror/demo");
         assert_eq!(
             std::fs::read_to_string(local.join("payment_details/_R1.json")).ok(),

@@ -13,7 +13,7 @@
 mod listed;
 mod pieces;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, LazyLock, OnceLock};
 
 use bytes::Bytes;
@@ -1031,11 +1031,15 @@ fn timestamp(t: DateTime<Utc>) -> String {
 struct StatusBody<'a> {
     /// Present only while the file watch is lost.
     #[serde(skip_serializing_if = "Option::is_none")]
-    watch: Option<&'a WatchLost>,
+    watch: Option<&'a Condition>,
     /// Present only while object storage (`--data s3://...`) cannot be read: the bundles below
     /// are the last ones mirrored.
     #[serde(skip_serializing_if = "Option::is_none")]
-    storage: Option<&'a WatchLost>,
+    storage: Option<&'a Condition>,
+    /// The bundles in object storage the last poll could not mirror, by name: incomplete by
+    /// their manifest, or failing to be read or written. Present only when there is one.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    storage_bundles: &'a BTreeMap<String, Condition>,
     /// Present only while the last reload could not list the data folder (the bundles below
     /// are then the previous reload's).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -1043,28 +1047,35 @@ struct StatusBody<'a> {
     bundles: Vec<BundleStatus<'a>>,
 }
 
-/// The file watch is lost: since when and why (`/status`'s `watch`, with `state: "lost"`).
-#[derive(Debug, Clone, Serialize)]
-pub struct WatchLost {
-    pub state: &'static str,
-    pub since: String,
-    pub reason: String,
+/// Something wrong that goes on: its state, since when and why (`/status`'s `watch`, `lost`;
+/// its `storage`, `failing`; each of its `storage_bundles`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(crate) struct Condition {
+    pub(crate) state: &'static str,
+    pub(crate) since: String,
+    pub(crate) reason: String,
 }
 
-impl WatchLost {
-    pub fn now(reason: String) -> WatchLost {
-        WatchLost {
-            state: "lost",
+impl Condition {
+    /// `state` since now.
+    pub(crate) fn now(state: &'static str, reason: String) -> Condition {
+        Condition {
+            state,
             since: timestamp(Utc::now()),
             reason,
         }
     }
 
-    /// Object storage failing since now (`/status`'s `storage`, with `state: "failing"`).
-    pub fn failing(reason: String) -> WatchLost {
-        WatchLost {
-            state: "failing",
-            ..WatchLost::now(reason)
+    /// `state` for `reason` now, after `before`: since `before`'s time if it was the same
+    /// state (the reason is the latest one).
+    pub(crate) fn after(
+        before: Option<Condition>,
+        state: &'static str,
+        reason: String,
+    ) -> Condition {
+        match before {
+            Some(b) if b.state == state => Condition { reason, ..b },
+            _ => Condition::now(state, reason),
         }
     }
 }
@@ -1133,14 +1144,16 @@ fn bundle_status<'a>(e: &'a Entry, sources: &crate::kiosk::Sources) -> BundleSta
 /// be listed when it could not.
 pub(crate) fn status_with<'a>(
     entries: impl Iterator<Item = &'a Entry>,
-    watch: Option<&WatchLost>,
-    storage: Option<&WatchLost>,
+    watch: Option<&Condition>,
+    storage: Option<&Condition>,
+    storage_bundles: &BTreeMap<String, Condition>,
     data_folder_error: Option<&str>,
     sources: &crate::kiosk::Sources,
 ) -> Bytes {
     let body = StatusBody {
         watch,
         storage,
+        storage_bundles,
         data_folder_error,
         bundles: entries.map(|e| bundle_status(e, sources)).collect(),
     };

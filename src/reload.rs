@@ -233,6 +233,21 @@ impl Reloader {
         }
     }
 
+    /// Records the bundles in object storage the mirror could not take (by name: state and
+    /// reason) and publishes a snapshot saying so (once the first load is published). Blocking:
+    /// waits for a reload in progress.
+    #[cfg(feature = "object-store")]
+    pub(crate) fn set_storage_bundles(
+        &self,
+        bundles: &std::collections::BTreeMap<String, (&'static str, String)>,
+    ) {
+        let mut catalog = self.catalog.lock().unwrap_or_else(PoisonError::into_inner);
+        catalog.set_storage_bundles(bundles);
+        if self.store.snapshot().is_ready() {
+            self.store.replace(catalog.snapshot());
+        }
+    }
+
     /// Changes each time a snapshot is published (a reload, a refresh's new state).
     pub(crate) fn published(&self) -> tokio::sync::watch::Receiver<u64> {
         self.store.published()

@@ -51,7 +51,11 @@ pub(crate) fn check(
         return Ok(());
     }
     let Some(token) = token else {
-        return Err(ApiError::AdminLocalOnly);
+        return Err(if is_loopback(peer) {
+            ApiError::AdminHostNotLocal
+        } else {
+            ApiError::AdminLocalOnly
+        });
     };
     match bearer(headers) {
         Some(sent) if token.matches(sent) => Ok(()),
@@ -194,7 +198,7 @@ mod tests {
         ] {
             assert_eq!(
                 check(None, peer, &with_host(rebound)),
-                Err(ApiError::AdminLocalOnly),
+                Err(ApiError::AdminHostNotLocal),
                 "{rebound}"
             );
         }
@@ -215,7 +219,7 @@ mod tests {
             super::check(None, peer, &uri, &HeaderMap::new())
         };
         assert_eq!(h2("localhost:8080"), Ok(()));
-        assert_eq!(h2("evil.example:8080"), Err(ApiError::AdminLocalOnly));
+        assert_eq!(h2("evil.example:8080"), Err(ApiError::AdminHostNotLocal));
     }
 
     #[test]

@@ -158,6 +158,10 @@ errors! {
     /// An admin route (`/status`, `/_journal`, `/_writes/reset`, `/_queue`) asked for by
     /// a peer that is not loopback while no admin token is configured (`http::admin`).
     AdminLocalOnly = (403, "admin_local_only", "This operational endpoint answers loopback clients only: start eventbox with --admin-token to allow remote access with Authorization: Bearer."),
+    /// An admin route asked for from loopback under a host name that may have been rebound
+    /// there (DNS rebinding), or no readable host, while no admin token is configured
+    /// (`http::admin`).
+    AdminHostNotLocal = (403, "admin_host_not_local", "This operational endpoint answers a loopback client only when its Host is localhost, an address or this machine's name (any other name may be a web page's, rebound to this machine): send one of those, or start eventbox with --admin-token and send Authorization: Bearer."),
     /// An admin route asked for by a web page of another origin (`Origin`), which no admin
     /// route answers (`http::admin`).
     AdminCrossOrigin = (403, "admin_cross_origin", "This operational endpoint answers no request from a web page of another origin."),

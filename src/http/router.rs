@@ -136,10 +136,11 @@ fn error_with_body(e: ApiError, body: Bytes) -> Response<Payload> {
     res
 }
 
-/// 405, with `Allow` naming the methods the route's table entry answers.
-fn not_allowed(route: Route) -> Response<Payload> {
+/// 405, with `Allow` naming the methods the route's table entry answers, and OPTIONS when it
+/// answers a preflight (`preflight`: CORS on, a route a page of another origin may read).
+fn not_allowed(route: Route, preflight: bool) -> Response<Payload> {
     let mut res = error(ApiError::MethodNotAllowed);
-    res.headers_mut().insert(ALLOW, methods(route, false));
+    res.headers_mut().insert(ALLOW, methods(route, preflight));
     res
 }
 
@@ -292,7 +293,7 @@ fn checked<'s, B>(
         // No preflight on the other routes no page of another origin may read
         // (`Operation::cross_origin`): the other admin routes (`http::admin`), `/metrics`, `/_ui`.
         _ if !route.cross_origin() && req.method() == Method::OPTIONS => {
-            return Checked::Answered(not_allowed(route))
+            return Checked::Answered(not_allowed(route, false))
         }
         // A CORS preflight: no token (browsers send none), the allow headers added by the server.
         _ if req.method() == Method::OPTIONS && ctx.cors.is_on() => {
@@ -306,7 +307,8 @@ fn checked<'s, B>(
             .iter()
             .any(|(m, _)| *m == req.method().as_str()) =>
         {
-            return Checked::Answered(not_allowed(route))
+            let preflight = route.cross_origin() && ctx.cors.is_on();
+            return Checked::Answered(not_allowed(route, preflight));
         }
         (_, Some(Operation::Healthz)) => {
             return Checked::Answered(json(StatusCode::OK, Bytes::from_static(HEALTHY)))
@@ -826,7 +828,7 @@ fn journal(
     let forget = match *method {
         Method::GET | Method::HEAD => false,
         Method::DELETE => true,
-        _ => return not_allowed(route),
+        _ => return not_allowed(route, false),
     };
     let Some(journal) = journal else {
         return error(ApiError::JournalDisabled);
@@ -852,7 +854,7 @@ fn journal(
             *res.status_mut() = StatusCode::NO_CONTENT;
             res
         }
-        _ => not_allowed(route),
+        _ => not_allowed(route, false),
     }
 }
 

@@ -243,9 +243,11 @@ pub(crate) const BUNDLE_TOML_DOC: bodies::BodyDoc = bodies::BodyDoc {
             },
             decode::FieldDoc {
                 key: "simulate",
-                ty: || decode::Ty::Plain {
-                    what: "table: latency and errors (docs/client-testing.md)",
+                ty: || {
+                    decode::Ty::Plain {
+                    what: "table: latency, errors and faults, bundle-wide and per endpoint (docs/client-testing.md)",
                     example: "{\"latency_ms\": 120}",
+                }
                 },
                 presence: decode::Presence::Optional,
             },
@@ -279,19 +281,20 @@ pub(crate) fn bundle_config(v: &Value, diag: &mut Diag) -> Option<BundleConfig> 
     for key in extra.keys() {
         diag.warning(key, unknown_bundle_key(key));
     }
-    let Some(tokens) = tokens else {
-        if let Some(v) = source_table {
-            // Still checked, so every problem is listed.
-            source(v, diag);
+    // A bundle.toml that reads without `tokens` names none, as `tokens = []` does: deleting the
+    // line takes every token out, the last good version's too (it used to tell nothing, and a
+    // token deleted to revoke it kept opening the last good version).
+    let (out, ok) = match tokens {
+        Some(tokens) => secrets("tokens", "a token", tokens, diag),
+        None => {
+            diag.error(
+                "tokens",
+                "missing required field: tokens = [\"...\"] names the tokens that open this bundle; without it, no request opens this bundle",
+            );
+            (Vec::new(), true)
         }
-        diag.error(
-            "tokens",
-            "missing required field: tokens = [\"...\"] names the tokens that open this bundle",
-        );
-        return None;
     };
-    let (out, ok) = secrets("tokens", "a token", tokens, diag);
-    if ok && out.is_empty() {
+    if ok && out.is_empty() && tokens.is_some() {
         // An error that still gives the (empty) list: how every token is taken out at once,
         // the last good version's too (a leaked only token).
         diag.error(

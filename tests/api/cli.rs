@@ -679,6 +679,17 @@ impl Served {
         std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
     }
 
+    /// Its `/status` (asked from loopback), or `null` when it gives no JSON.
+    pub(crate) async fn status(&self) -> serde_json::Value {
+        let res = crate::helpers::client()
+            .get(format!("{}/status", self.base))
+            .send()
+            .await
+            .expect("status");
+        let body = res.bytes().await.unwrap_or_default();
+        serde_json::from_slice(&body).unwrap_or_default()
+    }
+
     /// Waits for the process to exit (bounded) and returns its exit code.
     pub(crate) fn wait_exit(&mut self) -> Option<i32> {
         let start = std::time::Instant::now();
@@ -1148,7 +1159,7 @@ fn check_strict_takes_the_max_delay_serve_will_run_with() {
     // Against serve's default (30 s) the delay is cut: a warning, which --strict fails on.
     let (code, out, root) = check(&data, &["--strict"]);
     assert_eq!(code, 1, "{out}");
-    let cut = format!("error: {root}/slow/bundle.toml: simulate: a delay of up to 45000 ms is longer than --max-delay (30s): such delays are cut to it");
+    let cut = format!("error: {root}/slow/bundle.toml: simulate: a delay of up to 45000 ms (every endpoint) is longer than --max-delay (30s): such delays are cut to it");
     assert!(out.lines().any(|l| l == cut), "missing {cut:?} in:\n{out}");
 
     // For a server run with --max-delay 1m the bundle is clean.
@@ -1599,15 +1610,7 @@ async fn with_a_fifo_in_a_bundle_serve_answers_the_others_reloads_and_exits_on_s
 
     assert_eq!(get_event(&served.base, "demo-token").await.0, 200);
     assert_eq!(get_event(&served.base, "piped-token").await.0, 401);
-    let status = crate::helpers::client()
-        .get(format!("{}/status", served.base))
-        .send()
-        .await
-        .expect("status")
-        .text()
-        .await
-        .expect("a body");
-    let status: serde_json::Value = serde_json::from_str(&status).expect("JSON");
+    let status = served.status().await;
     let piped = status["bundles"]
         .as_array()
         .and_then(|b| b.iter().find(|b| b["name"] == "piped"))

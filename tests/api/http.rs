@@ -445,6 +445,7 @@ async fn cors_none_sends_no_cors_headers_and_options_is_405() {
 
     assert!(res.header("access-control-allow-origin").is_none());
     options.assert_error(405, "method_not_allowed");
+    assert_eq!(options.header("allow"), Some("GET, HEAD"), "no preflight");
 }
 
 // ---- limits -------------------------------------------------------------------------------

@@ -577,6 +577,22 @@ async fn a_bundle_with_a_manifest_is_served_only_when_its_objects_are_the_manife
     })
     .await;
     assert_eq!(get_event(&served.base, "demo-token").await.0, 401);
+    assert!(
+        served
+            .stderr()
+            .contains("(missing event.json); not served until it can be"),
+        "{}",
+        served.stderr()
+    );
+    // /status says which bundle waits, since when and why (it used to be in the log alone).
+    let trouble = served.status().await["storage_bundles"]["demo"].clone();
+    assert_eq!(trouble["state"], "incomplete", "{trouble}");
+    assert_eq!(
+        trouble["reason"], "not complete by its manifest: missing event.json",
+        "{trouble}"
+    );
+    let since = trouble["since"].clone();
+    assert!(since.is_string(), "{trouble}");
 
     // The file with the right size and other bytes: refused by its digest.
     put(&store, "events/demo/event.json", renamed.clone()).await;
@@ -587,6 +603,17 @@ async fn a_bundle_with_a_manifest_is_served_only_when_its_objects_are_the_manife
     })
     .await;
     assert_eq!(get_event(&served.base, "demo-token").await.0, 401);
+    // Still incomplete: the latest reason, since the first time.
+    wait_for("/status giving the new reason", &served, async || {
+        served.status().await["storage_bundles"]["demo"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("has other bytes than the manifest's"))
+    })
+    .await;
+    assert_eq!(
+        served.status().await["storage_bundles"]["demo"]["since"],
+        since
+    );
 
     // The manifest's bytes: served.
     put(&store, "events/demo/event.json", event).await;
@@ -598,6 +625,10 @@ async fn a_bundle_with_a_manifest_is_served_only_when_its_objects_are_the_manife
         get_event(&served.base, "demo-token").await.1["data"][0]["title"],
         title.as_str()
     );
+    wait_for("/status clear of the bundle", &served, async || {
+        served.status().await.get("storage_bundles").is_none()
+    })
+    .await;
 
     // A new version: its file first (old manifest: not taken), then its manifest (taken).
     put(&store, "events/demo/event.json", renamed.clone()).await;

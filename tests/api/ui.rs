@@ -208,6 +208,37 @@ async fn until_found(browser: &fantoccini::Client, css: &'static str, what: &str
     .await;
 }
 
+/// Opens the status page of the server at `base` and waits until it shows the bundle `demo`.
+async fn open_on_demo(browser: &fantoccini::Client, base: &str) {
+    browser
+        .goto(&format!("{base}/_ui"))
+        .await
+        .expect("the page opens");
+    until_found(browser, "[data-bundle=demo]", "the page to show the bundle").await;
+}
+
+/// The text of the element `css` selects, if the page has one.
+async fn text(browser: &fantoccini::Client, css: &'static str) -> Option<String> {
+    browser
+        .find(Locator::Css(css))
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()
+}
+
+/// Waits (15 s at most) until the element `css` selects holds `wanted`.
+async fn until_text(browser: &fantoccini::Client, css: &'static str, wanted: &str, what: &str) {
+    until(Duration::from_secs(15), what, || async {
+        text(browser, css)
+            .await
+            .filter(|t| t.contains(wanted))
+            .map(|_| ())
+    })
+    .await;
+}
+
 const SECRET: &str = "ui-Admin-secret-5b1d";
 
 /// Seen from another machine (a container's published port, a desk's tablet), the page opens
@@ -322,32 +353,15 @@ async fn a_page_whose_server_stopped_greys_what_it_shows_and_says_why() {
         .goto(&format!("{}/_ui", nothing.base))
         .await
         .expect("the page opens");
-    let text = |css: &'static str| {
-        let b = browser.clone();
-        async move { b.find(Locator::Css(css)).await.ok()?.text().await.ok() }
-    };
-    until(
-        Duration::from_secs(15),
+    until_text(
+        &browser,
+        "#bundles",
+        "No bundle in the data folder",
         "the page to say no bundle",
-        || async {
-            text("#bundles")
-                .await
-                .filter(|t| t.contains("No bundle in the data folder"))
-                .map(|_| ())
-        },
     )
     .await;
 
-    browser
-        .goto(&format!("{}/_ui", server.base))
-        .await
-        .expect("the page opens");
-    until_found(
-        &browser,
-        "[data-bundle=demo]",
-        "the page to show the bundle",
-    )
-    .await;
+    open_on_demo(&browser, &server.base).await;
     let stale = |b: fantoccini::Client| async move {
         b.find(Locator::Css("body"))
             .await
@@ -371,7 +385,7 @@ async fn a_page_whose_server_stopped_greys_what_it_shows_and_says_why() {
         || stale(browser.clone()),
     )
     .await;
-    let said = text("#when").await.unwrap_or_default();
+    let said = text(&browser, "#when").await.unwrap_or_default();
     assert!(
         said.starts_with("cannot reach eventbox") && said.contains("(shown: its last answer)"),
         "{said}"
@@ -383,5 +397,61 @@ async fn a_page_whose_server_stopped_greys_what_it_shows_and_says_why() {
             .is_ok(),
         "what it showed stays"
     );
+    browser.close().await.expect("the session closes");
+}
+
+/// What is wrong with the server as a whole, not one bundle (here its data folder cannot be
+/// read), is said above the bundles, which stay shown as what is still served; it goes once
+/// the folder is back. The page used to show the bundles alone: nothing said they were the
+/// last ones read.
+#[tokio::test]
+async fn the_page_says_when_the_data_folder_cannot_be_read_and_when_it_can_again() {
+    let Some((_driver, browser)) = browser().await else {
+        return;
+    };
+    let data = crate::helpers::TempData::new();
+    data.with_demo("demo");
+    let server = crate::helpers::spawn_app(data.path()).await;
+    open_on_demo(&browser, &server.base).await;
+    assert_eq!(text(&browser, "#server").await.as_deref(), Some(""));
+
+    let moved = tempfile::tempdir().expect("tmp");
+    let aside = moved.path().join("data");
+    std::fs::rename(data.path(), &aside).expect("move the data folder away");
+    let app = server.app.clone();
+    let failed = tokio::task::spawn_blocking(move || app.load())
+        .await
+        .expect("task");
+    assert!(failed.is_err());
+    until_text(
+        &browser,
+        "#server",
+        "Cannot read the data folder",
+        "the page to say the data folder cannot be read",
+    )
+    .await;
+    let said = text(&browser, "#server").await.unwrap_or_default();
+    assert!(said.contains("the last ones read"), "{said}");
+    assert!(
+        browser
+            .find(Locator::Css("[data-bundle=demo]"))
+            .await
+            .is_ok(),
+        "the bundle still served stays shown"
+    );
+
+    std::fs::rename(&aside, data.path()).expect("move it back");
+    let app = server.app.clone();
+    tokio::task::spawn_blocking(move || app.load())
+        .await
+        .expect("task")
+        .expect("reloads");
+    until(Duration::from_secs(15), "the problem to go", || async {
+        text(&browser, "#server")
+            .await
+            .filter(String::is_empty)
+            .map(|_| ())
+    })
+    .await;
     browser.close().await.expect("the session closes");
 }

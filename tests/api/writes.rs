@@ -280,7 +280,7 @@ async fn refused_writes_are_4xx_with_a_clear_message_and_change_nothing() {
     assert!(text.contains("unsupported_media_type"), "{text}");
     let get = app.get(create, DEMO_TOKEN).await;
     get.assert_error(405, "method_not_allowed");
-    assert_eq!(get.header("allow"), Some("POST"));
+    assert_eq!(get.header("allow"), Some("POST, OPTIONS"));
     let no_token = app
         .send(Method::POST, create, None, Some((JSON, &form)))
         .await;
