@@ -499,13 +499,15 @@ impl ServeOptions {
             _ => None,
         };
         // What beats the file's `key` (either spelling): its own flag or variable, or one that
-        // decides the same thing: `--watch` the file's `no-watch`, an `--addr` with a port its
-        // `port`. Before, those two file keys won over the flags.
+        // decides the same thing: `--watch` the file's `no-watch`, `--no-watch` its `watch`, an
+        // `--addr` with a port its `port`. Before, those file keys won over the flags.
         let addr_port = self.addr.is_some_and(|a| a.port.is_some());
+        let no_watch = self.no_watch;
         let beaten_by = |key: &str| {
             let id = key.replace('-', "_");
             source(&id).or_else(|| match id.as_str() {
                 "no_watch" => source("watch"),
+                "watch" if no_watch => source("no_watch"),
                 "port" if addr_port => source("addr"),
                 _ => None,
             })
@@ -686,23 +688,7 @@ impl ServeOptions {
                 ));
             }
         }
-        for origin in &self.cors_origin {
-            crate::http::cors::check_origin(origin).map_err(ConfigError::Value)?;
-        }
-        // An empty list (`cors-origin = []` or `""` in the file) would allow every origin, and
-        // `none` beside origins would be dropped: neither says what it seems to.
-        let none = |o: &String| o.trim().eq_ignore_ascii_case("none");
-        if self.cors_origin.is_empty() {
-            return Err(ConfigError::Value(
-                "--cors-origin names no origin: write \"*\" to allow every origin, or \"none\" to turn CORS off"
-                    .to_string(),
-            ));
-        }
-        if self.cors_origin.iter().any(none) && !self.cors_origin.iter().all(none) {
-            return Err(ConfigError::Value(
-                "--cors-origin none turns CORS off: it cannot be given with origins".to_string(),
-            ));
-        }
+        Cors::parse(&self.cors_origin).map_err(ConfigError::Value)?;
         if self.journal > MAX_JOURNAL {
             return Err(ConfigError::Value(format!(
                 "--journal keeps at most {MAX_JOURNAL} requests, not {}",
@@ -748,7 +734,9 @@ impl ServeOptions {
 
     /// Which origins may read answers.
     pub(crate) fn cors(&self) -> Cors {
-        Cors::from_origins(&self.cors_origin)
+        // Checked when resolved: a list that cannot be used never gets here (if it did, no
+        // origin would be allowed rather than every one).
+        Cors::parse(&self.cors_origin).unwrap_or(Cors::Off)
     }
 
     /// Whether answers get gzip and brotli variants.
@@ -1199,6 +1187,17 @@ mod tests {
         assert_eq!(options.listen_addr(), "0.0.0.0:9000".parse().expect("a"));
         assert_eq!(options.watch_mode(), WatchMode::Off);
         assert!(warnings.is_empty(), "{warnings:?}");
+        // And the other way: `--no-watch` turns off the watch the file names, and says so.
+        let (_dir, path) = file("watch = \"poll\"\n");
+        let p = path.to_str().expect("UTF-8");
+        let (options, warnings) = resolved(&["-c", p, "--no-watch"]).expect("resolves");
+        assert_eq!(options.watch_mode(), WatchMode::Off);
+        assert_eq!(
+            warnings,
+            [format!(
+                "{p}:1: watch is not used: --no-watch is set, and wins over the file"
+            )]
+        );
     }
 
     #[test]

@@ -448,7 +448,14 @@ impl Mirror {
         let remote = self.list(self.root().as_ref()).await?;
         let mut changed = BTreeSet::new();
         for (name, listing) in &remote {
-            if self.synced.get(name) == Some(listing) || self.waiting.get(name) == Some(listing) {
+            if self.synced.get(name) == Some(listing) {
+                // Back to what was swapped in (a stray object put there and removed): nothing
+                // to take, nothing wrong.
+                self.waiting.remove(name);
+                self.troubles.remove(name);
+                continue;
+            }
+            if self.waiting.get(name) == Some(listing) {
                 continue;
             }
             self.waiting.remove(name);
@@ -466,14 +473,14 @@ impl Mirror {
                     tracing::info!(
                         bundle = %name,
                         "bundle not complete in storage by its manifest ({why}); {}",
-                        keeps(self.synced.contains_key(name))
+                        self.keeps(name)
                     );
                     self.waiting.insert(name.clone(), listing.clone());
                     let why = format!("not complete by its manifest: {why}");
                     self.troubles.insert(name.clone(), ("incomplete", why));
                 }
                 Err(e) => {
-                    let keeps = keeps(self.synced.contains_key(name));
+                    let keeps = self.keeps(name);
                     tracing::error!(bundle = %name, "cannot mirror the bundle: {e}; {keeps}");
                     self.troubles.insert(name.clone(), ("failing", e));
                 }
@@ -508,6 +515,16 @@ impl Mirror {
             changed.insert(name);
         }
         Ok(changed)
+    }
+
+    /// What serves while bundle `name` cannot be taken from storage: the copy in the mirror's
+    /// folder, this run's or an earlier one's, if there is one.
+    fn keeps(&self, name: &str) -> &'static str {
+        if self.dir.join(name).is_dir() {
+            "the last good copy keeps serving"
+        } else {
+            "not served until it can be"
+        }
     }
 
     /// One [`Mirror::sync`], told to `reloader` when it changes what `/status` shows: object
@@ -609,15 +626,6 @@ impl Mirror {
                 )
             })?
             .map_err(|e| format!("cannot read {location}: {}", chain(&e)))
-    }
-}
-
-/// What serves while a bundle cannot be taken from storage.
-fn keeps(mirrored: bool) -> &'static str {
-    if mirrored {
-        "the last good copy keeps serving"
-    } else {
-        "not served until it can be"
     }
 }
 
@@ -1192,6 +1200,45 @@ mod tests {
         assert_eq!(changed.into_iter().collect::<Vec<_>>(), ["demo"]);
         assert_eq!(*storage.reads.lock().expect("lock"), ["events/demo/b.json"]);
         assert_eq!(local("b.json").as_deref(), Some("\"b3\""));
+    }
+
+    /// A stray object put beside a bundle with a manifest makes it incomplete (said in
+    /// `/status`); once it is removed, storage holds what was swapped in again, and nothing is
+    /// wrong any more. The trouble used to stay until the next publish.
+    #[tokio::test]
+    async fn a_trouble_goes_when_storage_holds_the_bundle_swapped_in_again() {
+        let storage = storage_with(&[]).await;
+        let tmp = tempfile::tempdir().expect("tmp");
+        let dir = tmp.path().join("pulled");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(dir.join("bundle.toml"), "tokens = [\"t\"]\n").expect("write");
+        std::fs::write(dir.join("event.json"), "\"e\"").expect("write");
+        let mut mirror = mirror_of(&storage, "s3://bucket/events", &tmp.path().join("mirror"));
+        let source = Source::parse(Path::new("s3://bucket/events"))
+            .expect("s3")
+            .expect("valid");
+        let target =
+            Target::over(storage.clone(), &source, "demo", Duration::from_secs(5)).expect("a name");
+        target.publish(&dir, false).await.expect("published");
+        let changed = mirror.sync().await.expect("listed");
+        assert_eq!(changed.into_iter().collect::<Vec<_>>(), ["demo"]);
+
+        let stray = StorePath::from("events/demo/stray.json");
+        let body = bytes::Bytes::from_static(b"{}");
+        storage.put(&stray, body.into()).await.expect("put");
+        assert!(mirror.sync().await.expect("listed").is_empty());
+        let (state, why) = mirror.troubles.get("demo").expect("a trouble");
+        assert_eq!(
+            (*state, why.as_str()),
+            (
+                "incomplete",
+                "not complete by its manifest: not in the manifest: stray.json"
+            )
+        );
+
+        storage.delete(&stray).await.expect("delete");
+        assert!(mirror.sync().await.expect("listed").is_empty());
+        assert!(mirror.troubles.is_empty(), "{:?}", mirror.troubles);
     }
 
     /// An object whose name is not ASCII (or holds a space) is asked for by the name it is

@@ -439,7 +439,8 @@ impl Builder {
         self
     }
 
-    /// Which origins may read answers (default every origin, as `--cors-origin`).
+    /// Which origins may read answers (default every origin, as `--cors-origin`; `Origins` with
+    /// none is refused at start, as an empty `--cors-origin` list is).
     pub fn cors(mut self, cors: Cors) -> Builder {
         self.options.cors_origin = match cors {
             Cors::Off => vec!["none".to_string()],

@@ -3,7 +3,8 @@
 //! answer a loopback peer (127.0.0.0/8,
 //! `::1`, and `::1`'s IPv4-mapped form `::ffff:127.x.y.z`) freely; any other peer needs the
 //! admin token (`--admin-token`) as `Authorization: Bearer <token>`, compared in constant
-//! time. Without a configured token a remote peer gets 403 `admin_local_only`; with one, a
+//! time. Without a configured token a remote peer gets 403 `admin_local_only` (a loopback peer
+//! under a host name that is not local, below, 403 `admin_host_not_local`); with one, a
 //! missing or wrong bearer gets 401 `admin_token_required` (with `WWW-Authenticate: Bearer`,
 //! added by `router::error`).
 //!

@@ -65,21 +65,31 @@ pub(crate) fn check_origin(value: &str) -> Result<(), String> {
 
 impl Cors {
     /// From `--cors-origin` values: `none` turns CORS off, `*` (the default) allows every origin.
-    /// Spaces around a value and a trailing `/` are ignored (`a, b` in a variable).
-    pub fn from_origins(origins: &[String]) -> Cors {
+    /// Spaces around a value and a trailing `/` are ignored (`a, b` in a variable). Each value
+    /// is checked ([`check_origin`]); no value at all (which would allow every origin), and
+    /// `none` beside origins (which would be dropped), are refused: neither says what it seems
+    /// to.
+    pub fn parse(origins: &[String]) -> Result<Cors, String> {
+        for origin in origins {
+            check_origin(origin)?;
+        }
         let origins: Vec<&str> = origins.iter().map(|o| o.trim()).collect();
-        if origins.is_empty() || origins.contains(&"*") {
-            Cors::Any
-        } else if origins.iter().all(|o| o.eq_ignore_ascii_case("none")) {
-            Cors::Off
+        let none = |o: &&str| o.eq_ignore_ascii_case("none");
+        if origins.is_empty() {
+            Err("--cors-origin names no origin: write \"*\" to allow every origin, or \"none\" to turn CORS off".to_string())
+        } else if origins.iter().all(none) {
+            Ok(Cors::Off)
+        } else if origins.iter().any(none) {
+            Err("--cors-origin none turns CORS off: it cannot be given with origins".to_string())
+        } else if origins.contains(&"*") {
+            Ok(Cors::Any)
         } else {
-            Cors::Origins(
+            Ok(Cors::Origins(
                 origins
                     .iter()
-                    .filter(|o| !o.eq_ignore_ascii_case("none"))
                     .map(|o| o.trim_end_matches('/').to_string())
                     .collect(),
-            )
+            ))
         }
     }
 
@@ -139,18 +149,32 @@ mod tests {
 
     #[test]
     fn origins_from_flags() {
-        assert_eq!(Cors::from_origins(&[]), Cors::Any);
-        assert_eq!(Cors::from_origins(&["*".into()]), Cors::Any);
-        assert_eq!(Cors::from_origins(&["none".into()]), Cors::Off);
+        let parse =
+            |list: &[&str]| Cors::parse(&list.iter().map(|o| o.to_string()).collect::<Vec<_>>());
+        assert_eq!(parse(&["*"]), Ok(Cors::Any));
+        assert_eq!(parse(&["none"]), Ok(Cors::Off));
+        assert_eq!(parse(&["None", "none"]), Ok(Cors::Off));
         assert_eq!(
-            Cors::from_origins(&["https://app.example/".into()]),
-            Cors::Origins(vec!["https://app.example".into()])
+            parse(&["https://app.example/"]),
+            Ok(Cors::Origins(vec!["https://app.example".into()]))
         );
         // EVENTBOX_CORS_ORIGIN="https://a.example, https://b.example", split at the comma.
         assert_eq!(
-            Cors::from_origins(&["https://a.example".into(), " https://b.example".into()]),
-            Cors::Origins(vec!["https://a.example".into(), "https://b.example".into()])
+            parse(&["https://a.example", " https://b.example"]),
+            Ok(Cors::Origins(vec![
+                "https://a.example".into(),
+                "https://b.example".into()
+            ]))
         );
+        // Nothing, or `none` beside an origin: refused, not every origin nor `none` dropped.
+        let refused = parse(&[]).expect_err("empty");
+        assert!(refused.contains("names no origin"), "{refused}");
+        let refused = parse(&["none", "https://a.example"]).expect_err("none and an origin");
+        assert!(
+            refused.contains("cannot be given with origins"),
+            "{refused}"
+        );
+        assert!(parse(&["app.example"]).is_err());
     }
 
     /// Values that would match no browser's `Origin` are refused with what to write instead.
@@ -204,7 +228,7 @@ mod tests {
 
     #[test]
     fn listed_origins_are_echoed_and_others_are_not() {
-        let cors = Cors::from_origins(&["https://app.example".into()]);
+        let cors = Cors::Origins(vec!["https://app.example".into()]);
         let mut h = HeaderMap::new();
         cors.apply(
             Some(&HeaderValue::from_static("https://app.example")),

@@ -371,7 +371,7 @@ async fn answers_and_errors_carry_cors_headers() {
 
 #[tokio::test]
 async fn listed_origins_are_echoed_and_others_refused() {
-    let app = demo_with(|s| s.cors = Cors::from_origins(&["https://app.example".into()])).await;
+    let app = demo_with(|s| s.cors = Cors::Origins(vec!["https://app.example".into()])).await;
 
     let allowed = app
         .get_with(
@@ -430,7 +430,7 @@ async fn listed_origins_are_echoed_and_others_refused() {
 
 #[tokio::test]
 async fn cors_none_sends_no_cors_headers_and_options_is_405() {
-    let app = demo_with(|s| s.cors = Cors::from_origins(&["none".into()])).await;
+    let app = demo_with(|s| s.cors = Cors::Off).await;
 
     let res = app
         .get_with(
