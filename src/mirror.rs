@@ -1017,6 +1017,8 @@ mod tests {
         change_on_read: std::sync::Mutex<Option<(String, String, &'static str)>>,
         /// How many more writes succeed (`None`: all), as a connection that drops would.
         puts_left: std::sync::Mutex<Option<usize>>,
+        /// Objects whose reads are refused, as a store denying access to them would.
+        refused: std::sync::Mutex<BTreeSet<String>>,
         /// Each object's ETag as S3 makes it, from its bytes (`InMemory` counts writes): the
         /// same bytes written again list with the same ETag and a new time.
         etags: std::sync::Mutex<BTreeMap<String, String>>,
@@ -1065,6 +1067,17 @@ mod tests {
             options: object_store::GetOptions,
         ) -> object_store::Result<object_store::GetResult> {
             self.reads.lock().expect("lock").push(location.to_string());
+            if self
+                .refused
+                .lock()
+                .expect("lock")
+                .contains(location.as_ref())
+            {
+                return Err(object_store::Error::Generic {
+                    store: "Storage",
+                    source: "access denied".into(),
+                });
+            }
             let got = self.inner.get_opts(location, options).await?;
             let due = {
                 let mut change = self.change_on_read.lock().expect("lock");
@@ -1239,6 +1252,52 @@ mod tests {
         storage.delete(&stray).await.expect("delete");
         assert!(mirror.sync().await.expect("listed").is_empty());
         assert!(mirror.troubles.is_empty(), "{:?}", mirror.troubles);
+    }
+
+    /// An object that cannot be read fails its bundle, said in `/status` with why, the copy
+    /// swapped in before kept; once it reads, the bundle is taken and nothing is wrong.
+    #[tokio::test]
+    async fn an_object_that_cannot_be_read_fails_its_bundle_until_it_can() {
+        let storage = storage_with(&[
+            ("events/demo/bundle.toml", "tokens = [\"t\"]\n"),
+            ("events/demo/event.json", "\"e1\""),
+        ])
+        .await;
+        let tmp = tempfile::tempdir().expect("tmp");
+        let mut mirror = mirror_of(&storage, "s3://bucket/events", &tmp.path().join("mirror"));
+        assert_eq!(mirror.sync().await.expect("listed").len(), 1);
+        let event = StorePath::from("events/demo/event.json");
+        let body = bytes::Bytes::from_static(b"\"e2\"");
+        storage.put(&event, body.into()).await.expect("put");
+        storage
+            .refused
+            .lock()
+            .expect("lock")
+            .insert(event.to_string());
+
+        assert!(mirror.sync().await.expect("listed").is_empty());
+        let (state, why) = mirror.troubles.get("demo").expect("a trouble");
+        assert_eq!(*state, "failing");
+        assert!(
+            why.starts_with("cannot read events/demo/event.json: "),
+            "{why}"
+        );
+        assert!(why.contains("access denied"), "{why}");
+        assert_eq!(mirror.keeps("demo"), "the last good copy keeps serving");
+        let local = tmp.path().join("mirror/demo/event.json");
+        assert_eq!(
+            std::fs::read_to_string(&local).ok().as_deref(),
+            Some("\"e1\"")
+        );
+
+        storage.refused.lock().expect("lock").clear();
+        assert_eq!(mirror.sync().await.expect("listed").len(), 1);
+        assert!(mirror.troubles.is_empty(), "{:?}", mirror.troubles);
+        assert_eq!(
+            std::fs::read_to_string(&local).ok().as_deref(),
+            Some("\"e2\"")
+        );
+        assert_eq!(mirror.keeps("other"), "not served until it can be");
     }
 
     /// An object whose name is not ASCII (or holds a space) is asked for by the name it is
