@@ -66,7 +66,7 @@ pub(crate) fn check_origin(value: &str) -> Result<(), String> {
 impl Cors {
     /// From `--cors-origin` values: `none` turns CORS off, `*` (the default) allows every origin.
     /// Spaces around a value and a trailing `/` are ignored (`a, b` in a variable). Each value
-    /// is checked ([`check_origin`]); no value at all (which would allow every origin), and
+    /// is checked (`check_origin`); no value at all (which would allow every origin), and
     /// `none` beside origins (which would be dropped), are refused: neither says what it seems
     /// to.
     pub fn parse(origins: &[String]) -> Result<Cors, String> {
