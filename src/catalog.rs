@@ -287,6 +287,10 @@ pub struct Refreshed {
     pub removed: Vec<String>,
 }
 
+/// The bundles in object storage the mirror could not take, by name: state (`incomplete`,
+/// `failing`) and reason (`/status`'s `storage_bundles`, with since when).
+pub(crate) type StorageTroubles = BTreeMap<String, (&'static str, String)>;
+
 /// Every bundle folder of a data folder, across reloads.
 #[derive(Debug)]
 pub(crate) struct Catalog {
@@ -406,10 +410,7 @@ impl Catalog {
 
     /// Records the bundles the mirror could not take, each with its state and reason: one kept
     /// in the same state keeps the time it was first seen in it; the next snapshot shows them.
-    pub(crate) fn set_storage_bundles(
-        &mut self,
-        bundles: &BTreeMap<String, (&'static str, String)>,
-    ) {
+    pub(crate) fn set_storage_bundles(&mut self, bundles: &StorageTroubles) {
         let mut before = std::mem::take(&mut self.storage_bundles);
         self.storage_bundles = bundles
             .iter()

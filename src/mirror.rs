@@ -28,7 +28,7 @@ use object_store::aws::AmazonS3Builder;
 use object_store::path::{Path as StorePath, PathPart};
 use object_store::{ClientOptions, ObjectStore};
 
-use crate::catalog::Scope;
+use crate::catalog::{Scope, StorageTroubles};
 use crate::reload::Reloader;
 use crate::stage::Staging;
 
@@ -217,9 +217,11 @@ pub(crate) struct Mirror {
     timeout: Duration,
     /// The bundles the last attempt could not take, by name: state (`incomplete`, `failing`)
     /// and reason. Kept until the bundle is swapped in or gone from storage.
-    troubles: BTreeMap<String, (&'static str, String)>,
-    /// What [`Mirror::poll`] last told: the troubles, whether the listing failed.
-    told: (BTreeMap<String, (&'static str, String)>, bool),
+    troubles: StorageTroubles,
+    /// The troubles [`Mirror::poll`] last told.
+    told_troubles: StorageTroubles,
+    /// Whether [`Mirror::poll`] last told that the listing failed.
+    told_failing: bool,
 }
 
 /// Why a poll failed.
@@ -369,7 +371,8 @@ impl Mirror {
             waiting: BTreeMap::new(),
             timeout,
             troubles: BTreeMap::new(),
-            told: (BTreeMap::new(), false),
+            told_troubles: BTreeMap::new(),
+            told_failing: false,
         })
     }
 
@@ -536,17 +539,17 @@ impl Mirror {
     ) -> Result<BTreeSet<String>, SyncError> {
         let result = self.sync().await;
         let failing = result.as_ref().err().map(ToString::to_string);
-        if failing.is_some() || self.told.1 {
+        if failing.is_some() || self.told_failing {
             if failing.is_none() {
                 tracing::info!(source = %self.source, "object storage answers again");
             }
-            self.told.1 = failing.is_some();
+            self.told_failing = failing.is_some();
             let reloader = Arc::clone(reloader);
             let _ =
                 tokio::task::spawn_blocking(move || reloader.set_storage_failing(failing)).await;
         }
-        if self.told.0 != self.troubles {
-            self.told.0.clone_from(&self.troubles);
+        if self.told_troubles != self.troubles {
+            self.told_troubles.clone_from(&self.troubles);
             let (reloader, troubles) = (Arc::clone(reloader), self.troubles.clone());
             let _ =
                 tokio::task::spawn_blocking(move || reloader.set_storage_bundles(&troubles)).await;

@@ -237,10 +237,7 @@ impl Reloader {
     /// reason) and publishes a snapshot saying so (once the first load is published). Blocking:
     /// waits for a reload in progress.
     #[cfg(feature = "object-store")]
-    pub(crate) fn set_storage_bundles(
-        &self,
-        bundles: &std::collections::BTreeMap<String, (&'static str, String)>,
-    ) {
+    pub(crate) fn set_storage_bundles(&self, bundles: &crate::catalog::StorageTroubles) {
         let mut catalog = self.catalog.lock().unwrap_or_else(PoisonError::into_inner);
         catalog.set_storage_bundles(bundles);
         if self.store.snapshot().is_ready() {
