@@ -90,11 +90,13 @@ impl App {
             Arc::clone(&store),
             Arc::clone(&metrics),
         ));
+        let writes = Arc::new(Writes::new(options.read_only));
+        metrics.track_writes(Arc::clone(&writes));
         App {
             store,
             metrics,
             reloader,
-            writes: Arc::new(Writes::new(options.read_only)),
+            writes,
             sources,
             options: Arc::new(options.clone()),
         }

@@ -74,6 +74,9 @@ pub(crate) struct Version {
     loaded_tokens: Vec<Token>,
     pub(crate) summary: Summary,
     pub(crate) loaded_at: DateTime<Utc>,
+    /// The warnings of the load that made it, shown by `/status` while it serves after a
+    /// later attempt failed (the entry's own problems are that attempt's).
+    pub(crate) warnings: Arc<[Problem]>,
 }
 
 /// A bundle folder's state.
@@ -167,6 +170,7 @@ impl Entry {
                         loaded_tokens: bundle.config.tokens.clone(),
                         summary: Summary::of(&bundle),
                         loaded_at: report.loaded_at,
+                        warnings: report.problems.iter().filter(|p| !p.is_error()).cloned().collect(),
                     })),
                     Err(e) => {
                         report.problems.push(Problem::error(
@@ -202,6 +206,7 @@ impl Entry {
                         loaded_tokens: good.loaded_tokens.clone(),
                         summary: good.summary.clone(),
                         loaded_at: good.loaded_at,
+                        warnings: Arc::clone(&good.warnings),
                     })
                 });
             }
@@ -219,6 +224,7 @@ impl Entry {
                     loaded_tokens: good.loaded_tokens.clone(),
                     summary: good.summary.clone(),
                     loaded_at: good.loaded_at,
+                    warnings: Arc::clone(&good.warnings),
                 }));
             }
         }
@@ -242,6 +248,7 @@ impl Entry {
                 loaded_tokens: c.loaded_tokens.clone(),
                 summary: c.summary.clone(),
                 loaded_at: now,
+                warnings: Arc::clone(&c.warnings),
             }));
         }
         self.checked_at = now;
@@ -285,6 +292,9 @@ pub struct Refreshed {
     pub unchanged: Vec<String>,
     /// Bundles whose folder is gone.
     pub removed: Vec<String>,
+    /// Those of `removed` found again under a new name (old, new): the same bundle renamed,
+    /// its tokens opening it there.
+    pub renamed: Vec<(String, String)>,
 }
 
 /// The bundles in object storage the mirror could not take, by name: state (`incomplete`,
@@ -490,9 +500,10 @@ impl Catalog {
             .cloned()
             .collect();
         let mut freed = Vec::new();
+        let mut renamed = Vec::new();
         for name in &removed {
             if let Some(serving) = self.entries.remove(name).and_then(|e| e.serving) {
-                freed.push(serving.tokens.clone());
+                freed.push((name, serving.tokens.clone()));
             }
             let _ = self.sources.forget(name);
         }
@@ -521,10 +532,13 @@ impl Catalog {
                     let mut entry = Entry::new(*report, self.compression, &self.sources);
                     entry.fingerprint = fingerprint.filter(|_| entry.candidate.is_some());
                     // A broken one claims nothing: it must not keep a copy from the tokens.
-                    entry.renamed = entry.candidate.is_some()
-                        && freed.iter().any(|served: &Vec<Token>| {
-                            served.iter().all(|t| entry.tokens.contains(t))
-                        });
+                    let was = freed.iter().find(|(_, served)| {
+                        entry.candidate.is_some() && served.iter().all(|t| entry.tokens.contains(t))
+                    });
+                    entry.renamed = was.is_some();
+                    if let Some((was, _)) = was {
+                        renamed.push((was.to_string(), name.clone()));
+                    }
                     self.entries.insert(name.clone(), entry);
                 }
                 (Attempt::Unchanged(_), None) => {} // not asked for without an entry
@@ -535,6 +549,7 @@ impl Catalog {
             loaded,
             unchanged,
             removed,
+            renamed,
         })
     }
 
@@ -937,6 +952,9 @@ mod arbitration {
         );
 
         std::fs::rename(tmp.path().join("old-name"), tmp.path().join("new-name")).expect("rename");
+        let refreshed = catalog.refresh(&Scope::All).expect("the data folder lists");
+        assert_eq!(refreshed.removed, ["old-name"]);
+        assert_eq!(refreshed.renamed, [("old-name".into(), "new-name".into())]);
         let served = serve(&mut catalog, &["event-token", "other-token"]);
 
         assert_eq!(served, vec![some("new-name"), some("other")]);

@@ -5,7 +5,7 @@
 //! bundles and `check` can list everything at once. Only a data folder that cannot be listed at
 //! all is an `Err`. Deciding between bundles (token clashes, reloads) is `catalog`'s job.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::io::{self, BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::api::{self, Decode, Feed, FileBody};
-use crate::model::decode::Diag;
+use crate::model::decode::{self, Diag};
 use crate::model::payments;
 use crate::model::{self, Bundle, Format, Slot};
 use crate::prepare::{Payments, PaymentsWriter, Pieces};
@@ -74,11 +74,14 @@ pub(crate) fn ignored(name: &str) -> bool {
 }
 
 /// Whether a name inside a bundle folder is skipped: it starts with `.` (editor and system
-/// files, a temporary file to be renamed over a bundle file). A `_` is a name like another
-/// there: a payment reference may start with one. The one rule, used by loading and by the
-/// fingerprint of what loading reads.
+/// files, a temporary file to be renamed over a bundle file), or is an editor's backup or
+/// autosave copy (`event.json~`, `#event.json#`). A `_` is a name like another there: a payment
+/// reference may start with one. The one rule, used by loading and by the fingerprint of what
+/// loading reads.
 pub(crate) fn hidden(name: &str) -> bool {
     name.starts_with('.')
+        || name.ends_with('~')
+        || (name.len() > 1 && name.starts_with('#') && name.ends_with('#'))
 }
 
 /// The bundle folders of a data folder, in name order. Folders [`ignored`] are skipped, and so
@@ -516,15 +519,33 @@ impl BundleLoader<'_> {
         }
     }
 
-    /// Ties a file's content findings to it.
+    /// Ties a file's content findings to it. A misspelt field comes from whatever wrote the
+    /// file, so it is usually in every record: said once per field name, at its first record,
+    /// with how many records have it.
     fn push_findings(&mut self, path: &Path, diag: Diag) {
+        let mut slips: HashMap<(String, String), (usize, usize)> = HashMap::new();
         for f in diag.findings {
+            if f.message.starts_with(decode::SLIP) {
+                let field = f.path.rsplit('.').next().unwrap_or_default().to_string();
+                let at = self.problems.len();
+                let (_, records) = slips.entry((field, f.message.clone())).or_insert((at, 0));
+                *records += 1;
+                if *records > 1 {
+                    continue;
+                }
+            }
             self.problems.push(Problem {
                 severity: f.severity,
                 file: path.to_path_buf(),
                 location: Location::Path(f.path),
                 message: f.message,
             });
+        }
+        for (at, records) in slips.into_values().filter(|(_, n)| *n > 1) {
+            if let Some(p) = self.problems.get_mut(at) {
+                p.message
+                    .push_str(&format!(" ({records} records have it; the first is named)"));
+            }
         }
     }
 
@@ -905,6 +926,40 @@ mod tests {
         }
     }
 
+    /// A field misspelt in every record of a file is one warning, at its first record, with
+    /// how many records have it (it was one warning a record: a flood in the log and /status).
+    #[test]
+    fn a_field_misspelt_in_every_record_is_one_warning_with_the_count() {
+        let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/demo");
+        let tmp = tempfile::tempdir().expect("tmp");
+        let bundle = tmp.path().join("b");
+        fs::create_dir(&bundle).expect("folder");
+        for file in ["bundle.toml", "event.json"] {
+            fs::copy(demo.join(file), bundle.join(file)).expect("copied");
+        }
+        let speakers = fs::read_to_string(demo.join("speaker.json")).expect("speakers");
+        let records = speakers.matches("\"resume\":").count();
+        assert!(records > 1, "the demo has speakers");
+        fs::write(
+            bundle.join("speaker.json"),
+            speakers.replace("\"resume\":", "\"resme\":"),
+        )
+        .expect("written");
+
+        let report = load_bundle_capped(&bundle, "b", DEFAULT_MAX_FILE_BYTES);
+
+        assert!(report.bundle.is_some(), "{:?}", report.problems);
+        let warnings: Vec<String> = report.warnings().map(ToString::to_string).collect();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(
+            warnings[0].ends_with(&format!(
+                "speaker.json: data[0].resme: unknown field, served as it is; did you mean \
+                 \"resume\", which this record lacks? ({records} records have it; the first is named)"
+            )),
+            "{warnings:?}"
+        );
+    }
+
     #[test]
     fn a_reports_debug_never_shows_a_token() {
         let demo = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -926,6 +981,21 @@ mod tests {
         }
         for name in ["summit", "summit_", "a.b", "-x"] {
             assert!(!ignored(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn editor_files_inside_a_bundle_are_skipped() {
+        for name in [
+            ".event.json.swp",
+            "event.json~",
+            "#event.json#",
+            ".#event.json",
+        ] {
+            assert!(hidden(name), "{name}");
+        }
+        for name in ["event.json", "_R-1.json", "#R-1.json", "R~1.json", "#"] {
+            assert!(!hidden(name), "{name}");
         }
     }
 

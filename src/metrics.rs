@@ -39,6 +39,12 @@ struct BundleLabels {
     bundle: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabels {
+    bundle: String,
+    state: &'static str,
+}
+
 type HistogramFamily = Family<EndpointLabels, Histogram, fn() -> Histogram>;
 
 fn duration_histogram() -> Histogram {
@@ -58,8 +64,15 @@ pub(crate) struct Metrics {
     load_errors: Family<BundleLabels, Gauge>,
     upstream_up: Family<BundleLabels, Gauge>,
     snapshot_age: Family<BundleLabels, Gauge<f64, AtomicU64>>,
+    writes_queued: Family<QueueLabels, Gauge>,
+    state_log_failing: Gauge,
     /// The sources whose snapshot ages are computed when scraped.
     sources: std::sync::OnceLock<std::sync::Arc<crate::kiosk::Sources>>,
+    /// The writes whose queue and state log are read when scraped.
+    writes: std::sync::OnceLock<std::sync::Arc<crate::writes::Writes>>,
+    /// Held while a scrape sets the values read then and encodes them: two scrapes at once
+    /// would otherwise clear each other's series.
+    scraping: std::sync::Mutex<()>,
 }
 
 impl Default for Metrics {
@@ -147,7 +160,21 @@ impl Metrics {
                 "Seconds since the source of each bundle naming one last confirmed the snapshot served (the Age header)",
                 Family::default(),
             ),
+            writes_queued: registered(
+                r,
+                "writes_queued",
+                "Writes made here (kiosk mode, --state) by bundle and state: pending (not yet taken by the source), parked (naming someone the source does not list yet), rejected (refused by the source; GET /_queue)",
+                Family::default(),
+            ),
+            state_log_failing: registered(
+                r,
+                "state_log_failing",
+                "1 while the latest write could not be saved in the --state folder (writes are refused with 500 until one can be), 0 otherwise",
+                Gauge::default(),
+            ),
             sources: std::sync::OnceLock::new(),
+            writes: std::sync::OnceLock::new(),
+            scraping: std::sync::Mutex::new(()),
             registry: {
                 registry.register_collector(Box::new(MemoryFile));
                 registry
@@ -208,6 +235,11 @@ impl Metrics {
         let _ = self.sources.set(sources);
     }
 
+    /// Reports the queue and the state log of `writes` when scraped (set once, by the `App`).
+    pub(crate) fn track_writes(&self, writes: std::sync::Arc<crate::writes::Writes>) {
+        let _ = self.writes.set(writes);
+    }
+
     /// Records whether a followed bundle's source is online.
     pub(crate) fn set_upstream(&self, bundle: &str, up: bool) {
         self.upstream_up
@@ -226,6 +258,7 @@ impl Metrics {
 
     /// The text exposition of every metric.
     pub(crate) fn render(&self) -> String {
+        let _scraping = self.scraping.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(sources) = self.sources.get() {
             let now = chrono::Utc::now();
             self.snapshot_age.clear();
@@ -236,6 +269,22 @@ impl Metrics {
                         .set(age as f64);
                 }
             }
+        }
+        if let Some(writes) = self.writes.get() {
+            self.writes_queued.clear();
+            for (bundle, counts) in writes.queue.counts_by_bundle() {
+                for (state, n) in ["pending", "parked", "rejected"].into_iter().zip(counts) {
+                    let labels = QueueLabels {
+                        bundle: bundle.clone(),
+                        state,
+                    };
+                    self.writes_queued
+                        .get_or_create(&labels)
+                        .set(i64::try_from(n).unwrap_or(i64::MAX));
+                }
+            }
+            self.state_log_failing
+                .set(i64::from(writes.state_failing()));
         }
         let mut out = String::new();
         // Writing into a String cannot fail.

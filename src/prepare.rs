@@ -1099,6 +1099,11 @@ struct BundleStatus<'a> {
     checked_at: String,
     errors: Vec<String>,
     warnings: Vec<String>,
+    /// The served version's own warnings, when it is not the latest attempt's (that attempt
+    /// failed, or clashes: its problems are above): a delay cut, an unknown key, still true of
+    /// what is answered.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    served_warnings: Vec<String>,
     /// Where the served version comes from (or the version that would serve, when none is),
     /// when its bundle.toml names a source.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -1128,6 +1133,11 @@ fn bundle_status<'a>(e: &'a Entry, sources: &crate::kiosk::Sources) -> BundleSta
         checked_at: timestamp(e.checked_at),
         errors: lines(Severity::Error),
         warnings: lines(Severity::Warning),
+        served_warnings: match (served, &e.candidate) {
+            (Some(s), Some(c)) if std::ptr::eq(s, &**c) => Vec::new(),
+            (Some(s), _) => s.warnings.iter().map(ToString::to_string).collect(),
+            (None, _) => Vec::new(),
+        },
         // Also for a bundle not served (a token clash, errors): the version it would serve, or
         // for one that never loaded (a desk set up with a bundle.toml alone), the source the
         // refresher follows for it.

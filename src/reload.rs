@@ -181,7 +181,21 @@ impl Reloader {
             }
         }
         for name in &refreshed.removed {
-            tracing::info!(bundle = %name, "bundle folder removed; its tokens no longer open it");
+            let renamed = refreshed.renamed.iter().find(|(was, _)| was == name);
+            let served = renamed
+                .and_then(|(_, now)| catalog.entry(now))
+                .is_some_and(|e| e.serving.is_some());
+            match renamed {
+                Some((_, now)) if served => {
+                    tracing::info!(bundle = %name, renamed = %now, "bundle folder renamed; its tokens open it under its new name");
+                }
+                Some((_, now)) => {
+                    tracing::warn!(bundle = %name, renamed = %now, "bundle folder renamed, and not served under its new name (/status says why)");
+                }
+                None => {
+                    tracing::info!(bundle = %name, "bundle folder removed; its tokens no longer open it");
+                }
+            }
         }
         if catalog.compression() {
             // Bodies too large to compress while preparing: in the background, identity being

@@ -214,6 +214,23 @@ mod tests {
         }
         // No Host (HTTP/1.0): nothing was rebound.
         assert_eq!(check(None, peer, &HeaderMap::new()), Ok(()));
+        // No one host can be read (the request is refused before routing, `http::guard`; this
+        // rule does not count on it): two different ones, or one that is not visible ASCII.
+        let mut two = with_host("localhost");
+        two.append(HOST, HeaderValue::from_static("evil.example"));
+        let unreadable = {
+            let mut h = HeaderMap::new();
+            let value = HeaderValue::from_bytes(b"evil.example\xff").expect("obs-text");
+            h.insert(HOST, value);
+            h
+        };
+        for h in [two, unreadable] {
+            assert_eq!(
+                check(None, peer, &h),
+                Err(ApiError::AdminHostNotLocal),
+                "{h:?}"
+            );
+        }
         // HTTP/2 gives the host as the URI's authority.
         let h2 = |authority: &str| {
             let uri: Uri = format!("http://{authority}/status").parse().expect("a URI");

@@ -116,6 +116,9 @@ errors! {
     AmbiguousToken = (400, "ambiguous_token", "The request has two different Authorization-Token headers; send one."),
     /// Two different `Authorization-App` values in one request.
     AmbiguousApp = (400, "ambiguous_app", "The request has two different Authorization-App headers; send one."),
+    /// An HTTP/1.1 request without `Host`, any request with two, or a `Host` that is not a
+    /// host and optional port (RFC 9112 §3.2; `http::guard`).
+    InvalidHost = (400, "invalid_host", "The Host header is missing, sent twice, or not a host name or address with an optional port: an HTTP/1.1 request carries exactly one (RFC 9112, section 3.2)."),
     /// A URL (path and query) over `guard::MAX_URL_BYTES`.
     UriTooLong = (414, "uri_too_long", "The URL is longer than 8 KiB."),
     /// A request body that did not arrive whole within `--body-timeout`.

@@ -1,11 +1,14 @@
 //! Checks that refuse an ambiguous or oversized request before it is routed (issue 15, item 4):
-//! two different values of a header that picks what is answered, a URL over [`MAX_URL_BYTES`],
-//! and a body on a request that takes none over [`SMALL_BODY_LIMIT`]. hyper itself refuses
-//! header bytes that are not allowed (400) and a head over `--max-header-bytes` (431).
+//! a `Host` that is missing from an HTTP/1.1 request, sent twice or not a host (RFC 9112
+//! §3.2: a server must answer 400; hyper does not check), two different values of a header that
+//! picks what is answered, a URL over [`MAX_URL_BYTES`], and a body on a request that takes none
+//! over [`SMALL_BODY_LIMIT`]. hyper itself refuses header bytes that are not allowed (400) and a
+//! head over `--max-header-bytes` (431).
 
 use hyper::body::Body;
-use hyper::header::{HeaderMap, HeaderValue};
-use hyper::{Method, Request};
+use hyper::header::{HeaderMap, HeaderValue, HOST};
+use hyper::http::uri::Authority;
+use hyper::{Method, Request, Version};
 
 use super::errors::ApiError;
 use super::router::TOKEN_HEADER;
@@ -42,9 +45,42 @@ pub(crate) fn token_header(headers: &HeaderMap) -> Result<Option<&[u8]>, ApiErro
         .map_err(|()| ApiError::AmbiguousToken)
 }
 
-/// Why a request is refused before routing, if it is: a URL too long (414), two different
-/// `Authorization-App` values (400), a body where none is read (413).
+/// Whether the request's `Host` is what RFC 9112 §3.2 asks: exactly one on an HTTP/1.1
+/// request (HTTP/1.0 may send none; HTTP/2 names the host in `:authority`), never two, and a
+/// host with an optional port (`uri-host [":" port]`, which may be empty), no user name.
+fn host_is_valid<B>(req: &Request<B>) -> bool {
+    let mut hosts = req.headers().get_all(HOST).iter();
+    match (hosts.next(), hosts.next()) {
+        (None, _) => req.version() != Version::HTTP_11,
+        (Some(host), None) => is_host(host.as_bytes()),
+        (Some(_), Some(_)) => false,
+    }
+}
+
+/// `uri-host [":" port]` (RFC 9110 §7.2), the port digits or empty; an empty `Host` too.
+fn is_host(host: &[u8]) -> bool {
+    if host.is_empty() {
+        return true;
+    }
+    if host.contains(&b'@') {
+        return false;
+    }
+    let Ok(authority) = Authority::try_from(host) else {
+        return false;
+    };
+    let port = &authority.as_str()[authority.host().len()..];
+    port.strip_prefix(':').map_or(port.is_empty(), |digits| {
+        digits.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
+/// Why a request is refused before routing, if it is: a `Host` missing, twice or not a host
+/// (400), a URL too long (414), two different `Authorization-App` values (400), a body where
+/// none is read (413).
 pub(crate) fn refusal<B: Body>(req: &Request<B>, route: Option<Route>) -> Option<ApiError> {
+    if !host_is_valid(req) {
+        return Some(ApiError::InvalidHost);
+    }
     let url = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
     if url > MAX_URL_BYTES {
         return Some(ApiError::UriTooLong);
@@ -82,6 +118,47 @@ fn takes_no_body<B: Body>(req: &Request<B>, route: Option<Route>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_http1_1_request_names_one_host() {
+        let request = |version: Version, hosts: &[&[u8]]| {
+            let mut req = Request::builder().version(version).uri("/api/v1/event");
+            for host in hosts {
+                req = req.header(HOST, HeaderValue::from_bytes(host).expect("a header value"));
+            }
+            req.body(()).expect("a request")
+        };
+        let valid = |version, hosts: &[&[u8]]| host_is_valid(&request(version, hosts));
+        for host in [
+            &b"localhost"[..],
+            b"localhost:8080",
+            b"127.0.0.1:80",
+            b"[::1]:8080",
+            b"event.example",
+            b"",
+        ] {
+            assert!(valid(Version::HTTP_11, &[host]), "{host:?}");
+        }
+        assert!(!valid(Version::HTTP_11, &[]));
+        assert!(valid(Version::HTTP_10, &[]));
+        assert!(valid(Version::HTTP_2, &[]));
+        for hosts in [
+            &[&b"localhost"[..], b"localhost"][..],
+            &[b"a.example", b"b.example"],
+        ] {
+            assert!(!valid(Version::HTTP_11, hosts), "{hosts:?}");
+            assert!(!valid(Version::HTTP_10, hosts), "{hosts:?}");
+        }
+        for host in [
+            &b"user@event.example"[..],
+            b"event.example:port",
+            b"event example",
+            b"event.example/path",
+            b"evil.example\xff",
+        ] {
+            assert!(!valid(Version::HTTP_11, &[host]), "{host:?}");
+        }
+    }
 
     #[test]
     fn the_same_token_twice_is_not_ambiguous_two_different_ones_are() {

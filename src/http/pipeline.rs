@@ -1,8 +1,8 @@
 //! One request, start to end: parse → route → authorise → simulate and fault → represent →
 //! record. [`answer`] is what hyper calls for each request.
 //!
-//! It parses once what the later steps need: the route (from the endpoint table) and the token,
-//! looked up once in the snapshot the request holds for its whole life. Recording (metrics,
+//! It parses once what the later steps need: the path, with percent-encoded letters, digits and
+//! `-._~` decoded ([`unescaped`]), the route (from the endpoint table) and the token, looked up once in the snapshot the request holds for its whole life. Recording (metrics,
 //! access log, journal) is an [`Outcome`] guard begun before anything can wait, so a request
 //! whose client goes away during a simulated delay is recorded too (status 499). The router
 //! answers with a [`Handled`] value: the response, the payment reference asked for, the fault
@@ -16,6 +16,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use hyper::body::{Body, Incoming};
 use hyper::header::{HeaderValue, CONNECTION, ORIGIN, SERVER, USER_AGENT};
+use hyper::http::uri::{PathAndQuery, Uri};
 use hyper::{Method, Request, Response, StatusCode};
 
 use super::control::Fault;
@@ -86,13 +87,19 @@ fn authorise<'s>(
 /// that asked for no answer fails (HTTP/1 then closes the connection, after `reset` with an RST;
 /// HTTP/2 resets the stream); one that asked for `truncate` gets half its body.
 pub(crate) async fn answer(
-    req: Request<Incoming>,
+    mut req: Request<Incoming>,
     shared: &Shared,
     connection: Option<&ConnFault>,
     peer: SocketAddr,
 ) -> Result<Response<ReplyBody>, FaultError> {
     let ctx = &shared.ctx;
-    // Parse.
+    // Parse. A URL over the limit is refused as sent (`guard`), not as decoding shortened it.
+    let url = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    if url <= guard::MAX_URL_BYTES {
+        if let Some(uri) = unescaped(req.uri()) {
+            *req.uri_mut() = uri;
+        }
+    }
     let route = Route::of(req.uri().path());
     let http1 = req.version() < hyper::Version::HTTP_2;
     let head = req.method() == Method::HEAD;
@@ -195,6 +202,50 @@ pub(crate) async fn answer(
             Ok(res)
         }
     }
+}
+
+/// The request's URI with each percent-encoded unreserved character (a letter, a digit, `-`,
+/// `.`, `_`, `~`) of its path decoded, when it has one: RFC 3986 §6.2.2.2 makes
+/// `/api/v1/%65vent` the same resource as `/api/v1/event`, and the platform's server decodes
+/// it. Every other encoding stays as sent (`%2F` is not a segment's end). The routes, the ids
+/// they take, the log and the journal all see the decoded path.
+fn unescaped(uri: &Uri) -> Option<Uri> {
+    let path = uri.path();
+    if !path.contains('%') {
+        return None;
+    }
+    let hex = |b: Option<&u8>| b.and_then(|&b| char::from(b).to_digit(16));
+    let bytes = path.as_bytes();
+    let mut decoded = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        let unreserved = match (b, hex(bytes.get(i + 1)), hex(bytes.get(i + 2))) {
+            (b'%', Some(high), Some(low)) => u8::try_from(high * 16 + low)
+                .ok()
+                .filter(|c| c.is_ascii_alphanumeric() || b"-._~".contains(c)),
+            _ => None,
+        };
+        match unreserved {
+            Some(c) => {
+                decoded.push(c);
+                i += 3;
+            }
+            None => {
+                decoded.push(b);
+                i += 1;
+            }
+        }
+    }
+    if decoded.len() == bytes.len() {
+        return None;
+    }
+    if let Some(query) = uri.query() {
+        decoded.push(b'?');
+        decoded.extend_from_slice(query.as_bytes());
+    }
+    let mut parts = uri.clone().into_parts();
+    parts.path_and_query = Some(PathAndQuery::from_maybe_shared(Bytes::from(decoded)).ok()?);
+    Uri::from_parts(parts).ok()
 }
 
 /// `Eventbox-Source: offline`.
@@ -405,6 +456,37 @@ impl Drop for Outcome<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn encoded_unreserved_characters_of_the_path_are_decoded_and_nothing_else() {
+        let decoded = |uri: &str| {
+            let uri: Uri = uri.parse().expect("a URI");
+            unescaped(&uri).map(|u| u.to_string())
+        };
+        assert_eq!(decoded("/api/v1/%65vent").as_deref(), Some("/api/v1/event"));
+        assert_eq!(
+            decoded("/api/v1/attendees/%31%32?x=%31").as_deref(),
+            Some("/api/v1/attendees/12?x=%31")
+        );
+        assert_eq!(decoded("/a%2d%2E%5F%7e%41").as_deref(), Some("/a-._~A"));
+        assert_eq!(
+            decoded("http://h:1/api/v1/%45VENT").as_deref(),
+            Some("http://h:1/api/v1/EVENT")
+        );
+        // Reserved or other characters, and broken escapes, stay as sent.
+        for uri in [
+            "/api/v1/event",
+            "/api%2Fv1/event",
+            "/a%20b",
+            "/a%",
+            "/a%4",
+            "/a%G1",
+            "/a%+1",
+            "/a?%65=1",
+        ] {
+            assert_eq!(decoded(uri), None, "{uri}");
+        }
+    }
 
     #[test]
     fn secrets_in_the_query_are_redacted() {

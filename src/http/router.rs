@@ -366,7 +366,7 @@ fn checked<'s, B>(
             return Checked::Answered(json(StatusCode::OK, Bytes::from_static(body)));
         }
         (_, Some(Operation::Status)) => {
-            let status = ctx.writes.queue.with_queue(snapshot.status());
+            let status = ctx.writes.status(snapshot.status());
             return Checked::Answered(json(StatusCode::OK, status));
         }
         (_, Some(Operation::Queue)) if req.method() == Method::DELETE => {

@@ -462,7 +462,14 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
     // its first 2 KiB, so a token cut at 64 KiB is never shown in part either.
     const ANSWER_READ: usize = 64 * 1024;
     let page = crate::pull::fetch::html(res.headers()).is_some();
-    let bytes = crate::pull::fetch::error_body(res, ANSWER_READ).await;
+    let (bytes, broke) = crate::pull::fetch::error_body(res, ANSWER_READ).await;
+    if status.is_success() && broke {
+        // Taken or not, nothing tells: sent again (a check-in twice changes nothing; a
+        // registration is looked for first, `at_source`).
+        return Err(format!(
+            "{base} answered {status}, but the answer broke off: whether the write was taken is not known, so it is sent again"
+        ));
+    }
     let answer = crate::pull::hide_token(&String::from_utf8_lossy(&bytes), to.token.expose());
     // The service takes a write with a JSON string ("OK"): a 2xx that is a web page, or whose
     // whole answer is something else than JSON (a byte order mark skipped, as the endpoints

@@ -429,14 +429,51 @@ impl<'v, 'd> Obj<'v, 'd> {
         decode_array(v, &path, self.diag, item)
     }
 
-    /// Ends the object: the fields not read by the decoder, in file order.
+    /// Ends the object: the fields not read by the decoder, in file order. One that looks like
+    /// a slip for a field the object lacks ([`slip_for`]) is a warning: it is served as it is,
+    /// and the field it meant is null or missing (`descripton` beside no `description`).
     pub(crate) fn finish(self) -> Map<String, Value> {
+        for k in self.map.keys().filter(|k| !self.read.contains(&k.as_str())) {
+            let absent = self.read.iter().filter(|r| !self.map.contains_key(**r));
+            if let Some(meant) = slip_for(k, absent.copied()) {
+                self.diag.warning(
+                    &join_key(&self.path, k),
+                    format!("{SLIP} did you mean {meant:?}, which this record lacks?"),
+                );
+            }
+        }
+        self.rest()
+    }
+
+    /// Ends the object: the fields not read by the decoder, in file order, and no word on them
+    /// (for a decoder that says its own of every unknown key, as bundle.toml's).
+    pub(crate) fn rest(self) -> Map<String, Value> {
         self.map
             .iter()
             .filter(|(k, _)| !self.read.contains(&k.as_str()))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect()
     }
+}
+
+/// How the warning of [`Obj::finish`] for a misspelt field begins (a file's are said once per
+/// field, `load::Loader`).
+pub(crate) const SLIP: &str = "unknown field, served as it is;";
+
+/// The field of `absent` that `key` is most likely a misspelling of: at most two edits away
+/// (a letter left out, added, changed or two swapped; case ignored), and fewer than half the
+/// field's length (a short name only by case or one letter), the nearest first. Looser
+/// than the "did you mean" of names eventbox is given ([`crate::problem::closest`]): a record may
+/// hold fields of its own beside the documented ones (`checkin_date` is no slip for an absent
+/// `checkin`), so only a near miss is said.
+fn slip_for<'k>(key: &str, absent: impl Iterator<Item = &'k str>) -> Option<&'k str> {
+    let key = key.to_ascii_lowercase();
+    absent
+        .filter(|known| known.len().abs_diff(key.len()) <= 2)
+        .map(|known| (strsim::damerau_levenshtein(&key, known), known))
+        .filter(|&(edits, known)| edits <= 2 && edits < known.len() / 2)
+        .min_by_key(|&(edits, _)| edits)
+        .map(|(_, known)| known)
 }
 
 /// Decodes every item of an array (reporting the problems of all of them).
@@ -497,6 +534,38 @@ mod tests {
                 "data[2].missing: missing required field",
             ]
         );
+    }
+
+    /// A field that looks like a slip for one the record lacks is served, with a warning
+    /// naming the field meant; fields of the record's own that are no near miss of an absent
+    /// one, or are beside the field they look like, are not.
+    #[test]
+    fn a_misspelt_field_is_a_warning_naming_the_field_meant() {
+        let v = json!({"title": "T", "descripton": "typo", "Venu": "Sala 1",
+            "checkin_date": "x", "titles": ["kept"], "idx": 1});
+        let mut diag = Diag::default();
+        let mut o = Obj::new(&v, "data[0]", &mut diag).expect("an object");
+        assert_eq!(o.required::<String>("title").as_deref(), Some("T"));
+        assert_eq!(o.nullable::<String>("description"), Some(None));
+        assert_eq!(o.nullable::<String>("venue"), Some(None));
+        assert_eq!(o.nullable::<String>("checkin"), Some(None));
+        assert_eq!(o.nullable::<i64>("id"), Some(None));
+        let extra = o.finish();
+        assert_eq!(
+            extra.keys().collect::<Vec<_>>(),
+            ["descripton", "Venu", "checkin_date", "titles", "idx"]
+        );
+        assert_eq!(
+            diag.lines(),
+            [
+                "data[0].descripton: unknown field, served as it is; did you mean \"description\", which this record lacks?",
+                "data[0].Venu: unknown field, served as it is; did you mean \"venue\", which this record lacks?",
+            ]
+        );
+        assert!(diag
+            .findings
+            .iter()
+            .all(|f| f.severity == Severity::Warning));
     }
 
     #[test]

@@ -277,7 +277,7 @@ pub(crate) fn bundle_config(v: &Value, diag: &mut Diag) -> Option<BundleConfig> 
     let app_keys = o.raw("app_keys");
     let simulate_table = o.raw("simulate");
     let source_table = o.raw("source");
-    let extra = o.finish();
+    let extra = o.rest();
     for key in extra.keys() {
         diag.warning(key, unknown_bundle_key(key));
     }
@@ -422,7 +422,7 @@ fn source(v: &Value, diag: &mut Diag) -> Option<Source> {
     let mut o = decode::Obj::new(v, "source", diag)?;
     let url = o.raw("url");
     let pulled_at = o.raw("pulled_at");
-    let extra = o.finish();
+    let extra = o.rest();
     for key in extra.keys() {
         let message = match key.as_str() {
             // Written below `[source]`, a top-level key becomes one of the table's.

@@ -279,7 +279,7 @@ impl Fetcher {
             .get(reqwest::header::LOCATION)
             .and_then(|l| l.to_str().ok())
             .map(str::to_string);
-        let body = error_body(response, ERROR_BODY_LIMIT).await;
+        let (body, _) = error_body(response, ERROR_BODY_LIMIT).await;
         let shown = self.shown(url, reference);
         if status == StatusCode::NOT_FOUND && (empty_list(&body) || platform_error(&body)) {
             // The platform's own 404s (more-api.md: attendees' "Not found: 404 with {"data": [],
@@ -485,17 +485,23 @@ fn error_codes(body: &[u8]) -> Vec<String> {
 const ERROR_BODY_LIMIT: usize = 4096;
 
 /// An answer's body (an error's, or a write's short answer), at most `limit` bytes; what could
-/// not be read is left.
-pub(crate) async fn error_body(mut response: reqwest::Response, limit: usize) -> Vec<u8> {
+/// not be read is left. With whether it broke off (the connection closed or failed before the
+/// body's end): such a body is what came, not what was sent.
+pub(crate) async fn error_body(mut response: reqwest::Response, limit: usize) -> (Vec<u8>, bool) {
     let mut body = Vec::new();
+    let mut broke = false;
     while body.len() < limit {
         match response.chunk().await {
             Ok(Some(chunk)) => body.extend_from_slice(&chunk),
-            Ok(None) | Err(_) => break,
+            Ok(None) => break,
+            Err(_) => {
+                broke = true;
+                break;
+            }
         }
     }
     body.truncate(limit);
-    body
+    (body, broke)
 }
 
 /// A transport error with its causes on one line, without its URL (`error sending request:

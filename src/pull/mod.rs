@@ -115,7 +115,8 @@ pub(crate) struct Refresh {
     /// `If-None-Match`; a 304 reuses that file from the bundle being replaced.
     pub(crate) etags: Arc<std::collections::HashMap<String, String>>,
     /// The text of the bundle.toml in place when the refresh began: swapped in as it is, with
-    /// the new `[source] pulled_at`. Edited meanwhile (a token revoked), the edit wins: the
+    /// the new `[source] pulled_at` (the earlier one kept when a detail the source did not give
+    /// was kept from the earlier copy: that copy is not wholly current, so its `Age` goes on). Edited meanwhile (a token revoked), the edit wins: the
     /// text in place then is the one swapped in.
     pub(crate) read: String,
 }
@@ -630,6 +631,7 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
         pulled_at: Some(pulled_at),
     };
     let toml = match &opts.refresh {
+        Some(refresh) if !no_detail.stale.is_empty() => refresh.read.clone(),
         Some(refresh) => {
             crate::model::with_pulled_at(&refresh.read, pulled_at).map_err(|reason| {
                 PullError::BadTarget {
@@ -743,7 +745,7 @@ pub(crate) fn unsafe_reference(reference: &str) -> Option<&'static str> {
         Some("it holds a path separator")
     } else if reference.contains("..") {
         Some("it holds `..`")
-    } else if load::hidden(reference) {
+    } else if load::hidden(&format!("{reference}.json")) {
         Some("it starts with `.`")
     } else if reference.chars().any(char::is_control) {
         Some("it holds a control character")

@@ -40,7 +40,8 @@ pub(crate) enum LogError {
         source: io::Error,
     },
     #[error(
-        "{path}: in use by another eventbox process; a state folder belongs to one process \
+        "{path}: in use by another eventbox process (one just stopped may hold it a moment \
+         longer: then start again); a state folder belongs to one process \
          (give each its own --state)"
     )]
     InUse { path: PathBuf },

@@ -702,6 +702,11 @@ pub(crate) struct Writes {
     /// A forwarder runs (kiosk mode): only then are new writes queued for their source, so a
     /// rehearsal on a pulled copy never has its test people sent later.
     forwarding: AtomicBool,
+    /// While the latest line (a write or a reset) could not be made durable in the `--state`
+    /// log: since when and why (`/status`'s `state_log`, the status page); the next durable
+    /// line clears it. With the `seq` of the line that told: lines settle in tasks of their
+    /// own, in any order, and an older line's outcome never overrides a newer one's.
+    trouble: Mutex<(u64, Option<crate::prepare::Condition>)>,
 }
 
 /// What opening the state folder found, for the startup log.
@@ -791,6 +796,57 @@ impl Writes {
 
     pub(crate) fn read_only(&self) -> bool {
         self.read_only
+    }
+
+    /// Whether the latest line could not be made durable ([`Writes::trouble`]).
+    pub(crate) fn state_failing(&self) -> bool {
+        self.trouble
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .1
+            .is_some()
+    }
+
+    /// Notes whether line `seq` was made durable ([`Writes::trouble`]), unless a later line
+    /// told already.
+    fn logged_as(&self, seq: u64, result: &std::io::Result<()>) {
+        let mut trouble = self.trouble.lock().unwrap_or_else(|e| e.into_inner());
+        let (told, condition) = &mut *trouble;
+        if seq < *told {
+            return;
+        }
+        *told = seq;
+        *condition = match result {
+            Ok(()) => None,
+            Err(e) => Some(crate::prepare::Condition::after(
+                condition.take(),
+                "failing",
+                format!("{e}: writes are refused (500 state_unwritable) until one can be saved"),
+            )),
+        };
+    }
+
+    /// The `/status` body: the snapshot's `status` with each bundle's `queue` (kiosk mode) and,
+    /// while the `--state` log fails, `state_log`.
+    pub(crate) fn status(&self, status: &bytes::Bytes) -> bytes::Bytes {
+        let with_queue = self.queue.with_queue(status);
+        let trouble = self
+            .trouble
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .1
+            .clone();
+        let Some(trouble) = trouble else {
+            return with_queue;
+        };
+        let Ok(serde_json::Value::Object(mut body)) = serde_json::from_slice(&with_queue) else {
+            return with_queue;
+        };
+        let Ok(trouble) = serde_json::to_value(trouble) else {
+            return with_queue;
+        };
+        body.insert("state_log".into(), trouble);
+        serde_json::to_vec(&body).map_or(with_queue, bytes::Bytes::from)
     }
 
     fn bundles(&self) -> MutexGuard<'_, HashMap<String, BundleWrites>> {
@@ -885,6 +941,7 @@ impl Writes {
         let (writes, bundle) = (Arc::clone(self), bundle.to_string());
         let task = tokio::spawn(async move {
             let result = logged(wait).await;
+            writes.logged_as(line.seq, &result);
             match &result {
                 Ok(()) => writes.queue.durable(line.seq),
                 Err(e) => {
@@ -1000,6 +1057,7 @@ impl Writes {
     /// no write was made after it, the gate being held).
     async fn settle_reset(&self, bundle: &str, line: Mark, wait: LogWait) -> std::io::Result<()> {
         let result = logged(wait).await;
+        self.logged_as(line.seq, &result);
         match &result {
             Ok(()) => self.forget_before(bundle, line.seq),
             Err(e) => {
@@ -1253,5 +1311,52 @@ mod tests {
             .expect("the settling task waits");
         assert!(pending.durable().await.is_err());
         assert_eq!(writes.queue.counts(), (0, 0, 0));
+    }
+
+    /// `/status` says the state log fails while the latest line could not be saved (since the
+    /// first failure, with the latest reason), and stops once one is saved. Before, only the log
+    /// said so: `/status`, `/readyz` and the status page looked well on a full disk.
+    #[tokio::test]
+    async fn status_shows_the_state_log_failing_until_a_line_is_saved() {
+        let writes = Arc::new(Writes::new(false));
+        let status = bytes::Bytes::from_static(b"{\"bundles\":[]}");
+        let settled = |seq: u64, result: std::io::Result<()>| {
+            let (synced, wait) = tokio::sync::oneshot::channel();
+            let done = writes.settle("b", Mark { seq, epoch: 0 }, wait);
+            synced.send(result).expect("the settling task waits");
+            done
+        };
+        let state_log = |writes: &Writes| {
+            let body: serde_json::Value =
+                serde_json::from_slice(&writes.status(&status)).expect("JSON");
+            assert_eq!(body["bundles"], serde_json::json!([]));
+            body.get("state_log").cloned()
+        };
+        assert_eq!(state_log(&writes), None);
+
+        let _ = settled(1, Err(std::io::Error::other("disk full"))).await;
+        let first = state_log(&writes).expect("failing");
+        assert_eq!(first["state"], "failing");
+        assert!(
+            first["reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("disk full")),
+            "{first}"
+        );
+        let _ = settled(2, Err(std::io::Error::other("still full"))).await;
+        let second = state_log(&writes).expect("failing");
+        assert_eq!(second["since"], first["since"], "since the first failure");
+        assert!(
+            second["reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("still full")),
+            "{second}"
+        );
+
+        settled(3, Ok(())).await.expect("durable");
+        assert_eq!(state_log(&writes), None);
+        // An older line settling late (its task came last) does not tell.
+        let _ = settled(2, Err(std::io::Error::other("late"))).await;
+        assert_eq!(state_log(&writes), None);
     }
 }

@@ -749,6 +749,20 @@ impl Queue {
     }
 
     /// How many entries wait for the source, are parked, and were refused, in every bundle.
+    /// Per bundle, how many entries wait for the source, are parked, and were refused (each
+    /// bundle with one at least).
+    pub(crate) fn counts_by_bundle(&self) -> BTreeMap<String, [usize; 3]> {
+        let inner = self.inner();
+        let mut by: BTreeMap<String, [usize; 3]> = BTreeMap::new();
+        let bundles = (inner.pending.values().map(|e| (&e.bundle, 0)))
+            .chain(inner.parked.values().map(|p| (&p.entry.bundle, 1)))
+            .chain(inner.rejected.iter().map(|r| (&r.bundle, 2)));
+        for (bundle, kind) in bundles {
+            by.entry(bundle.clone()).or_default()[kind] += 1;
+        }
+        by
+    }
+
     pub(crate) fn counts(&self) -> (usize, usize, usize) {
         let inner = self.inner();
         (

@@ -810,6 +810,57 @@ async fn sighup_reloads_every_bundle_now() {
     );
 }
 
+/// A bundle folder renamed is logged as renamed, serving its tokens under the new name, or
+/// not served there (a clash) with a warning. It was logged "removed; its tokens no longer
+/// open it" while they did.
+#[tokio::test]
+async fn a_renamed_bundle_folder_is_logged_as_renamed_served_or_not() {
+    let data = TempData::new();
+    data.with_demo("old");
+    data.with_demo("aaa")
+        .write("aaa/bundle.toml", "tokens = [\"other-token\"]\n");
+    let dir = data.path().to_str().expect("UTF-8").to_string();
+    let served = start_binary(
+        &["--data", &dir, "--addr", "127.0.0.1:0", "--no-watch"],
+        &[("RUST_LOG", "info")],
+    );
+    served.ready().await;
+    let until_logged = |line: &'static str| {
+        let served = &served;
+        async move {
+            let start = std::time::Instant::now();
+            while !served.stderr().contains(line) {
+                assert!(
+                    start.elapsed() < std::time::Duration::from_secs(10),
+                    "{line:?} not logged:\n{}",
+                    served.stderr()
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        }
+    };
+
+    std::fs::rename(data.path().join("old"), data.path().join("new")).expect("renamed");
+    served.signal("HUP");
+    until_logged("bundle folder renamed; its tokens open it under its new name").await;
+    let log = served.stderr();
+    assert!(
+        log.contains("bundle=old") && log.contains("renamed=new"),
+        "{log}"
+    );
+    assert!(!log.contains("no longer open it"), "{log}");
+
+    // Renamed again, now naming a token the other bundle serves: not served there.
+    std::fs::rename(data.path().join("new"), data.path().join("newer")).expect("renamed");
+    let both = format!(
+        "tokens = [\"{}\", \"other-token\"]\n",
+        crate::helpers::DEMO_TOKEN
+    );
+    data.write("newer/bundle.toml", both);
+    served.signal("HUP");
+    until_logged("bundle folder renamed, and not served under its new name").await;
+}
+
 #[tokio::test]
 async fn a_reload_finding_the_same_bytes_logs_nothing_and_a_change_logs_the_bundle_loaded() {
     let data = TempData::new();

@@ -1003,25 +1003,76 @@ async fn writes_a_captive_portal_answers_200_wait_until_they_reach_the_source() 
     let page = "<html><body>Sign in to the venue Wi-Fi</body></html>";
     let (portal, proxy, desk) = desk_behind_page(&source, 200, page).await;
     let kiosk = &desk.server;
-    register(kiosk, "Ana Portal", "ana.portal@exemplo.com").await;
-    let proxy = &proxy;
-    until(
-        Duration::from_secs(15),
-        "two tries the portal answered",
-        || async move { (proxy.count("/attendees/create") >= 2).then_some(()) },
-    )
-    .await;
-    let queue = kiosk.send(Method::GET, "/_queue", None, None).await.json();
-    let of = &queue["bundles"]["demo"];
-    assert_eq!(of["pending"], 1, "{queue}");
-    let why = of["waits"]["answer"].as_str().unwrap_or("");
+    let why = one_registration_waiting(kiosk, &proxy, "Ana Portal", "ana.portal@exemplo.com").await;
     assert!(
         why.contains("200") && why.contains("not the API's JSON"),
-        "{queue}"
+        "{why}"
     );
 
     portal.store(false, std::sync::atomic::Ordering::SeqCst);
     assert_reached(kiosk, &source, "ana.portal@exemplo.com").await;
+}
+
+/// Registers `name` at the desk, waits until `proxy` saw it sent twice, and gives why
+/// `/_queue` says it waits (the one entry pending).
+async fn one_registration_waiting(
+    kiosk: &TestApp,
+    proxy: &crate::pull::Proxy,
+    name: &str,
+    email: &str,
+) -> String {
+    register(kiosk, name, email).await;
+    until(Duration::from_secs(15), "two tries", || async move {
+        (proxy.count("/attendees/create") >= 2).then_some(())
+    })
+    .await;
+    let queue = kiosk.send(Method::GET, "/_queue", None, None).await.json();
+    let of = &queue["bundles"]["demo"];
+    assert_eq!(of["pending"], 1, "{queue}");
+    of["waits"]["answer"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// A 2xx whose answer broke off (the link dropped mid-answer): whether the source took the
+/// write is not known, so it is sent again and `/_queue` says why (it was taken for a captive
+/// portal's page, which it is not). The metrics count the write pending meanwhile, and none
+/// once it is taken.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_whose_answer_broke_off_is_sent_again_and_counted_pending_meanwhile() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let (_source_at, source) = Source::start().await;
+    let cutting = Arc::new(AtomicBool::new(true));
+    let cuts = Arc::clone(&cutting);
+    let (proxy, desk) = desk_behind(&source, move || {
+        cuts.load(Ordering::SeqCst).then(|| {
+            let json = vec![("content-type", "application/json".into())];
+            crate::pull::Act::BreakOff(200, json, "\"O".into())
+        })
+    })
+    .await;
+    let kiosk = &desk.server;
+    let why = one_registration_waiting(kiosk, &proxy, "Ana Corte", "ana.corte@exemplo.com").await;
+    assert!(why.contains("200") && why.contains("broke off"), "{why}");
+    let metrics = || async { kiosk.send(Method::GET, "/metrics", None, None).await.text() };
+    let pending = "eventbox_writes_queued{bundle=\"demo\",state=\"pending\"} 1";
+    assert!(metrics().await.contains(pending), "{}", metrics().await);
+    assert!(metrics().await.contains("eventbox_state_log_failing 0"));
+
+    cutting.store(false, Ordering::SeqCst);
+    assert_reached(kiosk, &source, "ana.corte@exemplo.com").await;
+    let settled = until(Duration::from_secs(10), "the queue emptied", || async {
+        let text = metrics().await;
+        (!text.contains("eventbox_writes_queued{")).then_some(text)
+    })
+    .await;
+    assert!(
+        settled.contains("eventbox_state_log_failing 0"),
+        "{settled}"
+    );
 }
 
 /// A source whose refusal echoes the request's headers: the answer kept for the rejected write

@@ -789,7 +789,9 @@ async fn a_source_without_etags_does_not_make_each_refresh_rewrite_the_bundle() 
 
 /// One detail the source fails to give (503, twice) no longer fails the whole refresh: its
 /// earlier copy is kept, everything else comes through, and the log says which. On a flaky
-/// venue link one detail of thousands failing twice kept a kiosk stale, every period.
+/// venue link one detail of thousands failing twice kept a kiosk stale, every period. The copy
+/// is not wholly current, so its `pulled_at` (where `Age` counts from) stays (it was set anew
+/// when anything else changed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_detail_the_source_does_not_give_keeps_its_copy_and_the_rest_refreshes() {
     use crate::pull::{references, Act, Proxy};
@@ -812,12 +814,25 @@ async fn a_detail_the_source_does_not_give_keeps_its_copy_and_the_rest_refreshes
         .join(format!("{failing}.json"));
     let before = std::fs::read(&detail).expect("pulled");
     through(&bundle, &source.base, &proxy.base);
+    let pulled_at = || {
+        let toml = std::fs::read_to_string(bundle.join("bundle.toml")).expect("bundle.toml");
+        toml.lines()
+            .find(|l| l.starts_with("pulled_at"))
+            .map(str::to_string)
+            .expect("a pulled_at line")
+    };
+    let pulled = pulled_at();
     let (kiosk_app, _refresher) = kiosk(kiosk_data.path()).await;
     let kiosk = &kiosk_app;
 
     retitle(source_data.path(), &source.app, "Changed at the source");
     until_title(kiosk, "Changed at the source", Duration::from_secs(10)).await;
     assert_eq!(std::fs::read(&detail).expect("kept"), before);
+    assert_eq!(
+        pulled_at(),
+        pulled,
+        "a copy with a detail kept is not wholly current"
+    );
     let served = kiosk
         .get(
             &format!("/api/v1/payments/details?reference={failing}"),

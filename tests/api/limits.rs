@@ -65,6 +65,87 @@ async fn two_different_tokens_are_refused_the_same_one_twice_is_not() {
     assert!(body.contains("\"ambiguous_app\""), "{body}");
 }
 
+/// RFC 9112 §3.2: an HTTP/1.1 request without `Host`, any request with two, or one whose `Host`
+/// is not a host is 400, in the error envelope; HTTP/1.0 may send none. Before, all were served.
+#[tokio::test]
+async fn a_request_without_one_valid_host_is_400() {
+    let app = spawn_app(&demo_data()).await;
+    let get = |version: &str, hosts: &str| {
+        format!(
+            "GET /api/v1/event {version}\r\n{hosts}Authorization-Token: {DEMO_TOKEN}\r\n\
+             Connection: close\r\n\r\n"
+        )
+    };
+    for (version, hosts) in [
+        ("HTTP/1.1", ""),
+        ("HTTP/1.1", "Host: x\r\nHost: x\r\n"),
+        ("HTTP/1.1", "Host: a.example\r\nHost: b.example\r\n"),
+        ("HTTP/1.0", "Host: a.example\r\nHost: b.example\r\n"),
+        ("HTTP/1.1", "Host: user@x\r\n"),
+        ("HTTP/1.1", "Host: x:port\r\n"),
+    ] {
+        let (status, body) =
+            status_and_body(&raw_http1(&app.base, get(version, hosts)).await.received);
+        assert!(
+            status.ends_with(" 400 Bad Request"),
+            "{version} {hosts:?}: {status} {body}"
+        );
+        let envelope: serde_json::Value = serde_json::from_str(&body).expect("the envelope");
+        assert_eq!(
+            envelope["erros"][0]["description"], "invalid_host",
+            "{body}"
+        );
+    }
+    for (version, hosts) in [
+        ("HTTP/1.1", "Host: x\r\n"),
+        ("HTTP/1.1", "Host: [::1]:8080\r\n"),
+        ("HTTP/1.0", ""),
+    ] {
+        let (status, body) =
+            status_and_body(&raw_http1(&app.base, get(version, hosts)).await.received);
+        assert!(
+            status.ends_with(" 200 OK"),
+            "{version} {hosts:?}: {status} {body}"
+        );
+    }
+}
+
+/// RFC 3986 §6.2.2.2: a percent-encoded letter, digit or `-._~` in the path is the character:
+/// `/api/v1/%65vent` is the event (it was 404), an id can be encoded too; `%2F` is not a `/`.
+#[tokio::test]
+async fn encoded_unreserved_characters_in_the_path_are_the_characters() {
+    let app = spawn_app(&demo_data()).await;
+    let event = app.get("/api/v1/event", DEMO_TOKEN).await;
+    let encoded = app.get("/api/v1/%65v%45nt", DEMO_TOKEN).await;
+    assert_eq!(encoded.status, 200, "{}", encoded.text());
+    assert_eq!(encoded.body, event.body);
+
+    let list: serde_json::Value =
+        serde_json::from_slice(&app.get("/api/v1/attendees", DEMO_TOKEN).await.body).expect("JSON");
+    let id = list["data"][0]["id_attendees"]
+        .as_i64()
+        .expect("an attendee id")
+        .to_string();
+    let escaped: String = id.bytes().map(|b| format!("%{b:02X}")).collect();
+    let one = app
+        .get(&format!("/api/v1/attendees/{id}"), DEMO_TOKEN)
+        .await;
+    let one_escaped = app
+        .get(&format!("/api/v1/attendees/{escaped}"), DEMO_TOKEN)
+        .await;
+    assert_eq!(one.status, 200);
+    assert_eq!(one_escaped.status, 200, "{}", one_escaped.text());
+    assert_eq!(one_escaped.body, one.body);
+
+    let slash = app.get("/api/v1%2Fevent", DEMO_TOKEN).await;
+    assert_eq!(slash.status, 404, "{}", slash.text());
+
+    // The URL's length is the one sent: decoding does not bring a long one under the limit.
+    let long = format!("/api/v1/event/{}", "%61".repeat(3000));
+    let refused = app.get(&long, DEMO_TOKEN).await;
+    assert_eq!(refused.status, 414, "{}", refused.text());
+}
+
 #[tokio::test]
 async fn a_url_over_8_kib_is_414_with_the_error_envelope() {
     let app = spawn_app(&demo_data()).await;

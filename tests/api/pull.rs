@@ -100,6 +100,8 @@ pub(crate) fn assert_no_leftovers(dir: &Path) {
 pub(crate) enum Act {
     Forward,
     Answer(u16, Vec<(&'static str, String)>, String),
+    /// As `Answer`, but the body breaks off after the text: the connection is cut mid-answer.
+    BreakOff(u16, Vec<(&'static str, String)>, String),
     /// Waits this long, then forwards (the client has usually given up by then).
     Stall(Duration),
 }
@@ -180,8 +182,37 @@ struct ProxyState {
     client: reqwest::Client,
 }
 
+/// A body that sends its text, then, once that is out (100 ms), fails: hyper cuts the
+/// connection before the body's end.
+struct BrokenOff(Option<Bytes>, std::pin::Pin<Box<tokio::time::Sleep>>);
+
+impl BrokenOff {
+    fn new(text: Bytes) -> BrokenOff {
+        let out = tokio::time::sleep(Duration::from_millis(100));
+        BrokenOff(Some(text), Box::pin(out))
+    }
+}
+
+impl hyper::body::Body for BrokenOff {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        if let Some(text) = self.0.take() {
+            return std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(text))));
+        }
+        std::future::Future::poll(self.1.as_mut(), cx)
+            .map(|()| Some(Err(std::io::Error::other("cut off"))))
+    }
+}
+
+type ProxyBody = http_body_util::Either<Full<Bytes>, BrokenOff>;
+
 impl ProxyState {
-    async fn handle(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    async fn handle(&self, req: Request<Incoming>) -> Response<ProxyBody> {
         let header = |name: &str| {
             req.headers()
                 .get(name)
@@ -221,9 +252,16 @@ impl ProxyState {
             at: Instant::now(),
             accept_encoding,
         });
-        match (self.script)(&path, reference.as_deref(), n) {
-            Act::Answer(status, headers, text) => {
-                let mut res = Response::new(Full::new(Bytes::from(text)));
+        let act = (self.script)(&path, reference.as_deref(), n);
+        let broken = matches!(act, Act::BreakOff(..));
+        match act {
+            Act::Answer(status, headers, text) | Act::BreakOff(status, headers, text) => {
+                let body = Bytes::from(text);
+                let mut res = Response::new(if broken {
+                    ProxyBody::Right(BrokenOff::new(body))
+                } else {
+                    ProxyBody::Left(Full::new(body))
+                });
                 *res.status_mut() = hyper::StatusCode::from_u16(status).expect("a status");
                 for (k, v) in headers {
                     res.headers_mut()
@@ -246,7 +284,7 @@ impl ProxyState {
                 let res = up.send().await.expect("the upstream answers");
                 let status = res.status().as_u16();
                 let bytes = res.bytes().await.expect("the upstream body");
-                let mut out = Response::new(Full::new(bytes));
+                let mut out = Response::new(ProxyBody::Left(Full::new(bytes)));
                 *out.status_mut() = hyper::StatusCode::from_u16(status).expect("a status");
                 out
             }

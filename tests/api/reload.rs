@@ -226,6 +226,72 @@ async fn a_broken_edit_keeps_the_last_good_version_until_it_is_fixed() {
     assert_eq!(status["bundles"][0]["errors"], serde_json::json!([]));
 }
 
+/// After a failed reload, `/status` shows the failed attempt's problems and, apart, the served
+/// version's own warnings: they are still true of what is answered (before, they vanished with
+/// the attempt that replaced them).
+#[tokio::test]
+async fn the_served_versions_warnings_stay_in_status_after_a_failed_reload() {
+    let w = watched(WatchMode::Native).await;
+    let status = || async { w.app.send(Method::GET, "/status", None, None).await.json() };
+    let lines = |v: &Value, key: &str| -> Vec<String> {
+        v[key].as_array().map_or_else(Vec::new, |a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(str::to_string))
+                .collect()
+        })
+    };
+    let bundle_toml = w.path("demo/bundle.toml");
+    let tokens = format!("tokens = [\"{DEMO_TOKEN}\"]\n");
+    write(&bundle_toml, format!("{tokens}colour = \"blue\"\n"));
+    w.until("/status", DEMO_TOKEN, "the unknown key's warning", |r| {
+        lines(&bundle_status(&r.json(), "demo"), "warnings")
+            .iter()
+            .any(|l| l.contains("colour"))
+    })
+    .await;
+    let served = bundle_status(&status().await, "demo");
+    assert!(served.get("served_warnings").is_none(), "{served}");
+
+    // A broken file, then the warning fixed: the attempt has the error and no warning, the
+    // version still served has its warning.
+    write(&w.path("demo/payments.json"), "{\"data\": [");
+    w.until("/status", DEMO_TOKEN, "the broken file's error", |r| {
+        !errors_of(&r.json(), "demo").is_empty()
+    })
+    .await;
+    write(&bundle_toml, &tokens);
+    let failed = w
+        .until(
+            "/status",
+            DEMO_TOKEN,
+            "the attempt without the warning",
+            |r| {
+                let demo = bundle_status(&r.json(), "demo");
+                lines(&demo, "warnings").is_empty() && !lines(&demo, "errors").is_empty()
+            },
+        )
+        .await;
+    let demo = bundle_status(&failed.json(), "demo");
+    assert_eq!(demo["served"], true, "{demo}");
+    let kept = lines(&demo, "served_warnings");
+    assert!(
+        kept.len() == 1 && kept[0].contains("demo/bundle.toml") && kept[0].contains("colour"),
+        "{demo}"
+    );
+
+    // Fixed: the new version serves, with no warning of its own.
+    write(
+        &w.path("demo/payments.json"),
+        std::fs::read(demo_data().join("demo/payments.json")).expect("the demo payments"),
+    );
+    w.until("/status", DEMO_TOKEN, "the fixed version served", |r| {
+        errors_of(&r.json(), "demo").is_empty()
+    })
+    .await;
+    let demo = bundle_status(&status().await, "demo");
+    assert!(demo.get("served_warnings").is_none(), "{demo}");
+}
+
 #[tokio::test]
 async fn a_token_change_takes_effect_and_the_old_token_stops() {
     let w = watched(WatchMode::Native).await;
