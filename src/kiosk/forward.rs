@@ -446,15 +446,28 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
         body = with_items(&body, &left.items, false);
     }
     let base = &to.base;
-    let res = to
+    let sent = to
         .client
         .post(format!("{base}{path}"))
         .header("Authorization-Token", to.token.expose())
         .header("Content-Type", "application/json")
         .body(body.to_string())
         .send()
-        .await
-        .map_err(|e| format!("no answer from {base}: {}", crate::pull::fetch::causes(e)))?;
+        .await;
+    let res = match sent {
+        Ok(res) => res,
+        Err(e) => {
+            if e.is_connect() {
+                // It never left: the next try sends a registration rather than take an e-mail
+                // the source lists (someone registered there meanwhile) for it.
+                record(writes, Outcome::new(entry.seq, Kind::Unsent)).await?;
+            }
+            return Err(format!(
+                "no answer from {base}: {}",
+                crate::pull::fetch::causes(e)
+            ));
+        }
+    };
     let status = res.status();
     // At most 64 KiB of it (a source answering gigabytes costs nothing; a refusal naming each
     // item of a batch is whole, to be told apart from a proxy's page), and never the token if

@@ -81,6 +81,9 @@ fn registered_here(writes: &[Write]) -> Option<(i64, i64, String)> {
 #[serde(rename_all = "snake_case")]
 pub(crate) enum Kind {
     Sending,
+    /// The try after the last `Sending` never reached the source (no connection could be
+    /// made): the entry is not maybe received, so a registration is sent, not looked for.
+    Unsent,
     Accepted,
     Rejected,
     Parked,
@@ -1008,10 +1011,10 @@ impl Queue {
 /// What one outcome line does to the queue.
 fn apply(inner: &mut Inner, o: &Outcome) {
     match o.outcome {
-        Kind::Sending => {
+        Kind::Sending | Kind::Unsent => {
             let parked = inner.parked.get_mut(&o.seq).map(|p| &mut p.entry);
             if let Some(e) = inner.pending.get_mut(&o.seq).or(parked) {
-                e.maybe_sent = true;
+                e.maybe_sent = o.outcome == Kind::Sending;
             }
         }
         Kind::Accepted => {

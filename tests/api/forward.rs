@@ -1502,6 +1502,55 @@ async fn writes_of_a_removed_bundle_are_kept_and_the_log_says_so() {
     assert_eq!(queue["bundles"]["demo"]["pending"], 1, "{queue}");
 }
 
+/// A registration whose tries could not connect never reached the source: once it is back it is
+/// sent, and an e-mail someone registered there meanwhile makes the source refuse it, kept in
+/// the rejected list. Before, each try counted as maybe received, the source's record of the
+/// e-mail was taken for it, and the desk's registration was replaced with no word.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registration_that_never_reached_the_source_is_sent_not_taken_for_anothers() {
+    let (source_at, source) = Source::start().await;
+    let desk = Desk::of(&source, |o| {
+        o.refresh_every = Some(Duration::from_secs(3600));
+    })
+    .await;
+    let kiosk = &desk.server;
+    register(&source, "Fay At Source", "fay@exemplo.com").await;
+    source.shutdown().await;
+    register(kiosk, "Fay Desk", "fay@exemplo.com").await;
+    until(
+        Duration::from_secs(15),
+        "a refused connection",
+        || async move {
+            let q = kiosk.send(Method::GET, "/_queue", None, None).await.json();
+            let why = q["bundles"]["demo"]["waits"]["answer"]
+                .as_str()
+                .unwrap_or_default();
+            why.contains("Connection refused").then_some(())
+        },
+    )
+    .await;
+
+    let source = source_at.again().await;
+    let queue = until(Duration::from_secs(15), "the source's answer", || async {
+        let q = kiosk.send(Method::GET, "/_queue", None, None).await.json();
+        let rejected = q["bundles"]["demo"]["rejected"]
+            .as_array()
+            .map_or(0, Vec::len);
+        (rejected == 1).then_some(q)
+    })
+    .await;
+    let rejected = &queue["bundles"]["demo"]["rejected"][0];
+    assert_eq!(rejected["body"]["name"], "Fay Desk", "{queue}");
+    assert!(
+        rejected["answer"]
+            .as_str()
+            .is_some_and(|a| a.contains("already_registered")),
+        "{queue}"
+    );
+    let at_source = by_email(&source, "fay@exemplo.com").await.expect("listed");
+    assert_eq!(at_source["name"], "Fay At Source");
+}
+
 /// Why writes wait names the cause: a source that refuses connections is told apart from one
 /// that hangs (both read "error sending request for url (...)").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
