@@ -89,6 +89,23 @@ impl Cli {
     }
 }
 
+/// The address `eventbox serve` with no flag would listen on here: what its `EVENTBOX_*`
+/// variables, the configuration file they name and `PORT` say (`probe` without a URL).
+pub(crate) fn served_address() -> Result<std::net::SocketAddr, String> {
+    let matches = command_for(Some(std::ffi::OsStr::new("serve")))
+        .try_get_matches_from(["eventbox", "serve"])
+        .map_err(|e| e.to_string())?;
+    let cli =
+        <Cli as clap::FromArgMatches>::from_arg_matches(&matches).map_err(|e| e.to_string())?;
+    let (Some(Command::Serve(options)), Some(sub)) =
+        (cli.command, matches.subcommand_matches("serve"))
+    else {
+        return Err("no serve options".to_string());
+    };
+    let (options, _) = options.resolve(sub).map_err(|e| e.to_string())?;
+    Ok(options.listen_addr())
+}
+
 /// `serve`'s options with the warnings to log once logging is set up, or why they cannot be
 /// used.
 pub type Resolved = Result<(ServeOptions, Vec<String>), config::ConfigError>;

@@ -865,8 +865,14 @@ fn unknown_key(key: &str, known: &[String]) -> String {
         .iter()
         .find(|k| k.as_str() == modern)
         .or_else(|| crate::problem::closest(key, known, 0.7));
+    // `_ms` keys took milliseconds; today's take a duration with its unit.
+    let unit = if key.ends_with("_ms") {
+        " (a duration with its unit now, e.g. \"60s\" or \"500ms\")"
+    } else {
+        ""
+    };
     match closest {
-        Some(k) => format!("unknown key {key:?}; did you mean {k:?}?"),
+        Some(k) => format!("unknown key {key:?}; did you mean {k:?}?{unit}"),
         None => format!(
             "unknown key {key:?}; the keys are the long flags of `eventbox serve`: {}",
             known.join(", ")
@@ -874,13 +880,20 @@ fn unknown_key(key: &str, known: &[String]) -> String {
     }
 }
 
+/// The first line of a TOML or serde message, Rust's type names said in words (`expected
+/// usize`: `expected a whole number`).
 fn first_line(message: &str) -> String {
-    message
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .trim_end()
-        .to_string()
+    let line = message.lines().next().unwrap_or_default().trim_end();
+    let Some((before, ty)) = line.rsplit_once("expected ") else {
+        return line.to_string();
+    };
+    let words = match ty {
+        "usize" | "u64" | "u32" | "u16" | "u8" => "a whole number from 0",
+        "isize" | "i64" | "i32" | "i16" | "i8" => "a whole number",
+        "f64" | "f32" => "a number",
+        _ => return line.to_string(),
+    };
+    format!("{before}expected {words}")
 }
 
 /// The 1-based line and column (in characters) of a byte offset.
@@ -1486,8 +1499,10 @@ mod tests {
         let (_dir, old) = file("idle_timeout_ms = 60000\n");
         let err = resolve(&["-c", old.to_str().expect("UTF-8")]).expect_err("refused");
         assert!(
-            err.to_string()
-                .ends_with(":1:1: unknown key \"idle_timeout_ms\"; did you mean \"idle-timeout\"?"),
+            err.to_string().ends_with(
+                ":1:1: unknown key \"idle_timeout_ms\"; did you mean \"idle-timeout\"? \
+                    (a duration with its unit now, e.g. \"60s\" or \"500ms\")"
+            ),
             "{err}"
         );
         let (_dir, far) = file("colour = \"blue\"\n");
@@ -1511,7 +1526,7 @@ mod tests {
             ),
             (
                 "journal = \"many\"\n",
-                ":1:11: journal: invalid type: string \"many\", expected usize",
+                ":1:11: journal: invalid type: string \"many\", expected a whole number from 0",
             ),
             (
                 "addr = \"here\"\n",

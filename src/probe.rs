@@ -15,8 +15,10 @@ use tokio::net::TcpStream;
 /// `eventbox probe`'s options.
 #[derive(Debug, Clone, Args)]
 pub struct ProbeArgs {
-    /// The URL to GET, plain HTTP, e.g. http://127.0.0.1:8080/readyz
-    pub(crate) url: String,
+    /// The URL to GET, plain HTTP, e.g. http://127.0.0.1:8080/readyz [default: /readyz of the
+    /// server `eventbox serve` would start here: the address its EVENTBOX_* variables, its
+    /// configuration file and PORT give, on loopback when that is every interface]
+    pub(crate) url: Option<String>,
     /// Time allowed for the whole request, e.g. 500ms or 2s
     #[arg(long, default_value = "2s", value_parser = crate::config::parse_duration)]
     pub(crate) timeout: Duration,
@@ -44,6 +46,18 @@ pub(crate) enum ProbeError {
 pub(crate) struct Answer {
     pub(crate) status: u16,
     pub(crate) line: String,
+}
+
+/// `/readyz` of a server listening on `addr`: on loopback (of the same family) when it listens
+/// on every interface, so the image's health check follows a port set with `EVENTBOX_ADDR`.
+fn readyz_of(addr: std::net::SocketAddr) -> String {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+    let ip = match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    format!("http://{}/readyz", SocketAddr::new(ip, addr.port()))
 }
 
 /// The longest status line read; a real one is under 100 bytes.
@@ -141,13 +155,23 @@ pub fn run(args: &ProbeArgs) -> u8 {
             return 1;
         }
     };
-    match runtime.block_on(get(&args.url, args.timeout)) {
+    let url = match &args.url {
+        Some(url) => url.clone(),
+        None => match crate::cli::served_address() {
+            Ok(addr) => readyz_of(addr),
+            Err(e) => {
+                eprintln!("eventbox probe: no URL given, and serve's address cannot be told: {e}");
+                return 1;
+            }
+        },
+    };
+    match runtime.block_on(get(&url, args.timeout)) {
         Ok(answer) if (200..300).contains(&answer.status) => {
-            println!("{}: {}", args.url, answer.line);
+            println!("{url}: {}", answer.line);
             0
         }
         Ok(answer) => {
-            eprintln!("eventbox probe: {}: {}", args.url, answer.line);
+            eprintln!("eventbox probe: {url}: {}", answer.line);
             1
         }
         Err(e) => {

@@ -10,9 +10,21 @@ use crate::helpers::{demo_data, serve_app, spawn_app};
 
 /// Runs `eventbox probe ARGS`; returns (exit code, stdout, stderr).
 async fn probe(args: &[&str]) -> (i32, String, String) {
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_eventbox"))
+    probe_with(args, &[]).await
+}
+
+/// [`probe`] with these variables set (and no other `EVENTBOX_*` or `PORT`).
+async fn probe_with(args: &[&str], envs: &[(&str, &str)]) -> (i32, String, String) {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_eventbox"));
+    for (name, _) in std::env::vars() {
+        if name.starts_with("EVENTBOX_") || name == "PORT" {
+            command.env_remove(name);
+        }
+    }
+    let out = command
         .arg("probe")
         .args(args)
+        .envs(envs.iter().copied())
         .output()
         .await
         .expect("run eventbox probe");
@@ -37,6 +49,46 @@ async fn a_2xx_answer_exits_0_and_any_other_exits_1() {
     assert_eq!(code, 1, "stdout: {stdout} stderr: {stderr}");
     assert!(stderr.contains("404"), "the status line: {stderr}");
     assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+}
+
+/// Without a URL, `/readyz` where `serve` would listen with the same environment, on loopback
+/// when that is every interface: the image's health check follows a port set with
+/// `EVENTBOX_ADDR` (a `docker run --health-cmd` of its own cannot run: the image has no shell).
+#[tokio::test]
+async fn without_a_url_it_asks_readyz_where_serve_would_listen() {
+    let app = spawn_app(&demo_data()).await;
+    let port = app.base.rsplit(':').next().expect("a port").to_string();
+    let every = format!("0.0.0.0:{port}");
+    for envs in [
+        vec![("EVENTBOX_ADDR", every.as_str())],
+        vec![("EVENTBOX_ADDR", "0.0.0.0"), ("PORT", port.as_str())],
+        vec![("EVENTBOX_PORT", port.as_str())],
+    ] {
+        let (code, stdout, stderr) = probe_with(&[], &envs).await;
+        assert_eq!(code, 0, "{envs:?}: stdout: {stdout} stderr: {stderr}");
+        assert_eq!(
+            stdout.trim(),
+            format!("http://127.0.0.1:{port}/readyz: HTTP/1.1 200 OK"),
+            "{envs:?}"
+        );
+    }
+    // Elsewhere: not this server.
+    let closed = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let other = closed.local_addr().expect("an address").to_string();
+    drop(closed);
+    let (code, _, stderr) = probe_with(&[], &[("EVENTBOX_ADDR", other.as_str())]).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!("http://{other}/readyz")),
+        "{stderr}"
+    );
+    // A setting serve would refuse is said.
+    let (code, _, stderr) = probe_with(&[], &[("EVENTBOX_ADDR", "nowhere")]).await;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("serve's address cannot be told"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test]
