@@ -1,7 +1,8 @@
 //! Control headers: per-request simulation, only with `--allow-control-headers` (without the
 //! flag the headers are ignored, so a client cannot slow a shared server down).
 //!
-//! - `X-Eventbox-Delay: <ms>` waits that long before answering (capped by `--max-delay`);
+//! - `X-Eventbox-Delay: <ms>` (or a duration with its unit, `3s`) waits that long before
+//!   answering (capped by `--max-delay`);
 //! - `X-Eventbox-Status: <400..=599>` answers that status with the simulated error body;
 //! - `X-Eventbox-Fault: reset | empty | truncate` breaks the answer as [`Fault`] says;
 //! - `X-Eventbox-Retry-After: <seconds | HTTP-date | none>` is the `Retry-After` of a simulated
@@ -62,7 +63,10 @@ impl BadControl {
     /// The header as the documentation spells it, and what it takes.
     fn header(&self) -> (&'static str, &'static str) {
         match self.name {
-            DELAY_HEADER => ("X-Eventbox-Delay", "milliseconds in plain digits"),
+            DELAY_HEADER => (
+                "X-Eventbox-Delay",
+                "milliseconds in plain digits, or a duration with its unit (250ms, 3s)",
+            ),
             STATUS_HEADER => ("X-Eventbox-Status", "a status from 400 to 599"),
             RETRY_AFTER_HEADER => (
                 "X-Eventbox-Retry-After",
@@ -119,8 +123,13 @@ impl Control {
         headers: &HeaderMap,
         max_delay: Duration,
     ) -> Result<Control, BadControl> {
+        // Plain digits are milliseconds; a unit may be given as every duration of eventbox's
+        // takes one.
         let delay = one(headers, DELAY_HEADER, |t| {
-            digits(t).map(|ms| Duration::from_millis(ms).min(max_delay))
+            digits(t)
+                .map(Duration::from_millis)
+                .or_else(|| humantime::parse_duration(t).ok())
+                .map(|d| d.min(max_delay))
         })?;
         let status = one(headers, STATUS_HEADER, |t| {
             digits(t)
@@ -170,6 +179,20 @@ mod tests {
         assert_eq!(c.fault, Some(Fault::Truncate));
         let capped = control(&[(DELAY_HEADER, "99999999999999999999999")]).expect("valid");
         assert_eq!(capped.delay, Some(Duration::from_secs(30)));
+        let durations = [
+            ("250ms", 250),
+            ("1.5s", 1500),
+            ("3s", 3000),
+            ("1m", 30_000),
+            ("2y", 30_000),
+        ];
+        for (with_unit, ms) in durations {
+            let c = control(&[(DELAY_HEADER, with_unit)]).expect("a duration");
+            assert_eq!(c.delay, Some(Duration::from_millis(ms)), "{with_unit}");
+        }
+        for bad in ["3 parsecs", "-1", "s", "3s 2"] {
+            assert!(control(&[(DELAY_HEADER, bad)]).is_err(), "{bad}");
+        }
     }
 
     #[test]
