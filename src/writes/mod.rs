@@ -237,6 +237,8 @@ struct View {
     alias_codes: BTreeMap<String, i64>,
     /// The attendees answers with the writes, made when first asked for after a change.
     listed: Option<Arc<Listed>>,
+    /// Registrations the base took the id or code of, numbered anew: (logged id, id, code).
+    renumbered: Vec<(i64, i64, i64)>,
 }
 
 impl View {
@@ -253,6 +255,7 @@ impl View {
             alias_ids: BTreeMap::new(),
             alias_codes: BTreeMap::new(),
             listed: None,
+            renumbered: Vec::new(),
         }
     }
 
@@ -471,6 +474,9 @@ impl View {
                     code = self.next_code;
                     record.insert("checkin_code".into(), code.into());
                 }
+                if (Some(id), Some(code)) != (logged_id, logged_code) {
+                    self.renumbered.push((logged_id.unwrap_or(id), id, code));
+                }
                 let index = self.created.len();
                 alias(self, Who::Created(index));
                 self.emails.insert(email.trim().to_lowercase(), index);
@@ -570,6 +576,8 @@ struct BundleWrites {
     /// and the event it was made for (see [`Received::event`]).
     writes: Vec<(u64, Option<i64>, Write)>,
     view: Option<View>,
+    /// The renumberings logged (a view is folded again on every new version of the files).
+    renumbering_said: HashSet<(i64, i64, i64)>,
 }
 
 impl BundleWrites {
@@ -577,6 +585,7 @@ impl BundleWrites {
     /// took each write whole (asked only then).
     fn view(
         &mut self,
+        bundle: &str,
         base: &Arc<Base>,
         taken: impl FnOnce() -> BTreeMap<u64, DateTime<Utc>>,
     ) -> &mut View {
@@ -612,6 +621,17 @@ impl BundleWrites {
             for (seq, _, w) in self.writes.iter().filter(|(_, e, _)| same_event(*e, now)) {
                 // Replaying skips what the new base refuses (see the module's documentation).
                 view.apply(w, before_pull(seq));
+            }
+            for &(logged, id, code) in &view.renumbered {
+                if self.renumbering_said.insert((logged, id, code)) {
+                    tracing::warn!(
+                        bundle,
+                        logged_id = logged,
+                        id_attendees = id,
+                        checkin_code = code,
+                        "a registration made here is numbered anew (its id or check-in code is someone else's in the bundle's files now): reprint its badge from /attendees"
+                    );
+                }
             }
             self.view = Some(view);
         }
@@ -864,7 +884,7 @@ impl Writes {
         }
         let mut bundles = self.bundles();
         let b = bundles.get_mut(bundle).filter(|b| !b.writes.is_empty())?;
-        Some(b.view(base, || self.queue.taken(bundle)).listed())
+        Some(b.view(bundle, base, || self.queue.taken(bundle)).listed())
     }
 
     /// Waits for a reset in flight to be applied (or refused), then gives leave to write on
@@ -895,7 +915,7 @@ impl Writes {
     ) -> Result<Pending, Refused> {
         let mut bundles = self.bundles();
         let b = bundles.entry(bundle.to_string()).or_default();
-        let view = b.view(base, || self.queue.taken(bundle));
+        let view = b.view(bundle, base, || self.queue.taken(bundle));
         let mut writes = make(view)?;
         if writes.is_empty() {
             return Err(Refused::new(

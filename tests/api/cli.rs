@@ -861,6 +861,101 @@ async fn a_renamed_bundle_folder_is_logged_as_renamed_served_or_not() {
     until_logged("bundle folder renamed, and not served under its new name").await;
 }
 
+/// A registration whose id and code the bundle's files give to someone else after a reload is
+/// numbered anew, and the log says so with the new numbers (the badge must be reprinted); it
+/// said nothing.
+#[tokio::test]
+async fn a_registration_numbered_anew_is_logged_once_with_its_new_numbers() {
+    use crate::helpers::DEMO_TOKEN;
+    let data = TempData::new();
+    data.with_demo("demo");
+    let dir = data.path().to_str().expect("UTF-8").to_string();
+    let served = start_binary(
+        &["--data", &dir, "--addr", "127.0.0.1:0", "--no-watch"],
+        &[("RUST_LOG", "warn")],
+    );
+    served.ready().await;
+    let client = crate::helpers::client();
+    let get = |path: &'static str| {
+        let client = client.clone();
+        let url = format!("{}{path}", served.base);
+        async move {
+            let res = client
+                .get(url)
+                .header("Authorization-Token", DEMO_TOKEN)
+                .send();
+            let body = res.await.expect("an answer").bytes().await.expect("a body");
+            serde_json::from_slice::<serde_json::Value>(&body).expect("JSON")
+        }
+    };
+    let event = get("/api/v1/event").await;
+    let price = event["data"][0]["tickets"][0]["prices"][0]["id_ticket_price"]
+        .as_i64()
+        .expect("a price");
+    let made = client
+        .post(format!("{}/api/v1/attendees/create", served.base))
+        .header("Authorization-Token", DEMO_TOKEN)
+        .header("Content-Type", "application/json")
+        .body(crate::writes::person("Eva Nova", "eva.nova@exemplo.com", price).to_string())
+        .send()
+        .await
+        .expect("registered");
+    assert_eq!(made.status(), 200);
+    let attendees = || async {
+        let list = get("/api/v1/attendees").await;
+        list["data"].as_array().cloned().unwrap_or_default()
+    };
+    let eva = attendees()
+        .await
+        .into_iter()
+        .find(|a| a["email"] == "eva.nova@exemplo.com")
+        .expect("Eva listed");
+
+    // The files now give Eva's id and code to someone else.
+    let path = data.path().join("demo/attendees.json");
+    let mut files: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("attendees")).expect("JSON");
+    let rows = files["data"].as_array_mut().expect("a list");
+    let mut other = rows[0].clone();
+    other["id_attendees"] = eva["id_attendees"].clone();
+    other["checkin_code"] = eva["checkin_code"].clone();
+    other["email"] = "outra@exemplo.com".into();
+    rows.push(other);
+    let rows = rows.len();
+    if let Some(count) = files.get_mut("count") {
+        *count = rows.into();
+    }
+    std::fs::write(&path, serde_json::to_vec(&files).expect("JSON")).expect("written");
+    served.signal("HUP");
+    let start = std::time::Instant::now();
+    let renumbered = loop {
+        let now = attendees().await;
+        let eva_now = now
+            .iter()
+            .find(|a| a["email"] == "eva.nova@exemplo.com")
+            .cloned();
+        if let Some(e) = eva_now.filter(|e| e["id_attendees"] != eva["id_attendees"]) {
+            break e;
+        }
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "not renumbered"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    let said = "a registration made here is numbered anew";
+    let log = served.stderr();
+    assert_eq!(log.matches(said).count(), 1, "{log}");
+    assert!(
+        log.contains(&format!("id_attendees={}", renumbered["id_attendees"]))
+            && log.contains(&format!("checkin_code={}", renumbered["checkin_code"])),
+        "{log}"
+    );
+    // Shown again: said once.
+    attendees().await;
+    assert_eq!(served.stderr().matches(said).count(), 1);
+}
+
 #[tokio::test]
 async fn a_reload_finding_the_same_bytes_logs_nothing_and_a_change_logs_the_bundle_loaded() {
     let data = TempData::new();
