@@ -888,7 +888,10 @@ fn first_line(message: &str) -> String {
         return line.to_string();
     };
     let words = match ty {
-        "usize" | "u64" | "u32" | "u16" | "u8" => "a whole number from 0",
+        "usize" | "u64" => "a whole number from 0",
+        "u32" => "a whole number from 0 to 4294967295",
+        "u16" => "a whole number from 0 to 65535",
+        "u8" => "a whole number from 0 to 255",
         "isize" | "i64" | "i32" | "i16" | "i8" => "a whole number",
         "f64" | "f32" => "a number",
         _ => return line.to_string(),
@@ -1527,6 +1530,10 @@ mod tests {
             (
                 "journal = \"many\"\n",
                 ":1:11: journal: invalid type: string \"many\", expected a whole number from 0",
+            ),
+            (
+                "port = 70000\n",
+                ":1:8: port: invalid value: integer `70000`, expected a whole number from 0 to 65535",
             ),
             (
                 "addr = \"here\"\n",

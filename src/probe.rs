@@ -48,13 +48,13 @@ pub(crate) struct Answer {
     pub(crate) line: String,
 }
 
-/// `/readyz` of a server listening on `addr`: on loopback (of the same family) when it listens
-/// on every interface, so the image's health check follows a port set with `EVENTBOX_ADDR`.
+/// `/readyz` of a server listening on `addr`: on 127.0.0.1 when it listens on every interface
+/// (`[::]` takes IPv4 too, eventbox never setting v6-only, and a container may have no `::1`),
+/// so the image's health check follows a port set with `EVENTBOX_ADDR`.
 fn readyz_of(addr: std::net::SocketAddr) -> String {
-    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+    use std::net::{IpAddr, Ipv4Addr, SocketAddr};
     let ip = match addr.ip() {
-        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
         ip => ip,
     };
     format!("http://{}/readyz", SocketAddr::new(ip, addr.port()))

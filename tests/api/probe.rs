@@ -59,8 +59,10 @@ async fn without_a_url_it_asks_readyz_where_serve_would_listen() {
     let app = spawn_app(&demo_data()).await;
     let port = app.base.rsplit(':').next().expect("a port").to_string();
     let every = format!("0.0.0.0:{port}");
+    let every6 = format!("[::]:{port}");
     for envs in [
         vec![("EVENTBOX_ADDR", every.as_str())],
+        vec![("EVENTBOX_ADDR", every6.as_str())],
         vec![("EVENTBOX_ADDR", "0.0.0.0"), ("PORT", port.as_str())],
         vec![("EVENTBOX_PORT", port.as_str())],
     ] {
