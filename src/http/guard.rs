@@ -7,7 +7,6 @@
 
 use hyper::body::Body;
 use hyper::header::{HeaderMap, HeaderValue, HOST};
-use hyper::http::uri::Authority;
 use hyper::{Method, Request, Version};
 
 use super::errors::ApiError;
@@ -57,21 +56,28 @@ fn host_is_valid<B>(req: &Request<B>) -> bool {
     }
 }
 
-/// `uri-host [":" port]` (RFC 9110 §7.2), the port digits or empty; an empty `Host` too.
+/// `uri-host [":" port]` (RFC 3986 §3.2.2, RFC 9110 §7.2), the port digits or empty; an empty
+/// `Host` too. Read in place: it runs on every request (`Authority::try_from` copies the bytes).
 fn is_host(host: &[u8]) -> bool {
-    if host.is_empty() {
-        return true;
-    }
-    if host.contains(&b'@') {
-        return false;
-    }
-    let Ok(authority) = Authority::try_from(host) else {
-        return false;
+    // unreserved, sub-delims and `%` (of an escape); `:` only inside an IP literal.
+    let name_byte = |b: &u8| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=%".contains(b);
+    let (name_ok, port) = match host.strip_prefix(b"[") {
+        Some(rest) => match rest.iter().position(|&b| b == b']') {
+            Some(end) => (
+                end > 0 && rest[..end].iter().all(|b| name_byte(b) || *b == b':'),
+                &rest[end + 1..],
+            ),
+            None => return false,
+        },
+        None => match host.iter().rposition(|&b| b == b':') {
+            Some(colon) => (host[..colon].iter().all(name_byte), &host[colon..]),
+            None => (host.iter().all(name_byte), &[][..]),
+        },
     };
-    let port = &authority.as_str()[authority.host().len()..];
-    port.strip_prefix(':').map_or(port.is_empty(), |digits| {
-        digits.bytes().all(|b| b.is_ascii_digit())
-    })
+    name_ok
+        && port.strip_prefix(b":").map_or(port.is_empty(), |digits| {
+            digits.iter().all(u8::is_ascii_digit)
+        })
 }
 
 /// Why a request is refused before routing, if it is: a `Host` missing, twice or not a host
