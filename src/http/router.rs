@@ -529,6 +529,12 @@ where
             if let Some(value) = retry_after {
                 res.headers_mut().insert(RETRY_AFTER, value);
             }
+            // A 405 names what the route takes, as the real one does (RFC 9110 §15.5.6).
+            if code == StatusCode::METHOD_NOT_ALLOWED {
+                let preflight = Route::Api(index).cross_origin() && ctx.cors.is_on();
+                res.headers_mut()
+                    .insert(ALLOW, methods(Route::Api(index), preflight));
+            }
             return (res, read);
         }
     }

@@ -354,7 +354,17 @@ async fn x_eventbox_delay_waits_and_is_capped_by_max_delay() {
 async fn x_eventbox_status_answers_that_status_with_the_error_body() {
     let app = with_control(&crate::helpers::demo_data(), Duration::from_secs(30)).await;
 
-    for status in ["400", "404", "429", "500", "503", "599"] {
+    // What a real 405 on the route names.
+    let real = app
+        .request(reqwest::Method::DELETE, "/api/v1/payments", DEMO_TOKEN, &[])
+        .await;
+    assert_eq!(real.status, 405);
+    let allow = real.header("allow").map(str::to_string);
+    assert!(
+        allow.as_deref().is_some_and(|a| a.contains("GET")),
+        "{allow:?}"
+    );
+    for status in ["400", "404", "405", "429", "500", "503", "599"] {
         let res = app
             .get_with(
                 "/api/v1/payments",
@@ -363,6 +373,12 @@ async fn x_eventbox_status_answers_that_status_with_the_error_body() {
             )
             .await;
         res.assert_error(status.parse().expect("a number"), "simulated_error");
+        // Only a 405 names the methods the route takes, as a real 405 does.
+        assert_eq!(
+            res.header("allow"),
+            allow.as_deref().filter(|_| status == "405"),
+            "{status}"
+        );
     }
     for (header, value) in [
         ("x-eventbox-status", "200"),
