@@ -56,6 +56,9 @@ pub struct StateOpened {
     pub queue: (usize, usize, usize),
     /// Where a write cut short by a crash (never acknowledged) was copied aside, if one was.
     pub torn: Option<PathBuf>,
+    /// Kiosk mode: the log's last line number and the higher one the forwarding outcomes name,
+    /// when they name one: the log lost lines it had saved, and new writes are numbered after.
+    pub lost: Option<(u64, u64)>,
 }
 
 /// The state folder could not be opened, or its log is damaged.
@@ -123,6 +126,7 @@ impl App {
             writes: replayed.writes,
             queue: replayed.queue,
             torn: replayed.torn,
+            lost: replayed.lost,
         }))
     }
 

@@ -613,11 +613,27 @@ pub async fn serve(options: &ServeOptions) -> u8 {
                      sent only when this folder is served in kiosk mode (--refresh-every)"
                 );
             }
+            if let Some((logged, forwarded)) = state.lost {
+                tracing::error!(
+                    logged,
+                    forwarded,
+                    "forwarded.jsonl names writes up to seq {forwarded}, past the log's last \
+                     ({logged}): the log lost lines it had saved (a disk that did not keep what \
+                     it synced, or a file cut by hand); what the source took of them is at the \
+                     source, the rest is gone; new writes are numbered from {}",
+                    forwarded + 1
+                );
+            }
             if let Some(aside) = &state.torn {
+                // A crash cuts only a line not yet acknowledged; with lines lost, the disk
+                // lost more than a crash does.
+                let how = match state.lost {
+                    None => "cut short by a crash (it was never acknowledged)",
+                    Some(_) => "damaged",
+                };
                 tracing::warn!(
                     aside = %aside.display(),
-                    "the log's last write was cut short by a crash (it was never acknowledged); \
-                     copied aside"
+                    "the log's last write was {how}; copied aside"
                 );
             }
         }

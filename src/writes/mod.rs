@@ -739,6 +739,8 @@ pub(crate) struct Replayed {
     /// Kiosk mode: the entries waiting for the source, parked, and refused.
     pub(crate) queue: (usize, usize, usize),
     pub(crate) torn: Option<std::path::PathBuf>,
+    /// The log's last `seq` and the higher one `forwarded.jsonl` names, when it names one.
+    pub(crate) lost: Option<(u64, u64)>,
 }
 
 impl Writes {
@@ -801,7 +803,15 @@ impl Writes {
         let writes = bundles.values().map(|b| b.writes.len()).sum();
         self.any.store(writes > 0, Ordering::Release);
         drop(bundles);
-        self.queue.open(dir)?;
+        // Outcomes past the log's last line: the log lost lines it had saved (a disk that did
+        // not keep what it synced, a file cut by hand). Numbering goes on after them, or a new
+        // write would take a lost one's `seq`, and with it that one's outcome (never sent).
+        let logged = self.seq.load(Ordering::Acquire);
+        let forwarded = self.queue.open(dir)?;
+        let lost = (forwarded > logged).then(|| {
+            self.seq.fetch_max(forwarded, Ordering::AcqRel);
+            (logged, forwarded)
+        });
         self.log.set(opened.log).map_err(|_| LogError::Io {
             path: dir.to_path_buf(),
             source: std::io::Error::other("the state folder is open already"),
@@ -811,6 +821,7 @@ impl Writes {
             writes,
             queue: self.queue.counts(),
             torn: opened.torn,
+            lost,
         })
     }
 

@@ -671,22 +671,25 @@ impl Queue {
         dropped
     }
 
-    /// Opens `dir/forwarded.jsonl` and applies what it says to the entries replayed.
-    pub(crate) fn open(&self, dir: &std::path::Path) -> Result<(), LogError> {
+    /// Opens `dir/forwarded.jsonl` and applies what it says to the entries replayed. Returns
+    /// the highest `seq` it names (0: none).
+    pub(crate) fn open(&self, dir: &std::path::Path) -> Result<u64, LogError> {
         let opened = Log::open(dir, log::FORWARDED, |line| {
             serde_json::from_str::<Outcome>(line).is_ok()
         })?;
+        let mut highest = 0;
         {
             let mut inner = self.inner();
             for line in &opened.lines {
                 let Ok(o) = serde_json::from_str::<Outcome>(line) else {
                     continue;
                 };
+                highest = highest.max(o.seq);
                 apply(&mut inner, &o);
             }
         }
         let _ = self.outcomes.set(opened.log);
-        Ok(())
+        Ok(highest)
     }
 
     /// The bundles that have an entry ready to send, or parked.
