@@ -5,6 +5,8 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -26,6 +28,8 @@ pub struct DeadlineBody<B> {
     limit: Duration,
     /// Armed on the first read: a body nobody reads costs no timer.
     timer: Option<Pin<Box<Sleep>>>,
+    /// Set once the body was read to its end ([`DeadlineBody::telling`]).
+    ended: Option<Arc<AtomicBool>>,
 }
 
 impl<B> DeadlineBody<B> {
@@ -34,7 +38,14 @@ impl<B> DeadlineBody<B> {
             inner,
             limit,
             timer: None,
+            ended: None,
         }
+    }
+
+    /// The same, setting `ended` once the body was read to its end: whether the connection
+    /// (HTTP/1) is ready for the next request once this one is answered.
+    pub(crate) fn telling(self, ended: Option<Arc<AtomicBool>>) -> Self {
+        DeadlineBody { ended, ..self }
     }
 }
 
@@ -52,6 +63,15 @@ where
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = &mut *self;
         if let Poll::Ready(frame) = Pin::new(&mut this.inner).poll_frame(cx) {
+            // The end, or the last frame of a body whose length was known; not an error.
+            let end = match &frame {
+                None => true,
+                Some(Ok(_)) => this.inner.is_end_stream(),
+                Some(Err(_)) => false,
+            };
+            if let (true, Some(ended)) = (end, &this.ended) {
+                ended.store(true, Ordering::Release);
+            }
             return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
         }
         let limit = this.limit;

@@ -10,6 +10,7 @@
 //! `fault`. Nothing travels in response extensions.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -110,6 +111,8 @@ pub(crate) async fn answer(
     let refused = guard::refusal(&req, route);
     let unknown_body = guard::unknown_body(&req, route);
     let mut has_body = !req.body().is_end_stream();
+    // Set once the body was read to its end (HTTP/1, a body sent): see `CONNECTION` below.
+    let mut ended: Option<Arc<AtomicBool>> = None;
     // Authorise: the request's one token lookup, in the snapshot it holds throughout.
     let snapshot = shared.store.snapshot();
     let bundle = raw_token.and_then(|raw| authorise(Token::from_header(raw), &snapshot));
@@ -144,7 +147,8 @@ pub(crate) async fn answer(
             }
         }
         None => {
-            let req = req.map(|b| DeadlineBody::new(b, shared.body_timeout));
+            ended = (http1 && has_body).then(Arc::default);
+            let req = req.map(|b| DeadlineBody::new(b, shared.body_timeout).telling(ended.clone()));
             router::respond(req, route, bundle, &snapshot, ctx, peer.ip()).await
         }
     };
@@ -158,10 +162,11 @@ pub(crate) async fn answer(
     if let Some(source) = source {
         say_age(source, res.headers_mut());
     }
-    let body_read = route.is_some_and(Route::reads_body) && res.status().as_u16() < 400;
+    let body_read = ended.is_some_and(|e| e.load(Ordering::Acquire));
     if http1 && has_body && !body_read {
-        // A body not read (refused, or sent where none is used) may still be arriving, slowly
-        // or without end: close rather than read it for the next request.
+        // A body not read to its end (refused before it, or sent where none is used) may still
+        // be arriving, slowly or without end: close rather than read it for the next request.
+        // One read whole leaves the connection ready, whatever the answer (a 4xx too).
         res.headers_mut().insert(CONNECTION, CLOSE);
     }
     if route.is_some_and(|r| !r.cross_origin()) {

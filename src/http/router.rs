@@ -466,6 +466,15 @@ struct Read {
     body: Option<Bytes>,
 }
 
+/// The most of a body endpoint `index` reads: a write's batch, or the smaller limit of the
+/// others.
+fn body_limit(index: usize) -> usize {
+    match API.get(index).map(|e| e.feed) {
+        Some(Feed::Write(_)) => WRITE_LIMIT,
+        _ => BODY_LIMIT,
+    }
+}
+
 /// The API answer after the simulation asked for: the delay (the control header's, else the
 /// bundle's draw, capped by `--max-delay`), then no answer (`fault`), a simulated error or the
 /// real one.
@@ -497,7 +506,7 @@ where
         if fault == Fault::Empty {
             // Bytes left unread in the socket would turn the close into a reset: read the body
             // (up to the cap) so the client sees an orderly close.
-            let _ = Limited::new(req.into_body(), BODY_LIMIT).collect().await;
+            let _ = read_keeping(req.into_body(), 0, body_limit(index)).await;
         }
         // No answer is sent: the pipeline fails the request (see `fault`).
         return (Response::new(Payload::default()), Read::default());
@@ -506,16 +515,19 @@ where
     if let Some(status) = status {
         let code = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
         if let Some(body) = simulated_error_body(code.as_u16()) {
-            // With a journal, the body's first bytes are kept (what the journal keeps, and one
-            // more to show it was cut), so a test can check what a client sent before it was
-            // refused and retried.
+            // The body is read as the endpoint would (up to its limit), so that HTTP/1 keeps
+            // the connection for the client's retry. With a journal its first bytes are kept
+            // (what the journal keeps, and one more to show it was cut), so a test can check
+            // what a client sent before it was refused and retried.
             let mut read = Read::default();
-            if ctx.journal.is_some() {
-                read.body = prefix(req.into_body(), super::journal::MAX_BODY + 1)
-                    .await
-                    .ok()
-                    .filter(|b| !b.is_empty());
-            }
+            let keep = match ctx.journal {
+                Some(_) => super::journal::MAX_BODY + 1,
+                None => 0,
+            };
+            read.body = read_keeping(req.into_body(), keep, body_limit(index))
+                .await
+                .ok()
+                .filter(|b| !b.is_empty());
             let mut res = json(code, body);
             // The request's (`none` included), else the endpoint's, made when it loaded.
             let retry_after = match control.retry_after {
@@ -956,20 +968,33 @@ where
     B: Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    read_keeping(body, n, n).await
+}
+
+/// Reads a body up to `read` bytes (to its end when shorter), keeping the first `keep` of
+/// them: what an answer that does not use the body reads so that the connection can carry the
+/// next request. A body that fails first is an error, as [`read_body`] gives it.
+async fn read_keeping<B>(body: B, keep: usize, read: usize) -> Result<Bytes, ApiError>
+where
+    B: Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let mut body = std::pin::pin!(body);
     let mut got = bytes::BytesMut::new();
-    while got.len() < n {
+    let mut total = 0;
+    while total < read {
         match body.frame().await {
             Some(Ok(frame)) => {
                 if let Ok(data) = frame.into_data() {
-                    bytes::BufMut::put(&mut got, data);
+                    total += bytes::Buf::remaining(&data);
+                    let room = keep.saturating_sub(got.len());
+                    bytes::BufMut::put(&mut got, bytes::Buf::take(data, room));
                 }
             }
             Some(Err(e)) => return Err(body_error(e.into())),
             None => break,
         }
     }
-    got.truncate(n);
     Ok(got.freeze())
 }
 

@@ -822,3 +822,42 @@ async fn a_simulated_delay_ends_when_the_server_stops() {
         );
     }
 }
+
+/// A refused write whose body was read to its end leaves an HTTP/1.1 connection ready for the
+/// next request (a client's retry on its pooled connection): a simulated 503, a check-in of a
+/// code nobody has. One refused before its body is read (no token) is answered and closed.
+/// Before, every refused write closed its connection.
+#[tokio::test]
+async fn a_refused_write_whose_body_was_read_keeps_the_connection() {
+    let app = with_control(&crate::helpers::demo_data(), Duration::from_secs(5)).await;
+    let body = r#"[{"checkin_code":"99999999","checkin":1,"checkin_date":"2026-09-17T09:00:00"}]"#;
+    let post = |headers: &str| {
+        format!(
+            "POST /api/v1/checkin/attendees HTTP/1.1\r\nHost: x\r\n{headers}\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+    };
+    let then = format!(
+        "GET /api/v1/event HTTP/1.1\r\nHost: x\r\nAuthorization-Token: {DEMO_TOKEN}\r\n\
+         Connection: close\r\n\r\n"
+    );
+    let token = format!("Authorization-Token: {DEMO_TOKEN}\r\n");
+    for (headers, first, answers) in [
+        (format!("{token}X-Eventbox-Status: 503\r\n"), "503", 2),
+        (token.clone(), "4", 2),
+        (String::new(), "401", 1),
+    ] {
+        let exchange = raw_http1(&app.base, format!("{}{then}", post(&headers))).await;
+        let text = String::from_utf8_lossy(&exchange.received);
+        assert!(
+            text.starts_with(&format!("HTTP/1.1 {first}")),
+            "{headers}: {text}"
+        );
+        assert_eq!(
+            text.matches("HTTP/1.1 ").count(),
+            answers,
+            "{headers}: {text}"
+        );
+    }
+}
