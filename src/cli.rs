@@ -754,10 +754,16 @@ pub async fn serve(options: &ServeOptions) -> u8 {
         }
     }
     if let Some(every) = options.refresh_every {
+        let sources = app.sources.all().len();
+        let none = match sources {
+            0 => " (none names one yet: one that does is followed once it loads)",
+            _ => "",
+        };
         tracing::info!(
             every = %humantime::format_duration(every),
             offline_after = options.offline_after,
-            "following the sources bundles name"
+            sources,
+            "following the sources bundles name{none}"
         );
         if options.state.is_none() && !options.read_only {
             // The operator of a desk must hear it before the first check-in, not after a restart.

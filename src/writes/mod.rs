@@ -848,7 +848,16 @@ impl Writes {
         }
         *told = seq;
         *condition = match result {
-            Ok(()) => None,
+            Ok(()) => {
+                if let Some(was) = condition.take() {
+                    // The operator saw ERRORs: say that writes are taken again.
+                    tracing::info!(
+                        failing_since = %was.since,
+                        "the write log is saved again: writes are taken"
+                    );
+                }
+                None
+            }
             Err(e) => Some(crate::prepare::Condition::after(
                 condition.take(),
                 "failing",

@@ -850,7 +850,7 @@ impl Queue {
         let Ok(Value::Object(mut queues)) = serde_json::from_slice::<Value>(&queue) else {
             return status.clone();
         };
-        let Some(Value::Object(bundles)) = queues.remove("bundles") else {
+        let Some(Value::Object(mut bundles)) = queues.remove("bundles") else {
             return status.clone();
         };
         if bundles.is_empty() {
@@ -866,10 +866,14 @@ impl Queue {
                     .and_then(Value::as_str)
                     .unwrap_or("")
                     .to_string();
-                if let (Some(q), Some(obj)) = (bundles.get(&name), b.as_object_mut()) {
-                    obj.insert("queue".into(), q.clone());
+                if let (Some(q), Some(obj)) = (bundles.remove(&name), b.as_object_mut()) {
+                    obj.insert("queue".into(), q);
                 }
             }
+        }
+        // Writes of a bundle whose folder is gone wait all the same: shown, not hidden.
+        if let (false, Some(obj)) = (bundles.is_empty(), v.as_object_mut()) {
+            obj.insert("queues_of_missing_bundles".into(), Value::Object(bundles));
         }
         serde_json::to_vec(&v).map_or_else(|_| status.clone(), bytes::Bytes::from)
     }

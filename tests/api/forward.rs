@@ -1452,7 +1452,7 @@ async fn a_registration_the_source_numbered_anew_is_named_in_the_log_with_both_c
 }
 
 /// Writes whose bundle folder is removed are kept, and the log says so: they wait for a folder
-/// of that name.
+/// of that name; `/status` shows them (before, only `/_queue` and the metrics did).
 #[tokio::test]
 async fn writes_of_a_removed_bundle_are_kept_and_the_log_says_so() {
     let data = TempData::new();
@@ -1500,6 +1500,13 @@ async fn writes_of_a_removed_bundle_are_kept_and_the_log_says_so() {
         .await
         .json();
     assert_eq!(queue["bundles"]["demo"]["pending"], 1, "{queue}");
+    // `/status` lists no such bundle, yet shows its writes waiting.
+    let status = served.status().await;
+    assert_eq!(status["bundles"], json!([]), "{status}");
+    assert_eq!(
+        status["queues_of_missing_bundles"]["demo"]["pending"], 1,
+        "{status}"
+    );
 }
 
 /// A registration whose tries could not connect never reached the source: once it is back it is
