@@ -515,16 +515,27 @@ where
     if let Some(status) = status {
         let code = StatusCode::from_u16(status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
         if let Some(body) = simulated_error_body(code.as_u16()) {
-            // The body is read as the endpoint would (up to its limit), so that HTTP/1 keeps
-            // the connection for the client's retry. With a journal its first bytes are kept
-            // (what the journal keeps, and one more to show it was cut), so a test can check
-            // what a client sent before it was refused and retried.
+            // With a journal the body's first bytes are kept (what the journal keeps, and one
+            // more to show it was cut), so a test can check what a client sent before it was
+            // refused and retried. Read to its end (up to the endpoint's limit) only where that
+            // keeps an HTTP/1 connection for the retry: not over HTTP/2, not a body declared
+            // over the limit (closed anyway), not one the client waits to send (`Expect`: the
+            // refusal comes first, as a real endpoint's would).
             let mut read = Read::default();
             let keep = match ctx.journal {
                 Some(_) => super::journal::MAX_BODY + 1,
                 None => 0,
             };
-            read.body = read_keeping(req.into_body(), keep, body_limit(index))
+            let limit = body_limit(index);
+            let to_end = req.version() < hyper::Version::HTTP_2
+                && !req.headers().contains_key(hyper::header::EXPECT)
+                && req
+                    .body()
+                    .size_hint()
+                    .upper()
+                    .is_none_or(|n| n <= limit as u64);
+            let upto = if to_end { limit } else { keep };
+            read.body = read_keeping(req.into_body(), keep, upto)
                 .await
                 .ok()
                 .filter(|b| !b.is_empty());

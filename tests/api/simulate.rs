@@ -860,4 +860,13 @@ async fn a_refused_write_whose_body_was_read_keeps_the_connection() {
             "{headers}: {text}"
         );
     }
+    // A client that waits to send its body (`Expect: 100-continue`) gets the simulated error
+    // first, not a `100 Continue` and a wait for a body it was refused.
+    let waiting = format!(
+        "POST /api/v1/checkin/attendees HTTP/1.1\r\nHost: x\r\n{token}X-Eventbox-Status: 503\r\n\
+         Expect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let text = String::from_utf8_lossy(&raw_http1(&app.base, waiting).await.received).into_owned();
+    assert!(text.starts_with("HTTP/1.1 503"), "{text}");
 }
