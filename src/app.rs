@@ -56,8 +56,8 @@ pub struct StateOpened {
     pub queue: (usize, usize, usize),
     /// Where a write cut short by a crash (never acknowledged) was copied aside, if one was.
     pub torn: Option<PathBuf>,
-    /// Kiosk mode: the log's last line number and the higher one the forwarding outcomes name,
-    /// when they name one: the log lost lines it had saved, and new writes are numbered after.
+    /// Kiosk mode: the log's last `seq` and the higher one the forwarding outcomes name, when
+    /// they name one: the log lost lines it had saved, and new writes are numbered after.
     pub lost: Option<(u64, u64)>,
 }
 
