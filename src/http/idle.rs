@@ -2,6 +2,11 @@
 //! the timeout is closed. hyper's header-read timeout only guards HTTP/1 request heads; this also
 //! covers HTTP/2 and keep-alive connections left open by clients that went away.
 //!
+//! Until its first byte arrives a connection gets the (shorter) header timeout instead: hyper's
+//! own does not start before the protocol is known (hyper-util reads the first bytes to tell
+//! HTTP/1 from HTTP/2), so a client that connects and sends nothing would otherwise hold its
+//! connection for the whole idle timeout.
+//!
 //! A simulated delay is the server's silence, not the client's: while the connection has a
 //! request in flight and no write waits for the client, a read that waits gets `grace` more
 //! (`--max-delay`, the longest delay), so a delay never closes its connection. The grace is
@@ -28,7 +33,10 @@ use super::drain::InFlight;
 #[derive(Debug)]
 pub(crate) struct IdleTimeout<S> {
     inner: S,
+    /// The timeout in force: the first byte's until it arrives, then the idle timeout.
     idle: Duration,
+    /// The idle timeout, while the first byte has not arrived.
+    after_first: Option<Duration>,
     last_activity: Instant,
     timer: Pin<Box<Sleep>>,
     /// What a waiting read gets beyond `idle` while a request is in flight.
@@ -40,13 +48,23 @@ pub(crate) struct IdleTimeout<S> {
 }
 
 impl<S> IdleTimeout<S> {
-    pub(crate) fn new(inner: S, idle: Duration, grace: Duration, in_flight: Arc<InFlight>) -> Self {
+    /// A connection closed when its first byte does not come within `first` (at most `idle`),
+    /// and after that after `idle` without traffic.
+    pub(crate) fn new(
+        inner: S,
+        first: Duration,
+        idle: Duration,
+        grace: Duration,
+        in_flight: Arc<InFlight>,
+    ) -> Self {
         let now = Instant::now();
+        let first = first.min(idle);
         IdleTimeout {
             inner,
-            idle,
+            idle: first,
+            after_first: Some(idle),
             last_activity: now,
-            timer: Box::pin(tokio::time::sleep_until(now + idle)),
+            timer: Box::pin(tokio::time::sleep_until(now + first)),
             grace,
             in_flight,
             write_stalled: false,
@@ -134,6 +152,9 @@ impl<S: AsyncRead + Unpin> AsyncRead for IdleTimeout<S> {
             Poll::Ready(Ok(())) => {
                 if buf.filled().len() > before {
                     let now = Instant::now();
+                    if let Some(idle) = self.after_first.take() {
+                        self.idle = idle;
+                    }
                     self.last_activity = now;
                     self.in_flight.traffic(now);
                 }
@@ -181,7 +202,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for IdleTimeout<S> {
 mod tests {
     use std::future::poll_fn;
 
-    use tokio::io::{AsyncReadExt, DuplexStream};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream};
 
     use super::*;
 
@@ -195,7 +216,7 @@ mod tests {
         let (server, client) = tokio::io::duplex(64);
         let in_flight = Arc::new(InFlight::default());
         (
-            IdleTimeout::new(server, IDLE, Duration::ZERO, in_flight),
+            IdleTimeout::new(server, IDLE, IDLE, Duration::ZERO, in_flight),
             client,
         )
     }
@@ -213,6 +234,33 @@ mod tests {
 
     async fn write_once(io: &mut IdleTimeout<DuplexStream>) -> Poll<io::Result<usize>> {
         poll_once(|cx| Pin::new(&mut *io).poll_write(cx, &[b'x'; 64])).await
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_first_byte_gets_the_first_timeout_and_then_the_idle_one_holds() {
+        const FIRST: Duration = Duration::from_millis(100);
+        let in_flight = Arc::new(InFlight::default());
+        let (server, _client) = tokio::io::duplex(64);
+        let mut silent =
+            IdleTimeout::new(server, FIRST, IDLE, Duration::ZERO, Arc::clone(&in_flight));
+        let (server, mut client) = tokio::io::duplex(64);
+        let mut talking = IdleTimeout::new(server, FIRST, IDLE, Duration::ZERO, in_flight);
+        assert!(read_once(&mut silent).await.is_pending());
+        client.write_all(b"G").await.expect("write");
+        assert!(matches!(read_once(&mut talking).await, Poll::Ready(Ok(()))));
+
+        tokio::time::advance(FIRST + Duration::from_millis(1)).await;
+
+        match read_once(&mut silent).await {
+            Poll::Ready(Err(e)) => assert_eq!(e.kind(), io::ErrorKind::TimedOut),
+            other => panic!("a connection that sent nothing is closed: {other:?}"),
+        }
+        assert!(
+            read_once(&mut talking).await.is_pending(),
+            "a connection that sent a byte waits for the idle timeout"
+        );
+        tokio::time::advance(IDLE).await;
+        assert!(matches!(read_once(&mut talking).await, Poll::Ready(Err(_))));
     }
 
     #[tokio::test(start_paused = true)]

@@ -490,6 +490,36 @@ async fn a_slow_client_is_cut_off_by_the_header_timeout_while_others_are_served(
 }
 
 #[tokio::test]
+async fn a_connection_that_sends_nothing_is_cut_off_by_the_header_timeout() {
+    // The idle timeout stays at its 60 s: only the header timeout can close these in time.
+    let app = demo_with(|s| s.limits.header_timeout = Duration::from_millis(300)).await;
+    let addr = app.base.trim_start_matches("http://").to_string();
+    let mut silent = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    let mut kept = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .expect("write");
+    let mut buf = [0u8; 1024];
+    let n = kept.read(&mut buf).await.expect("an answer");
+    assert!(
+        buf[..n].starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&buf[..n])
+    );
+
+    let silent = closed_within(&mut silent, Duration::from_secs(5)).await;
+    let kept = closed_within(&mut kept, Duration::from_secs(5)).await;
+
+    let took = silent.expect("a connection that never sent a byte was closed");
+    assert!(took < Duration::from_secs(3), "closed after {took:?}");
+    assert!(kept.is_some(), "an idle keep-alive connection was closed");
+}
+
+#[tokio::test]
 async fn an_idle_connection_is_closed() {
     let app = demo_with(|s| s.limits.idle_timeout = Duration::from_millis(300)).await;
     let addr = app.base.trim_start_matches("http://").to_string();
