@@ -24,10 +24,11 @@
 
 use std::net::IpAddr;
 
-use hyper::header::{HeaderMap, AUTHORIZATION, HOST, ORIGIN};
+use hyper::header::{HeaderMap, AUTHORIZATION, ORIGIN};
 use hyper::Uri;
 
 use super::errors::ApiError;
+use super::guard::request_host;
 use crate::token::Token;
 
 /// Whether `peer` is this machine's loopback: 127.0.0.0/8, `::1`, or an IPv4-mapped loopback
@@ -44,7 +45,8 @@ pub(crate) fn check(
     uri: &Uri,
     headers: &HeaderMap,
 ) -> Result<(), ApiError> {
-    let host = host(uri, headers);
+    // A request whose host cannot be read names no loopback host.
+    let host = request_host(uri, headers);
     if cross_origin(headers, host.ok().flatten()) {
         return Err(ApiError::AdminCrossOrigin);
     }
@@ -62,20 +64,6 @@ pub(crate) fn check(
         Some(sent) if token.matches(sent) => Ok(()),
         _ => Err(ApiError::AdminTokenRequired),
     }
-}
-
-/// The host the request was sent to: its `Host`, or the URI's authority (HTTP/2's
-/// `:authority`). `Err` when no one host can be read: two different `Host` values, or one that
-/// is not visible ASCII (which hyper lets through); such a request names no loopback host.
-fn host<'r>(uri: &'r Uri, headers: &'r HeaderMap) -> Result<Option<&'r str>, ()> {
-    let mut values = headers.get_all(HOST).iter();
-    let Some(first) = values.next() else {
-        return Ok(uri.authority().map(|a| a.as_str()));
-    };
-    if values.any(|v| v != first) {
-        return Err(());
-    }
-    first.to_str().map(Some).map_err(|_| ())
 }
 
 /// Whether `host` (`name[:port]`) cannot be a rebound name: `localhost`, an address (a page
@@ -151,7 +139,7 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 mod tests {
     use std::net::{Ipv4Addr, Ipv6Addr};
 
-    use hyper::header::HeaderValue;
+    use hyper::header::{HeaderValue, HOST};
 
     use super::*;
 
@@ -238,6 +226,17 @@ mod tests {
         };
         assert_eq!(h2("localhost:8080"), Ok(()));
         assert_eq!(h2("evil.example:8080"), Err(ApiError::AdminHostNotLocal));
+        // An absolute-form HTTP/1 target's authority is the host, whatever `Host` says
+        // (RFC 9112 §3.2.2).
+        let absolute = |authority: &str, host: &'static str| {
+            let uri: Uri = format!("http://{authority}/status").parse().expect("a URI");
+            super::check(None, peer, &uri, &with_host(host))
+        };
+        assert_eq!(
+            absolute("evil.example:8080", "127.0.0.1:8080"),
+            Err(ApiError::AdminHostNotLocal)
+        );
+        assert_eq!(absolute("localhost:8080", "evil.example:8080"), Ok(()));
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use hyper::body::Body;
 use hyper::header::{HeaderMap, HeaderValue, HOST};
-use hyper::{Method, Request, Version};
+use hyper::{Method, Request, Uri, Version};
 
 use super::errors::ApiError;
 use super::router::TOKEN_HEADER;
@@ -42,6 +42,27 @@ pub(crate) fn token_header(headers: &HeaderMap) -> Result<Option<&[u8]>, ApiErro
     single(headers, TOKEN_HEADER)
         .map(|v| v.map(HeaderValue::as_bytes))
         .map_err(|()| ApiError::AmbiguousToken)
+}
+
+/// The host a request was sent to: the target's authority when it has one (an absolute-form
+/// HTTP/1 target, which `Host` cannot override, RFC 9112 §3.2.2; HTTP/2's `:authority`), else
+/// its `Host`. `Err` when no one host can be read: two different `Host` values, or one that is
+/// not visible ASCII (which hyper lets through).
+pub(crate) fn request_host<'r>(
+    uri: &'r Uri,
+    headers: &'r HeaderMap,
+) -> Result<Option<&'r str>, ()> {
+    if let Some(authority) = uri.authority() {
+        return Ok(Some(authority.as_str()));
+    }
+    let mut values = headers.get_all(HOST).iter();
+    let Some(first) = values.next() else {
+        return Ok(None);
+    };
+    if values.any(|v| v != first) {
+        return Err(());
+    }
+    first.to_str().map(Some).map_err(|_| ())
 }
 
 /// Whether the request's `Host` is what RFC 9112 §3.2 asks: exactly one on an HTTP/1.1

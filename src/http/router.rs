@@ -15,7 +15,7 @@ use http_body_util::{BodyExt, Limited};
 use hyper::body::Body;
 use hyper::header::{
     HeaderMap, HeaderValue, ACCEPT_ENCODING, ALLOW, CACHE_CONTROL, CONTENT_ENCODING,
-    CONTENT_LENGTH, CONTENT_TYPE, ETAG, HOST, IF_NONE_MATCH, RETRY_AFTER, VARY, WWW_AUTHENTICATE,
+    CONTENT_LENGTH, CONTENT_TYPE, ETAG, IF_NONE_MATCH, RETRY_AFTER, VARY, WWW_AUTHENTICATE,
 };
 use hyper::http::request::Parts;
 use hyper::{Method, Request, Response, StatusCode};
@@ -29,7 +29,7 @@ use super::errors::{
 };
 use super::journal::{Filter, Journal};
 use super::pipeline::Handled;
-use super::{details, negotiate, paging};
+use super::{details, guard, negotiate, paging};
 use crate::api::{Feed, Operation, WriteKind, API};
 use crate::metrics::{self, Metrics};
 use crate::model::bodies;
@@ -179,16 +179,10 @@ fn full_url<B>(req: &Request<B>, ctx: &Context) -> String {
         .unwrap_or("http");
     let uri = req.uri();
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
-    let host = uri
-        .authority()
-        .map(|a| a.as_str().to_string())
-        .or_else(|| {
-            req.headers()
-                .get(HOST)
-                .and_then(|h| h.to_str().ok())
-                .map(str::to_string)
-        })
-        .unwrap_or_else(|| ctx.local.to_string());
+    let host = guard::request_host(uri, req.headers())
+        .ok()
+        .flatten()
+        .map_or_else(|| ctx.local.to_string(), str::to_string);
     format!("{scheme}://{host}{path}")
 }
 

@@ -261,6 +261,29 @@ async fn a_host_that_cannot_be_read_names_no_loopback_host() {
     }
 }
 
+/// An absolute-form target names the host the request went to, whatever its `Host` says
+/// (RFC 9112 §3.2.2): a rebound name there is refused, a loopback one answered.
+#[tokio::test]
+async fn an_absolute_form_target_names_the_host_over_the_host_header() {
+    let app = serve_app_at([127, 0, 0, 1].into(), demo_app(None), |_| {}).await;
+    let own = app.base.trim_start_matches("http://").to_string();
+    let request = |target_host: &str, host: &str| {
+        format!(
+            "GET http://{target_host}/status HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        )
+        .into_bytes()
+    };
+
+    let rebound = raw_http1(&app.base, request("evil.example:8080", &own)).await;
+    let local = raw_http1(&app.base, request(&own, "evil.example:8080")).await;
+
+    let rebound = String::from_utf8_lossy(&rebound.received);
+    assert!(rebound.starts_with("HTTP/1.1 403 "), "{rebound}");
+    assert!(rebound.contains("admin_host_not_local"), "{rebound}");
+    let local = String::from_utf8_lossy(&local.received);
+    assert!(local.starts_with("HTTP/1.1 200 "), "{local}");
+}
+
 #[tokio::test]
 async fn remote_clients_get_403_from_admin_routes_without_a_configured_token() {
     let Some(ip) = remote_ip() else { return };
