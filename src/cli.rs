@@ -753,25 +753,12 @@ pub async fn serve(options: &ServeOptions) -> u8 {
             );
         }
     }
-    if let Some(every) = options.refresh_every {
-        let sources = app.sources.all().len();
-        let none = match sources {
-            0 => " (none names one yet: one that does is followed once it loads)",
-            _ => "",
-        };
-        tracing::info!(
-            every = %humantime::format_duration(every),
-            offline_after = options.offline_after,
-            sources,
-            "following the sources bundles name{none}"
+    if options.refresh_every.is_some() && options.state.is_none() && !options.read_only {
+        // The operator of a desk must hear it before the first check-in, not after a restart.
+        tracing::warn!(
+            "writes made here are kept in memory only: they are never sent to the sources and \
+             a restart loses them (give --state DIR to keep them on disk and forward them)"
         );
-        if options.state.is_none() && !options.read_only {
-            // The operator of a desk must hear it before the first check-in, not after a restart.
-            tracing::warn!(
-                "writes made here are kept in memory only: they are never sent to the sources and \
-                 a restart loses them (give --state DIR to keep them on disk and forward them)"
-            );
-        }
     }
     let printer = app.clone();
     // The catalog's lock is a blocking one: take it off the async threads.

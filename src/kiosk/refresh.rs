@@ -101,11 +101,26 @@ async fn supervise(shared: Arc<Shared>, mut stopped: tokio::sync::oneshot::Recei
         HashMap::new();
     // A bundle that names its source again is followed at its reload, not a period later.
     let mut published = shared.reloader.published();
+    let mut first = true;
     loop {
         let (reloader, sources) = (Arc::clone(&shared.reloader), Arc::clone(&shared.sources));
         let wanted = tokio::task::spawn_blocking(move || followed(&reloader, &sources))
             .await
             .unwrap_or_default();
+        if std::mem::take(&mut first) {
+            // Said here, once the bundles not served yet (a desk set up with bundle.toml alone)
+            // are counted: the start, before this pass, saw only those served.
+            let none = match wanted.len() {
+                0 => " (none names one yet: one that does is followed once it loads)",
+                _ => "",
+            };
+            tracing::info!(
+                every = %humantime::format_duration(shared.options.every),
+                offline_after = shared.options.offline_after,
+                sources = wanted.len(),
+                "following the sources bundles name{none}"
+            );
+        }
         // Gone, or its health made anew (it names another URL now): the loop keeping the old
         // one stops, and one keeping the new one starts below.
         let gone: Vec<String> = running

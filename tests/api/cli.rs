@@ -577,6 +577,48 @@ async fn writes_go_to_a_source_only_in_kiosk_mode() {
     }
 }
 
+/// A desk set up with a bundle.toml alone (its files come with the first pull) follows that
+/// source from the start, and says so. It used to say that no bundle named one: the start line
+/// counted only the bundles served.
+#[tokio::test]
+async fn a_desk_set_up_with_bundle_toml_alone_says_it_follows_that_source() {
+    let data = TempData::new();
+    let bundle = data.path().join("summit");
+    std::fs::create_dir_all(&bundle).expect("bundle folder");
+    std::fs::write(
+        bundle.join("bundle.toml"),
+        "tokens = [\"demo-token\"]\n[source]\nurl = \"http://127.0.0.1:9/api/v1\"\n",
+    )
+    .expect("bundle.toml");
+    let data_arg = data.path().to_str().expect("utf-8");
+    let served = start_binary(
+        &[
+            "--data",
+            data_arg,
+            "--addr",
+            "127.0.0.1:0",
+            "--no-watch",
+            "--refresh-every",
+            "1h",
+        ],
+        &[],
+    );
+
+    let start = std::time::Instant::now();
+    let line = loop {
+        let stderr = served.stderr();
+        if let Some(line) = stderr.lines().find(|l| l.contains("following the sources")) {
+            break line.to_string();
+        }
+        let waited = start.elapsed() < std::time::Duration::from_secs(10);
+        assert!(waited, "{stderr}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+
+    assert!(line.contains("sources=1"), "{line}");
+    assert!(!line.contains(NONE_YET), "{line}");
+}
+
 /// What a desk's start says when no bundle names a source.
 const NONE_YET: &str = "following the sources bundles name (none names one yet";
 
