@@ -417,16 +417,16 @@ impl BundleLoader<'_> {
                 return match decode.absent() {
                     Some(body) => Some(Some(body)),
                     None => {
+                        // Said of the folder: naming one of the two files would name one that
+                        // may never have been there.
                         self.problems.push(Problem::error(
-                            self.dir.join(format!("{stem}.json")),
+                            self.dir,
                             Location::File,
-                            format!(
-                                "missing: every bundle needs its {stem}, as {stem}.json or {stem}.toml"
-                            ),
+                            format!("no {stem}.json or {stem}.toml: every bundle needs its {stem}"),
                         ));
                         Some(None)
                     }
-                }
+                };
             }
             Ok(Some(f)) => f,
             Err(()) => return None,
@@ -503,6 +503,9 @@ impl BundleLoader<'_> {
         self.push_findings(&path, diag);
         match result {
             Ok(p) => p.map(Some),
+            Err(e) if e.is_eof() && read::read(&path, max).is_ok_and(|b| self.empty(&path, &b)) => {
+                None
+            }
             Err(e) => {
                 let full = e.to_string();
                 let suffix = format!(" at line {} column {}", e.line(), e.column());
@@ -549,6 +552,23 @@ impl BundleLoader<'_> {
         }
     }
 
+    /// Whether a file's `bytes` are empty (white space, a byte-order mark), said as a problem of
+    /// `path`: an error, not an absent file (a write cut short must not serve an empty list), and
+    /// said as such (JSON's "EOF while parsing" and TOML's missing field did not say why).
+    fn empty(&mut self, path: &Path, bytes: &[u8]) -> bool {
+        let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+        let empty = bytes.iter().all(u8::is_ascii_whitespace);
+        if empty {
+            self.problems.push(Problem::error(
+                path,
+                Location::File,
+                "the file is empty: write its data, or remove it if the bundle can do without it \
+                 (docs/bundles.md)",
+            ));
+        }
+        empty
+    }
+
     /// Reads, parses and decodes one file, turning every finding into a problem of that file.
     fn file<T>(
         &mut self,
@@ -592,7 +612,12 @@ impl BundleLoader<'_> {
             }
         };
         // A byte-order mark is not JSON, but editors on some systems add one.
-        let parsed = model::parse_text(text.strip_prefix('\u{feff}').unwrap_or(&text), format);
+        let text_only = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        // bundle.toml's own message says what it must name.
+        if path.file_stem().is_some_and(|s| s != CONFIG) && self.empty(path, text_only.as_bytes()) {
+            return None;
+        }
+        let parsed = model::parse_text(text_only, format);
         // The text is not needed once parsed: freed before the value is decoded (a large file's
         // text, value tree and records would otherwise be held at once).
         drop(text);

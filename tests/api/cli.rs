@@ -77,6 +77,9 @@ fn check_names_the_file_and_place_of_every_kind_of_problem() {
         ("two-formats", "event.toml", fixtures::EVENT_TOML.as_bytes().to_vec(), "two-formats/event.json: "),
         ("tokens-string", "bundle.toml", b"tokens = \"secret-xyz-token\"\n".to_vec(), "tokens-string/bundle.toml: tokens: expected an array of strings, found a string"),
         ("no-tokens", "bundle.toml", b"tokens = []\n".to_vec(), "no-tokens/bundle.toml: tokens: at least one token is required"),
+        // Said as empty, streamed or not (it read as "EOF while parsing", or a missing field).
+        ("empty-toml", "attendees.toml", b"\n".to_vec(), "empty-toml/attendees.toml: the file is empty: write its data, or remove it"),
+        ("empty-streamed", "payments.json", b" \n".to_vec(), "empty-streamed/payments.json: the file is empty"),
         // After a byte-order mark columns count from the first character after it, streamed or not.
         ("bom-streamed", "payments.json", b"\xEF\xBB\xBF{\"data\": [}".to_vec(), "bom-streamed/payments.json:1:11: "),
         ("bom-parsed", "event.json", b"\xEF\xBB\xBF{\"data\": [}".to_vec(), "bom-parsed/event.json:1:11: "),
@@ -103,7 +106,9 @@ fn check_names_the_file_and_place_of_every_kind_of_problem() {
         );
     }
     assert!(
-        out.contains(&format!("error: {root}/missing-event/event.json: missing")),
+        out.contains(&format!(
+            "error: {root}/missing-event: no event.json or event.toml: every bundle needs its event"
+        )),
         "{out}"
     );
     assert!(
