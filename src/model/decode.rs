@@ -88,6 +88,13 @@ pub(crate) fn describe(v: &Value) -> String {
     match v {
         Value::Null => "null".into(),
         Value::Bool(b) => format!("{b}"),
+        // Numbers keep their text: one out of range is said to be (it read as a type error).
+        Value::Number(n) if n.to_string().parse::<f64>().is_ok_and(f64::is_infinite) => {
+            format!("the number {n}, beyond a double's range (clients read it as Infinity)")
+        }
+        Value::Number(n) if !n.is_i64() && !n.is_u64() && is_integer_text(&n.to_string()) => {
+            format!("the number {n}, beyond 64 bits")
+        }
         Value::Number(n) => format!("the number {n}"),
         Value::String(s) => {
             let short: String = s.chars().take(40).collect();
@@ -100,6 +107,12 @@ pub(crate) fn describe(v: &Value) -> String {
         Value::Array(_) => "an array".into(),
         Value::Object(_) => "an object".into(),
     }
+}
+
+/// Whether `text` is written as an integer: digits, maybe after a minus.
+fn is_integer_text(text: &str) -> bool {
+    let digits = text.strip_prefix('-').unwrap_or(text);
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// A text value with a validated format (a date, an hour, a decimal in text...).
@@ -258,8 +271,11 @@ impl Scalar for i64 {
 
 impl Scalar for Number {
     const EXPECTED: &'static str = "a number";
+    /// Served as written, but only one a double holds: `1e400` would be `Infinity` to every
+    /// JavaScript or Python client, and TOML's `inf` is refused too.
     fn take(v: &Value) -> Option<Self> {
-        v.as_number().cloned()
+        // `as_f64` is `None` for one beyond a double (numbers keep their text here).
+        v.as_number().filter(|n| n.as_f64().is_some()).cloned()
     }
 }
 
@@ -532,6 +548,32 @@ mod tests {
                 "data[2].b: expected an integer, found the number 1.5",
                 "data[2].c: expected a string, found null",
                 "data[2].missing: missing required field",
+            ]
+        );
+    }
+
+    /// A number out of range says so: an integer beyond 64 bits for an integer field, one beyond
+    /// a double's range for a number field (served as written, it was `Infinity` to a client).
+    #[test]
+    fn a_number_out_of_range_is_said_to_be() {
+        let v: Value = serde_json::from_str(
+            r#"{"id": 99999999999999999999999, "price": 1e400, "small": -1e-400, "big": 1e300}"#,
+        )
+        .expect("JSON");
+        let mut diag = Diag::default();
+        let mut o = Obj::new(&v, "data[0]", &mut diag).expect("an object");
+        assert_eq!(o.required::<i64>("id"), None);
+        assert_eq!(o.required::<Number>("price"), None);
+        assert!(
+            o.required::<Number>("small").is_some(),
+            "underflows to 0: a double holds it"
+        );
+        assert!(o.required::<Number>("big").is_some());
+        assert_eq!(
+            diag.lines(),
+            vec![
+                "data[0].id: expected an integer, found the number 99999999999999999999999, beyond 64 bits",
+                "data[0].price: expected a number, found the number 1e+400, beyond a double's range (clients read it as Infinity)",
             ]
         );
     }

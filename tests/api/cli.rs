@@ -79,6 +79,8 @@ fn check_names_the_file_and_place_of_every_kind_of_problem() {
         ("no-tokens", "bundle.toml", b"tokens = []\n".to_vec(), "no-tokens/bundle.toml: tokens: at least one token is required"),
         // Said as empty, streamed or not (it read as "EOF while parsing", or a missing field).
         ("empty-toml", "attendees.toml", b"\n".to_vec(), "empty-toml/attendees.toml: the file is empty: write its data, or remove it"),
+        // Beyond a double: every JavaScript or Python client would read Infinity.
+        ("huge-number", "payments.json", p.replacen("\"amount_payment\": 301", "\"amount_payment\": 1e400", 1).into_bytes(), "huge-number/payments.json: [1].amount_payment: expected a number, found the number 1e+400, beyond a double's range"),
         ("empty-streamed", "payments.json", b" \n".to_vec(), "empty-streamed/payments.json: the file is empty"),
         // After a byte-order mark columns count from the first character after it, streamed or not.
         ("bom-streamed", "payments.json", b"\xEF\xBB\xBF{\"data\": [}".to_vec(), "bom-streamed/payments.json:1:11: "),
