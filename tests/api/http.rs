@@ -497,19 +497,7 @@ async fn a_connection_that_sends_nothing_is_cut_off_by_the_header_timeout() {
     let mut silent = tokio::net::TcpStream::connect(&addr)
         .await
         .expect("connect");
-    let mut kept = tokio::net::TcpStream::connect(&addr)
-        .await
-        .expect("connect");
-    kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .expect("write");
-    let mut buf = [0u8; 1024];
-    let n = kept.read(&mut buf).await.expect("an answer");
-    assert!(
-        buf[..n].starts_with(b"HTTP/1.1 200"),
-        "{}",
-        String::from_utf8_lossy(&buf[..n])
-    );
+    let mut kept = kept_alive(&addr).await;
 
     let silent = closed_within(&mut silent, Duration::from_secs(5)).await;
     let kept = closed_within(&mut kept, Duration::from_secs(5)).await;
@@ -519,13 +507,9 @@ async fn a_connection_that_sends_nothing_is_cut_off_by_the_header_timeout() {
     assert!(kept.is_some(), "an idle keep-alive connection was closed");
 }
 
-#[tokio::test]
-async fn an_idle_connection_is_closed() {
-    let app = demo_with(|s| s.limits.idle_timeout = Duration::from_millis(300)).await;
-    let addr = app.base.trim_start_matches("http://").to_string();
-    let mut conn = tokio::net::TcpStream::connect(&addr)
-        .await
-        .expect("connect");
+/// A connection to `addr` that was answered one request and is kept alive.
+async fn kept_alive(addr: &str) -> tokio::net::TcpStream {
+    let mut conn = tokio::net::TcpStream::connect(addr).await.expect("connect");
     conn.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
         .await
         .expect("write");
@@ -536,6 +520,14 @@ async fn an_idle_connection_is_closed() {
         "{}",
         String::from_utf8_lossy(&buf[..n])
     );
+    conn
+}
+
+#[tokio::test]
+async fn an_idle_connection_is_closed() {
+    let app = demo_with(|s| s.limits.idle_timeout = Duration::from_millis(300)).await;
+    let addr = app.base.trim_start_matches("http://").to_string();
+    let mut conn = kept_alive(&addr).await;
 
     let closed = closed_within(&mut conn, Duration::from_secs(5)).await;
 
