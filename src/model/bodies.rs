@@ -950,7 +950,7 @@ mod tests {
             date_range_body,
         );
 
-        assert_eq!(attendee.registration.id_ticket_price, 0);
+        assert_eq!(attendee.registration.id_ticket_price.0, 0);
         assert_eq!(
             range.dataFim.as_ref().map(|d| d.as_str()),
             Some("2024-12-31")
@@ -958,7 +958,7 @@ mod tests {
         assert_eq!(attendee.registration_confirmed, Some(true));
         assert_eq!(checkins[0].checkin_code.as_str(), "11");
         assert_eq!(
-            (sessions[0].id_attendees, sessions[0].id_session),
+            (sessions[0].id_attendees.0, sessions[0].id_session.0),
             (9, 155553)
         );
     }
@@ -1149,14 +1149,14 @@ mod tests {
     #[test]
     fn bad_write_bodies_give_problems_with_their_paths() {
         let v = json!({"attendee": {"name": " ", "email": "a@b.c", "photo": 1,
-            "registration": {"id_ticket_price": "7"}}});
+            "registration": {"id_ticket_price": "7x"}}});
         let (body, problems) = findings(&v, attendee_create_body);
         assert!(body.is_none());
         assert_eq!(
             problems,
             [
                 "attendee.photo: expected a string, found the number 1",
-                "attendee.registration.id_ticket_price: expected an integer, found the string \"7\"",
+                "attendee.registration.id_ticket_price: expected an integer (or its digits as a string), found the string \"7x\"",
                 "attendee.name: must not be blank",
             ]
         );
@@ -1180,6 +1180,28 @@ mod tests {
                 "[0].checkin_code: expected a string (or an integer), found the number 11.5",
                 "[0].checkin: is 2; 1 checks in, 0 undoes a check-in",
                 "[1].checkin_date: \"01/01/2020 09:30\" is not a date-time such as 2020-01-01T10:00:00",
+            ]
+        );
+        // An integer's digits as a string are taken, as the service's framework takes them.
+        let v = json!([{"id_attendees": "9", "id_session": "155553", "checkin": "1",
+            "checkin_date": "2020-01-01T09:30:00"}]);
+        let (body, problems) = findings(&v, checkin_sessions_body);
+        assert!(problems.is_empty(), "{problems:?}");
+        let taken = body.expect("taken");
+        let one = &taken[0];
+        assert_eq!(
+            (one.id_attendees.0, one.id_session.0, one.checkin.0),
+            (9, 155553, 1)
+        );
+        let v = json!([{"id_attendees": "9.0", "id_session": " 1", "checkin": "2",
+            "checkin_date": "2020-01-01T09:30:00"}]);
+        let (_, problems) = findings(&v, checkin_sessions_body);
+        assert_eq!(
+            problems,
+            [
+                "[0].id_attendees: expected an integer (or its digits as a string), found the string \"9.0\"",
+                "[0].id_session: expected an integer (or its digits as a string), found the string \" 1\"",
+                "[0].checkin: is 2; 1 checks in, 0 undoes a check-in",
             ]
         );
         let v = json!({"dataInicio": "2024-12-31", "dataFim": "2024-12-01"});

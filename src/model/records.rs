@@ -749,7 +749,7 @@ record! {
     /// The price is not used (the ticket price's own is the price), so it may be null or left
     /// out: the documented body has it, the clients seen may not send it.
     pub(crate) struct Registration, decoded by registration {
-        id_ticket_price: i64,
+        id_ticket_price: WireInt,
         price: Option<Number>,
     }
 }
@@ -788,6 +788,32 @@ impl Field for CheckinCode {
 #[cfg(test)]
 super::decode::describe_plain! {
     CheckinCode => "string, or an integer (as `/attendees` lists it)", "\"40511949\"";
+    WireInt => "integer, or its digits as a string", "9104";
+}
+
+/// An integer of a write body: a JSON integer, or its digits as a string (`"9104"`). The
+/// service's framework (ASP.NET Web API) converts a numeric string into an integer property, as
+/// it puts a number into a string one ([`CheckinCode`]): a client the platform serves is served
+/// here too, not refused for a form the platform takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub(crate) struct WireInt(pub(crate) i64);
+
+impl super::decode::Scalar for WireInt {
+    const EXPECTED: &'static str = "an integer (or its digits as a string)";
+    fn take(v: &Value) -> Option<Self> {
+        match v {
+            Value::String(s) => s.parse().ok(),
+            other => <i64 as super::decode::Scalar>::take(other),
+        }
+        .map(WireInt)
+    }
+}
+
+impl Field for WireInt {
+    fn read(o: &mut Obj<'_, '_>, key: &'static str) -> Option<Self> {
+        o.required(key)
+    }
 }
 
 record! {
@@ -796,7 +822,7 @@ record! {
     /// an integer is taken too ([`CheckinCode`]).
     pub(crate) struct CheckinAttendee, decoded by checkin_attendee {
         checkin_code: CheckinCode,
-        checkin: i64,
+        checkin: WireInt,
         checkin_date: CheckinDate,
     }
     check(o) {
@@ -807,9 +833,9 @@ record! {
 record! {
     /// One check-in at an activity (models.md, `CheckinSession`).
     pub(crate) struct CheckinSession, decoded by checkin_session {
-        id_attendees: i64,
-        id_session: i64,
-        checkin: i64,
+        id_attendees: WireInt,
+        id_session: WireInt,
+        checkin: WireInt,
         checkin_date: CheckinDate,
     }
     check(o) {
@@ -851,8 +877,8 @@ record! {
 }
 
 /// `checkin` is a flag: 1 checks in, 0 undoes (models.md).
-fn check_flag(o: &mut Obj<'_, '_>, checkin: Option<i64>) {
-    if let Some(n) = checkin.filter(|n| !matches!(n, 0 | 1)) {
+fn check_flag(o: &mut Obj<'_, '_>, checkin: Option<WireInt>) {
+    if let Some(WireInt(n)) = checkin.filter(|n| !matches!(n.0, 0 | 1)) {
         let at = o.path_of("checkin");
         o.diag()
             .error(&at, format!("is {n}; 1 checks in, 0 undoes a check-in"));

@@ -87,7 +87,7 @@ impl From<&CheckinAttendee> for Write {
     fn from(c: &CheckinAttendee) -> Write {
         Write::Checkin {
             checkin_code: c.checkin_code.as_str().trim().to_string(),
-            checkin: c.checkin,
+            checkin: c.checkin.0,
             checkin_date: c.checkin_date.as_str().to_string(),
             person: None,
         }
@@ -97,9 +97,9 @@ impl From<&CheckinAttendee> for Write {
 impl From<&CheckinSession> for Write {
     fn from(c: &CheckinSession) -> Write {
         Write::SessionCheckin {
-            id_attendees: c.id_attendees,
-            id_session: c.id_session,
-            checkin: c.checkin,
+            id_attendees: c.id_attendees.0,
+            id_session: c.id_session.0,
+            checkin: c.checkin.0,
             checkin_date: c.checkin_date.as_str().to_string(),
             person: None,
         }
@@ -341,7 +341,7 @@ impl View {
     /// The registration a create body asks for, made at `now`: refused for a price the event
     /// does not have or an e-mail already registered.
     fn registration(&self, create: &AttendeeCreate, now: DateTime<Utc>) -> Result<Write, Refused> {
-        let price = create.registration.id_ticket_price;
+        let price = create.registration.id_ticket_price.0;
         let Some(ticket) = self.base.prices.get(&price) else {
             return Err(Refused::new(
                 ApiError::UnknownTicketPrice,

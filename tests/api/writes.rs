@@ -814,7 +814,7 @@ async fn an_empty_batch_is_refused_and_a_restart_after_it_reads_the_log() {
 }
 
 /// Bodies as the service's framework reads them (`text/json`, a byte order mark, no
-/// `registration.price`, a `checkin_date` without seconds) are taken, and all replay; a body
+/// `registration.price`, integers as strings, a `checkin_date` without seconds) are taken, and all replay; a body
 /// nested deeper than the log can read back is refused, not acknowledged and then lost on
 /// restart (127 levels parse, but not inside the log's line).
 #[tokio::test]
@@ -851,7 +851,7 @@ async fn bodies_the_framework_takes_are_taken_and_one_too_deep_for_the_log_is_re
     no_price.extend(
         serde_json::to_vec(
             &json!({"name": "Sem Preço", "email": "semprego@exemplo.com",
-            "registration": {"id_ticket_price": price}}),
+            "registration": {"id_ticket_price": price.to_string()}}),
         )
         .expect("JSON"),
     );
@@ -873,7 +873,8 @@ async fn bodies_the_framework_takes_are_taken_and_one_too_deep_for_the_log_is_re
     };
     let list = attendees(&app).await;
     let code = made(&list)["checkin_code"].to_string();
-    let checkin = json!([{"checkin_code": code, "checkin": 1, "checkin_date": "2026-09-15T08:00"}]);
+    let checkin =
+        json!([{"checkin_code": code, "checkin": "1", "checkin_date": "2026-09-15T08:00"}]);
     let res = send(
         "/api/v1/checkin/attendees",
         "text/json",
