@@ -213,15 +213,21 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
                 bundle: &bundle,
                 max_bytes,
             };
-            match round(&to, &writes, &mut looked).await {
-                Ok(reached) => {
+            let (reached, stopped) = match round(&to, &writes, &mut looked).await {
+                Ok(reached) => (reached, None),
+                Err(stop) => (stop.reached, Some(stop)),
+            };
+            // Said when the source answers again, also when the round stopped after (two
+            // outages in a row read as one, and the writes between them went unsaid).
+            if reached && said.remove(&bundle).is_some() {
+                tracing::info!(bundle = %bundle, pending = writes.queue.pending(&bundle), "writes reach the source again");
+            }
+            match stopped {
+                None => {
                     backoff.succeeded(&bundle);
                     writes.queue.waits(&bundle, None);
-                    if reached && said.remove(&bundle).is_some() {
-                        tracing::info!(bundle = %bundle, pending = writes.queue.pending(&bundle), "writes reach the source again");
-                    }
                 }
-                Err(Stop { why, seq }) => {
+                Some(Stop { why, seq, .. }) => {
                     backoff.failed(&bundle, tokio::time::Instant::now());
                     writes.queue.waits(&bundle, Some((seq, &why)));
                     if said.get(&bundle) != Some(&why) {
@@ -299,15 +305,11 @@ impl Backoff {
 /// Why a bundle's round stopped: its writes wait.
 struct Stop {
     why: String,
-    /// The entry whose sending failed, if one did.
+    /// The entry being sent when it failed (a maybe-sent registration's look-up included), if
+    /// one was.
     seq: Option<u64>,
-}
-
-impl Stop {
-    /// A failure of the round (a look-up at the source), no entry's.
-    fn round(why: String) -> Stop {
-        Stop { why, seq: None }
-    }
+    /// Whether the source answered an entry of the round before it stopped.
+    reached: bool,
 }
 
 /// One round of a bundle: its parked check-ins that can go now, then its pending entries, in
@@ -335,7 +337,11 @@ async fn round(
         if writes.queue.parked_to_look_up(bundle) {
             let loaded = served(to.reloader, bundle).await.ok().map(|s| s.loaded);
             if looked.get(bundle) != loaded.as_ref() {
-                look_up(to, writes, looked).await.map_err(Stop::round)?;
+                look_up(to, writes, looked).await.map_err(|why| Stop {
+                    why,
+                    seq: None,
+                    reached,
+                })?;
                 looked_up = true;
                 continue;
             }
@@ -346,13 +352,18 @@ async fn round(
         // Someone registered here whose ids at the source are not known: looked up by e-mail
         // (once a round), then parked check-ins of theirs go before this entry.
         if !looked_up && writes.queue.needs_look_up(&entry) {
-            look_up(to, writes, looked).await.map_err(Stop::round)?;
+            look_up(to, writes, looked).await.map_err(|why| Stop {
+                why,
+                seq: None,
+                reached,
+            })?;
             looked_up = true;
             continue;
         }
         let went = send(to, writes, &entry).await.map_err(|why| Stop {
             why,
             seq: Some(entry.seq),
+            reached,
         })?;
         if parked {
             tried.push(entry.seq);

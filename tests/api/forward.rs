@@ -861,6 +861,15 @@ async fn writes_wait_while_the_source_refuses_the_desks_token_and_go_once_it_tak
 /// The eventbox binary as a desk: kiosk mode on `data` (refreshing hourly, no file watch),
 /// its writes in `state`, logging warnings.
 fn kiosk_process(data: &std::path::Path, state: &std::path::Path) -> crate::cli::Served {
+    kiosk_process_logging(data, state, "warn")
+}
+
+/// [`kiosk_process`] logging at `level` and above.
+fn kiosk_process_logging(
+    data: &std::path::Path,
+    state: &std::path::Path,
+    level: &str,
+) -> crate::cli::Served {
     crate::cli::start_binary(
         &[
             "--data",
@@ -873,7 +882,7 @@ fn kiosk_process(data: &std::path::Path, state: &std::path::Path) -> crate::cli:
             "--state",
             state.to_str().expect("UTF-8"),
         ],
-        &[("RUST_LOG", "warn")],
+        &[("RUST_LOG", level)],
     )
 }
 
@@ -1731,4 +1740,86 @@ async fn a_write_after_a_log_lost_a_sent_line_is_numbered_after_it_and_reaches_t
         || listed(&source, "after@exemplo.com"),
     )
     .await;
+}
+
+/// A round that reaches the source and then stops (a second outage) says both: `writes reach
+/// the source again`, then `writes wait for the source` anew. Before, the round's stop kept the
+/// first line unsaid, and two outages read as one with the writes between them unsaid.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_that_reach_the_source_between_two_outages_are_said_to() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    let (_source_at, source) = Source::start().await;
+    // How many more registrations the proxy lets through; every other one is answered 503.
+    let budget = Arc::new(AtomicUsize::new(0));
+    let left = Arc::clone(&budget);
+    let proxy = crate::pull::Proxy::start(&source.base, move |path, _, _| {
+        let through = !path.ends_with("/attendees/create")
+            || left
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+        match through {
+            true => crate::pull::Act::Forward,
+            false => crate::pull::Act::Answer(503, vec![], "busy".into()),
+        }
+    })
+    .await;
+    let data = TempData::new();
+    pull_into(&proxy.base, &data.path().join("demo")).await;
+    let state = TempData::new();
+    let served = kiosk_process_logging(data.path(), state.path(), "info");
+    crate::cli::get_event(&served.base, DEMO_TOKEN).await;
+    let price = a_price(&source).await;
+    let client = crate::helpers::client();
+    let emails_made = ["una@exemplo.com", "duo@exemplo.com", "tre@exemplo.com"];
+    for email in emails_made {
+        let made = crate::helpers::answer(
+            client
+                .post(format!("{}/api/v1/attendees/create", served.base))
+                .header("Authorization-Token", DEMO_TOKEN)
+                .header("Content-Type", "application/json")
+                .body(person("Três", email, price).to_string()),
+        )
+        .await;
+        assert_eq!(made.status, 200, "{}", made.text());
+    }
+    let lines = |what: &'static str| {
+        let log = served.stderr();
+        move || log.matches(what).count()
+    };
+    const WAIT: &str = "writes wait for the source";
+    const REACH: &str = "writes reach the source again";
+    until(Duration::from_secs(10), "the first wait said", || async {
+        (lines(WAIT)() == 1).then_some(())
+    })
+    .await;
+
+    // One goes through, the next is refused again: a second outage.
+    budget.store(1, Ordering::SeqCst);
+    until(Duration::from_secs(15), "the second wait said", || async {
+        (lines(WAIT)() == 2).then_some(())
+    })
+    .await;
+    budget.store(usize::MAX, Ordering::SeqCst);
+    until(
+        Duration::from_secs(15),
+        "every registration at the source",
+        || async {
+            let at = emails(&source).await;
+            emails_made
+                .iter()
+                .all(|e| at.iter().any(|a| a == e))
+                .then_some(())
+        },
+    )
+    .await;
+
+    let said = until(
+        Duration::from_secs(10),
+        "the writes said to reach it twice",
+        || async { (lines(REACH)() == 2).then_some(()) },
+    )
+    .await;
+    assert_eq!(said, ());
 }
