@@ -802,11 +802,15 @@ pub(crate) struct WireInt(pub(crate) i64);
 impl super::decode::Scalar for WireInt {
     const EXPECTED: &'static str = "an integer (or its digits as a string)";
     fn take(v: &Value) -> Option<Self> {
-        match v {
-            Value::String(s) => s.parse().ok(),
-            other => <i64 as super::decode::Scalar>::take(other),
-        }
-        .map(WireInt)
+        wire_int(v).map(WireInt)
+    }
+}
+
+/// The integer a write body's `v` is, as [`WireInt`] reads one.
+pub(crate) fn wire_int(v: &Value) -> Option<i64> {
+    match v {
+        Value::String(s) => s.parse().ok(),
+        other => <i64 as super::decode::Scalar>::take(other),
     }
 }
 

@@ -25,6 +25,7 @@ use serde_json::Value;
 
 use super::log::{self, Log, LogError};
 use super::{same_event, Person, Received, Write};
+use crate::model::records::wire_int;
 
 /// One write request waiting for the source.
 #[derive(Debug, Clone)]
@@ -324,7 +325,17 @@ fn item_names(item: &Value) -> (Option<String>, Option<i64>) {
         Value::String(s) => s.trim().to_string(),
         other => other.to_string(),
     });
-    (code, item.get("id_attendees").and_then(Value::as_i64))
+    (code, item.get("id_attendees").and_then(wire_int))
+}
+
+/// `v` as an integer when it is one written as a string (taken so, [`wire_int`]): the source is
+/// sent the documented model's integers.
+fn as_integer(v: Option<&mut Value>) {
+    if let Some(v) = v.filter(|v| v.is_string()) {
+        if let Some(n) = wire_int(v) {
+            *v = n.into();
+        }
+    }
 }
 
 impl Inner {
@@ -595,10 +606,24 @@ impl Queue {
         let inner = self.inner();
         let named = inner.named(entry);
         let mut body = entry.request.body.clone();
+        // A registration's price id taken as a string goes as the documented integer.
+        let person = match body.get("attendee").is_some_and(Value::is_object) {
+            true => &mut body["attendee"],
+            false => &mut body,
+        };
+        as_integer(
+            person
+                .get_mut("registration")
+                .and_then(|r| r.get_mut("id_ticket_price")),
+        );
         for (item, named) in batch_items(&mut body).into_iter().flatten().zip(named) {
-            // A code taken as a number goes as the documented model's string.
+            // A code taken as a number goes as the documented model's string, integers taken as
+            // strings as integers.
             if let Some(code) = item.get_mut("checkin_code").filter(|c| c.is_number()) {
                 *code = Value::String(code.to_string());
+            }
+            for key in ["id_attendees", "id_session", "checkin"] {
+                as_integer(item.get_mut(key));
             }
             let Named::Here(Here {
                 source: Some((source_id, source_code)),
@@ -1241,6 +1266,45 @@ mod tests {
         assert_eq!(sent[0]["checkin_code"], "12");
         assert_eq!(sent[0]["checkin_date"], "d");
         assert_eq!(sent[1], body[1]);
+    }
+
+    /// Integers taken as strings (`"101"`) are matched as the integers they are, and sent as
+    /// integers: a session check-in of someone registered here goes with the source's id. Before,
+    /// its `id_attendees` as a string went as it came, the desk's own id, to the source.
+    #[test]
+    fn integers_taken_as_strings_are_matched_and_sent_as_integers() {
+        let q = Queue::default();
+        register(&q, 1, 101, 555, "ana@x");
+        let mut accepted = Outcome::new(1, Kind::Accepted);
+        accepted.ids = Some(Ids {
+            local_id: 101,
+            local_code: 555,
+            source_id: 700,
+            source_code: 777,
+        });
+        apply(&mut q.inner(), &accepted);
+        let body = json!([{"id_attendees": "101", "id_session": "9104", "checkin": "1",
+            "checkin_date": "d"}]);
+        let write = Write::SessionCheckin {
+            id_attendees: 101,
+            id_session: 9104,
+            checkin: 1,
+            checkin_date: "d".into(),
+            person: Some(Person::Registered(101)),
+        };
+        q.push(2, "b", received("/checkin/sessions", body), &[write], true);
+        let entry = q.inner().pending.get(&2).cloned().expect("entry 2");
+
+        let sent = q.translated(&entry);
+
+        assert_eq!(
+            sent,
+            json!([{"id_attendees": 700, "id_session": 9104, "checkin": 1, "checkin_date": "d"}])
+        );
+        let create = json!({"attendee": {"name": "B", "registration": {"id_ticket_price": "7"}}});
+        q.push(3, "b", received("/create", create), &[], true);
+        let entry = q.inner().pending.get(&3).cloned().expect("entry 3");
+        assert_eq!(q.translated(&entry)["attendee"]["registration"]["id_ticket_price"], 7);
     }
 
     /// A batch naming Ana (registered here, unknown at the source) and someone of the files:
