@@ -2,10 +2,11 @@
 //! the timeout is closed. hyper's header-read timeout only guards HTTP/1 request heads; this also
 //! covers HTTP/2 and keep-alive connections left open by clients that went away.
 //!
-//! Until its first byte arrives a connection gets the (shorter) header timeout instead: hyper's
-//! own does not start before the protocol is known (hyper-util reads the first bytes to tell
-//! HTTP/1 from HTTP/2), so a client that connects and sends nothing would otherwise hold its
-//! connection for the whole idle timeout.
+//! Until its first request has come a connection gets the (shorter) header timeout instead:
+//! hyper's own does not start before the protocol is known (hyper-util reads the first bytes to
+//! tell HTTP/1 from HTTP/2, and waits while they could be HTTP/2's preface), so a client that
+//! connects and sends nothing, or a byte of the preface, would otherwise hold its connection for
+//! the whole idle timeout.
 //!
 //! A simulated delay is the server's silence, not the client's: while the connection has a
 //! request in flight and no write waits for the client, a read that waits gets `grace` more
@@ -33,9 +34,9 @@ use super::drain::InFlight;
 #[derive(Debug)]
 pub(crate) struct IdleTimeout<S> {
     inner: S,
-    /// The timeout in force: the first byte's until it arrives, then the idle timeout.
+    /// The timeout in force: the first request's until it comes, then the idle timeout.
     idle: Duration,
-    /// The idle timeout, while the first byte has not arrived.
+    /// The idle timeout, while no request has come.
     after_first: Option<Duration>,
     last_activity: Instant,
     timer: Pin<Box<Sleep>>,
@@ -48,8 +49,8 @@ pub(crate) struct IdleTimeout<S> {
 }
 
 impl<S> IdleTimeout<S> {
-    /// A connection closed when its first byte does not come within `first` (at most `idle`),
-    /// and after that after `idle` without traffic.
+    /// A connection closed after `first` (at most `idle`) without traffic until its first
+    /// request has come (`in_flight` tells), and after `idle` without traffic from then on.
     pub(crate) fn new(
         inner: S,
         first: Duration,
@@ -73,6 +74,11 @@ impl<S> IdleTimeout<S> {
 
     /// Whether the connection has been idle too long; re-arms the timer otherwise.
     fn expired(&mut self, cx: &mut Context<'_>) -> bool {
+        if self.after_first.is_some() && self.in_flight.has_entered() {
+            if let Some(idle) = self.after_first.take() {
+                self.idle = idle;
+            }
+        }
         loop {
             if self.timer.as_mut().poll(cx).is_pending() {
                 return false;
@@ -152,9 +158,6 @@ impl<S: AsyncRead + Unpin> AsyncRead for IdleTimeout<S> {
             Poll::Ready(Ok(())) => {
                 if buf.filled().len() > before {
                     let now = Instant::now();
-                    if let Some(idle) = self.after_first.take() {
-                        self.idle = idle;
-                    }
                     self.last_activity = now;
                     self.in_flight.traffic(now);
                 }
@@ -237,27 +240,30 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn the_first_byte_gets_the_first_timeout_and_then_the_idle_one_holds() {
+    async fn the_first_request_gets_the_first_timeout_and_then_the_idle_one_holds() {
         const FIRST: Duration = Duration::from_millis(100);
-        let in_flight = Arc::new(InFlight::default());
-        let (server, _client) = tokio::io::duplex(64);
-        let mut silent =
-            IdleTimeout::new(server, FIRST, IDLE, Duration::ZERO, Arc::clone(&in_flight));
         let (server, mut client) = tokio::io::duplex(64);
-        let mut talking = IdleTimeout::new(server, FIRST, IDLE, Duration::ZERO, in_flight);
-        assert!(read_once(&mut silent).await.is_pending());
-        client.write_all(b"G").await.expect("write");
+        let mut silent = IdleTimeout::new(server, FIRST, IDLE, Duration::ZERO, Arc::default());
+        let requested = Arc::new(InFlight::default());
+        let (server, mut other) = tokio::io::duplex(64);
+        let mut talking =
+            IdleTimeout::new(server, FIRST, IDLE, Duration::ZERO, Arc::clone(&requested));
+        // A byte of HTTP/2's preface is no request.
+        client.write_all(b"P").await.expect("write");
+        assert!(matches!(read_once(&mut silent).await, Poll::Ready(Ok(()))));
+        other.write_all(b"G").await.expect("write");
         assert!(matches!(read_once(&mut talking).await, Poll::Ready(Ok(()))));
+        drop(requested.enter());
 
         tokio::time::advance(FIRST + Duration::from_millis(1)).await;
 
         match read_once(&mut silent).await {
             Poll::Ready(Err(e)) => assert_eq!(e.kind(), io::ErrorKind::TimedOut),
-            other => panic!("a connection that sent nothing is closed: {other:?}"),
+            other => panic!("a connection that sent no request is closed: {other:?}"),
         }
         assert!(
             read_once(&mut talking).await.is_pending(),
-            "a connection that sent a byte waits for the idle timeout"
+            "a connection that sent a request waits for the idle timeout"
         );
         tokio::time::advance(IDLE).await;
         assert!(matches!(read_once(&mut talking).await, Poll::Ready(Err(_))));

@@ -1304,7 +1304,10 @@ mod tests {
         let create = json!({"attendee": {"name": "B", "registration": {"id_ticket_price": "7"}}});
         q.push(3, "b", received("/create", create), &[], true);
         let entry = q.inner().pending.get(&3).cloned().expect("entry 3");
-        assert_eq!(q.translated(&entry)["attendee"]["registration"]["id_ticket_price"], 7);
+        assert_eq!(
+            q.translated(&entry)["attendee"]["registration"]["id_ticket_price"],
+            7
+        );
     }
 
     /// A batch naming Ana (registered here, unknown at the source) and someone of the files:
