@@ -503,7 +503,11 @@ impl BundleLoader<'_> {
         self.push_findings(&path, diag);
         match result {
             Ok(p) => p.map(Some),
-            Err(e) if e.is_eof() && read::read(&path, max).is_ok_and(|b| self.empty(&path, &b)) => {
+            // Read again only when small: a large file cut short is no empty one, and is not
+            // to be held in memory whole.
+            Err(e)
+                if e.is_eof() && read::read(&path, 4096).is_ok_and(|b| self.empty(&path, &b)) =>
+            {
                 None
             }
             Err(e) => {

@@ -92,8 +92,8 @@ pub(crate) fn describe(v: &Value) -> String {
         Value::Number(n) if n.to_string().parse::<f64>().is_ok_and(f64::is_infinite) => {
             format!("the number {n}, beyond a double's range (clients read it as Infinity)")
         }
-        Value::Number(n) if !n.is_i64() && !n.is_u64() && is_integer_text(&n.to_string()) => {
-            format!("the number {n}, beyond 64 bits")
+        Value::Number(n) if !n.is_i64() && is_integer_text(&n.to_string()) => {
+            format!("the number {n}, beyond a signed 64-bit integer")
         }
         Value::Number(n) => format!("the number {n}"),
         Value::String(s) => {
@@ -557,7 +557,8 @@ mod tests {
     #[test]
     fn a_number_out_of_range_is_said_to_be() {
         let v: Value = serde_json::from_str(
-            r#"{"id": 99999999999999999999999, "price": 1e400, "small": -1e-400, "big": 1e300}"#,
+            r#"{"id": 99999999999999999999999, "price": 1e400, "small": -1e-400, "big": 1e300,
+                "just": 9223372036854775808}"#,
         )
         .expect("JSON");
         let mut diag = Diag::default();
@@ -569,11 +570,13 @@ mod tests {
             "underflows to 0: a double holds it"
         );
         assert!(o.required::<Number>("big").is_some());
+        assert_eq!(o.required::<i64>("just"), None);
         assert_eq!(
             diag.lines(),
             vec![
-                "data[0].id: expected an integer, found the number 99999999999999999999999, beyond 64 bits",
+                "data[0].id: expected an integer, found the number 99999999999999999999999, beyond a signed 64-bit integer",
                 "data[0].price: expected a number, found the number 1e+400, beyond a double's range (clients read it as Infinity)",
+                "data[0].just: expected an integer, found the number 9223372036854775808, beyond a signed 64-bit integer",
             ]
         );
     }
