@@ -237,6 +237,11 @@ mod tests {
             Err(ApiError::AdminHostNotLocal)
         );
         assert_eq!(absolute("localhost:8080", "evil.example:8080"), Ok(()));
+        // An authority with a user name is no loopback host, whatever it starts with.
+        assert_eq!(
+            absolute("127.0.0.1:1@evil.example", "127.0.0.1:8080"),
+            Err(ApiError::AdminHostNotLocal)
+        );
     }
 
     #[test]

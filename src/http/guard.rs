@@ -46,14 +46,16 @@ pub(crate) fn token_header(headers: &HeaderMap) -> Result<Option<&[u8]>, ApiErro
 
 /// The host a request was sent to: the target's authority when it has one (an absolute-form
 /// HTTP/1 target, which `Host` cannot override, RFC 9112 §3.2.2; HTTP/2's `:authority`), else
-/// its `Host`. `Err` when no one host can be read: two different `Host` values, or one that is
-/// not visible ASCII (which hyper lets through).
+/// its `Host`. `Err` when no one host can be read: two different `Host` values, one that is
+/// not visible ASCII (which hyper lets through), or an authority that is no `host[:port]` (a
+/// user name: `127.0.0.1:1@evil.example`).
 pub(crate) fn request_host<'r>(
     uri: &'r Uri,
     headers: &'r HeaderMap,
 ) -> Result<Option<&'r str>, ()> {
     if let Some(authority) = uri.authority() {
-        return Ok(Some(authority.as_str()));
+        let host = authority.as_str();
+        return is_host(host.as_bytes()).then_some(Some(host)).ok_or(());
     }
     let mut values = headers.get_all(HOST).iter();
     let Some(first) = values.next() else {
