@@ -307,8 +307,8 @@ pub struct ServeOptions {
     )]
     #[serde(deserialize_with = "one_or_many")]
     pub cors_origin: Vec<String>,
-    /// Time allowed for a request's headers and for a new connection's first request (also bounds
-    /// an idle HTTP/1 connection)
+    /// Time allowed for a request's headers and for a new connection to show its protocol (also
+    /// bounds an idle HTTP/1 connection)
     #[arg(long, env = "EVENTBOX_HEADER_TIMEOUT", value_parser = parse_duration,
           default_value = "10s")]
     #[serde(with = "duration_text")]

@@ -148,7 +148,7 @@ impl Reloader {
             }
         };
         let snapshot = catalog.snapshot();
-        self.store.replace(snapshot);
+        // The metrics first: a client that sees the new answers then scrapes sees them counted.
         let now = chrono::Utc::now();
         let served = catalog.entries().filter(|e| e.serving.is_some()).count();
         self.metrics.observe_snapshot(served, now);
@@ -162,10 +162,13 @@ impl Reloader {
             &refreshed.removed,
         );
         for entry in catalog.entries() {
-            let reread = refreshed.loaded.contains(&entry.name);
-            if reread {
+            if refreshed.loaded.contains(&entry.name) {
                 self.metrics.observe_load(!entry.has_errors());
             }
+        }
+        self.store.replace(snapshot);
+        for entry in catalog.entries() {
+            let reread = refreshed.loaded.contains(&entry.name);
             // A bundle not re-read can still change: a neighbour's edit freed or took a token.
             // One found holding the same bytes keeps its answers: only such a change is news
             // (else every touch, and a kiosk's refresh then its watch, said "bundle loaded").

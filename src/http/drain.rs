@@ -47,8 +47,6 @@ pub(crate) struct InFlight {
     /// `since`.
     last_traffic: AtomicU64,
     since: Instant,
-    /// A request has come (`enter`): the connection is past its first request's head.
-    entered: AtomicBool,
 }
 
 impl Default for InFlight {
@@ -59,7 +57,6 @@ impl Default for InFlight {
             write_waiting: AtomicBool::new(false),
             last_traffic: AtomicU64::new(0),
             since: Instant::now(),
-            entered: AtomicBool::new(false),
         }
     }
 }
@@ -71,13 +68,7 @@ pub(crate) struct Entered(Arc<InFlight>);
 impl InFlight {
     pub(crate) fn enter(self: &Arc<Self>) -> Entered {
         self.count.fetch_add(1, Ordering::AcqRel);
-        self.entered.store(true, Ordering::Relaxed);
         Entered(Arc::clone(self))
-    }
-
-    /// Whether a request has come on the connection.
-    pub(crate) fn has_entered(&self) -> bool {
-        self.entered.load(Ordering::Relaxed)
     }
 
     pub(crate) fn is_idle(&self) -> bool {

@@ -2,11 +2,13 @@
 //! the timeout is closed. hyper's header-read timeout only guards HTTP/1 request heads; this also
 //! covers HTTP/2 and keep-alive connections left open by clients that went away.
 //!
-//! Until its first request has come a connection gets the (shorter) header timeout instead:
-//! hyper's own does not start before the protocol is known (hyper-util reads the first bytes to
-//! tell HTTP/1 from HTTP/2, and waits while they could be HTTP/2's preface), so a client that
-//! connects and sends nothing, or a byte of the preface, would otherwise hold its connection for
-//! the whole idle timeout.
+//! Until its protocol is known a connection gets the (shorter) header timeout instead, counted
+//! from when it was accepted: hyper's own does not start before then (hyper-util reads the
+//! first bytes to tell HTTP/1 from HTTP/2, and waits while they could be HTTP/2's preface), so a
+//! client that connects and sends nothing, or the preface a byte at a time, would otherwise hold
+//! its connection for the whole idle timeout, or for ever. The protocol is known at the first
+//! byte that is not the preface's (HTTP/1, whose head hyper's header timeout then bounds) or at
+//! the preface's last (HTTP/2, idle from then on as any connection).
 //!
 //! A simulated delay is the server's silence, not the client's: while the connection has a
 //! request in flight and no write waits for the client, a read that waits gets `grace` more
@@ -30,14 +32,41 @@ use tokio::time::{Instant, Sleep};
 
 use super::drain::InFlight;
 
+/// HTTP/2's connection preface (RFC 9113 §3.4).
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// A connection whose protocol is not known yet.
+#[derive(Debug)]
+struct Opening {
+    /// When it was accepted: the header timeout counts from then.
+    began: Instant,
+    /// The idle timeout, in force once the protocol is known.
+    idle: Duration,
+    /// How many bytes of [`PREFACE`] have come.
+    preface: usize,
+}
+
+impl Opening {
+    /// Takes the bytes read next; whether the protocol is known now.
+    fn known_after(&mut self, bytes: &[u8]) -> bool {
+        for &b in bytes {
+            if PREFACE.get(self.preface) != Some(&b) {
+                return true;
+            }
+            self.preface += 1;
+        }
+        self.preface == PREFACE.len()
+    }
+}
+
 /// A stream closed after `idle` without traffic.
 #[derive(Debug)]
 pub(crate) struct IdleTimeout<S> {
     inner: S,
-    /// The timeout in force: the first request's until it comes, then the idle timeout.
+    /// The timeout in force: the header timeout until the protocol is known, then the idle one.
     idle: Duration,
-    /// The idle timeout, while no request has come.
-    after_first: Option<Duration>,
+    /// While the protocol is not known.
+    opening: Option<Opening>,
     last_activity: Instant,
     timer: Pin<Box<Sleep>>,
     /// What a waiting read gets beyond `idle` while a request is in flight.
@@ -49,8 +78,8 @@ pub(crate) struct IdleTimeout<S> {
 }
 
 impl<S> IdleTimeout<S> {
-    /// A connection closed after `first` (at most `idle`) without traffic until its first
-    /// request has come (`in_flight` tells), and after `idle` without traffic from then on.
+    /// A connection closed when its protocol is not known `first` (at most `idle`) after it
+    /// was accepted, and after `idle` without traffic from then on.
     pub(crate) fn new(
         inner: S,
         first: Duration,
@@ -63,7 +92,11 @@ impl<S> IdleTimeout<S> {
         IdleTimeout {
             inner,
             idle: first,
-            after_first: Some(idle),
+            opening: Some(Opening {
+                began: now,
+                idle,
+                preface: 0,
+            }),
             last_activity: now,
             timer: Box::pin(tokio::time::sleep_until(now + first)),
             grace,
@@ -74,16 +107,15 @@ impl<S> IdleTimeout<S> {
 
     /// Whether the connection has been idle too long; re-arms the timer otherwise.
     fn expired(&mut self, cx: &mut Context<'_>) -> bool {
-        if self.after_first.is_some() && self.in_flight.has_entered() {
-            if let Some(idle) = self.after_first.take() {
-                self.idle = idle;
-            }
-        }
         loop {
             if self.timer.as_mut().poll(cx).is_pending() {
                 return false;
             }
-            let deadline = self.last_activity + self.idle;
+            let since = self
+                .opening
+                .as_ref()
+                .map_or(self.last_activity, |o| o.began);
+            let deadline = since + self.idle;
             if deadline <= Instant::now() {
                 return true;
             }
@@ -158,6 +190,15 @@ impl<S: AsyncRead + Unpin> AsyncRead for IdleTimeout<S> {
             Poll::Ready(Ok(())) => {
                 if buf.filled().len() > before {
                     let now = Instant::now();
+                    let read = &buf.filled()[before..];
+                    if let Some(idle) = self
+                        .opening
+                        .as_mut()
+                        .and_then(|o| o.known_after(read).then_some(o.idle))
+                    {
+                        self.idle = idle;
+                        self.opening = None;
+                    }
                     self.last_activity = now;
                     self.in_flight.traffic(now);
                 }
@@ -240,33 +281,42 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn the_first_request_gets_the_first_timeout_and_then_the_idle_one_holds() {
+    async fn until_the_protocol_is_known_the_first_timeout_counts_from_the_start() {
         const FIRST: Duration = Duration::from_millis(100);
-        let (server, mut client) = tokio::io::duplex(64);
-        let mut silent = IdleTimeout::new(server, FIRST, IDLE, Duration::ZERO, Arc::default());
-        let requested = Arc::new(InFlight::default());
-        let (server, mut other) = tokio::io::duplex(64);
-        let mut talking =
-            IdleTimeout::new(server, FIRST, IDLE, Duration::ZERO, Arc::clone(&requested));
-        // A byte of HTTP/2's preface is no request.
-        client.write_all(b"P").await.expect("write");
-        assert!(matches!(read_once(&mut silent).await, Poll::Ready(Ok(()))));
-        other.write_all(b"G").await.expect("write");
-        assert!(matches!(read_once(&mut talking).await, Poll::Ready(Ok(()))));
-        drop(requested.enter());
-
-        tokio::time::advance(FIRST + Duration::from_millis(1)).await;
-
-        match read_once(&mut silent).await {
-            Poll::Ready(Err(e)) => assert_eq!(e.kind(), io::ErrorKind::TimedOut),
-            other => panic!("a connection that sent no request is closed: {other:?}"),
+        let open = || {
+            let (server, client) = tokio::io::duplex(64);
+            let io = IdleTimeout::new(server, FIRST, IDLE, Duration::ZERO, Arc::default());
+            (io, client)
+        };
+        let (mut trickle, mut trickling) = open();
+        let (mut http1, mut http1_client) = open();
+        let (mut http2, mut http2_client) = open();
+        http1_client.write_all(b"G").await.expect("write");
+        assert!(matches!(read_once(&mut http1).await, Poll::Ready(Ok(()))));
+        http2_client.write_all(PREFACE).await.expect("write");
+        for _ in 0..PREFACE.len().div_ceil(8) {
+            assert!(matches!(read_once(&mut http2).await, Poll::Ready(Ok(()))));
         }
-        assert!(
-            read_once(&mut talking).await.is_pending(),
-            "a connection that sent a request waits for the idle timeout"
-        );
+        // HTTP/2's preface a byte at a time: each byte is traffic, yet the protocol is unknown.
+        for byte in &PREFACE[..2] {
+            trickling.write_all(&[*byte]).await.expect("write");
+            assert!(matches!(read_once(&mut trickle).await, Poll::Ready(Ok(()))));
+            tokio::time::advance(FIRST / 2).await;
+        }
+        tokio::time::advance(Duration::from_millis(1)).await;
+
+        match read_once(&mut trickle).await {
+            Poll::Ready(Err(e)) => assert_eq!(e.kind(), io::ErrorKind::TimedOut),
+            other => panic!("a connection whose protocol is unknown is closed: {other:?}"),
+        }
+        for (what, io) in [("HTTP/1", &mut http1), ("HTTP/2", &mut http2)] {
+            assert!(
+                read_once(io).await.is_pending(),
+                "{what} waits for the idle timeout"
+            );
+        }
         tokio::time::advance(IDLE).await;
-        assert!(matches!(read_once(&mut talking).await, Poll::Ready(Err(_))));
+        assert!(matches!(read_once(&mut http1).await, Poll::Ready(Err(_))));
     }
 
     #[tokio::test(start_paused = true)]

@@ -88,8 +88,8 @@ impl Service {
 pub struct Limits {
     /// Time allowed for a request's headers to arrive (HTTP/1). hyper starts this clock when a
     /// connection waits for a request, so it also bounds an idle HTTP/1 keep-alive connection.
-    /// A new connection (HTTP/1 or HTTP/2) silent that long before its first request is closed
-    /// too.
+    /// A new connection whose protocol is not known that long after it was accepted (silent,
+    /// or sending HTTP/2's preface a byte at a time) is closed too.
     pub header_timeout: Duration,
     /// A connection with no traffic for this long is closed (HTTP/1 and HTTP/2).
     pub idle_timeout: Duration,

@@ -312,6 +312,17 @@ struct Stop {
     reached: bool,
 }
 
+impl Stop {
+    /// A failure of the round's own look-up at the source, no entry's.
+    fn round(why: String, reached: bool) -> Stop {
+        Stop {
+            why,
+            seq: None,
+            reached,
+        }
+    }
+}
+
 /// One round of a bundle: its parked check-ins that can go now, then its pending entries, in
 /// order, until none is left or one must wait (`Err`, with why). Whether the source answered
 /// any. `looked`: per bundle, when the data served here was loaded as the source's list was
@@ -337,11 +348,9 @@ async fn round(
         if writes.queue.parked_to_look_up(bundle) {
             let loaded = served(to.reloader, bundle).await.ok().map(|s| s.loaded);
             if looked.get(bundle) != loaded.as_ref() {
-                look_up(to, writes, looked).await.map_err(|why| Stop {
-                    why,
-                    seq: None,
-                    reached,
-                })?;
+                look_up(to, writes, looked)
+                    .await
+                    .map_err(|why| Stop::round(why, reached))?;
                 looked_up = true;
                 continue;
             }
@@ -352,11 +361,9 @@ async fn round(
         // Someone registered here whose ids at the source are not known: looked up by e-mail
         // (once a round), then parked check-ins of theirs go before this entry.
         if !looked_up && writes.queue.needs_look_up(&entry) {
-            look_up(to, writes, looked).await.map_err(|why| Stop {
-                why,
-                seq: None,
-                reached,
-            })?;
+            look_up(to, writes, looked)
+                .await
+                .map_err(|why| Stop::round(why, reached))?;
             looked_up = true;
             continue;
         }

@@ -607,7 +607,12 @@ impl Queue {
         let named = inner.named(entry);
         let mut body = entry.request.body.clone();
         // A registration's price id taken as a string goes as the documented integer.
-        let person = match body.get("attendee").is_some_and(Value::is_object) {
+        // Wrapped when `attendee` is its one member, as the body was read (`attendee_create_body`).
+        let wrapped = body
+            .as_object()
+            .filter(|m| m.len() == 1)
+            .is_some_and(|m| m.contains_key("attendee"));
+        let person = match wrapped {
             true => &mut body["attendee"],
             false => &mut body,
         };
@@ -1155,6 +1160,18 @@ mod tests {
         q.push(seq, "b", received("/create", json!({})), &[write], true);
     }
 
+    /// Registration `seq` accepted by the source, which knows its `local` (id, code) as `source`.
+    fn known_at_source(q: &Queue, seq: u64, local: (i64, i64), source: (i64, i64)) {
+        let mut accepted = Outcome::new(seq, Kind::Accepted);
+        accepted.ids = Some(Ids {
+            local_id: local.0,
+            local_code: local.1,
+            source_id: source.0,
+            source_code: source.1,
+        });
+        apply(&mut q.inner(), &accepted);
+    }
+
     fn checkin(code: &str, person: Option<Person>) -> Write {
         Write::Checkin {
             checkin_code: code.into(),
@@ -1201,14 +1218,7 @@ mod tests {
         let in_flight = q.inner().pending.get(&2).cloned().expect("entry 2");
         q.drop_bundle("b", 2);
         register(&q, 3, 101, 555, "cai@x");
-        let mut accepted = Outcome::new(3, Kind::Accepted);
-        accepted.ids = Some(Ids {
-            local_id: 101,
-            local_code: 555,
-            source_id: 700,
-            source_code: 777,
-        });
-        apply(&mut q.inner(), &accepted);
+        known_at_source(&q, 3, (101, 555), (700, 777));
         // Ana's look-up does not land on Cai, and Cai's ids do not go with Ana's check-in.
         q.learn(
             "b",
@@ -1275,14 +1285,7 @@ mod tests {
     fn integers_taken_as_strings_are_matched_and_sent_as_integers() {
         let q = Queue::default();
         register(&q, 1, 101, 555, "ana@x");
-        let mut accepted = Outcome::new(1, Kind::Accepted);
-        accepted.ids = Some(Ids {
-            local_id: 101,
-            local_code: 555,
-            source_id: 700,
-            source_code: 777,
-        });
-        apply(&mut q.inner(), &accepted);
+        known_at_source(&q, 1, (101, 555), (700, 777));
         let body = json!([{"id_attendees": "101", "id_session": "9104", "checkin": "1",
             "checkin_date": "d"}]);
         let write = Write::SessionCheckin {
@@ -1301,13 +1304,16 @@ mod tests {
             sent,
             json!([{"id_attendees": 700, "id_session": 9104, "checkin": 1, "checkin_date": "d"}])
         );
-        let create = json!({"attendee": {"name": "B", "registration": {"id_ticket_price": "7"}}});
-        q.push(3, "b", received("/create", create), &[], true);
-        let entry = q.inner().pending.get(&3).cloned().expect("entry 3");
-        assert_eq!(
-            q.translated(&entry)["attendee"]["registration"]["id_ticket_price"],
-            7
-        );
+        let wrapped = json!({"attendee": {"name": "B", "registration": {"id_ticket_price": "7"}}});
+        let flat = json!({"name": "C", "registration": {"id_ticket_price": "+8"}, "attendee": {}});
+        q.push(3, "b", received("/create", wrapped), &[], true);
+        q.push(4, "b", received("/create", flat), &[], true);
+        let sent = |seq| {
+            let entry = q.inner().pending.get(&seq).cloned().expect("entry");
+            q.translated(&entry)
+        };
+        assert_eq!(sent(3)["attendee"]["registration"]["id_ticket_price"], 7);
+        assert_eq!(sent(4)["registration"]["id_ticket_price"], 8);
     }
 
     /// A batch naming Ana (registered here, unknown at the source) and someone of the files:

@@ -1815,11 +1815,10 @@ async fn writes_that_reach_the_source_between_two_outages_are_said_to() {
     )
     .await;
 
-    let said = until(
+    until(
         Duration::from_secs(10),
         "the writes said to reach it twice",
         || async { (lines(REACH)() == 2).then_some(()) },
     )
     .await;
-    assert_eq!(said, ());
 }
