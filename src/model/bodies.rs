@@ -693,14 +693,16 @@ pub(crate) fn company_events_body(v: &Value, diag: &mut Diag) -> Option<Data<Com
 /// The body of `POST /api/v1/attendees/create`: the `Attendee` object, sent flat or wrapped as
 /// `{"attendee": {...}}` (clients do both; the page names the body parameter `attendee`).
 pub(crate) fn attendee_create_body(v: &Value, diag: &mut Diag) -> Option<AttendeeCreate> {
-    match v
-        .as_object()
-        .filter(|m| m.len() == 1)
-        .and_then(|m| m.get("attendee"))
-    {
-        Some(inner) => records::attendee_create(inner, "attendee", diag),
-        None => records::attendee_create(v, "", diag),
+    match create_is_wrapped(v) {
+        true => records::attendee_create(&v["attendee"], "attendee", diag),
+        false => records::attendee_create(v, "", diag),
     }
+}
+
+/// Whether a create body is wrapped as `{"attendee": {...}}`: `attendee` is its one member.
+pub(crate) fn create_is_wrapped(v: &Value) -> bool {
+    v.as_object()
+        .is_some_and(|m| m.len() == 1 && m.contains_key("attendee"))
 }
 
 /// The body of `POST /api/v1/checkin/attendees`: an array of check-ins, bare or wrapped as

@@ -607,12 +607,7 @@ impl Queue {
         let named = inner.named(entry);
         let mut body = entry.request.body.clone();
         // A registration's price id taken as a string goes as the documented integer.
-        // Wrapped when `attendee` is its one member, as the body was read (`attendee_create_body`).
-        let wrapped = body
-            .as_object()
-            .filter(|m| m.len() == 1)
-            .is_some_and(|m| m.contains_key("attendee"));
-        let person = match wrapped {
+        let person = match crate::model::bodies::create_is_wrapped(&body) {
             true => &mut body["attendee"],
             false => &mut body,
         };
