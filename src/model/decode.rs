@@ -92,9 +92,11 @@ pub(crate) fn describe(v: &Value) -> String {
         Value::Number(n) if n.to_string().parse::<f64>().is_ok_and(f64::is_infinite) => {
             format!("the number {n}, beyond a double's range (clients read it as Infinity)")
         }
-        Value::Number(n) if !n.is_i64() && is_integer_text(&n.to_string()) => {
-            format!("the number {n}, beyond a signed 64-bit integer")
-        }
+        // Unsigned fields take up to 2^64 - 1: one past that is beyond either kind.
+        Value::Number(n) if !n.is_i64() && is_integer_text(&n.to_string()) => match n.is_u64() {
+            true => format!("the number {n}, beyond a signed 64-bit integer"),
+            false => format!("the number {n}, beyond a 64-bit integer"),
+        },
         Value::Number(n) => format!("the number {n}"),
         Value::String(s) => {
             let short: String = s.chars().take(40).collect();
@@ -574,7 +576,7 @@ mod tests {
         assert_eq!(
             diag.lines(),
             vec![
-                "data[0].id: expected an integer, found the number 99999999999999999999999, beyond a signed 64-bit integer",
+                "data[0].id: expected an integer, found the number 99999999999999999999999, beyond a 64-bit integer",
                 "data[0].price: expected a number, found the number 1e+400, beyond a double's range (clients read it as Infinity)",
                 "data[0].just: expected an integer, found the number 9223372036854775808, beyond a signed 64-bit integer",
             ]

@@ -116,9 +116,11 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
 /// A TOML value as JSON. A float keeps the text it was written with (`10.00` is served as
 /// `10.00`, as a JSON bundle serves it), less TOML's own `+` and `_`; `inf` and `nan` have no JSON
 /// form and are a syntax error at their place (they became `null`, which a check then reported as
-/// "found null" where the file says `nan`). Integers in any radix become decimal; dates keep their TOML notation.
+/// "found null" where the file says `nan`). Integers in any radix become decimal; a date or time
+/// is the string it is written as.
 fn toml_to_json(text: &str, v: Spanned<DeValue<'_>>) -> Result<Value, SyntaxError> {
-    let start = v.span().start;
+    let span = v.span();
+    let start = span.start;
     Ok(match v.into_inner() {
         DeValue::String(s) => Value::String(s.into_owned()),
         DeValue::Integer(i) => {
@@ -140,7 +142,12 @@ fn toml_to_json(text: &str, v: Spanned<DeValue<'_>>) -> Result<Value, SyntaxErro
             Value::Number(n)
         }
         DeValue::Boolean(b) => Value::Bool(b),
-        DeValue::Datetime(d) => Value::String(d.to_string()),
+        // A date or time is the string it is written as (`07:00` stays `07:00`; the parsed
+        // value would print `07:00:00`), as numbers keep their text.
+        DeValue::Datetime(d) => Value::String(
+            text.get(span)
+                .map_or_else(|| d.to_string(), |written| written.trim().to_string()),
+        ),
         DeValue::Array(a) => Value::Array(
             a.into_iter()
                 .map(|v| toml_to_json(text, v))
@@ -724,6 +731,19 @@ mod tests {
             toml.to_string(),
             json.to_string(),
             "the same text as the JSON twin"
+        );
+    }
+
+    #[test]
+    fn toml_dates_and_times_are_the_strings_they_are_written_as() {
+        let text = "a = 07:00\nb = 08:00:00\nc = 2026-09-15\nd = 2026-09-15 08:00:00.5\n\
+                    e = 2026-09-15T08:00:00Z\n[t]\nk = [ 09:30 , 1979-05-27T07:32:00-08:00 ]\n";
+
+        let v = parse_text(text, Format::Toml).expect("valid TOML");
+
+        assert_eq!(
+            v.to_string(),
+            r#"{"a":"07:00","b":"08:00:00","c":"2026-09-15","d":"2026-09-15 08:00:00.5","e":"2026-09-15T08:00:00Z","t":{"k":["09:30","1979-05-27T07:32:00-08:00"]}}"#
         );
     }
 
