@@ -65,7 +65,7 @@ impl BadControl {
         match self.name {
             DELAY_HEADER => (
                 "X-Eventbox-Delay",
-                "milliseconds in plain digits, or a duration with its unit (250ms, 3s)",
+                "milliseconds in plain digits, or a duration with its unit (250ms, 1.5s, 2min)",
             ),
             STATUS_HEADER => ("X-Eventbox-Status", "a status from 400 to 599"),
             RETRY_AFTER_HEADER => (
@@ -80,8 +80,8 @@ impl BadControl {
     pub(crate) fn detail(&self) -> String {
         let (header, takes) = self.header();
         match &self.value {
-            None => format!("This request gives {header} twice, with different values."),
-            Some(value) => format!("This request's {header} is `{value}`, not {takes}."),
+            None => format!("this request gives {header} twice, with different values."),
+            Some(value) => format!("this request's {header} is `{value}`, not {takes}."),
         }
     }
 }
@@ -251,7 +251,7 @@ mod tests {
         let bad = control(&[(STATUS_HEADER, " 5o3 ")]).expect_err("not a status");
         assert_eq!(
             bad.detail(),
-            "This request's X-Eventbox-Status is `5o3`, not a status from 400 to 599."
+            "this request's X-Eventbox-Status is `5o3`, not a status from 400 to 599."
         );
         let mut h = HeaderMap::new();
         h.insert(

@@ -109,7 +109,7 @@ errors! {
     NotAcceptable = (406, "not_acceptable", "Accept-Encoding accepts none of the encodings available: identity, gzip and br (a coding it does not name is not accepted; identity is, unless refused)."),
     /// An `X-Eventbox-Delay`, `-Status`, `-Fault` or `-Retry-After` value that cannot be used (with
     /// `--allow-control-headers`).
-    InvalidControlHeader = (400, "invalid_control_header", "A control header cannot be used: X-Eventbox-Delay takes milliseconds or a duration with its unit; X-Eventbox-Status a status from 400 to 599; X-Eventbox-Fault one of reset, empty, truncate; X-Eventbox-Retry-After seconds, an HTTP-date or none."),
+    InvalidControlHeader = (400, "invalid_control_header", "A control header cannot be used:"),
     /// `/_journal` while the request journal is off.
     JournalDisabled = (404, "journal_disabled", "The request journal is off; start eventbox with --journal N to keep the last N requests."),
     /// Two different `Authorization-Token` values in one request.

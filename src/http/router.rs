@@ -496,8 +496,11 @@ where
             _ = stopping.wait_for(|s| *s) => {}
         }
     }
+    // A client that waits to send its body (`Expect: 100-continue`) is refused before it sends
+    // one: reading would send it `100 Continue` (hyper does at the first read).
+    let waits_to_send = req.headers().contains_key(hyper::header::EXPECT);
     if let Some(fault @ (Fault::Reset | Fault::Empty)) = fault {
-        if fault == Fault::Empty {
+        if fault == Fault::Empty && !waits_to_send {
             // Bytes left unread in the socket would turn the close into a reset: read the body
             // (up to the cap) so the client sees an orderly close.
             let _ = read_keeping(req.into_body(), 0, body_limit(index)).await;
@@ -513,16 +516,16 @@ where
             // more to show it was cut), so a test can check what a client sent before it was
             // refused and retried. Read to its end (up to the endpoint's limit) only where that
             // keeps an HTTP/1 connection for the retry: not over HTTP/2, not a body declared
-            // over the limit (closed anyway), not one the client waits to send (`Expect`: the
-            // refusal comes first, as a real endpoint's would).
+            // over the limit (closed anyway). None of one the client waits to send: the
+            // refusal comes first, as a real endpoint's would.
             let mut read = Read::default();
             let keep = match ctx.journal {
-                Some(_) => super::journal::MAX_BODY + 1,
-                None => 0,
+                Some(_) if !waits_to_send => super::journal::MAX_BODY + 1,
+                _ => 0,
             };
             let limit = body_limit(index);
             let to_end = req.version() < hyper::Version::HTTP_2
-                && !req.headers().contains_key(hyper::header::EXPECT)
+                && !waits_to_send
                 && req
                     .body()
                     .size_hint()
