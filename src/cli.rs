@@ -10,7 +10,8 @@ use tokio::net::TcpListener;
 use crate::app::App;
 use crate::catalog::Catalog;
 use crate::config::{self, LogFormat, ServeOptions};
-use crate::problem::{token_hint, Location, Severity};
+use crate::problem::{Location, Severity};
+use crate::token::Token;
 
 /// Exit code: the data folder, the address or the configuration could not be used.
 pub const EXIT_UNUSABLE: u8 = 2;
@@ -723,7 +724,22 @@ pub async fn serve(options: &ServeOptions) -> u8 {
         None => None,
     };
     let loader = app.clone();
-    match tokio::task::spawn_blocking(move || loader.load()).await {
+    let load = tokio::task::spawn_blocking(move || loader.load());
+    // A stop during the first load (a large bundle takes seconds) does not wait for it: nothing
+    // is served yet, and the load only reads.
+    let loaded = tokio::select! {
+        loaded = load => loaded,
+        stopped = &mut server => {
+            return match stopped {
+                Ok(Ok(())) => {
+                    tracing::info!("stopped before the first load was done");
+                    0
+                }
+                _ => 1,
+            };
+        }
+    };
+    match loaded {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => {
             tracing::error!("{e}");
@@ -824,11 +840,7 @@ fn print_bundles(app: &App, bundles_at: &str, report: Report) {
                 continue;
             };
             any = true;
-            let first = version
-                .tokens
-                .first()
-                .map(|t| token_hint(t.expose()))
-                .unwrap_or_default();
+            let first = version.tokens.first().map(Token::hint).unwrap_or_default();
             report.line(
                 &format!("  bundle {:<20} token {first}", entry.name),
                 serde_json::json!({"bundle": entry.name, "token": first}),

@@ -28,9 +28,9 @@ use std::time::{Duration, Instant};
 use chrono::{Days, NaiveDate};
 use serde_json::{json, Number, Value};
 
-use crate::problem::token_hint;
 use crate::rng::Rng;
 use crate::stage::{StageError, Staging};
+use crate::token::token_hint;
 use crate::token::Token;
 
 /// What `gen` makes: the `eventbox gen` command line (each field's doc is its `--help` line);

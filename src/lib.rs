@@ -16,6 +16,8 @@
 //!   `completions`, `man`) and their exit codes; `probe`: `eventbox probe URL`;
 //! - `pull`, `gen`: snapshot a live event, or invent one, into a bundle, from code;
 //! - [`watch`]: how the data folder is watched ([`watch::WatchMode`], [`watch::Watcher`]);
+//! - [`kiosk`]: with `pull`, the handles of a desk's refresher and write forwarder
+//!   (`Refresher`, `Forwarder`) that [`app::App`] starts, to stop them in order;
 //! - [`problem`]: the errors and warnings, with file and place, that loading reports;
 //! - [`token`]: the secret that opens a bundle, never printed whole, compared in constant time.
 //!

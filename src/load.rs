@@ -470,13 +470,7 @@ impl BundleLoader<'_> {
         let max = self.max_file_bytes;
         let open = || -> Result<_, read::ReadError> {
             let mut reader = BufReader::with_capacity(256 * 1024, read::open(&path, max)?);
-            // A byte-order mark is not JSON, but editors on some systems add one.
-            if reader
-                .fill_buf()
-                .is_ok_and(|b| b.starts_with(b"\xEF\xBB\xBF"))
-            {
-                reader.consume(3);
-            }
+            read::skip_bom(&mut reader)?;
             Ok(reader)
         };
         // Split into records first (fast); a file that does not split or parse is read again
@@ -560,7 +554,7 @@ impl BundleLoader<'_> {
     /// `path`: an error, not an absent file (a write cut short must not serve an empty list), and
     /// said as such (JSON's "EOF while parsing" and TOML's missing field did not say why).
     fn empty(&mut self, path: &Path, bytes: &[u8]) -> bool {
-        let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+        let bytes = read::without_bom(bytes);
         let empty = bytes.iter().all(u8::is_ascii_whitespace);
         if empty {
             self.problems.push(Problem::error(
@@ -598,7 +592,7 @@ impl BundleLoader<'_> {
                 // place the byte as an editor shows it.
                 // As for syntax errors, columns count from after a byte-order mark.
                 let before = std::str::from_utf8(&bytes[..at]).unwrap_or_default();
-                let before = before.strip_prefix('\u{feff}').unwrap_or(before);
+                let before = read::without_bom_str(before);
                 let line_start = before.rfind('\n').map_or(0, |i| i + 1);
                 let location = Location::Text {
                     line: before.matches('\n').count() + 1,
@@ -615,8 +609,7 @@ impl BundleLoader<'_> {
                 return None;
             }
         };
-        // A byte-order mark is not JSON, but editors on some systems add one.
-        let text_only = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        let text_only = read::without_bom_str(&text);
         // bundle.toml's own message says what it must name.
         if path.file_stem().is_some_and(|s| s != CONFIG) && self.empty(path, text_only.as_bytes()) {
             return None;
@@ -671,7 +664,10 @@ impl BundleLoader<'_> {
             }
             match split_known(&name) {
                 Some((reference, format)) if !is_dir && !reference.is_empty() => {
-                    found.entry(reference.to_string()).or_default().push((format, path));
+                    found
+                        .entry(reference.to_string())
+                        .or_default()
+                        .push((format, path));
                 }
                 Some((reference, _)) if !reference.is_empty() => {
                     self.wrong_kind(&path, "a folder where a file belongs");
@@ -681,7 +677,8 @@ impl BundleLoader<'_> {
                     &path,
                     Location::File,
                     format!(
-                        "unknown file, ignored ({} holds <reference>.json or <reference>.toml files)",
+                        "unknown {}, ignored ({} holds <reference>.json or <reference>.toml files)",
+                        if is_dir { "folder" } else { "file" },
                         dir.file_name().unwrap_or_default().to_string_lossy()
                     ),
                 )),
@@ -727,9 +724,7 @@ fn char_column_in_file(path: &Path, line: usize, byte_column: usize, max: u64) -
 /// the file as a stream: a one-line file of 100 MB is never held, only counted. A byte-order
 /// mark opening the file is not counted (the parser read past it).
 fn chars_before(mut reader: impl BufRead, line: usize, byte_column: usize) -> Option<usize> {
-    if reader.fill_buf().ok()?.starts_with(b"\xEF\xBB\xBF") {
-        reader.consume(3);
-    }
+    read::skip_bom(&mut reader).ok()?;
     let mut to_skip = line.saturating_sub(1);
     while to_skip > 0 {
         let buf = reader.fill_buf().ok()?;

@@ -92,19 +92,6 @@ impl fmt::Display for Problem {
     }
 }
 
-/// A token cut to its first four characters, for logs and messages: a token is a secret. A
-/// short token shows at most half of its characters, so no token is ever printed whole.
-pub(crate) fn token_hint(token: &str) -> String {
-    format!("{}…", token_head(token))
-}
-
-/// The part of a token [`token_hint`] shows, without the ellipsis (the request journal's
-/// `token` field): the first four characters, at most half of a short token.
-pub(crate) fn token_head(token: &str) -> String {
-    let shown = (token.chars().count() / 2).min(4);
-    token.chars().take(shown).collect()
-}
-
 /// The one of `known` that `key` is most likely a slip for, if any is at least `at_least` alike
 /// (Jaro similarity, 0 to 1): the "did you mean" of every name eventbox is given (a bundle.toml
 /// key, a configuration key, an `EVENTBOX_*` variable).
@@ -141,14 +128,5 @@ mod tests {
         assert!(!p.is_error());
         let p = Problem::error("d/x/bundle.toml", Location::File, "missing");
         assert_eq!(p.to_string(), "d/x/bundle.toml: missing");
-    }
-
-    #[test]
-    fn token_hint_keeps_four_characters() {
-        assert_eq!(token_hint("demo-token"), "demo…");
-        assert_eq!(token_hint("ção-secret"), "ção-…");
-        assert_eq!(token_hint("ab"), "a…");
-        assert_eq!(token_hint("demo"), "de…");
-        assert_eq!(token_hint("x"), "…");
     }
 }

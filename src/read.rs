@@ -9,7 +9,7 @@
 //! and reported, never read without bound.
 
 use std::fs::{self, File, Metadata};
-use std::io::{self, Read};
+use std::io::{self, BufRead, Read};
 use std::path::Path;
 
 /// The default of `--max-file-bytes`: 1 GiB, several times the largest bundle file expected
@@ -132,6 +132,34 @@ pub fn read(path: &Path, max: u64) -> Result<Vec<u8>, ReadError> {
     let mut bytes = Vec::with_capacity(usize::try_from(hint.min(max)).unwrap_or(0));
     reader.read_to_end(&mut bytes)?;
     Ok(bytes)
+}
+
+/// The UTF-8 byte-order mark. It is not JSON, but editors on some systems start a file with
+/// one, and the service's framework skips one before a request body: skipped alike in bundle
+/// files, request bodies and a source's answers.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// `bytes` without the byte-order mark they may start with.
+pub(crate) fn without_bom(bytes: &[u8]) -> &[u8] {
+    bytes.strip_prefix(BOM).unwrap_or(bytes)
+}
+
+/// `text` without the byte-order mark it may start with.
+pub(crate) fn without_bom_str(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
+}
+
+/// Consumes the byte-order mark `reader` may start with.
+pub(crate) fn skip_bom(reader: &mut impl BufRead) -> io::Result<()> {
+    if reader.fill_buf()?.starts_with(BOM) {
+        reader.consume(BOM.len());
+    }
+    Ok(())
+}
+
+/// A request body (or a source's answer) as JSON, a byte-order mark before it skipped.
+pub(crate) fn parse_json(bytes: &[u8]) -> serde_json::Result<serde_json::Value> {
+    serde_json::from_slice(without_bom(bytes))
 }
 
 #[cfg(test)]

@@ -98,7 +98,7 @@ pub enum StartError {
     #[error("bundle {0:?}: give its tokens with .token(..) or a bundle.toml file, not both")]
     TokensTwice(String),
     /// A payment detail's reference cannot name one file of `payment_details/`.
-    #[error("bundle {bundle:?}: payment detail reference {reference:?} cannot be a file name (no `/` or `\\`, not empty)")]
+    #[error("bundle {bundle:?}: payment detail reference {reference:?} cannot be a file name (no `/` or `\\`, not empty, and none a bundle folder skips: a leading `.`, a trailing `~`, `#…#`)")]
     DetailReference { bundle: String, reference: String },
     /// [`Bundle::json`] or [`Bundle::json_for`] was given a key the endpoint table does not
     /// have (for that kind of file).
@@ -321,7 +321,8 @@ impl Bundle {
                 _ => None,
             });
             if let Some(name) = by_reference {
-                if name.contains(['/', '\\']) || name.starts_with('.') {
+                // One a load would skip would never be served: refused, as on disk.
+                if name.contains(['/', '\\']) || crate::load::hidden(name) {
                     let reference = name.rsplit_once('.').map_or(name, |(stem, _)| stem);
                     return Err(StartError::DetailReference {
                         bundle: self.name.clone(),

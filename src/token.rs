@@ -3,7 +3,7 @@
 //!
 //! Built once (from a header: trimmed, as the service trims it; from `bundle.toml` or the
 //! command line: as written, for their own checks of white space), it never shows itself: `Debug` and
-//! `Display` print its hint (`demo…`, see `crate::problem::token_hint`), so any struct holding
+//! `Display` print its hint (`demo…`, see `token_hint`), so any struct holding
 //! tokens can derive `Debug`. Equality runs in constant time (`subtle`), so comparing a guess
 //! with a bundle's token tells nothing about how much of it was right; hashing (for the
 //! token → bundle map) is ordinary. [`Token::expose`] is the one way to the text, for the few
@@ -14,7 +14,18 @@ use std::hash::{Hash, Hasher};
 
 use subtle::ConstantTimeEq;
 
-use crate::problem::token_hint;
+/// A token cut to its first four characters, for logs and messages: a token is a secret. A
+/// short token shows at most half of its characters, so no token is ever printed whole.
+pub(crate) fn token_hint(token: &str) -> String {
+    format!("{}…", token_head(token))
+}
+
+/// The part of a token [`token_hint`] shows, without the ellipsis (the request journal's
+/// `token` field): the first four characters, at most half of a short token.
+pub(crate) fn token_head(token: &str) -> String {
+    let shown = (token.chars().count() / 2).min(4);
+    token.chars().take(shown).collect()
+}
 
 /// A token. See the module's documentation.
 #[derive(Clone, Default)]
@@ -129,7 +140,15 @@ mod tests {
     use std::collections::HashMap;
 
     use super::*;
-    use crate::problem::token_head;
+
+    #[test]
+    fn token_hint_keeps_four_characters() {
+        assert_eq!(token_hint("demo-token"), "demo…");
+        assert_eq!(token_hint("ção-secret"), "ção-…");
+        assert_eq!(token_hint("ab"), "a…");
+        assert_eq!(token_hint("demo"), "de…");
+        assert_eq!(token_hint("x"), "…");
+    }
 
     #[test]
     fn debug_and_display_show_only_the_hint() {

@@ -34,7 +34,7 @@ pub(crate) fn from_body(
     content_type: Option<&str>,
     body: &[u8],
 ) -> Result<Option<String>, InvalidBody> {
-    let trimmed = super::router::without_bom(body).trim_ascii();
+    let trimmed = crate::read::without_bom(body).trim_ascii();
     if trimmed.is_empty() {
         return Ok(None);
     }
@@ -53,7 +53,7 @@ pub(crate) fn from_body(
         Some(_) => (looks_json, false),
     };
     if is_json {
-        let value = super::router::parse_json(trimmed).map_err(|_| InvalidBody)?;
+        let value = crate::read::parse_json(trimmed).map_err(|_| InvalidBody)?;
         let map = match value {
             serde_json::Value::Object(map) => map,
             serde_json::Value::String(s) => return Ok(Some(s).filter(|s| !s.is_empty())),

@@ -236,7 +236,7 @@ impl<'a> Shown<'a> {
 /// A body as `/_journal` shows it: the JSON it holds (read as the endpoints read it), else its
 /// text.
 fn shown_body(body: &[u8]) -> serde_json::Value {
-    super::router::parse_json(body)
+    crate::read::parse_json(body)
         .unwrap_or_else(|_| serde_json::Value::String(String::from_utf8_lossy(body).into_owned()))
 }
 

@@ -31,7 +31,7 @@ use super::router::{self, TOKEN_HEADER};
 use super::server::Shared;
 use crate::api::Route;
 use crate::prepare::{Payload, Prepared};
-use crate::problem::token_head;
+use crate::token::token_head;
 use crate::token::{NotText, Token, TokenRef};
 
 /// The `Server` header of every answer.

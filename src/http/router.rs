@@ -4,8 +4,11 @@
 //!
 //! Checks run in the order the error contract fixes (docs/api.md): what `guard` refuses (the
 //! URL's length, a body where none is read), path, the admin rule (admin routes only, `admin`),
-//! method, readiness, token, then the request's own parameters. Every success body of the API is a prepared `Bytes`; answering is a lookup and a
-//! clone. `/metrics` is the one route that encodes per request (it is scraped, not polled).
+//! method, readiness, token, then the request's own parameters. A whole body of the API is a
+//! prepared `Bytes`, and answering it is a lookup and a clone; one record or a page of a list
+//! is a copy of its prepared bytes (`src/prepare/listed.rs`). Made per request: `/metrics` (scraped,
+//! not polled), the `custom/*` date ranges, a payment's derived detail rows, a write's
+//! acknowledgement, and the ones ARCHITECTURE.md's first invariant names.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -686,7 +689,7 @@ where
     if let Some(keep) = keep {
         keep.body = Some(bytes.clone());
     }
-    let value = match parse_json(&bytes) {
+    let value = match crate::read::parse_json(&bytes) {
         Ok(v) => v,
         Err(e) => return detailed(ApiError::InvalidJson, &e.to_string()),
     };
@@ -761,7 +764,7 @@ where
     if bytes.trim_ascii().is_empty() {
         return Err(ApiError::InvalidParameter);
     }
-    let value = parse_json(&bytes).map_err(|_| ApiError::InvalidParameter)?;
+    let value = crate::read::parse_json(&bytes).map_err(|_| ApiError::InvalidParameter)?;
     let mut diag = Diag::default();
     let range = bodies::date_range_body(&value, &mut diag)
         .filter(|_| !diag.has_errors())
@@ -796,17 +799,6 @@ pub(crate) fn is_json_type(content_type: &str) -> bool {
         .trim()
         .to_ascii_lowercase();
     mime == "application/json" || mime == "text/json" || mime.ends_with("+json")
-}
-
-/// A request body as JSON. A UTF-8 byte order mark before it is skipped, as the service's
-/// framework skips one (and as bundle files may start with one).
-pub(crate) fn parse_json(bytes: &[u8]) -> serde_json::Result<serde_json::Value> {
-    serde_json::from_slice(without_bom(bytes))
-}
-
-/// A request body without the UTF-8 byte order mark it may start with.
-pub(crate) fn without_bom(bytes: &[u8]) -> &[u8] {
-    bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes)
 }
 
 /// How deeply a JSON value nests: 0 for a scalar, 1 for `[]` or `[1]`, 2 for `[[1]]`.

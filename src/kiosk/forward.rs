@@ -508,7 +508,7 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
     // one cut at the limit, is taken as the source's.
     let not_json = !bytes.trim_ascii().is_empty()
         && bytes.len() < ANSWER_READ
-        && crate::http::router::parse_json(&bytes).is_err();
+        && crate::read::parse_json(&bytes).is_err();
     if status.is_success() && (page || not_json) {
         return Err(format!(
             "{base} answered {status} with an answer that is not the API's JSON (a captive portal's or a proxy's page?): writes wait until it lets them through"

@@ -10,7 +10,7 @@
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 
-use super::decode::{decode_array, describe, Diag, ItemDecoder, Obj};
+use super::decode::{decode_array, describe, expected, Diag, ItemDecoder, Obj};
 #[cfg(test)]
 use super::decode::{Describe, Ty};
 use super::records::{
@@ -102,6 +102,14 @@ pub(crate) fn list<T, const COUNTED: bool>(
             },
             path.to_string(),
         ));
+    }
+    if !v.is_object() {
+        // Either is taken: the message says both.
+        diag.error(
+            path,
+            expected("an object or a bare list", path, &describe(v)),
+        );
+        return None;
     }
     let mut o = Obj::new(v, path, diag)?;
     let data_path = o.path_of("data");

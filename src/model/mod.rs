@@ -397,7 +397,7 @@ fn secrets(key: &str, a_what: &str, v: &Value, diag: &mut Diag) -> (Vec<Token>, 
                     &path,
                     format!(
                         "{what} {} has white space around it; it could never match",
-                        crate::problem::token_hint(s.trim())
+                        crate::token::token_hint(s.trim())
                     ),
                 );
                 ok = false;
@@ -405,7 +405,7 @@ fn secrets(key: &str, a_what: &str, v: &Value, diag: &mut Diag) -> (Vec<Token>, 
             Value::String(s) if out.contains(&Token::new(s)) => {
                 diag.warning(
                     &path,
-                    format!("{what} {} is listed twice", crate::problem::token_hint(s)),
+                    format!("{what} {} is listed twice", crate::token::token_hint(s)),
                 );
             }
             Value::String(s) => out.push(Token::new(s)),

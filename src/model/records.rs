@@ -541,7 +541,7 @@ impl EventToken {
 
 impl std::fmt::Debug for EventToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "EventToken({})", crate::problem::token_hint(&self.0))
+        write!(f, "EventToken({})", crate::token::token_hint(&self.0))
     }
 }
 

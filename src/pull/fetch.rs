@@ -22,7 +22,7 @@ use reqwest::StatusCode;
 use super::progress::Progress;
 use super::{quoted, PullError, PullOptions};
 use crate::model::formats::RetryAfter;
-use crate::problem::token_hint;
+use crate::token::token_hint;
 
 /// Sends the pull's requests, retrying what may succeed on a second try.
 pub(crate) struct Fetcher {

@@ -29,9 +29,9 @@ use serde::Deserialize;
 
 use crate::api;
 use crate::load;
-use crate::problem::token_hint;
 use crate::stage::{self, Staging};
 pub use crate::stage::{Refusal, StageError};
+use crate::token::token_hint;
 use fetch::Fetcher;
 use progress::Progress;
 pub use progress::ProgressMode;

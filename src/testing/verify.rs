@@ -70,7 +70,7 @@ impl Received {
     /// The body as JSON, if there is one and it parses as the endpoints parse it (a byte order
     /// mark before it skipped; numbers keep their text: `10.00`).
     pub fn body_json(&self) -> Option<Value> {
-        crate::http::router::parse_json(self.body.as_deref()?).ok()
+        crate::read::parse_json(self.body.as_deref()?).ok()
     }
 }
 
@@ -337,7 +337,7 @@ fn body_differences(want: &Value, e: &Entry) -> Vec<String> {
                 .to_string(),
         ];
     };
-    match crate::http::router::parse_json(body) {
+    match crate::read::parse_json(body) {
         Ok(got) => differences(want, &got),
         Err(_) if e.body_cut => vec![format!(
             "$: the body received ({} bytes kept) was cut at the journal's limit of 16 KiB, so it cannot be compared as JSON; check a smaller body, or the request's other parts",

@@ -88,6 +88,8 @@ fn check_names_the_file_and_place_of_every_kind_of_problem() {
         ("not-utf8-bom", "hotsite.json", b"\xEF\xBB\xBF{\"capa\": \"caf\xe9\"}".to_vec(), "not-utf8-bom/hotsite.json:1:14: not valid UTF-8: byte 0xE9 (offset 16)"),
         // Placed as an editor shows it: line 2, column 17 in characters (í is two bytes).
         ("not-utf8", "hotsite.json", b"{\n  \"t\xc3\xadtulo\": \"caf\xe9\"}".to_vec(), "not-utf8/hotsite.json:2:17: not valid UTF-8: byte 0xE9 (offset 19); save the file as UTF-8"),
+        // A list file takes its envelope or a bare list: the message names both.
+        ("scalar-list", "speaker.json", b"5".to_vec(), "scalar-list/speaker.json: expected an object or a bare list at the top level, found the number 5"),
     ];
     for (name, file, contents, _) in &cases {
         bundle_with(&data, name, file, contents);
@@ -96,6 +98,7 @@ fn check_names_the_file_and_place_of_every_kind_of_problem() {
     bundle_with(&data, "missing-event", "payments.json", p);
     std::fs::remove_file(data.path().join("missing-event/event.json")).expect("remove event.json");
     data.with_demo("zz-good");
+    std::fs::create_dir_all(data.path().join("zz-good/payment_details/sub")).expect("folder");
 
     let (code, out, root) = check(&data, &[]);
 
@@ -113,6 +116,13 @@ fn check_names_the_file_and_place_of_every_kind_of_problem() {
         )),
         "{out}"
     );
+    // A folder is said to be one.
+    assert!(
+        out.contains(&format!(
+            "warning: {root}/zz-good/payment_details/sub: unknown folder, ignored"
+        )),
+        "{out}"
+    );
     assert!(
         !out.contains("secret-xyz-token"),
         "a token in the report:\n{out}"
@@ -127,7 +137,7 @@ fn check_names_the_file_and_place_of_every_kind_of_problem() {
     assert_eq!(
         summary,
         format!(
-            "{} bundles checked, 1 would be served; {} errors, 0 warnings",
+            "{} bundles checked, 1 would be served; {} errors, 1 warning",
             cases.len() + 2,
             cases.len() + 1
         )
@@ -1988,5 +1998,34 @@ async fn a_bundle_that_stops_naming_its_source_is_said_to_keep_its_writes_at_the
         served.stderr().contains("bundle=summit"),
         "{}",
         served.stderr()
+    );
+}
+
+/// A stop during the first load (a large bundle takes seconds) does not wait for the load:
+/// the process exits 0 at once, and the load is left unfinished (no "bundle loaded").
+#[tokio::test]
+async fn a_stop_during_the_first_load_does_not_wait_for_it() {
+    let data = TempData::new();
+    fixtures::write_json(&data, "big");
+    // About 15 MB: seconds of decoding in a debug build, far longer than the stop takes.
+    data.write("big/payments.json", crate::http::many_payments(30_000, 'a'));
+    let dir = data.path().to_str().expect("UTF-8");
+    let mut served = start_binary(&["serve", "--data", dir, "--addr", "127.0.0.1:0"], &[]);
+    // Listening, not loaded yet: the stop comes during the load.
+    let ready = crate::helpers::client()
+        .get(format!("{}/readyz", served.base))
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(ready.status(), 503);
+
+    served.signal("TERM");
+
+    assert_eq!(served.wait_exit(), Some(0));
+    let log = served.stderr();
+    assert!(!log.contains("bundle loaded"), "waited for the load: {log}");
+    assert!(
+        log.contains("stopped before the first load was done"),
+        "{log}"
     );
 }

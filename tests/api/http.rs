@@ -718,7 +718,7 @@ async fn connections_over_the_cap_wait_for_a_free_slot() {
 }
 
 /// A payments file of `n` payments, each note 200 bytes of `note`.
-fn many_payments(n: usize, note: char) -> String {
+pub(crate) fn many_payments(n: usize, note: char) -> String {
     let one: serde_json::Value = serde_json::from_str(fixtures::PAYMENTS_JSON).expect("JSON");
     let data: Vec<serde_json::Value> = (0..n)
         .map(|i| {

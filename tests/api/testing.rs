@@ -321,6 +321,11 @@ fn unusable_names_and_paths_are_refused() {
             vec![summit().json_for("payment_details", "R/1", serde_json::json!({"data": []}))],
             "R/1",
         ),
+        // A name a load skips would never be served.
+        (
+            vec![summit().json_for("payment_details", ".R-1", serde_json::json!({"data": []}))],
+            ".R-1",
+        ),
     ];
     for (bundles, named) in cases {
         let err = TestServer::from_bundles(bundles)
