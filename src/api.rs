@@ -216,6 +216,17 @@ pub(crate) struct Endpoint {
     pub(crate) app: bool,
 }
 
+/// Where every path of the API starts. A source's base URL ends with it (`pull --from`, a
+/// desk's `[source] url`), and an endpoint's [`Endpoint::relative`] path follows it there.
+pub(crate) const BASE: &str = "/api/v1";
+
+impl Endpoint {
+    /// Its path after [`BASE`], with its leading `/` (`/event`, `/payments/details`).
+    pub(crate) fn relative(&self) -> &'static str {
+        self.path.strip_prefix(BASE).unwrap_or(self.path)
+    }
+}
+
 /// The length of an array member, if it is one.
 fn len(v: &Value) -> Option<usize> {
     v.as_array().map(Vec::len)
@@ -715,6 +726,25 @@ mod tests {
         assert_eq!(keys().collect::<Vec<_>>(), labels[..API.len()].to_vec());
         for (i, key) in keys().enumerate() {
             assert_eq!(index_of(key), Some(i));
+        }
+    }
+
+    /// An item or a derived body names an entry whose file is decoded whole (a typo would
+    /// point the entry at itself, answering 503).
+    #[test]
+    fn items_and_derived_bodies_name_a_whole_file_entry() {
+        for e in &API {
+            let named = match e.feed {
+                Feed::Item { list, .. } => list,
+                Feed::Derived { from, .. } => from,
+                _ => continue,
+            };
+            let target = index_of(named).map(|i| &API[i].feed);
+            assert!(
+                matches!(target, Some(Feed::File(_))),
+                "{}: {named} is no whole-file entry",
+                e.key
+            );
         }
     }
 

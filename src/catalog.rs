@@ -400,7 +400,7 @@ impl Catalog {
     }
 
     /// Reads no bundle file over `max` bytes (a larger one is an error of its bundle).
-    pub fn with_max_file_bytes(mut self, max: u64) -> Catalog {
+    pub(crate) fn with_max_file_bytes(mut self, max: u64) -> Catalog {
         self.set_max_file_bytes(max);
         self
     }

@@ -19,7 +19,7 @@ use crate::model::{self, Bundle, Format, Slot};
 use crate::prepare::{Payments, PaymentsWriter, Pieces};
 use crate::problem::{Location, Problem};
 use crate::read;
-pub use crate::read::DEFAULT_MAX_FILE_BYTES;
+pub(crate) use crate::read::DEFAULT_MAX_FILE_BYTES;
 use crate::timed::Progress;
 use crate::token::Token;
 

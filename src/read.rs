@@ -14,11 +14,11 @@ use std::path::Path;
 
 /// The default of `--max-file-bytes`: 1 GiB, several times the largest bundle file expected
 /// (200,000 payments are about 100 MiB of JSON).
-pub const DEFAULT_MAX_FILE_BYTES: u64 = 1 << 30;
+pub(crate) const DEFAULT_MAX_FILE_BYTES: u64 = 1 << 30;
 
 /// Why a bundle file was not read. Each message reads after "path: ".
 #[derive(Debug, thiserror::Error)]
-pub enum ReadError {
+pub(crate) enum ReadError {
     #[error("cannot read: {0}")]
     Io(#[from] io::Error),
     #[error("{0} where a file belongs; only regular files (or links to them) are read")]
@@ -83,7 +83,7 @@ fn open_nonblocking(path: &Path) -> io::Result<File> {
 
 /// A regular file opened for reading, at most `max` bytes of it.
 #[derive(Debug)]
-pub struct Capped {
+pub(crate) struct Capped {
     file: File,
     left: u64,
     max: u64,
@@ -112,7 +112,7 @@ impl Read for Capped {
 }
 
 /// Opens a bundle file: only a regular file (links followed) of at most `max` bytes.
-pub fn open(path: &Path, max: u64) -> Result<Capped, ReadError> {
+pub(crate) fn open(path: &Path, max: u64) -> Result<Capped, ReadError> {
     // The path first, for a clear word on a socket (which cannot be opened at all).
     check(&fs::metadata(path)?, max)?;
     let file = open_nonblocking(path)?;
@@ -126,7 +126,7 @@ pub fn open(path: &Path, max: u64) -> Result<Capped, ReadError> {
 }
 
 /// Reads a whole bundle file (see [`open`]).
-pub fn read(path: &Path, max: u64) -> Result<Vec<u8>, ReadError> {
+pub(crate) fn read(path: &Path, max: u64) -> Result<Vec<u8>, ReadError> {
     let mut reader = open(path, max)?;
     let hint = reader.file.metadata().map_or(0, |m| m.len());
     let mut bytes = Vec::with_capacity(usize::try_from(hint.min(max)).unwrap_or(0));

@@ -469,7 +469,7 @@ pub(crate) fn swap_aside(staged: &Path, target: &Path, aside: &Path) -> io::Resu
 }
 
 /// `526.3 KB`, `101.2 MB`: decimal units, one decimal (the sizes `pull` and `gen` report).
-pub fn human_bytes(n: u64) -> String {
+pub(crate) fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["KB", "MB", "GB", "TB"];
     if n < 1000 {
         return format!("{n} B");

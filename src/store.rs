@@ -109,13 +109,13 @@ impl Snapshot {
     }
 
     /// Marks the file watch as lost (or not).
-    pub fn with_watch_lost(mut self, lost: bool) -> Snapshot {
+    pub(crate) fn with_watch_lost(mut self, lost: bool) -> Snapshot {
         self.watch_lost = lost;
         self
     }
 
     /// Whether the file watch is lost: changes on disk are not seen until it is restored.
-    pub fn watch_lost(&self) -> bool {
+    pub(crate) fn watch_lost(&self) -> bool {
         self.watch_lost
     }
 

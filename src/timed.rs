@@ -10,20 +10,20 @@ use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 /// How long one bundle's load may take before it is abandoned.
-pub const LOAD_TIME_LIMIT: Duration = Duration::from_secs(30);
+pub(crate) const LOAD_TIME_LIMIT: Duration = Duration::from_secs(30);
 
 /// The file a load is on, shared with whoever waits for it.
 #[derive(Debug, Clone, Default)]
-pub struct Progress(Arc<Mutex<Option<PathBuf>>>);
+pub(crate) struct Progress(Arc<Mutex<Option<PathBuf>>>);
 
 impl Progress {
     /// Notes that the load now reads `path`.
-    pub fn set(&self, path: &Path) {
+    pub(crate) fn set(&self, path: &Path) {
         *self.0.lock().unwrap_or_else(PoisonError::into_inner) = Some(path.to_path_buf());
     }
 
     /// The file the load was last on.
-    pub fn current(&self) -> Option<PathBuf> {
+    pub(crate) fn current(&self) -> Option<PathBuf> {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -33,13 +33,13 @@ impl Progress {
 
 /// The load ran past its limit; it was on this file (or had not opened one yet).
 #[derive(Debug)]
-pub struct Abandoned {
+pub(crate) struct Abandoned {
     pub file: Option<PathBuf>,
     pub limit: Duration,
 }
 
 /// Runs `load` on a thread of its own and waits at most `limit` for it.
-pub fn run<T: Send + 'static>(
+pub(crate) fn run<T: Send + 'static>(
     limit: Duration,
     load: impl FnOnce(&Progress) -> T + Send + 'static,
 ) -> Result<T, Abandoned> {

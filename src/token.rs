@@ -14,6 +14,12 @@ use std::hash::{Hash, Hasher};
 
 use subtle::ConstantTimeEq;
 
+/// The header that carries the token, in a request to eventbox or to a source.
+pub(crate) const TOKEN_HEADER: &str = "authorization-token";
+
+/// The header that names the calling app (the company routes' key), when a client sends it.
+pub(crate) const APP_HEADER: &str = "authorization-app";
+
 /// A token cut to its first four characters, for logs and messages: a token is a secret. A
 /// short token shows at most half of its characters, so no token is ever printed whole.
 pub(crate) fn token_hint(token: &str) -> String {

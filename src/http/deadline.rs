@@ -19,11 +19,11 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// The body did not arrive whole within the deadline.
 #[derive(Debug, thiserror::Error)]
 #[error("the request body did not arrive within {0:?}")]
-pub struct BodyTimedOut(pub Duration);
+pub(crate) struct BodyTimedOut(pub Duration);
 
 /// A body that fails once `limit` has passed since its first read.
 #[derive(Debug)]
-pub struct DeadlineBody<B> {
+pub(crate) struct DeadlineBody<B> {
     inner: B,
     limit: Duration,
     /// Armed on the first read: a body nobody reads costs no timer.
@@ -33,7 +33,7 @@ pub struct DeadlineBody<B> {
 }
 
 impl<B> DeadlineBody<B> {
-    pub fn new(inner: B, limit: Duration) -> Self {
+    pub(crate) fn new(inner: B, limit: Duration) -> Self {
         DeadlineBody {
             inner,
             limit,

@@ -10,20 +10,17 @@ use hyper::header::{HeaderMap, HeaderValue, HOST};
 use hyper::{Method, Request, Uri, Version};
 
 use super::errors::ApiError;
-use super::router::TOKEN_HEADER;
 use crate::api::Route;
+use crate::token::{APP_HEADER, TOKEN_HEADER};
 
 /// The longest URL (path and query) answered; a longer one gets 414.
-pub const MAX_URL_BYTES: usize = 8 * 1024;
+pub(crate) const MAX_URL_BYTES: usize = 8 * 1024;
 
 /// The largest body accepted on a request that reads none (every route but the details
 /// endpoint, which reads up to `errors::BODY_LIMIT`); a larger one gets 413 and the connection
 /// is closed. One of unknown length (chunked) is read up to the limit first: an empty one,
 /// which some clients send on every GET, is no body.
-pub const SMALL_BODY_LIMIT: u64 = 1024;
-
-/// The header that names the calling app, when a client sends it.
-pub(crate) const APP_HEADER: &str = "authorization-app";
+pub(crate) const SMALL_BODY_LIMIT: u64 = 1024;
 
 /// The one value of `name`, or why not: two different values are ambiguous (the same value
 /// twice is not). `None` when absent.

@@ -27,11 +27,12 @@ use super::errors::ApiError;
 use super::fault::{ConnFault, FaultError, ReplyBody};
 use super::guard;
 use super::journal::{self, Journal};
-use super::router::{self, TOKEN_HEADER};
+use super::router;
 use super::server::Shared;
 use crate::api::Route;
 use crate::prepare::{Payload, Prepared};
 use crate::token::token_head;
+use crate::token::TOKEN_HEADER;
 use crate::token::{NotText, Token, TokenRef};
 
 /// The `Server` header of every answer.

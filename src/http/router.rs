@@ -49,9 +49,6 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 /// `/_queue` and `/_journal` every second (no build step, nothing from elsewhere).
 const UI_PAGE: &str = include_str!("ui.html");
 
-/// The header that carries the token.
-pub(crate) const TOKEN_HEADER: &str = "authorization-token";
-
 const JSON: HeaderValue = HeaderValue::from_static("application/json; charset=utf-8");
 const GET_HEAD: HeaderValue = HeaderValue::from_static("GET, HEAD");
 const HEALTHY: &[u8] = b"{\"status\":\"ok\"}";
@@ -395,7 +392,7 @@ fn checked<'s, B>(
         // UTF-8, as a token is read (`to_str` takes visible ASCII only).
         let app = req
             .headers()
-            .get(super::guard::APP_HEADER)
+            .get(crate::token::APP_HEADER)
             .and_then(|v| std::str::from_utf8(v.as_bytes()).ok());
         let Some(app) = app.map(str::trim).filter(|a| !a.is_empty()) else {
             return Checked::Answered(error(ApiError::InvalidAuthorizationApp));

@@ -28,7 +28,7 @@ use serde_json::Value;
 use super::{changed, Sources};
 use crate::api::Route;
 use crate::reload::Reloader;
-use crate::token::Token;
+use crate::token::{Token, TOKEN_HEADER};
 use crate::writes::queue::{with_items, Entry, Ids, Kind, LeftOut, Outcome};
 use crate::writes::Writes;
 
@@ -457,7 +457,9 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
     // without a trailing slash.
     let logged = entry.request.path.as_str();
     let documented = Route::of(logged).map_or(logged, |route| route.endpoint().path);
-    let path = documented.strip_prefix("/api/v1").unwrap_or(documented);
+    let path = documented
+        .strip_prefix(crate::api::BASE)
+        .unwrap_or(documented);
     // A check-in naming someone registered here goes with the id and code the source knows.
     let mut body = writes.queue.translated(entry);
     if let Some(left) = &parked {
@@ -467,7 +469,7 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
     let sent = to
         .client
         .post(format!("{base}{path}"))
-        .header("Authorization-Token", to.token.expose())
+        .header(TOKEN_HEADER, to.token.expose())
         .header("Content-Type", "application/json")
         .body(body.to_string())
         .send()
@@ -619,7 +621,7 @@ async fn people_at_source(to: &Source<'_>) -> Result<HashMap<String, Option<(i64
     let res = to
         .client
         .get(format!("{base}/attendees"))
-        .header("Authorization-Token", to.token.expose())
+        .header(TOKEN_HEADER, to.token.expose())
         .send()
         .await
         .map_err(|e| format!("no answer from {base}: {}", crate::pull::fetch::causes(e)))?;

@@ -22,7 +22,7 @@ use reqwest::StatusCode;
 use super::progress::Progress;
 use super::{quoted, PullError, PullOptions};
 use crate::model::formats::RetryAfter;
-use crate::token::token_hint;
+use crate::token::{token_hint, APP_HEADER, TOKEN_HEADER};
 
 /// Sends the pull's requests, retrying what may succeed on a second try.
 pub(crate) struct Fetcher {
@@ -233,9 +233,9 @@ impl Fetcher {
             .client
             .get(url)
             .header(ACCEPT, "application/json")
-            .header("Authorization-Token", self.token.clone());
+            .header(TOKEN_HEADER, self.token.clone());
         if let Some(app) = &self.app {
-            request = request.header("Authorization-App", app.clone());
+            request = request.header(APP_HEADER, app.clone());
         }
         if let Some(tag) = etag {
             request = request.header(IF_NONE_MATCH, tag);

@@ -424,10 +424,7 @@ pub(crate) struct Plan {
 /// The plan of a pull (see [`Plan`]); `with_app`: the company's app key is given, so the
 /// entries that need it are pulled too.
 pub(crate) fn plan(with_app: bool) -> Plan {
-    let relative = |e: &'static api::Endpoint| {
-        let path = e.path.strip_prefix("/api/v1/").unwrap_or(e.path);
-        (e, path)
-    };
+    let relative = |e: &'static api::Endpoint| (e, e.relative().trim_start_matches('/'));
     Plan {
         lists: api::API
             .iter()
@@ -705,10 +702,10 @@ pub(crate) fn api_base(from: &str) -> Result<String, PullError> {
     url.set_query(None);
     url.set_fragment(None);
     let path = url.path().trim_end_matches('/').to_string();
-    let path = if path.to_ascii_lowercase().ends_with("/api/v1") {
+    let path = if path.to_ascii_lowercase().ends_with(api::BASE) {
         path
     } else {
-        format!("{path}/api/v1")
+        format!("{path}{}", api::BASE)
     };
     url.set_path(&path);
     Ok(url.as_str().trim_end_matches('/').to_string())
