@@ -162,6 +162,38 @@ pub(crate) enum Feed {
     Server(Operation),
 }
 
+/// What a bundle folder holds for an endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnDisk {
+    /// `KEY.json` or `KEY.toml`, decoded whole or streamed.
+    File,
+    /// The folder `KEY/`, one `<reference>.json|.toml` per payment.
+    Folder,
+}
+
+impl Feed {
+    /// What a bundle folder holds for an endpoint fed this way; `None`: nothing of its own.
+    pub(crate) fn on_disk(&self) -> Option<OnDisk> {
+        match self {
+            Feed::File(_) | Feed::Stream => Some(OnDisk::File),
+            Feed::PerReference(_) => Some(OnDisk::Folder),
+            Feed::Item { .. } | Feed::Derived { .. } | Feed::Write(_) | Feed::Server(_) => None,
+        }
+    }
+}
+
+/// The keys of the endpoints a bundle folder holds a `shape` for, in table order.
+pub(crate) fn on_disk(shape: OnDisk) -> impl Iterator<Item = &'static str> {
+    API.iter()
+        .filter(move |e| e.feed.on_disk() == Some(shape))
+        .map(|e| e.key)
+}
+
+/// Whether `key` names an endpoint a bundle folder holds a `shape` for.
+pub(crate) fn is_on_disk(key: &str, shape: OnDisk) -> bool {
+    on_disk(shape).any(|k| k == key)
+}
+
 /// The writes the API takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum WriteKind {

@@ -17,10 +17,8 @@ use crate::http::Service;
 /// What a loader target may replace: every file an endpoint is fed from, `bundle.toml`, and a
 /// payment's detail file.
 fn loadable() -> Vec<String> {
-    let mut names: Vec<String> = api::API
-        .iter()
-        .filter(|e| matches!(e.feed, Feed::File(_) | Feed::Stream))
-        .map(|e| e.key.to_string())
+    let mut names: Vec<String> = api::on_disk(api::OnDisk::File)
+        .map(str::to_string)
         .collect();
     names.push("bundle".to_string());
     names.push("payment_details/PG2026000104".to_string());

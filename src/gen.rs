@@ -1838,7 +1838,7 @@ mod tests {
     fn gen_writes_exactly_the_files_of_the_endpoint_table() {
         use std::collections::BTreeSet;
 
-        use crate::api::{Feed, API};
+        use crate::api::{OnDisk, API};
 
         let data = tempfile::tempdir().expect("tmp");
         let dir = data.path().join("tabled");
@@ -1861,12 +1861,10 @@ mod tests {
         let mut expected = BTreeSet::from(["bundle.toml".to_string()]);
         // The company and institutional files are not an event's: gen leaves them out.
         for e in API.iter().filter(|e| !e.app) {
-            match e.feed {
-                Feed::File(_) | Feed::Stream => expected.insert(format!("{}.json", e.key)),
-                Feed::PerReference(_) => expected.insert(e.key.to_string()),
-                Feed::Item { .. } | Feed::Derived { .. } | Feed::Write(_) | Feed::Server(_) => {
-                    false
-                }
+            match e.feed.on_disk() {
+                Some(OnDisk::File) => expected.insert(format!("{}.json", e.key)),
+                Some(OnDisk::Folder) => expected.insert(e.key.to_string()),
+                None => false,
             };
         }
         assert_eq!(found, expected);

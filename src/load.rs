@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::api::{self, Decode, Feed, FileBody};
+use crate::api::{self, Decode, Feed, FileBody, OnDisk};
 use crate::model::decode::{self, Diag};
 use crate::model::payments;
 use crate::model::{self, Bundle, Format, Slot};
@@ -142,29 +142,19 @@ pub(crate) fn is_bundle_folder(dir: &Path) -> bool {
 
 /// Whether a stem names a file of the endpoint table (a whole file or a streamed one).
 fn is_endpoint_file(stem: &str) -> bool {
-    api::API
-        .iter()
-        .any(|e| e.key == stem && matches!(e.feed, Feed::File(_) | Feed::Stream))
+    api::is_on_disk(stem, OnDisk::File)
 }
 
 /// Whether a folder name is one of the endpoint table's folders of files by reference.
 fn is_endpoint_folder(name: &str) -> bool {
-    api::API
-        .iter()
-        .any(|e| e.key == name && matches!(e.feed, Feed::PerReference(_)))
+    api::is_on_disk(name, OnDisk::Folder)
 }
 
 /// "bundle.toml, a, b and c as .json or .toml, and a d folder": what a bundle may hold.
 fn known_files() -> String {
-    let files: Vec<&str> = api::API
-        .iter()
-        .filter(|e| matches!(e.feed, Feed::File(_) | Feed::Stream))
-        .map(|e| e.key)
-        .collect();
-    let folders: Vec<String> = api::API
-        .iter()
-        .filter(|e| matches!(e.feed, Feed::PerReference(_)))
-        .map(|e| format!("a {} folder", e.key))
+    let files: Vec<&str> = api::on_disk(OnDisk::File).collect();
+    let folders: Vec<String> = api::on_disk(OnDisk::Folder)
+        .map(|key| format!("a {key} folder"))
         .collect();
     let listed = match files.split_last() {
         Some((last, [])) => last.to_string(),

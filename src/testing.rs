@@ -232,10 +232,7 @@ impl Bundle {
     /// `"payments"`, `"submission"`...), as its file holds it. A key that names no such file
     /// fails [`Builder::start`] with [`StartError::UnknownEndpoint`].
     pub fn json(self, key: &str, body: serde_json::Value) -> Bundle {
-        let file = api::API
-            .iter()
-            .any(|e| e.key == key && matches!(e.feed, Feed::File(_) | Feed::Stream));
-        if !file {
+        if !api::is_on_disk(key, api::OnDisk::File) {
             return self.misused(key);
         }
         self.json_file(&format!("{key}.json"), &body)
@@ -244,10 +241,7 @@ impl Bundle {
     /// `KEY/<reference>.json`: the answer of the endpoint `key` for one payment reference
     /// (`"payment_details"`). A key that names no such folder fails [`Builder::start`].
     pub fn json_for(self, key: &str, reference: &str, body: serde_json::Value) -> Bundle {
-        let folder = api::API
-            .iter()
-            .any(|e| e.key == key && matches!(e.feed, Feed::PerReference(_)));
-        if !folder {
+        if !api::is_on_disk(key, api::OnDisk::Folder) {
             return self.misused(key);
         }
         self.json_file(&format!("{key}/{reference}.json"), &body)
