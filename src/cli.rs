@@ -700,7 +700,12 @@ pub async fn serve(options: &ServeOptions) -> u8 {
     let _mirroring = match mirror {
         Some(mut m) => {
             loop {
-                match m.poll(&app.reloader).await {
+                // A stop during the first sync does not wait for it either.
+                let polled = tokio::select! {
+                    polled = m.poll(&app.reloader) => polled,
+                    stopped = &mut server => return stopped_early(stopped, "sync"),
+                };
+                match polled {
                     Ok(_) => break,
                     Err(e) => tracing::error!(
                         "{e}; not ready until the first sync succeeds (retried every {})",
@@ -709,10 +714,7 @@ pub async fn serve(options: &ServeOptions) -> u8 {
                 }
                 tokio::select! {
                     () = tokio::time::sleep(options.poll_interval) => {}
-                    r = &mut server => return match r {
-                        Ok(Ok(())) => 0,
-                        _ => 1,
-                    },
+                    stopped = &mut server => return stopped_early(stopped, "sync"),
                 }
             }
             Some(crate::mirror::spawn(
@@ -729,15 +731,7 @@ pub async fn serve(options: &ServeOptions) -> u8 {
     // is served yet, and the load only reads.
     let loaded = tokio::select! {
         loaded = load => loaded,
-        stopped = &mut server => {
-            return match stopped {
-                Ok(Ok(())) => {
-                    tracing::info!("stopped before the first load was done");
-                    0
-                }
-                _ => 1,
-            };
-        }
+        stopped = &mut server => return stopped_early(stopped, "load"),
     };
     match loaded {
         Ok(Ok(_)) => {}
@@ -783,6 +777,25 @@ pub async fn serve(options: &ServeOptions) -> u8 {
     match server.await {
         Ok(Ok(())) => {
             tracing::info!("stopped");
+            0
+        }
+        Ok(Err(e)) => {
+            tracing::error!("{e}");
+            1
+        }
+        Err(e) => {
+            tracing::error!("the server stopped: {e}");
+            1
+        }
+    }
+}
+
+/// The exit code of a server that stopped before the first `what` (load, or sync from object
+/// storage) was done: nothing is served yet, and that work only reads, so it is not waited for.
+fn stopped_early(stopped: Result<std::io::Result<()>, tokio::task::JoinError>, what: &str) -> u8 {
+    match stopped {
+        Ok(Ok(())) => {
+            tracing::info!("stopped before the first {what} was done");
             0
         }
         Ok(Err(e)) => {

@@ -201,6 +201,15 @@ pub fn run(opts: &GenOptions) -> Result<GenSummary, GenError> {
             return Err(GenError::TooMany { option });
         }
     }
+    // `s3://bucket/prefix/NAME` would be a local folder `s3:/bucket/...`, said to be made.
+    if opts.into.to_string_lossy().contains("://") {
+        return Err(GenError::BadTarget {
+            path: opts.into.clone(),
+            reason: "gen writes a local folder, not a URL: gen into a folder, serve it, and \
+                     publish it with pull --into (docs/pull-and-gen.md)"
+                .into(),
+        });
+    }
     let name = opts
         .into
         .file_name()

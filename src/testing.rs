@@ -65,7 +65,7 @@ mod verify;
 
 pub use verify::{Expect, Received, VerifyError};
 
-use crate::api::{self, Feed};
+use crate::api;
 use crate::app::App;
 use crate::config::{ServeOptions, Switch};
 use crate::http::cors::Cors;
@@ -310,10 +310,8 @@ impl Bundle {
             }
             // A file by reference is served for the reference its name gives: one level, no
             // deeper.
-            let by_reference = api::API.iter().find_map(|e| match e.feed {
-                Feed::PerReference(_) => rel.strip_prefix(e.key).and_then(|r| r.strip_prefix('/')),
-                _ => None,
-            });
+            let by_reference = api::on_disk(api::OnDisk::Folder)
+                .find_map(|key| rel.strip_prefix(key).and_then(|r| r.strip_prefix('/')));
             if let Some(name) = by_reference {
                 // One a load would skip would never be served: refused, as on disk.
                 if name.contains(['/', '\\']) || crate::load::hidden(name) {

@@ -498,7 +498,11 @@ where
     }
     // A client that waits to send its body (`Expect: 100-continue`) is refused before it sends
     // one: reading would send it `100 Continue` (hyper does at the first read).
-    let waits_to_send = req.headers().contains_key(hyper::header::EXPECT);
+    let waits_to_send = req.version() == hyper::Version::HTTP_11
+        && req
+            .headers()
+            .get(hyper::header::EXPECT)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
     if let Some(fault @ (Fault::Reset | Fault::Empty)) = fault {
         if fault == Fault::Empty && !waits_to_send {
             // Bytes left unread in the socket would turn the close into a reset: read the body

@@ -456,10 +456,10 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
     // The path as the table spells it: the router took the request's in any case, with or
     // without a trailing slash.
     let logged = entry.request.path.as_str();
-    let documented = Route::of(logged).map_or(logged, |route| route.endpoint().path);
-    let path = documented
-        .strip_prefix(crate::api::BASE)
-        .unwrap_or(documented);
+    let path = Route::of(logged).map_or_else(
+        || logged.strip_prefix(crate::api::BASE).unwrap_or(logged),
+        |route| route.endpoint().relative(),
+    );
     // A check-in naming someone registered here goes with the id and code the source knows.
     let mut body = writes.queue.translated(entry);
     if let Some(left) = &parked {
@@ -557,7 +557,7 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
 /// (a 403 in HTML, an empty 413) would otherwise set aside every write that reaches it, each
 /// to be sent again by hand.
 fn refuses_entry(status: reqwest::StatusCode, answer: &str) -> bool {
-    let json = serde_json::from_str::<Value>(answer).ok();
+    let json = crate::read::parse_json(answer.as_bytes()).ok();
     match status.as_u16() {
         401 | 407 | 408 | 429 => false,
         404 | 405 => json.is_some_and(|v| v.get("erros").is_some_and(Value::is_array)),
@@ -639,8 +639,8 @@ async fn people_at_source(to: &Source<'_>) -> Result<HashMap<String, Option<(i64
                 format!("{base}/attendees: {}", crate::pull::fetch::causes(e))
             }
         })?;
-    let body: Value =
-        serde_json::from_slice(&bytes).map_err(|e| format!("{base}/attendees is not JSON: {e}"))?;
+    let body = crate::read::parse_json(&bytes)
+        .map_err(|e| format!("{base}/attendees is not JSON: {e}"))?;
     Ok(people(&body))
 }
 

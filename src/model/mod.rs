@@ -116,8 +116,8 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
 /// A TOML value as JSON. A float keeps the text it was written with (`10.00` is served as
 /// `10.00`, as a JSON bundle serves it), less TOML's own `+` and `_`; `inf` and `nan` have no JSON
 /// form and are a syntax error at their place (they became `null`, which a check then reported as
-/// "found null" where the file says `nan`). Integers in any radix become decimal; a date or time
-/// is the string it is written as.
+/// "found null" where the file says `nan`). Integers in any radix become decimal; a date-time
+/// is TOML's notation of it, a bare date or time the string it is written as.
 fn toml_to_json(text: &str, v: Spanned<DeValue<'_>>) -> Result<Value, SyntaxError> {
     let span = v.span();
     let start = span.start;
@@ -142,8 +142,12 @@ fn toml_to_json(text: &str, v: Spanned<DeValue<'_>>) -> Result<Value, SyntaxErro
             Value::Number(n)
         }
         DeValue::Boolean(b) => Value::Bool(b),
-        // A date or time is the string it is written as (`07:00` stays `07:00`; the parsed
-        // value would print `07:00:00`), as numbers keep their text.
+        // A date-time in TOML's own notation (a `T`, seconds written: what the fields of
+        // dates take, whichever way the file spells it); a bare time or date as written
+        // (`07:00` stays `07:00`, where the parsed value would print `07:00:00`).
+        DeValue::Datetime(d) if d.date.is_some() && d.time.is_some() => {
+            Value::String(d.to_string())
+        }
         DeValue::Datetime(d) => Value::String(
             text.get(span)
                 .map_or_else(|| d.to_string(), |written| written.trim().to_string()),
@@ -735,15 +739,18 @@ mod tests {
     }
 
     #[test]
-    fn toml_dates_and_times_are_the_strings_they_are_written_as() {
-        let text = "a = 07:00\nb = 08:00:00\nc = 2026-09-15\nd = 2026-09-15 08:00:00.5\n\
-                    e = 2026-09-15T08:00:00Z\n[t]\nk = [ 09:30 , 1979-05-27T07:32:00-08:00 ]\n";
+    fn toml_date_times_take_tomls_notation_and_bare_times_their_own() {
+        let text = "a = 07:00\nb = 08:00:00\nc = 2026-09-15\nd = 2026-09-15 08:00:00\n\
+                    e = 2026-09-15T08:00\nf = 2026-09-15T08:00:00Z # UTC\n\
+                    [t]\nk = [ 09:30 , 1979-05-27T07:32:00-08:00 ]\n";
 
         let v = parse_text(text, Format::Toml).expect("valid TOML");
 
+        // Date-times in TOML's notation, which the date fields take (`T`, seconds); a bare
+        // time or date as written.
         assert_eq!(
             v.to_string(),
-            r#"{"a":"07:00","b":"08:00:00","c":"2026-09-15","d":"2026-09-15 08:00:00.5","e":"2026-09-15T08:00:00Z","t":{"k":["09:30","1979-05-27T07:32:00-08:00"]}}"#
+            r#"{"a":"07:00","b":"08:00:00","c":"2026-09-15","d":"2026-09-15T08:00:00","e":"2026-09-15T08:00:00","f":"2026-09-15T08:00:00Z","t":{"k":["09:30","1979-05-27T07:32:00-08:00"]}}"#
         );
     }
 

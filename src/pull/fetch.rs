@@ -475,7 +475,7 @@ fn error_codes(body: &[u8]) -> Vec<String> {
     struct Item {
         description: String,
     }
-    serde_json::from_slice::<Envelope>(body)
+    serde_json::from_slice::<Envelope>(crate::read::without_bom(body))
         .map(|e| e.erros.into_iter().map(|i| i.description).collect())
         .unwrap_or_default()
 }
@@ -522,7 +522,7 @@ pub(crate) fn causes(e: reqwest::Error) -> String {
 /// Whether an error answer's body is the platform's error envelope: an object whose `erros` is
 /// a list (observed.md).
 fn platform_error(body: &[u8]) -> bool {
-    serde_json::from_slice::<serde_json::Value>(body)
+    serde_json::from_slice::<serde_json::Value>(crate::read::without_bom(body))
         .is_ok_and(|v| v.get("erros").is_some_and(serde_json::Value::is_array))
 }
 
@@ -532,7 +532,8 @@ pub(crate) fn empty_list(body: &[u8]) -> bool {
     struct Envelope {
         data: Vec<serde::de::IgnoredAny>,
     }
-    serde_json::from_slice::<Envelope>(body).is_ok_and(|e| e.data.is_empty())
+    serde_json::from_slice::<Envelope>(crate::read::without_bom(body))
+        .is_ok_and(|e| e.data.is_empty())
 }
 
 /// `: "<message>"` from an error body (the service's `message`, the framework's `Message`, or
@@ -542,7 +543,7 @@ fn server_message(body: &[u8], redact: impl Fn(&str) -> String) -> String {
     if body.is_empty() {
         return String::new();
     }
-    let from_json = serde_json::from_slice::<serde_json::Value>(body)
+    let from_json = serde_json::from_slice::<serde_json::Value>(crate::read::without_bom(body))
         .ok()
         .and_then(|v| {
             ["message", "Message"]

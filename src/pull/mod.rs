@@ -771,9 +771,9 @@ fn payment_references(body: &[u8]) -> Result<Vec<String>, PullError> {
         .find(|b| !b.is_ascii_whitespace())
         .is_some_and(|b| *b == b'[');
     let records = if bare {
-        serde_json::from_slice::<Vec<ReferenceOnly>>(body)
+        serde_json::from_slice::<Vec<ReferenceOnly>>(crate::read::without_bom(body))
     } else {
-        serde_json::from_slice::<Envelope>(body).map(|e| e.data)
+        serde_json::from_slice::<Envelope>(crate::read::without_bom(body)).map(|e| e.data)
     }
     .map_err(|e| PullError::Payments(e.to_string()))?;
     let mut seen = HashSet::with_capacity(records.len());
@@ -803,7 +803,7 @@ pub(crate) fn fuzz_upstream(body: &[u8]) {
     for endpoint in &api::API {
         let _ = count_records(endpoint, body);
     }
-    if let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) {
+    if let Ok(value) = serde_json::from_slice::<serde_json::Value>(crate::read::without_bom(body)) {
         let mut out = Vec::new();
         reindent(body, &mut out);
         let again: serde_json::Value =
@@ -834,7 +834,7 @@ fn count_records(endpoint: &api::Endpoint, body: &[u8]) -> Option<usize> {
     let api::Pull::List { count } = endpoint.pull else {
         return None;
     };
-    count(&serde_json::from_slice(body).ok()?)
+    count(&serde_json::from_slice(crate::read::without_bom(body)).ok()?)
 }
 
 /// An answer as its file holds it: its bytes as received, or re-indented with `--pretty`
@@ -849,10 +849,12 @@ fn rendered<'a>(
     }
     // Checked without building a tree (a 100 MB body would take ten times that as a
     // `Value`), then re-indented token by token.
-    serde_json::from_slice::<serde::de::IgnoredAny>(body).map_err(|e| PullError::NotJson {
-        endpoint: endpoint.to_string(),
-        reason: e.to_string(),
-    })?;
+    serde_json::from_slice::<serde::de::IgnoredAny>(crate::read::without_bom(body)).map_err(
+        |e| PullError::NotJson {
+            endpoint: endpoint.to_string(),
+            reason: e.to_string(),
+        },
+    )?;
     let mut text = Vec::with_capacity(body.len() + body.len() / 4);
     reindent(body, &mut text);
     text.push(b'\n');

@@ -697,3 +697,23 @@ fn gen_warns_when_a_bundle_beside_it_names_the_same_token() {
     let own = generate(&data.path().join("gamma"), 5, 2);
     assert_eq!(own.token_taken_by, None);
 }
+
+/// `gen --into s3://…` is refused: it was made as a local folder `s3:/…` and said to be
+/// generated, while nothing reached the bucket.
+#[test]
+fn gen_into_a_url_is_refused_and_makes_no_folder() {
+    let root = TempData::new();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_eventbox"))
+        .args(["gen", "--payments", "2", "--into", "s3://bucket/events/x"])
+        .current_dir(root.path())
+        .output()
+        .expect("run eventbox gen");
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("--into s3://bucket/events/x: gen writes a local folder, not a URL"),
+        "{text}"
+    );
+    let made: Vec<_> = std::fs::read_dir(root.path()).expect("the root").collect();
+    assert!(made.is_empty(), "{made:?}");
+}

@@ -920,3 +920,45 @@ async fn assert_served_as(source: &str, served: &Served, paths: &[&str]) {
         assert_eq!(want, get(&served.base, path).await, "{path}");
     }
 }
+
+/// A stop during the first sync does not wait for it: a store that never answers holds the
+/// sync for its whole `--store-timeout` (a minute here), and the process exits 0 at once,
+/// saying it stopped before the sync was done.
+#[tokio::test]
+async fn a_stop_during_the_first_sync_does_not_wait_for_it() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    let mut served = start_binary(
+        &[
+            "--addr",
+            "127.0.0.1:0",
+            "--data",
+            "s3://hanging/events",
+            "--store-timeout",
+            "60s",
+        ],
+        &[
+            ("AWS_ACCESS_KEY_ID", "test"),
+            ("AWS_SECRET_ACCESS_KEY", "test"),
+            ("AWS_REGION", "us-east-1"),
+            ("AWS_ENDPOINT_URL", &url),
+            ("AWS_ALLOW_HTTP", "true"),
+        ],
+    );
+
+    served.signal("TERM");
+
+    // Bounded at 15 s: the sync alone would hold it for a minute.
+    assert_eq!(served.wait_exit(), Some(0));
+    let log = served.stderr();
+    assert!(
+        log.contains("stopped before the first sync was done"),
+        "{log}"
+    );
+}
