@@ -194,7 +194,7 @@ pub(crate) fn is_on_disk(key: &str, shape: OnDisk) -> bool {
     on_disk(shape).any(|k| k == key)
 }
 
-/// The writes the API takes.
+/// The writes the API takes (`crate::writes::Admitted::apply` decodes and applies each).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum WriteKind {
     /// `POST /attendees/create`.
@@ -203,6 +203,16 @@ pub(crate) enum WriteKind {
     Checkin,
     /// `POST /checkin/sessions`.
     CheckinSessions,
+}
+
+impl WriteKind {
+    /// The JSON string the service answers an accepted write with.
+    pub(crate) fn acknowledgement(self) -> &'static [u8] {
+        match self {
+            WriteKind::Register => b"\"Data entered successfully.\"",
+            WriteKind::Checkin | WriteKind::CheckinSessions => b"\"OK\"",
+        }
+    }
 }
 
 impl std::fmt::Debug for Feed {

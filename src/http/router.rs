@@ -711,17 +711,7 @@ where
     };
     // A reset in flight is applied first; durability is awaited once this is let go.
     let writer = ctx.writes.admit(name, base).await;
-    let done = match kind {
-        WriteKind::Register => bodies::attendee_create_body(&value, &mut diag)
-            .filter(|_| !diag.has_errors())
-            .map(|create| writer.register(received(), &create)),
-        WriteKind::Checkin => bodies::checkin_attendees_body(&value, &mut diag)
-            .filter(|_| !diag.has_errors())
-            .map(|items| writer.checkins(received(), items.iter().map(Into::into).collect())),
-        WriteKind::CheckinSessions => bodies::checkin_sessions_body(&value, &mut diag)
-            .filter(|_| !diag.has_errors())
-            .map(|items| writer.checkins(received(), items.iter().map(Into::into).collect())),
-    };
+    let done = writer.apply(kind, &value, &mut diag, received);
     drop(writer);
     let pending = match done {
         None => return detailed(ApiError::InvalidWrite, &diag.errors().join("; ")),
@@ -734,13 +724,7 @@ where
         Some(Ok(pending)) => pending,
     };
     match pending.durable().await {
-        Ok(()) => json(
-            StatusCode::OK,
-            Bytes::from_static(match kind {
-                WriteKind::Register => b"\"Data entered successfully.\"",
-                WriteKind::Checkin | WriteKind::CheckinSessions => b"\"OK\"",
-            }),
-        ),
+        Ok(()) => json(StatusCode::OK, Bytes::from_static(kind.acknowledgement())),
         Err(_) => error(ApiError::StateUnwritable),
     }
 }

@@ -666,6 +666,35 @@ pub(crate) struct Admitted<'a> {
 }
 
 impl Admitted<'_> {
+    /// Decodes the JSON body of a write of `kind` and applies it: `None` when the body does
+    /// not decode (its problems are in `diag`), else what [`Admitted::register`] or
+    /// [`Admitted::checkins`] gave. `request` makes the log's record of it.
+    pub(crate) fn apply(
+        &self,
+        kind: crate::api::WriteKind,
+        value: &Value,
+        diag: &mut crate::model::decode::Diag,
+        request: impl FnOnce() -> Received,
+    ) -> Option<Result<Pending, Refused>> {
+        use crate::api::WriteKind;
+        use crate::model::bodies;
+        let items: Vec<Write> = match kind {
+            WriteKind::Register => {
+                let create = bodies::attendee_create_body(value, diag)?;
+                return (!diag.has_errors()).then(|| self.register(request(), &create));
+            }
+            WriteKind::Checkin => {
+                let items = bodies::checkin_attendees_body(value, diag)?;
+                items.iter().map(Into::into).collect()
+            }
+            WriteKind::CheckinSessions => {
+                let items = bodies::checkin_sessions_body(value, diag)?;
+                items.iter().map(Into::into).collect()
+            }
+        };
+        (!diag.has_errors()).then(|| self.checkins(request(), items))
+    }
+
     /// Registers an attendee (`POST /attendees/create`).
     pub(crate) fn register(
         &self,
