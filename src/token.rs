@@ -23,7 +23,12 @@ pub(crate) const APP_HEADER: &str = "authorization-app";
 /// A token cut to its first four characters, for logs and messages: a token is a secret. A
 /// short token shows at most half of its characters, so no token is ever printed whole.
 pub(crate) fn token_hint(token: &str) -> String {
-    format!("{}…", token_head(token))
+    hint_of_head(&token_head(token))
+}
+
+/// The hint of a token whose head ([`token_head`]) is all that was kept (the request record).
+pub(crate) fn hint_of_head(head: &str) -> String {
+    format!("{head}…")
 }
 
 /// The part of a token [`token_hint`] shows, without the ellipsis (the request journal's

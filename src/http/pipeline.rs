@@ -31,7 +31,7 @@ use super::router;
 use super::server::Shared;
 use crate::api::Route;
 use crate::prepare::{Payload, Prepared};
-use crate::token::token_head;
+use crate::token::{hint_of_head, token_head};
 use crate::token::TOKEN_HEADER;
 use crate::token::{NotText, Token, TokenRef};
 
@@ -420,7 +420,7 @@ impl<'a> Outcome<'a> {
                 duration_us = took.as_micros() as u64,
                 user_agent = seen.user_agent.as_deref().unwrap_or("-"),
                 bundle = seen.bundle.as_deref().unwrap_or("-"),
-                token = %seen.token.as_deref().map_or("-".to_string(), |head| format!("{head}…")),
+                token = %seen.token.as_deref().map_or("-".to_string(), hint_of_head),
                 "request"
             );
         }
