@@ -109,6 +109,8 @@ pub(crate) struct Entry {
     /// While not served: the note a request with one of its tokens logs once, kept across
     /// snapshots (a kiosk publishes one each refresh) until the folder is read again.
     unserved: Option<Arc<crate::store::Unserved>>,
+    /// The latest read found `bundle.toml` alone, naming a source (`BundleReport`).
+    pub(crate) awaits_source: bool,
 }
 
 /// What reading a bundle folder again gave.
@@ -135,6 +137,7 @@ impl Entry {
             fingerprint: None,
             renamed: false,
             unserved: None,
+            awaits_source: false,
         };
         entry.update(report, compression, sources);
         entry
@@ -234,6 +237,7 @@ impl Entry {
             self.tokens = tokens;
         }
         self.checked_at = report.loaded_at;
+        self.awaits_source = report.awaits_source;
         self.unserved = None;
     }
 
@@ -604,6 +608,7 @@ impl Catalog {
                         ),
                     )],
                     loaded_at: Utc::now(),
+                    awaits_source: false,
                     // Not read: nothing is known of them (the last good version keeps its own).
                     tokens: None,
                     // Not read: a last good version keeps its own.

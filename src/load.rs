@@ -54,6 +54,9 @@ pub(crate) struct BundleReport {
     /// The app keys its bundle.toml names, even when another file has errors (`None` when
     /// bundle.toml has an error): a last good version takes them at once, as it does tokens.
     pub(crate) app_keys: Option<crate::model::AppKeys>,
+    /// The folder holds a `bundle.toml` naming a `[source]` and nothing else: a desk set up
+    /// before its first refresh, which fills it (docs/kiosk.md). Not served until then.
+    pub(crate) awaits_source: bool,
 }
 
 impl BundleReport {
@@ -194,6 +197,7 @@ pub(crate) fn load_bundle_tracked(
     let mut problems = Vec::new();
     let mut tokens = None;
     let mut app_keys = None;
+    let mut awaits_source = false;
     let bundle = BundleLoader {
         dir,
         max_file_bytes,
@@ -202,6 +206,7 @@ pub(crate) fn load_bundle_tracked(
         problems: &mut problems,
         tokens: &mut tokens,
         app_keys: &mut app_keys,
+        awaits_source: &mut awaits_source,
     }
     .load(name);
     let bundle = bundle.filter(|_| !problems.iter().any(Problem::is_error));
@@ -213,6 +218,7 @@ pub(crate) fn load_bundle_tracked(
         loaded_at: chrono::Utc::now(),
         tokens,
         app_keys,
+        awaits_source,
     }
 }
 
@@ -227,6 +233,7 @@ struct BundleLoader<'a> {
     problems: &'a mut Vec<Problem>,
     tokens: &'a mut Option<Vec<Token>>,
     app_keys: &'a mut Option<crate::model::AppKeys>,
+    awaits_source: &'a mut bool,
 }
 
 /// A file found in a bundle, by what it is for.
@@ -240,6 +247,9 @@ impl BundleLoader<'_> {
         if let Some(config) = &config {
             *self.tokens = Some(config.tokens.clone());
             self.app_keys.clone_from(&config.app_keys);
+            *self.awaits_source = config.source.is_some()
+                && folders.is_empty()
+                && files.keys().all(|stem| stem == CONFIG);
         }
         // Whole files and the stream first: the references of the payments tell which detail
         // files belong to a payment.

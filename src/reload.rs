@@ -29,11 +29,22 @@ fn signature(e: &Entry) -> Signature {
 /// Logs a bundle's problems and what it serves now.
 fn log_entry(entry: &Entry) {
     let name = &entry.name;
+    // A desk set up with bundle.toml alone: its missing event is no fault yet.
+    let awaits = entry.awaits_source && entry.serving.is_none() && entry.conflicts.is_empty();
     for p in entry.all_problems() {
         match p.severity {
+            Severity::Error if awaits => {}
             Severity::Error => tracing::error!(bundle = %name, "{p}"),
             Severity::Warning => tracing::warn!(bundle = %name, "{p}"),
         }
+    }
+    if awaits {
+        tracing::warn!(
+            bundle = %name,
+            "bundle not served yet: its folder holds bundle.toml alone, naming a [source]; the \
+             first refresh fills it (kiosk mode, --refresh-every)"
+        );
+        return;
     }
     let fresh = match (&entry.serving, &entry.candidate) {
         (Some(s), Some(c)) => Arc::ptr_eq(s, c),

@@ -31,8 +31,8 @@ use super::router;
 use super::server::Shared;
 use crate::api::Route;
 use crate::prepare::{Payload, Prepared};
-use crate::token::{hint_of_head, token_head};
 use crate::token::TOKEN_HEADER;
+use crate::token::{hint_of_head, token_head};
 use crate::token::{NotText, Token, TokenRef};
 
 /// The `Server` header of every answer.
