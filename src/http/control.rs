@@ -128,7 +128,18 @@ impl Control {
         let delay = one(headers, DELAY_HEADER, |t| {
             digits(t)
                 .map(Duration::from_millis)
-                .or_else(|| humantime::parse_duration(t).ok())
+                .or_else(|| match humantime::parse_duration(t) {
+                    Ok(d) => Some(d),
+                    // A number too large for its unit is beyond any cap, as plain digits past
+                    // u64 are: capped, not refused (when its unit is one).
+                    Err(humantime::DurationError::NumberOverflow) => {
+                        let unit = t.trim_start_matches(|c: char| c.is_ascii_digit()).trim();
+                        humantime::parse_duration(&format!("1{unit}"))
+                            .ok()
+                            .map(|_| Duration::MAX)
+                    }
+                    Err(_) => None,
+                })
                 .map(|d| d.min(max_delay))
         })?;
         let status = one(headers, STATUS_HEADER, |t| {
@@ -177,8 +188,10 @@ mod tests {
         assert_eq!(c.delay, Some(Duration::from_millis(250)));
         assert_eq!(c.status, Some(429));
         assert_eq!(c.fault, Some(Fault::Truncate));
-        let capped = control(&[(DELAY_HEADER, "99999999999999999999999")]).expect("valid");
-        assert_eq!(capped.delay, Some(Duration::from_secs(30)));
+        for huge in ["99999999999999999999999", "99999999999999999999999s"] {
+            let capped = control(&[(DELAY_HEADER, huge)]).expect("valid");
+            assert_eq!(capped.delay, Some(Duration::from_secs(30)), "{huge}");
+        }
         let durations = [
             ("250ms", 250),
             ("1.5s", 1500),
