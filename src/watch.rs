@@ -189,7 +189,7 @@ fn changed_paths(result: DebounceEventResult) -> Option<Vec<PathBuf>> {
 }
 
 /// How often the native watch checks that the data folder is still the one it watches.
-pub const FOLDER_CHECK: Duration = Duration::from_millis(250);
+pub(crate) const FOLDER_CHECK: Duration = Duration::from_millis(250);
 
 /// What the native watch follows: the data folder's device and inode, and the folders its
 /// top-level links lead to outside it (a bundle may be a link). A link written as a path

@@ -13,7 +13,6 @@ use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
-use super::control::DEFAULT_MAX_DELAY;
 use super::cors::Cors;
 use super::drain::{self, InFlight, Tracked};
 use super::fault::{ConnFault, FaultError, FaultIo};
@@ -78,9 +77,6 @@ impl Service {
         self.admin_token = token;
         self
     }
-
-    /// The default cap of simulated delays.
-    pub const DEFAULT_MAX_DELAY: Duration = DEFAULT_MAX_DELAY;
 }
 
 /// Protection against slow, idle or greedy clients.
