@@ -97,7 +97,8 @@ pub enum GenError {
 /// The most payments or submissions one `gen` makes: ten million payments make a
 /// `payments.json` of about 5 GB, past `--max-file-bytes`' default fivefold.
 pub const MAX_COUNT: usize = 10_000_000;
-const MAX_COUNT_NOTE: &str = "a list of ten million is gigabytes: payments.json about 5 GB";
+const MAX_COUNT_NOTE: &str =
+    "a list of ten million records is gigabytes of JSON (ten million payments: about 5 GB)";
 
 /// What `gen` made.
 #[derive(Debug, Clone)]

@@ -308,8 +308,11 @@ impl Fetcher {
             }));
         }
         if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
-            if status == StatusCode::TOO_MANY_REQUESTS || after.is_some() {
-                self.hold_off(after.unwrap_or(self.backoff));
+            // A 429 without Retry-After holds every worker for the first backoff: that is
+            // the wait, and what the retry line says.
+            let after = after.or((status == StatusCode::TOO_MANY_REQUESTS).then_some(self.backoff));
+            if let Some(after) = after {
+                self.hold_off(after);
             }
             return Err(Failure::Retry {
                 reason: format!("{status}{}", self.message(&body)),

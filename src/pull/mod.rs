@@ -267,7 +267,9 @@ pub enum PullError {
     TokenRefused { url: String, hint: String },
     #[error("the server refused the app key (401 InvalidAuthorizationApp) at {url}: check --app; nothing was changed")]
     AppRefused { url: String },
-    #[error("{url} answered {status}{message}; not retried (a 4xx is the request's fault)")]
+    #[error(
+        "{url} answered {status}{message}; not retried (another try would get the same answer)"
+    )]
     Status {
         url: String,
         status: u16,

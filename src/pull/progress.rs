@@ -121,9 +121,11 @@ impl Progress {
 
     /// A request will be tried again after `wait`.
     pub(crate) fn retry(&self, what: &str, reason: &str, wait: Duration) {
+        // To the millisecond: `250ms`, `1s 500ms`.
+        let wait = Duration::from_millis(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX));
         self.line(&format!(
-            "pull: {what}: {reason}; retrying in {:.1} s",
-            wait.as_secs_f64()
+            "pull: {what}: {reason}; retrying in {}",
+            humantime::format_duration(wait)
         ));
     }
 

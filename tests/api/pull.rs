@@ -1462,3 +1462,23 @@ async fn a_404_of_another_shape_or_for_the_payments_fails_the_pull() {
         assert_no_leftovers(data.path());
     }
 }
+
+/// A 429 without `Retry-After` holds every worker for the first backoff (250 ms): that is the
+/// wait, and the retry line says it. It said a jittered wait shorter than the one held.
+#[tokio::test]
+async fn a_429_without_retry_after_waits_and_says_the_first_backoff() {
+    let source = spawn_app(&demo_data()).await;
+    let proxy = Proxy::start(&source.base, |path, _, n| match (path, n) {
+        ("/api/v1/event", 0) => Act::Answer(429, vec![], "slow down".into()),
+        _ => Act::Forward,
+    })
+    .await;
+    let data = TempData::new();
+    let into = data.path().join("limited");
+
+    let (code, output) = pull_binary(&proxy.base, DEMO_TOKEN, &into, &[]).await;
+
+    assert_eq!(code, 0, "{output}");
+    assert!(output.contains("429"), "{output}");
+    assert!(output.contains("; retrying in 250ms"), "{output}");
+}
