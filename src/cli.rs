@@ -703,7 +703,7 @@ pub async fn serve(options: &ServeOptions) -> u8 {
                 // A stop during the first sync does not wait for it either.
                 let polled = tokio::select! {
                     polled = m.poll(&app.reloader) => polled,
-                    stopped = &mut server => return stopped_early(stopped, "sync"),
+                    done = &mut server => return stopped(done, Some("sync")),
                 };
                 match polled {
                     Ok(_) => break,
@@ -714,7 +714,7 @@ pub async fn serve(options: &ServeOptions) -> u8 {
                 }
                 tokio::select! {
                     () = tokio::time::sleep(options.poll_interval) => {}
-                    stopped = &mut server => return stopped_early(stopped, "sync"),
+                    done = &mut server => return stopped(done, Some("sync")),
                 }
             }
             Some(crate::mirror::spawn(
@@ -731,7 +731,7 @@ pub async fn serve(options: &ServeOptions) -> u8 {
     // is served yet, and the load only reads.
     let loaded = tokio::select! {
         loaded = load => loaded,
-        stopped = &mut server => return stopped_early(stopped, "load"),
+        done = &mut server => return stopped(done, Some("load")),
     };
     match loaded {
         Ok(Ok(_)) => {}
@@ -774,28 +774,22 @@ pub async fn serve(options: &ServeOptions) -> u8 {
     // The catalog's lock is a blocking one: take it off the async threads.
     let _ = tokio::task::spawn_blocking(move || print_bundles(&printer, &bundles_at, report)).await;
 
-    match server.await {
-        Ok(Ok(())) => {
-            tracing::info!("stopped");
-            0
-        }
-        Ok(Err(e)) => {
-            tracing::error!("{e}");
-            1
-        }
-        Err(e) => {
-            tracing::error!("the server stopped: {e}");
-            1
-        }
-    }
+    stopped(server.await, None)
 }
 
-/// The exit code of a server that stopped before the first `what` (load, or sync from object
-/// storage) was done: nothing is served yet, and that work only reads, so it is not waited for.
-fn stopped_early(stopped: Result<std::io::Result<()>, tokio::task::JoinError>, what: &str) -> u8 {
+/// The exit code of the server once it stopped, said in the log; `before`: it stopped before
+/// the first load or sync from object storage was done (nothing was served yet, and that
+/// work only reads, so it is not waited for).
+fn stopped(
+    stopped: Result<std::io::Result<()>, tokio::task::JoinError>,
+    before: Option<&str>,
+) -> u8 {
     match stopped {
         Ok(Ok(())) => {
-            tracing::info!("stopped before the first {what} was done");
+            match before {
+                Some(what) => tracing::info!("stopped before the first {what} was done"),
+                None => tracing::info!("stopped"),
+            }
             0
         }
         Ok(Err(e)) => {

@@ -356,15 +356,7 @@ async fn not_ready_naming(served: &Served, what: &str) {
 
 #[tokio::test]
 async fn storage_that_hangs_fails_the_poll_after_the_store_timeout_and_says_so() {
-    // A store that accepts connections and never answers.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for stream in listener.incoming().flatten() {
-            held.push(stream);
-        }
-    });
+    let url = hanging_store();
     let served = start_binary(
         &[
             "--addr",
@@ -926,14 +918,7 @@ async fn assert_served_as(source: &str, served: &Served, paths: &[&str]) {
 /// saying it stopped before the sync was done.
 #[tokio::test]
 async fn a_stop_during_the_first_sync_does_not_wait_for_it() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("addr"));
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for stream in listener.incoming().flatten() {
-            held.push(stream);
-        }
-    });
+    let url = hanging_store();
     let mut served = start_binary(
         &[
             "--addr",
@@ -961,4 +946,17 @@ async fn a_stop_during_the_first_sync_does_not_wait_for_it() {
         log.contains("stopped before the first sync was done"),
         "{log}"
     );
+}
+
+/// The URL of a store that accepts connections and never answers.
+fn hanging_store() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    url
 }
