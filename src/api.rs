@@ -15,7 +15,7 @@
 
 use serde_json::Value;
 
-use crate::http::errors::ApiError;
+use crate::errors::ApiError;
 use crate::model::bodies::{self, Records};
 use crate::model::decode::Diag;
 use crate::model::records::{Certificate, Submission};

@@ -23,6 +23,8 @@
 //!
 //! # Layout (crate-private parts)
 //! - `api`: the endpoint table every per-endpoint part derives from;
+//! - `errors`: the error contract (the service's envelope, stable codes), as constant bodies,
+//!   named by the table, the writes and the HTTP side alike;
 //! - `model`: the records and bodies of the API, decoded and validated from JSON or TOML text;
 //! - `load`: reads a bundle folder into a bundle, collecting every problem (each file through
 //!   `read`: regular files only, without blocking, size-capped; each load under `timed`'s limit);
@@ -59,6 +61,7 @@ mod catalog;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod config;
+mod errors;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
 pub mod fuzzing;

@@ -1,7 +1,7 @@
 //! The one place that makes served bytes: from a validated bundle to its answers (compact JSON,
 //! gzip and brotli variants, each with its `ETag` header value formatted once), the `/status`
 //! body and the OpenAPI document's body. Nothing else creates a success body; `http` only picks
-//! one (the fixed error bodies are constants in `http/errors.rs`).
+//! one (the fixed error bodies are constants in `errors.rs`).
 //!
 //! A body is prepared before a snapshot is published; compressed variants of bodies up to
 //! [`EAGER_COMPRESS_MAX`] too, larger ones on a background thread after publishing, or on first

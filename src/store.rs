@@ -84,8 +84,8 @@ impl Snapshot {
     /// The snapshot served before the first load, saying why it has not happened (`reason`).
     pub(crate) fn waiting(reason: &str) -> Snapshot {
         Snapshot {
-            waiting: Some(crate::http::errors::detailed_body(
-                crate::http::errors::ApiError::NotReady,
+            waiting: Some(crate::errors::detailed_body(
+                crate::errors::ApiError::NotReady,
                 reason,
             )),
             ..Snapshot::default()

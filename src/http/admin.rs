@@ -27,8 +27,8 @@ use std::net::IpAddr;
 use hyper::header::{HeaderMap, AUTHORIZATION, ORIGIN};
 use hyper::Uri;
 
-use super::errors::ApiError;
 use super::guard::request_host;
+use crate::errors::ApiError;
 use crate::token::Token;
 
 /// Whether `peer` is this machine's loopback: 127.0.0.0/8, `::1`, or an IPv4-mapped loopback

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use hyper::header::HeaderMap;
 
-use super::errors::SIMULATED_STATUSES;
+use crate::errors::SIMULATED_STATUSES;
 use crate::model::formats::RetryAfter;
 pub(crate) use crate::model::simulate::Fault;
 

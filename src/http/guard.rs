@@ -9,8 +9,8 @@ use hyper::body::Body;
 use hyper::header::{HeaderMap, HeaderValue, HOST};
 use hyper::{Method, Request, Uri, Version};
 
-use super::errors::ApiError;
 use crate::api::Route;
+use crate::errors::ApiError;
 use crate::token::{APP_HEADER, TOKEN_HEADER};
 
 /// The longest URL (path and query) answered; a longer one gets 414.

@@ -276,6 +276,19 @@ pub(crate) struct BadFilter {
     pub(crate) reason: &'static str,
 }
 
+impl BadFilter {
+    /// The body of [`crate::errors::ApiError::InvalidJournalFilter`] naming the parameter and
+    /// what it takes, e.g. ``"The /_journal parameter `status` cannot be used: it takes a status
+    /// code ..."``. Formatted when asked for, like the journal itself (an operations route).
+    pub(crate) fn body(&self) -> bytes::Bytes {
+        let message = format!(
+            "The /_journal parameter `{}` cannot be used: it {}.",
+            self.parameter, self.reason
+        );
+        crate::errors::message_body(crate::errors::ApiError::InvalidJournalFilter, &message)
+    }
+}
+
 /// The longest parameter name quoted back in a [`BadFilter`].
 const MAX_NAME: usize = 64;
 

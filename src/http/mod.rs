@@ -9,7 +9,6 @@
 //! - `cors`: CORS headers and preflights;
 //! - `details`: where the details endpoint finds its `reference`;
 //! - `negotiate`: `Accept-Encoding` and `If-None-Match`;
-//! - `errors`: the error contract, as constant bodies;
 //! - `control`: the `X-Eventbox-*` control headers (per-request simulation);
 //! - `fault`: making the faults they ask for happen below hyper (reset, empty, truncate);
 //! - `journal`: the request journal behind `/_journal`;
@@ -25,7 +24,6 @@ pub(crate) mod cors;
 pub(crate) mod deadline;
 pub(crate) mod details;
 pub(crate) mod drain;
-pub(crate) mod errors;
 pub(crate) mod fault;
 pub(crate) mod guard;
 pub(crate) mod idle;

@@ -1,7 +1,7 @@
 //! `?page=N&per_page=M` on a list: client authors observed the service paging `/attendees` so.
 //! Names match ignoring ASCII case, as the service's framework binds them.
 
-use super::errors::ApiError;
+use crate::errors::ApiError;
 
 /// The page size when `page` comes without `per_page`.
 pub(crate) const DEFAULT_PER_PAGE: usize = 100;

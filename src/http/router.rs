@@ -26,14 +26,14 @@ use hyper::{Method, Request, Response, StatusCode};
 use super::admin;
 use super::control::{Control, Fault};
 use super::cors::Cors;
-use super::errors::{
-    detailed_body, journal_filter_body, message_body, not_found_body, simulated_error_body,
-    ApiError, BODY_LIMIT, BODY_ROOM_KIB, WRITE_LIMIT,
-};
 use super::journal::{Filter, Journal};
 use super::pipeline::Handled;
 use super::{details, guard, negotiate, paging};
 use crate::api::{Feed, Operation, WriteKind, API};
+use crate::errors::{
+    detailed_body, message_body, not_found_body, simulated_error_body, ApiError, BODY_LIMIT,
+    BODY_ROOM_KIB, WRITE_LIMIT,
+};
 use crate::metrics::{self, Metrics};
 use crate::model::bodies;
 use crate::model::decode::Diag;
@@ -842,12 +842,7 @@ fn journal(
     };
     let filter = match filter {
         Ok(filter) => filter,
-        Err(bad) => {
-            return json(
-                ApiError::InvalidJournalFilter.status(),
-                journal_filter_body(&bad),
-            )
-        }
+        Err(bad) => return json(ApiError::InvalidJournalFilter.status(), bad.body()),
     };
     match *method {
         Method::GET | Method::HEAD => json(StatusCode::OK, journal.body(&filter)),

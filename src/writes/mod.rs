@@ -26,7 +26,7 @@ use chrono::{DateTime, FixedOffset, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::http::errors::ApiError;
+use crate::errors::ApiError;
 use crate::model::records::{AttendeeCreate, CheckinAttendee, CheckinSession};
 use crate::prepare::Listed;
 

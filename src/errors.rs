@@ -156,7 +156,7 @@ errors! {
     /// An empty body or a bad date range on `custom/*` (api-fgv.md's code and status).
     InvalidParameter = (502, "InvalidParameter", "The body must be {\\\"dataInicio\\\": \\\"YYYY-MM-DD\\\", \\\"dataFim\\\": \\\"YYYY-MM-DD\\\"} with dataInicio not after dataFim."),
     /// A `/_journal` query parameter that is not a filter, or a filter value that cannot be
-    /// used (answered with [`journal_filter_body`], which names the parameter).
+    /// used (answered with `http::journal::BadFilter::body`, which names the parameter).
     InvalidJournalFilter = (400, "invalid_journal_filter", "A /_journal filter cannot be used: method takes a method name, path a path starting with /, status a code (201) or a class (4xx); no other parameter is known."),
     /// An admin route (`/status`, `/_journal`, `/_writes/reset`, `/_queue`) asked for by
     /// a peer that is not loopback while no admin token is configured (`http::admin`).
@@ -227,17 +227,6 @@ pub(crate) fn simulated_error_body(status: u16) -> Option<Bytes> {
     });
     let index = status.checked_sub(*SIMULATED_STATUSES.start())?;
     bodies.get(usize::from(index)).cloned()
-}
-
-/// The body of [`ApiError::InvalidJournalFilter`] naming the parameter and what it takes, e.g.
-/// ``"The /_journal parameter `status` cannot be used: it takes a status code ..."``. Formatted when
-/// asked for, like the journal itself (an operations route).
-pub(crate) fn journal_filter_body(bad: &super::journal::BadFilter) -> Bytes {
-    let message = format!(
-        "The /_journal parameter `{}` cannot be used: it {}.",
-        bad.parameter, bad.reason
-    );
-    with_message(ApiError::InvalidJournalFilter, |m| *m = message)
 }
 
 /// The body the service's web framework answers for an unknown path (capital `M`), quoting the
