@@ -387,7 +387,7 @@ impl Catalog {
             load_time_limit: timed::LOAD_TIME_LIMIT,
             sources: Arc::default(),
             pieces: prepare::Pieces::default(),
-            max_delay: crate::http::control::DEFAULT_MAX_DELAY,
+            max_delay: crate::simulate::DEFAULT_MAX_DELAY,
         }
     }
 

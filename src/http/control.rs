@@ -24,9 +24,6 @@ pub(crate) const STATUS_HEADER: &str = "x-eventbox-status";
 pub(crate) const FAULT_HEADER: &str = "x-eventbox-fault";
 pub(crate) const RETRY_AFTER_HEADER: &str = "x-eventbox-retry-after";
 
-/// The largest delay a request may ask for when `--max-delay` is not given.
-pub(crate) const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(30);
-
 /// What a request's control headers ask for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Control {
