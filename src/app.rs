@@ -84,15 +84,18 @@ impl App {
         let metrics = Arc::new(Metrics::new());
         let sources = Arc::new(crate::kiosk::Sources::default());
         metrics.track_sources(Arc::clone(&sources));
-        let reloader = Arc::new(Reloader::new(
-            Catalog::new(&options.data)
-                .with_compression(options.compression())
-                .with_max_file_bytes(options.max_file_bytes)
-                .with_max_delay(options.max_delay)
-                .with_sources(Arc::clone(&sources)),
-            Arc::clone(&store),
-            Arc::clone(&metrics),
-        ));
+        let reloader = Arc::new(
+            Reloader::new(
+                Catalog::new(&options.data)
+                    .with_compression(options.compression())
+                    .with_max_file_bytes(options.max_file_bytes)
+                    .with_max_delay(options.max_delay)
+                    .with_sources(Arc::clone(&sources)),
+                Arc::clone(&store),
+                Arc::clone(&metrics),
+            )
+            .following_sources(options.refresh_every.is_some()),
+        );
         let writes = Arc::new(Writes::new(options.read_only));
         metrics.track_writes(Arc::clone(&writes));
         App {

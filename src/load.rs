@@ -54,8 +54,9 @@ pub(crate) struct BundleReport {
     /// The app keys its bundle.toml names, even when another file has errors (`None` when
     /// bundle.toml has an error): a last good version takes them at once, as it does tokens.
     pub(crate) app_keys: Option<crate::model::AppKeys>,
-    /// The folder holds a `bundle.toml` naming a `[source]` and nothing else: a desk set up
-    /// before its first refresh, which fills it (docs/kiosk.md). Not served until then.
+    /// The folder holds no data file, only a `bundle.toml` without errors naming a `[source]`:
+    /// a desk set up before its first refresh, which fills it (docs/kiosk.md). Not served
+    /// until then.
     pub(crate) awaits_source: bool,
 }
 
@@ -247,9 +248,12 @@ impl BundleLoader<'_> {
         if let Some(config) = &config {
             *self.tokens = Some(config.tokens.clone());
             self.app_keys.clone_from(&config.app_keys);
+            // Only the missing event is wrong with it yet (a bundle.toml without tokens, a
+            // folder where a file belongs: errors of their own, said as such).
             *self.awaits_source = config.source.is_some()
                 && folders.is_empty()
-                && files.keys().all(|stem| stem == CONFIG);
+                && files.keys().all(|stem| stem == CONFIG)
+                && !self.problems.iter().any(Problem::is_error);
         }
         // Whole files and the stream first: the references of the payments tell which detail
         // files belong to a payment.

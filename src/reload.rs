@@ -26,11 +26,13 @@ fn signature(e: &Entry) -> Signature {
     )
 }
 
-/// Logs a bundle's problems and what it serves now.
-fn log_entry(entry: &Entry) {
+/// Logs a bundle's problems and what it serves now; `following`: sources are followed
+/// (`--refresh-every`), so a bundle that awaits its source's first refresh will get it.
+fn log_entry(entry: &Entry, following: bool) {
     let name = &entry.name;
     // A desk set up with bundle.toml alone: its missing event is no fault yet.
-    let awaits = entry.awaits_source && entry.serving.is_none() && entry.conflicts.is_empty();
+    let awaits =
+        following && entry.awaits_source && entry.serving.is_none() && entry.conflicts.is_empty();
     for p in entry.all_problems() {
         match p.severity {
             Severity::Error if awaits => {}
@@ -41,8 +43,8 @@ fn log_entry(entry: &Entry) {
     if awaits {
         tracing::warn!(
             bundle = %name,
-            "bundle not served yet: its folder holds bundle.toml alone, naming a [source]; the \
-             first refresh fills it (kiosk mode, --refresh-every)"
+            "bundle not served yet: its folder holds no data file, only bundle.toml naming a \
+             [source]; the first refresh fills it"
         );
         return;
     }
@@ -126,6 +128,8 @@ pub(crate) struct Reloader {
     store: Arc<Store>,
     metrics: Arc<Metrics>,
     compressor: Compressor,
+    /// Sources are followed (`--refresh-every`): see [`log_entry`].
+    following: bool,
 }
 
 impl Reloader {
@@ -136,7 +140,15 @@ impl Reloader {
             store,
             metrics,
             compressor: Compressor::default(),
+            following: false,
         }
+    }
+
+    /// Whether the bundles' sources are followed (`--refresh-every`), which its log says of
+    /// a bundle that awaits its first refresh.
+    pub(crate) fn following_sources(mut self, following: bool) -> Reloader {
+        self.following = following;
+        self
     }
 
     /// Reads the bundles in `scope` (and any folder that appeared or vanished), logs what changed,
@@ -191,7 +203,7 @@ impl Reloader {
                 reread || was != Some(&now)
             };
             if news {
-                log_entry(entry);
+                log_entry(entry, self.following);
             }
         }
         for name in &refreshed.removed {

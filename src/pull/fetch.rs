@@ -71,10 +71,12 @@ pub(crate) fn html(headers: &HeaderMap) -> Option<String> {
 
 /// How one attempt went, when it did not succeed.
 enum Failure {
-    /// Worth another try, after `after` when the server said so.
+    /// Worth another try, after `after` when the server said so, else after the backoff, and
+    /// no sooner than `held` (every worker is held that long: a 429 without `Retry-After`).
     Retry {
         reason: String,
         after: Option<Duration>,
+        held: Duration,
     },
     Fatal(PullError),
 }
@@ -186,7 +188,8 @@ impl Fetcher {
                 Failure::Retry {
                     after: Some(after), ..
                 } => wait.map(|_| (*after).min(self.max_wait)),
-                _ => wait,
+                Failure::Retry { held, .. } => wait.map(|w| w.max(*held)),
+                Failure::Fatal(_) => wait,
             })
             .notify(|f, wait| {
                 retried += 1;
@@ -308,15 +311,20 @@ impl Fetcher {
             }));
         }
         if status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error() {
-            // A 429 without Retry-After holds every worker for the first backoff: that is
-            // the wait, and what the retry line says.
-            let after = after.or((status == StatusCode::TOO_MANY_REQUESTS).then_some(self.backoff));
-            if let Some(after) = after {
-                self.hold_off(after);
+            // A 429 without Retry-After holds every worker for the first backoff: its own
+            // wait is no shorter (what the retry line says), and grows as any backoff.
+            let limited = status == StatusCode::TOO_MANY_REQUESTS;
+            let held = match after {
+                None if limited => self.backoff,
+                _ => Duration::ZERO,
+            };
+            if limited || after.is_some() {
+                self.hold_off(after.unwrap_or(self.backoff));
             }
             return Err(Failure::Retry {
                 reason: format!("{status}{}", self.message(&body)),
                 after,
+                held,
             });
         }
         let message = match (status.is_redirection(), location) {
@@ -417,6 +425,7 @@ impl Fetcher {
             Failure::Retry {
                 reason,
                 after: None,
+                held: Duration::ZERO,
             }
         } else {
             Failure::Fatal(PullError::Transport {

@@ -685,14 +685,14 @@ impl Admitted<'_> {
             }
             WriteKind::Checkin => {
                 let items = bodies::checkin_attendees_body(value, diag)?;
-                items.iter().map(Into::into).collect()
+                (!diag.has_errors()).then(|| items.iter().map(Into::into).collect())?
             }
             WriteKind::CheckinSessions => {
                 let items = bodies::checkin_sessions_body(value, diag)?;
-                items.iter().map(Into::into).collect()
+                (!diag.has_errors()).then(|| items.iter().map(Into::into).collect())?
             }
         };
-        (!diag.has_errors()).then(|| self.checkins(request(), items))
+        Some(self.checkins(request(), items))
     }
 
     /// Registers an attendee (`POST /attendees/create`).

@@ -637,10 +637,28 @@ async fn a_desk_set_up_with_bundle_toml_alone_says_it_follows_that_source() {
     assert!(!line.contains(NONE_YET), "{line}");
     let stderr = served.stderr();
     assert!(
-        stderr.contains("bundle not served yet: its folder holds bundle.toml alone"),
+        stderr.contains("bundle not served yet: its folder holds no data file"),
         "{stderr}"
     );
     assert!(!stderr.contains("ERROR"), "{stderr}");
+
+    // Not followed (no --refresh-every), or a bundle.toml with an error of its own (no
+    // token): its problems are errors, said as such.
+    let fine = "tokens = [\"demo-token\"]\n[source]\nurl = \"http://127.0.0.1:9/api/v1\"\n";
+    let no_token = "tokens = []\n[source]\nurl = \"http://127.0.0.1:9/api/v1\"\n";
+    for (toml, refresh) in [(fine, &[][..]), (no_token, &["--refresh-every", "1h"][..])] {
+        std::fs::write(bundle.join("bundle.toml"), toml).expect("bundle.toml");
+        let mut args = vec!["--data", data_arg, "--addr", "127.0.0.1:0", "--no-watch"];
+        args.extend_from_slice(refresh);
+        let served = start_binary(&args, &[]);
+        served.stdout_until("no bundle is served").await;
+        let stderr = served.stderr();
+        assert!(stderr.contains("ERROR"), "{toml} {refresh:?}: {stderr}");
+        assert!(
+            !stderr.contains("not served yet"),
+            "{toml} {refresh:?}: {stderr}"
+        );
+    }
 }
 
 /// What a desk's start says when no bundle names a source.

@@ -1463,13 +1463,14 @@ async fn a_404_of_another_shape_or_for_the_payments_fails_the_pull() {
     }
 }
 
-/// A 429 without `Retry-After` holds every worker for the first backoff (250 ms): that is the
-/// wait, and the retry line says it. It said a jittered wait shorter than the one held.
+/// A 429 without `Retry-After` holds every worker for the first backoff (250 ms): its wait is
+/// no shorter, and the retry line says it (it said a jittered wait shorter than the one held);
+/// 429s in a row back off as any retry does (the waits double, from 250 ms).
 #[tokio::test]
-async fn a_429_without_retry_after_waits_and_says_the_first_backoff() {
+async fn a_429_without_retry_after_waits_at_least_the_first_backoff_and_backs_off() {
     let source = spawn_app(&demo_data()).await;
     let proxy = Proxy::start(&source.base, |path, _, n| match (path, n) {
-        ("/api/v1/event", 0) => Act::Answer(429, vec![], "slow down".into()),
+        ("/api/v1/event", 0..=2) => Act::Answer(429, vec![], "slow down".into()),
         _ => Act::Forward,
     })
     .await;
@@ -1479,6 +1480,15 @@ async fn a_429_without_retry_after_waits_and_says_the_first_backoff() {
     let (code, output) = pull_binary(&proxy.base, DEMO_TOKEN, &into, &[]).await;
 
     assert_eq!(code, 0, "{output}");
-    assert!(output.contains("429"), "{output}");
-    assert!(output.contains("; retrying in 250ms"), "{output}");
+    let waits: Vec<std::time::Duration> = output
+        .lines()
+        .filter_map(|l| l.split_once("; retrying in ").map(|(_, w)| w))
+        .map(|w| humantime::parse_duration(w.trim()).expect("a duration"))
+        .collect();
+    assert_eq!(waits.len(), 3, "{output}");
+    let ms = std::time::Duration::from_millis;
+    assert_eq!(waits[0], ms(250), "{output}");
+    // Jitter draws each backoff from the upper half: 250–500 ms, then 500 ms–1 s.
+    assert!(waits[1] >= ms(250) && waits[1] <= ms(500), "{output}");
+    assert!(waits[2] >= ms(500) && waits[2] <= ms(1000), "{output}");
 }
