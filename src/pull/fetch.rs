@@ -188,7 +188,8 @@ impl Fetcher {
                 Failure::Retry {
                     after: Some(after), ..
                 } => wait.map(|_| (*after).min(self.max_wait)),
-                Failure::Retry { held, .. } => wait.map(|w| w.max(*held)),
+                // As the hold itself, never past --max-retry-wait.
+                Failure::Retry { held, .. } => wait.map(|w| w.max((*held).min(self.max_wait))),
                 Failure::Fatal(_) => wait,
             })
             .notify(|f, wait| {
@@ -215,8 +216,9 @@ impl Fetcher {
     /// and no wait passes the cap). backon's jitter adds up to 100 % to a delay, so the delays
     /// given to it are halves: from `backoff / 2` doubling up to `max_retry_wait / 2`.
     fn waits(&self) -> backon::ExponentialBackoff {
+        // A cap below the first backoff (`--max-retry-wait 100ms`) caps that one too.
         backon::ExponentialBuilder::new()
-            .with_min_delay(self.backoff / 2)
+            .with_min_delay(self.backoff.min(self.max_wait) / 2)
             .with_factor(2.0)
             .with_max_delay(self.max_wait / 2)
             .with_jitter()
@@ -703,6 +705,34 @@ mod tests {
             took >= Duration::from_millis(100) && took < Duration::from_secs(5),
             "Retry-After 3600 capped at 100 ms took {took:?}"
         );
+    }
+
+    /// A 429 without Retry-After waits at least the first backoff, but never past the cap,
+    /// as the hold of every worker is capped; so does a first backoff past the cap (backon's
+    /// smallest delay was the backoff, whatever the cap).
+    #[tokio::test]
+    async fn a_429_waits_the_first_backoff_only_up_to_the_cap() {
+        let (base, count) = scripted(vec![
+            "HTTP/1.1 429 Too Many Requests\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+            "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok",
+        ])
+        .await;
+        let mut opts = PullOptions::new(&base, "token", "d/x");
+        opts.retries = 1;
+        opts.backoff = Duration::from_secs(3);
+        opts.max_retry_wait = Duration::from_millis(50);
+        let f = Fetcher::new(&opts).expect("a fetcher");
+        let progress = Progress::new(crate::pull::ProgressMode::Quiet);
+
+        let started = std::time::Instant::now();
+        let body = tokio::time::timeout(Duration::from_secs(2), f.get(&base, None, &progress))
+            .await
+            .expect("the wait is capped at 50 ms, not the 3 s backoff")
+            .expect("the second try");
+
+        assert_eq!(&body[..], b"ok");
+        assert_eq!(count.load(Ordering::Relaxed), 2);
+        assert!(started.elapsed() >= Duration::from_millis(50));
     }
 
     #[tokio::test]
