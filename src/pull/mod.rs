@@ -805,7 +805,8 @@ pub(crate) fn fuzz_upstream(body: &[u8]) {
     for endpoint in &api::API {
         let _ = count_records(endpoint, body);
     }
-    if let Ok(value) = serde_json::from_slice::<serde_json::Value>(crate::read::without_bom(body)) {
+    let body = crate::read::without_bom(body);
+    if let Ok(value) = serde_json::from_slice::<serde_json::Value>(body) {
         let mut out = Vec::new();
         reindent(body, &mut out);
         let again: serde_json::Value =
@@ -850,13 +851,12 @@ fn rendered<'a>(
         return Ok(std::borrow::Cow::Borrowed(body));
     }
     // Checked without building a tree (a 100 MB body would take ten times that as a
-    // `Value`), then re-indented token by token.
-    serde_json::from_slice::<serde::de::IgnoredAny>(crate::read::without_bom(body)).map_err(
-        |e| PullError::NotJson {
-            endpoint: endpoint.to_string(),
-            reason: e.to_string(),
-        },
-    )?;
+    // `Value`), then re-indented token by token; a byte-order mark is not kept.
+    let body = crate::read::without_bom(body);
+    serde_json::from_slice::<serde::de::IgnoredAny>(body).map_err(|e| PullError::NotJson {
+        endpoint: endpoint.to_string(),
+        reason: e.to_string(),
+    })?;
     let mut text = Vec::with_capacity(body.len() + body.len() / 4);
     reindent(body, &mut text);
     text.push(b'\n');
@@ -1277,6 +1277,14 @@ mod tests {
                 .mode();
             assert_eq!(mode & 0o777, 0o600);
         }
+    }
+
+    /// An answer opening with a byte-order mark (read as JSON, as the endpoints read one) is
+    /// re-indented without it: the mark was read as a token and the file was not JSON.
+    #[test]
+    fn a_byte_order_mark_is_dropped_when_pretty_printing() {
+        let got = rendered(b"\xEF\xBB\xBF{\"a\": [1]}", true, "event").expect("JSON");
+        assert_eq!(&got[..], b"{\n  \"a\": [\n    1\n  ]\n}\n");
     }
 
     #[test]
