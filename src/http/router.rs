@@ -496,15 +496,8 @@ where
             _ = stopping.wait_for(|s| *s) => {}
         }
     }
-    // A client that waits to send its body (`Expect: 100-continue`) is refused before it sends
-    // one: reading would send it `100 Continue` (hyper does at the first read).
-    let waits_to_send = req.version() == hyper::Version::HTTP_11
-        && req
-            .headers()
-            .get(hyper::header::EXPECT)
-            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
     if let Some(fault @ (Fault::Reset | Fault::Empty)) = fault {
-        if fault == Fault::Empty && !waits_to_send {
+        if fault == Fault::Empty && !waits_to_send(req.version(), req.headers()) {
             // Bytes left unread in the socket would turn the close into a reset: read the body
             // (up to the cap) so the client sees an orderly close.
             let _ = read_keeping(req.into_body(), 0, body_limit(index)).await;
@@ -524,12 +517,14 @@ where
             // refusal comes first, as a real endpoint's would.
             let mut read = Read::default();
             let keep = match ctx.journal {
-                Some(_) if !waits_to_send => super::journal::MAX_BODY + 1,
+                Some(_) if !waits_to_send(req.version(), req.headers()) => {
+                    super::journal::MAX_BODY + 1
+                }
                 _ => 0,
             };
             let limit = body_limit(index);
             let to_end = req.version() < hyper::Version::HTTP_2
-                && !waits_to_send
+                && !waits_to_send(req.version(), req.headers())
                 && req
                     .body()
                     .size_hint()
@@ -976,6 +971,16 @@ where
         }
     }
     Ok(got.freeze())
+}
+
+/// Whether a client waits to send its body (`Expect: 100-continue` over HTTP/1.1): a simulated
+/// refusal comes before it, since reading would send it `100 Continue` (hyper does at the first
+/// read). Asked only where a simulation answers, not of every request.
+fn waits_to_send(version: hyper::Version, headers: &hyper::HeaderMap) -> bool {
+    version == hyper::Version::HTTP_11
+        && headers
+            .get(hyper::header::EXPECT)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"))
 }
 
 /// What a body that could not be read whole answers.
