@@ -9,8 +9,8 @@
 //!   ([`testing::Expect`], `verify`) (docs/client-testing.md);
 //! - [`app`]: [`app::App`], built from [`config::ServeOptions`]: load, watch, and the
 //!   [`http::Service`] that [`http::serve`] answers from on a listener you bound (embedding);
-//! - [`http`]: [`http::serve`] and what it takes ([`http::Service`], [`http::Limits`],
-//!   [`http::Cors`], [`http::DRAIN_TIMEOUT`]);
+//! - [`http`]: [`http::serve`] and what it takes ([`http::Service`], made by
+//!   [`app::App::service`] from the options), and [`http::DRAIN_TIMEOUT`];
 //! - [`config`]: [`config::ServeOptions`], the one options struct of `serve`;
 //! - `cli`: the commands as `main.rs` runs them (`serve`, `check`, `pull`, `gen`,
 //!   `completions`, `man`) and their exit codes; `probe`: `eventbox probe URL`;

@@ -68,8 +68,7 @@ pub use verify::{Expect, Received, VerifyError};
 use crate::api;
 use crate::app::App;
 use crate::config::{ServeOptions, Switch};
-use crate::http::cors::Cors;
-use crate::http::{Journal, Limits, Service};
+use crate::http::{Journal, Service};
 use crate::load::LoadError;
 use crate::problem::Problem;
 
@@ -347,45 +346,30 @@ enum Data {
     Bundles(Vec<Bundle>),
 }
 
-type Configure = Box<dyn FnOnce(&mut Service) + Send>;
-
 /// Options of a [`TestServer`], then [`Builder::start`]. They fill the same [`ServeOptions`] as
 /// `eventbox serve`'s flags and file; only the data folder, the address (`127.0.0.1:0`) and
 /// watching (off: the folder is read once) are the test server's own.
 ///
 /// ```
-/// use eventbox::http::Cors;
 /// use eventbox::testing::TestServer;
 ///
 /// # fn main() -> Result<(), eventbox::testing::StartError> {
 /// let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/data");
 /// let server = TestServer::from_folder(demo)
 ///     .compression(false)
-///     .cors(Cors::Off)
+///     .journal(10)
 ///     .start()?;
 /// assert!(server.base_url().starts_with("http://127.0.0.1:"));
 /// assert_eq!(server.token("demo"), Some("demo-token"));
 /// # Ok(())
 /// # }
 /// ```
+#[derive(Debug)]
 pub struct Builder {
     data: Data,
     options: ServeOptions,
     allow_errors: bool,
     strict: bool,
-    configure: Vec<Configure>,
-}
-
-impl fmt::Debug for Builder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Builder")
-            .field("data", &self.data)
-            .field("options", &self.options)
-            .field("allow_errors", &self.allow_errors)
-            .field("strict", &self.strict)
-            .field("configure", &self.configure.len())
-            .finish()
-    }
 }
 
 impl Builder {
@@ -401,7 +385,6 @@ impl Builder {
             },
             allow_errors: false,
             strict: false,
-            configure: Vec::new(),
         }
     }
 
@@ -429,29 +412,6 @@ impl Builder {
     /// gzip and brotli variants of the answers (default on, as `--compression`).
     pub fn compression(mut self, on: bool) -> Builder {
         self.options.compression = if on { Switch::On } else { Switch::Off };
-        self
-    }
-
-    /// Which origins may read answers (default every origin, as `--cors-origin`; `Origins` with
-    /// none is refused at start, as an empty `--cors-origin` list is).
-    pub fn cors(mut self, cors: Cors) -> Builder {
-        self.options.cors_origin = match cors {
-            Cors::Off => vec!["none".to_string()],
-            Cors::Any => vec!["*".to_string()],
-            Cors::Origins(origins) => origins,
-        };
-        self
-    }
-
-    /// Timeouts and caps (default as the command line's).
-    pub fn limits(mut self, limits: Limits) -> Builder {
-        let o = &mut self.options;
-        o.header_timeout = limits.header_timeout;
-        o.idle_timeout = limits.idle_timeout;
-        o.max_header_bytes = limits.max_header_bytes;
-        o.max_connections = limits.max_connections;
-        o.max_connections_per_ip = limits.max_connections_per_ip;
-        o.body_timeout = limits.body_timeout;
         self
     }
 
@@ -506,13 +466,6 @@ impl Builder {
         self
     }
 
-    /// Changes any option of the HTTP service before the server starts (options added to
-    /// [`Service`] later are reachable here before they get a method of their own).
-    pub fn configure(mut self, f: impl FnOnce(&mut Service) + Send + 'static) -> Builder {
-        self.configure.push(Box::new(f));
-        self
-    }
-
     /// Loads the data and starts serving; returns once the server accepts connections and the
     /// data is published. Fails when a bundle has an error (every error is listed), unless
     /// [`Builder::allow_errors`].
@@ -556,10 +509,7 @@ impl Builder {
         if !self.allow_errors {
             bundle_errors(&app, self.strict, shown_from.as_deref()).map_err(StartError::Bundles)?;
         }
-        let mut service = app.service();
-        for configure in self.configure {
-            configure(&mut service);
-        }
+        let service = app.service();
         let journal = service.journal.clone();
         let (addr, stop, thread, runtime) = spawn(service)?;
         Ok(TestServer {

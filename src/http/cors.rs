@@ -17,7 +17,7 @@ const ORIGIN_VARY: HeaderValue = HeaderValue::from_static("origin");
 
 /// Which origins may read answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Cors {
+pub(crate) enum Cors {
     /// No CORS headers; `OPTIONS` is 405.
     Off,
     /// Every origin (`Access-Control-Allow-Origin: *`).
@@ -69,7 +69,7 @@ impl Cors {
     /// is checked (`check_origin`); no value at all (which would allow every origin), and
     /// `none` beside origins (which would be dropped), are refused: neither says what it seems
     /// to.
-    pub fn parse(origins: &[String]) -> Result<Cors, String> {
+    pub(crate) fn parse(origins: &[String]) -> Result<Cors, String> {
         for origin in origins {
             check_origin(origin)?;
         }

@@ -36,6 +36,6 @@ pub(crate) mod router;
 mod sendfile;
 pub(crate) mod server;
 
-pub use cors::Cors;
 pub(crate) use journal::Journal;
-pub use server::{serve, Limits, Service, DRAIN_TIMEOUT};
+pub(crate) use server::Limits;
+pub use server::{serve, Service, DRAIN_TIMEOUT};

@@ -35,18 +35,18 @@ pub struct Service {
     pub(crate) store: Arc<Store>,
     pub(crate) metrics: Arc<Metrics>,
     /// Write one `eventbox::access` log line per request.
-    pub access_log: bool,
+    pub(crate) access_log: bool,
     /// Send compressed bodies when clients accept them.
-    pub compression: bool,
+    pub(crate) compression: bool,
     /// Which origins may read answers.
-    pub cors: Cors,
-    pub limits: Limits,
+    pub(crate) cors: Cors,
+    pub(crate) limits: Limits,
     /// Obey the `X-Eventbox-Delay`, `X-Eventbox-Status`, `X-Eventbox-Fault` and
     /// `X-Eventbox-Retry-After` request headers
     /// (`--allow-control-headers`; off by default: they are ignored).
-    pub allow_control_headers: bool,
+    pub(crate) allow_control_headers: bool,
     /// The longest simulated delay, from a control header or `[simulate]` (`--max-delay`).
-    pub max_delay: Duration,
+    pub(crate) max_delay: Duration,
     /// The request journal served at `/_journal` (`--journal N`); `None`: off.
     pub(crate) journal: Option<Arc<Journal>>,
     /// The writes, shared by every server of the app.
@@ -57,49 +57,27 @@ pub struct Service {
     pub(crate) body_room: Arc<Semaphore>,
 }
 
-impl Service {
-    /// Turns the control headers on or off.
-    pub fn with_control_headers(mut self, allow: bool) -> Self {
-        self.allow_control_headers = allow;
-        self
-    }
-
-    /// Keeps the last `capacity` requests in a journal (0: off).
-    pub fn with_journal(mut self, capacity: usize) -> Self {
-        self.journal = Journal::with_capacity(capacity);
-        self
-    }
-
-    /// Lets peers that are not loopback use the admin routes (`/status`, `/_journal`,
-    /// `/_writes/reset`, `/_queue`) with this token as `Authorization: Bearer`; `None`:
-    /// loopback only.
-    pub fn with_admin_token(mut self, token: Option<Token>) -> Self {
-        self.admin_token = token;
-        self
-    }
-}
-
 /// Protection against slow, idle or greedy clients.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub(crate) struct Limits {
     /// Time allowed for a request's headers to arrive (HTTP/1). hyper starts this clock when a
     /// connection waits for a request, so it also bounds an idle HTTP/1 keep-alive connection.
     /// A new connection whose protocol is not known that long after it was accepted (silent,
     /// or sending HTTP/2's preface a byte at a time) is closed too.
-    pub header_timeout: Duration,
+    pub(crate) header_timeout: Duration,
     /// A connection with no traffic for this long is closed (HTTP/1 and HTTP/2).
-    pub idle_timeout: Duration,
+    pub(crate) idle_timeout: Duration,
     /// The largest request head: HTTP/1 (at least 8 KiB, hyper's floor) answers 431 beyond it,
     /// HTTP/2 refuses the stream.
-    pub max_header_bytes: usize,
+    pub(crate) max_header_bytes: usize,
     /// Connections served at once; further ones wait in the listen queue.
-    pub max_connections: usize,
+    pub(crate) max_connections: usize,
     /// Connections one client address may hold at once; a further one is closed as soon as it
     /// is accepted, so one client cannot take every slot.
-    pub max_connections_per_ip: usize,
+    pub(crate) max_connections_per_ip: usize,
     /// Time allowed for a request body to arrive whole, from when the handler starts reading
     /// it; a body still incomplete then answers 408 and the connection closes.
-    pub body_timeout: Duration,
+    pub(crate) body_timeout: Duration,
 }
 
 impl Default for Limits {

@@ -11,7 +11,6 @@
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 
 use eventbox::app::App;
-use eventbox::config::ServeOptions;
 use eventbox::token::Token;
 use reqwest::Method;
 
@@ -51,13 +50,10 @@ pub(crate) fn remote_ip() -> Option<IpAddr> {
 
 /// The demo, loaded, with the journal on and `admin_token` configured as `serve` would be.
 fn demo_app(admin_token: Option<&str>) -> App {
-    let app = App::with_options(&ServeOptions {
-        journal: 50,
-        admin_token: admin_token.map(Token::new),
-        ..ServeOptions::for_folder(demo_data())
-    });
-    app.load().expect("the demo loads");
-    app
+    crate::helpers::loaded_with(&demo_data(), |o| {
+        o.journal = 50;
+        o.admin_token = admin_token.map(Token::new);
+    })
 }
 
 /// The admin routes, every method of each.
@@ -93,7 +89,7 @@ fn ok_status(method: &str, path: &str) -> u16 {
 #[tokio::test]
 async fn loopback_clients_use_the_admin_routes_without_a_token_configured_or_not() {
     for configured in [None, Some(SECRET)] {
-        let app = serve_app_at([127, 0, 0, 1].into(), demo_app(configured), |_| {}).await;
+        let app = serve_app_at([127, 0, 0, 1].into(), demo_app(configured)).await;
         for (method, path) in ADMIN {
             let res = call(&app, method, path, None).await;
             assert_eq!(
@@ -115,7 +111,7 @@ async fn loopback_clients_use_the_admin_routes_without_a_token_configured_or_not
 /// remote. Before, all of these were answered, with `Access-Control-Allow-Origin: *`.
 #[tokio::test]
 async fn a_web_page_on_the_machine_itself_cannot_use_the_admin_routes() {
-    let app = serve_app_at([127, 0, 0, 1].into(), demo_app(None), |_| {}).await;
+    let app = serve_app_at([127, 0, 0, 1].into(), demo_app(None)).await;
     let own_origin = app.base.clone();
     let host = app.base.trim_start_matches("http://").to_string();
     let with = |method: &str, path: &str, headers: Vec<(&'static str, String)>| {
@@ -228,7 +224,7 @@ async fn a_web_page_on_the_machine_itself_cannot_use_the_admin_routes() {
 /// refusal (403 `admin_host_not_local`) stands behind it, tested in `src/http/admin.rs`.
 #[tokio::test]
 async fn a_host_that_cannot_be_read_names_no_loopback_host() {
-    let app = serve_app_at([127, 0, 0, 1].into(), demo_app(None), |_| {}).await;
+    let app = serve_app_at([127, 0, 0, 1].into(), demo_app(None)).await;
     let host = app.base.trim_start_matches("http://").to_string();
     let request = |method: &str, path: &str, hosts: &[u8]| {
         let mut req = format!("{method} {path} HTTP/1.1\r\n").into_bytes();
@@ -265,7 +261,7 @@ async fn a_host_that_cannot_be_read_names_no_loopback_host() {
 /// (RFC 9112 §3.2.2): a rebound name there is refused, a loopback one answered.
 #[tokio::test]
 async fn an_absolute_form_target_names_the_host_over_the_host_header() {
-    let app = serve_app_at([127, 0, 0, 1].into(), demo_app(None), |_| {}).await;
+    let app = serve_app_at([127, 0, 0, 1].into(), demo_app(None)).await;
     let own = app.base.trim_start_matches("http://").to_string();
     let request = |target_host: &str, host: &str| {
         format!(
@@ -287,7 +283,7 @@ async fn an_absolute_form_target_names_the_host_over_the_host_header() {
 #[tokio::test]
 async fn remote_clients_get_403_from_admin_routes_without_a_configured_token() {
     let Some(ip) = remote_ip() else { return };
-    let app = serve_app_at(ip, demo_app(None), |_| {}).await;
+    let app = serve_app_at(ip, demo_app(None)).await;
     for (method, path) in ADMIN {
         for authorization in [None, Some("Bearer anything")] {
             let res = call(&app, method, path, authorization).await;
@@ -317,7 +313,7 @@ async fn remote_clients_get_403_from_admin_routes_without_a_configured_token() {
 #[tokio::test]
 async fn remote_clients_need_the_admin_token_as_a_bearer() {
     let Some(ip) = remote_ip() else { return };
-    let app = serve_app_at(ip, demo_app(Some(SECRET)), |_| {}).await;
+    let app = serve_app_at(ip, demo_app(Some(SECRET))).await;
     let right = format!("Bearer {SECRET}");
     let cut = format!("Bearer {}", &SECRET[..SECRET.len() - 1]);
     let longer = format!("Bearer {SECRET}x");

@@ -63,7 +63,7 @@ impl Source {
         app.load().expect("the source loads");
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let server = serve_app_on(listener, app.clone(), |_| {});
+        let server = serve_app_on(listener, app.clone());
         (
             Source {
                 app,
@@ -86,7 +86,7 @@ impl Source {
         let listener = TcpListener::bind(self.addr)
             .await
             .expect("the same address again");
-        serve_app_on(listener, self.app.clone(), |_| {})
+        serve_app_on(listener, self.app.clone())
     }
 }
 

@@ -6,6 +6,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 use eventbox::app::App;
+use eventbox::config::ServeOptions;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
 use tokio::net::TcpListener;
@@ -38,43 +39,34 @@ pub struct TestApp {
     server: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
 }
 
+/// The app serving `data` with the options `configure` sets (as `serve`'s flags would), loaded.
+pub fn loaded_with(data: &Path, configure: impl FnOnce(&mut ServeOptions)) -> App {
+    let mut options = ServeOptions::for_folder(data);
+    configure(&mut options);
+    let app = App::with_options(&options);
+    app.load().expect("the data folder is readable");
+    app
+}
+
 /// Serves `app` (loaded or not) on an ephemeral port until the returned app is dropped.
 pub async fn serve_app(app: App) -> TestApp {
-    serve_app_with(app, |_| {}).await
+    serve_app_at(IpAddr::V4(Ipv4Addr::LOCALHOST), app).await
 }
 
-/// As [`serve_app`], with the service's options changed by `configure` first.
-pub async fn serve_app_with(
-    app: App,
-    configure: impl FnOnce(&mut eventbox::http::Service),
-) -> TestApp {
-    serve_app_at(IpAddr::V4(Ipv4Addr::LOCALHOST), app, configure).await
-}
-
-/// As [`serve_app_with`], listening on `ip` (a free port) instead of 127.0.0.1.
-pub async fn serve_app_at(
-    ip: IpAddr,
-    app: App,
-    configure: impl FnOnce(&mut eventbox::http::Service),
-) -> TestApp {
+/// As [`serve_app`], listening on `ip` (a free port) instead of 127.0.0.1.
+pub async fn serve_app_at(ip: IpAddr, app: App) -> TestApp {
     let listener = TcpListener::bind(SocketAddr::new(ip, 0))
         .await
         .unwrap_or_else(|e| panic!("bind {ip}:0: {e}"));
-    serve_app_on(listener, app, configure)
+    serve_app_on(listener, app)
 }
 
-/// As [`serve_app_with`], on a listener already bound (a server started again at the address
-/// an earlier one had).
-pub fn serve_app_on(
-    listener: TcpListener,
-    app: App,
-    configure: impl FnOnce(&mut eventbox::http::Service),
-) -> TestApp {
+/// As [`serve_app`], on a listener already bound (a server started again at the address an
+/// earlier one had).
+pub fn serve_app_on(listener: TcpListener, app: App) -> TestApp {
     let addr = listener.local_addr().expect("a local address");
     let (stop, stopped) = oneshot::channel::<()>();
-    let mut service = app.service();
-    configure(&mut service);
-    let server = tokio::spawn(eventbox::http::serve(listener, service, async move {
+    let server = tokio::spawn(eventbox::http::serve(listener, app.service(), async move {
         let _ = stopped.await;
     }));
     TestApp {

@@ -276,18 +276,15 @@ async fn etags_survive_restarts_and_change_with_the_data() {
 
 // ---- CORS ---------------------------------------------------------------------------------
 
-use eventbox::http::Cors;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::helpers::serve_app_with;
+use crate::helpers::loaded_with;
 
 async fn demo_with(
-    configure: impl FnOnce(&mut eventbox::http::Service),
+    configure: impl FnOnce(&mut eventbox::config::ServeOptions),
 ) -> crate::helpers::TestApp {
-    let app = App::new(&demo_data());
-    app.load().expect("loads");
-    serve_app_with(app, configure).await
+    serve_app(loaded_with(&demo_data(), configure)).await
 }
 
 const PREFLIGHT: [(&str, &str); 3] = [
@@ -371,7 +368,7 @@ async fn answers_and_errors_carry_cors_headers() {
 
 #[tokio::test]
 async fn listed_origins_are_echoed_and_others_refused() {
-    let app = demo_with(|s| s.cors = Cors::Origins(vec!["https://app.example".into()])).await;
+    let app = demo_with(|o| o.cors_origin = vec!["https://app.example".into()]).await;
 
     let allowed = app
         .get_with(
@@ -430,7 +427,7 @@ async fn listed_origins_are_echoed_and_others_refused() {
 
 #[tokio::test]
 async fn cors_none_sends_no_cors_headers_and_options_is_405() {
-    let app = demo_with(|s| s.cors = Cors::Off).await;
+    let app = demo_with(|o| o.cors_origin = vec!["none".into()]).await;
 
     let res = app
         .get_with(
@@ -467,7 +464,7 @@ async fn closed_within(conn: &mut tokio::net::TcpStream, within: Duration) -> Op
 
 #[tokio::test]
 async fn a_slow_client_is_cut_off_by_the_header_timeout_while_others_are_served() {
-    let app = demo_with(|s| s.limits.header_timeout = Duration::from_millis(300)).await;
+    let app = demo_with(|o| o.header_timeout = Duration::from_millis(300)).await;
     let addr = app.base.trim_start_matches("http://").to_string();
     let mut slow = tokio::net::TcpStream::connect(&addr)
         .await
@@ -492,7 +489,7 @@ async fn a_slow_client_is_cut_off_by_the_header_timeout_while_others_are_served(
 #[tokio::test]
 async fn a_connection_that_sends_no_request_is_cut_off_by_the_header_timeout() {
     // The idle timeout stays at its 60 s: only the header timeout can close these in time.
-    let app = demo_with(|s| s.limits.header_timeout = Duration::from_millis(300)).await;
+    let app = demo_with(|o| o.header_timeout = Duration::from_millis(300)).await;
     let addr = app.base.trim_start_matches("http://").to_string();
     let mut silent = tokio::net::TcpStream::connect(&addr)
         .await
@@ -540,7 +537,7 @@ async fn kept_alive(addr: &str) -> tokio::net::TcpStream {
 
 #[tokio::test]
 async fn an_idle_connection_is_closed() {
-    let app = demo_with(|s| s.limits.idle_timeout = Duration::from_millis(300)).await;
+    let app = demo_with(|o| o.idle_timeout = Duration::from_millis(300)).await;
     let addr = app.base.trim_start_matches("http://").to_string();
     let mut conn = kept_alive(&addr).await;
 
@@ -556,9 +553,9 @@ async fn an_idle_connection_is_closed() {
 async fn a_delay_longer_than_the_idle_timeout_is_answered() {
     // The connection is silent while the server waits out the delay: the server's silence,
     // not the client's (it was closed at the idle timeout, and journaled as 499).
-    let app = demo_with(|s| {
-        s.limits.idle_timeout = Duration::from_millis(300);
-        s.allow_control_headers = true;
+    let app = demo_with(|o| {
+        o.idle_timeout = Duration::from_millis(300);
+        o.allow_control_headers = true;
     })
     .await;
 
@@ -599,12 +596,10 @@ async fn a_client_that_stops_reading_its_answer_is_cut_off_over_http1_and_http2(
     gen.submissions = 1;
     gen.token = Some(eventbox::pull::Token::new("big-token"));
     eventbox::gen::run(&gen).expect("gen succeeds");
-    let app = App::new(data.path());
-    app.load().expect("loads");
-    let app = serve_app_with(app, |s| {
-        s.limits.idle_timeout = Duration::from_millis(300);
-        s.max_delay = Duration::from_secs(1);
-    })
+    let app = serve_app(loaded_with(data.path(), |o| {
+        o.idle_timeout = Duration::from_millis(300);
+        o.max_delay = Duration::from_secs(1);
+    }))
     .await;
     let head = app
         .request(Method::HEAD, "/api/v1/payments", "big-token", &[])
@@ -667,7 +662,7 @@ async fn a_client_that_stops_reading_its_answer_is_cut_off_over_http1_and_http2(
 
 #[tokio::test]
 async fn a_request_head_over_the_cap_is_refused() {
-    let app = demo_with(|s| s.limits.max_header_bytes = 16 * 1024).await;
+    let app = demo_with(|o| o.max_header_bytes = 16 * 1024).await;
     let big = "x".repeat(20 * 1024);
 
     let res = app
@@ -685,7 +680,7 @@ async fn a_request_head_over_the_cap_is_refused() {
 
 #[tokio::test]
 async fn connections_over_the_cap_wait_for_a_free_slot() {
-    let app = demo_with(|s| s.limits.max_connections = 1).await;
+    let app = demo_with(|o| o.max_connections = 1).await;
     let addr = app.base.trim_start_matches("http://").to_string();
     let mut first = tokio::net::TcpStream::connect(&addr)
         .await

@@ -1,19 +1,19 @@
 //! The request journal over HTTP: what each entry holds, its bound, clearing it, and `/_journal`
 //! when the journal is off.
 
-use eventbox::app::App;
 use reqwest::Method;
 use serde_json::Value;
 
-use crate::helpers::{demo_data, raw_http1, serve_app_with, spawn_app, TestApp, DEMO_TOKEN};
+use crate::helpers::{
+    demo_data, loaded_with, raw_http1, serve_app, spawn_app, TestApp, DEMO_TOKEN,
+};
 
 /// The demo bundle served with a journal of `capacity` and the control headers on.
 async fn journaled(capacity: usize) -> TestApp {
-    let app = App::new(&demo_data());
-    app.load().expect("loads");
-    serve_app_with(app, |s| {
-        *s = s.clone().with_journal(capacity).with_control_headers(true);
-    })
+    serve_app(loaded_with(&demo_data(), |o| {
+        o.journal = capacity;
+        o.allow_control_headers = true;
+    }))
     .await
 }
 
@@ -507,9 +507,7 @@ async fn two_test_runs_on_one_server_list_and_forget_their_own_bundles_requests(
     data.with_demo("alpha").with_demo("beta");
     data.write("alpha/bundle.toml", "tokens = [\"alpha-token\"]\n");
     data.write("beta/bundle.toml", "tokens = [\"beta-token\"]\n");
-    let app = App::new(data.path());
-    app.load().expect("loads");
-    let app = serve_app_with(app, |s| *s = s.clone().with_journal(20)).await;
+    let app = serve_app(loaded_with(data.path(), |o| o.journal = 20)).await;
     for token in ["alpha-token", "beta-token", "alpha-token", "wrong-token"] {
         app.get("/api/v1/event", token).await;
     }

@@ -278,7 +278,7 @@ async fn a_kiosk_follows_its_source_serves_through_its_outage_and_comes_back_onl
     let listener = TcpListener::bind(&addr).await.expect("the address again");
     let again = App::new(source_data.path());
     again.load().expect("the source loads");
-    let _source = serve_app_on(listener, again, |_| {});
+    let _source = serve_app_on(listener, again);
     until_online(kiosk, "online again").await;
     let back = kiosk.get("/api/v1/event", DEMO_TOKEN).await;
     assert_eq!(back.header("eventbox-source"), None);
@@ -530,7 +530,7 @@ async fn the_binary_logs_each_change_of_state_once_not_each_failure() {
     let listener = TcpListener::bind(&addr).await.expect("the address again");
     let again = App::new(source_data.path());
     again.load().expect("the source loads");
-    let _source = serve_app_on(listener, again, |_| {});
+    let _source = serve_app_on(listener, again);
     until(Duration::from_secs(10), "online again", || async move {
         (status_of(c.clone(), b.clone()).await["state"] == "online").then_some(())
     })

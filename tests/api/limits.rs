@@ -5,19 +5,16 @@
 
 use std::time::{Duration, Instant};
 
-use eventbox::http::Limits;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 
 use crate::helpers::{
-    client, demo_data, raw_http1, serve_app_with, spawn_app, TestApp, DEMO_TOKEN,
+    client, demo_data, loaded_with, raw_http1, serve_app, spawn_app, TestApp, DEMO_TOKEN,
 };
 
-/// The demo, served with `limits`.
-async fn demo_with(limits: Limits) -> TestApp {
-    let app = eventbox::app::App::new(&demo_data());
-    app.load().expect("loads");
-    serve_app_with(app, move |s| s.limits = limits).await
+/// The demo, served with the options `configure` sets.
+async fn demo_with(configure: impl FnOnce(&mut eventbox::config::ServeOptions)) -> TestApp {
+    serve_app(loaded_with(&demo_data(), configure)).await
 }
 
 fn addr(app: &TestApp) -> std::net::SocketAddr {
@@ -252,11 +249,7 @@ async fn content_length_with_transfer_encoding_is_answered_once_and_closed() {
 
 #[tokio::test]
 async fn a_body_not_arriving_in_time_is_408_and_the_connection_closes() {
-    let app = demo_with(Limits {
-        body_timeout: Duration::from_millis(300),
-        ..Limits::default()
-    })
-    .await;
+    let app = demo_with(|o| o.body_timeout = Duration::from_millis(300)).await;
     let request = format!(
         "GET /api/v1/payments/details HTTP/1.1\r\nHost: x\r\nAuthorization-Token: {DEMO_TOKEN}\r\n\
          Content-Type: application/json\r\nContent-Length: 60000\r\n\r\n{{"
@@ -293,12 +286,11 @@ async fn dripper(server: std::net::SocketAddr, source: [u8; 4]) -> Option<TcpStr
 
 #[tokio::test]
 async fn body_drippers_beyond_max_connections_leave_a_normal_client_answered_within_a_second() {
-    let limits = Limits {
-        max_connections: 16,
-        max_connections_per_ip: 4,
-        ..Limits::default()
-    };
-    let app = demo_with(limits).await;
+    let app = demo_with(|o| {
+        o.max_connections = 16;
+        o.max_connections_per_ip = 4;
+    })
+    .await;
     let server = addr(&app);
     // 24 dripping connections from 127.0.0.2, more than --max-connections.
     let mut drippers = Vec::new();

@@ -269,9 +269,8 @@ async fn the_demo_bundles_answers_conform_to_the_document() {
 #[tokio::test]
 async fn the_journal_filtered_or_refused_conforms_to_the_document() {
     let doc = document();
-    let app = eventbox::app::App::new(&demo_data());
-    app.load().expect("loads");
-    let app = crate::helpers::serve_app_with(app, |s| *s = s.clone().with_journal(10)).await;
+    let app = crate::helpers::loaded_with(&demo_data(), |o| o.journal = 10);
+    let app = crate::helpers::serve_app(app).await;
     let details = "/api/v1/payments/details";
     for (content_type, body) in [
         ("application/json", &br#"{"reference": "PG2026000122"}"#[..]),

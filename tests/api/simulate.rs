@@ -9,16 +9,16 @@ use eventbox::watch::WatchMode;
 use reqwest::StatusCode;
 use tokio::task::JoinSet;
 
-use crate::helpers::{raw_http1, serve_app_with, spawn_app, Answer, TempData, TestApp, DEMO_TOKEN};
+use crate::helpers::{
+    loaded_with, raw_http1, serve_app, spawn_app, Answer, TempData, TestApp, DEMO_TOKEN,
+};
 
 /// Serves `data` with the control headers on (and `max_delay`).
 async fn with_control(data: &std::path::Path, max_delay: Duration) -> TestApp {
-    let app = App::new(data);
-    app.load().expect("loads");
-    serve_app_with(app, |s| {
-        s.allow_control_headers = true;
-        s.max_delay = max_delay;
-    })
+    serve_app(loaded_with(data, |o| {
+        o.allow_control_headers = true;
+        o.max_delay = max_delay;
+    }))
     .await
 }
 
@@ -215,7 +215,7 @@ async fn a_reload_applies_a_changed_simulate_and_a_bad_one_keeps_the_last_good()
         .await
         .expect("watching starts");
     app.load().expect("loads");
-    let app = serve_app_with(app, |_| {}).await;
+    let app = serve_app(app).await;
     assert_eq!(app.get("/api/v1/event", DEMO_TOKEN).await.status, 200);
 
     let bundle_toml = |simulate: &str| format!("tokens = [\"{DEMO_TOKEN}\"]\n{simulate}");
@@ -282,9 +282,10 @@ async fn until_status(app: &TestApp, done: impl Fn(&[String]) -> bool) -> Vec<St
 async fn max_delay_caps_a_bundles_simulated_latency() {
     let data = TempData::new();
     data.with_simulating_demo("demo", "[simulate]\nlatency_ms = 5000\n");
-    let app = App::new(data.path());
-    app.load().expect("loads");
-    let app = serve_app_with(app, |s| s.max_delay = Duration::from_millis(100)).await;
+    let app = serve_app(loaded_with(data.path(), |o| {
+        o.max_delay = Duration::from_millis(100);
+    }))
+    .await;
 
     let start = Instant::now();
     let res = app.get("/api/v1/event", DEMO_TOKEN).await;
@@ -663,9 +664,7 @@ async fn a_bundles_fault_rate_breaks_its_answers_without_any_header() {
          [simulate.endpoints.payments]\nfault = \"truncate\"\n\
          [simulate.endpoints.submission]\nfault_rate = 0\n",
     );
-    let app = App::new(data.path());
-    app.load().expect("loads");
-    let app = serve_app_with(app, |s| *s = s.clone().with_journal(10)).await;
+    let app = serve_app(loaded_with(data.path(), |o| o.journal = 10)).await;
     let whole = spawn_app(&crate::helpers::demo_data())
         .await
         .get("/api/v1/payments", DEMO_TOKEN)
@@ -868,11 +867,10 @@ async fn a_refused_write_whose_body_was_read_keeps_the_connection() {
 async fn a_client_waiting_to_send_its_body_gets_the_simulated_refusal_first() {
     let data = crate::helpers::demo_data();
     let plain = with_control(&data, Duration::from_secs(5)).await;
-    let app = App::new(&data);
-    app.load().expect("loads");
-    let journaled = serve_app_with(app, |s| {
-        *s = s.clone().with_journal(10).with_control_headers(true);
-    })
+    let journaled = serve_app(loaded_with(&data, |o| {
+        o.journal = 10;
+        o.allow_control_headers = true;
+    }))
     .await;
     for (app, control, first) in [
         (&plain, "X-Eventbox-Status: 503", "HTTP/1.1 503"),

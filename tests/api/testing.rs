@@ -5,7 +5,7 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
-use eventbox::http::Cors;
+use eventbox::config::ServeOptions;
 use eventbox::problem::Location;
 use eventbox::testing::{Bundle, Expect, StartError, TestServer};
 use serde_json::{json, Value};
@@ -346,8 +346,11 @@ fn unusable_names_and_paths_are_refused() {
 #[tokio::test]
 async fn builder_options_reach_the_server() {
     let plain = TestServer::from_folder(demo_data())
+        .options(ServeOptions {
+            cors_origin: vec!["none".into()],
+            ..ServeOptions::default()
+        })
         .compression(false)
-        .cors(Cors::Off)
         .start()
         .expect("the demo starts");
     let default = TestServer::start(demo_data()).expect("the demo starts");

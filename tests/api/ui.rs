@@ -253,14 +253,10 @@ async fn from_another_machine_the_status_page_asks_for_the_admin_token_then_show
     let Some((_driver, browser)) = browser().await else {
         return;
     };
-    let app = eventbox::app::App::new(&crate::helpers::demo_data());
-    app.load().expect("the demo loads");
-    let server = crate::helpers::serve_app_at(ip, app, |s| {
-        *s = s
-            .clone()
-            .with_admin_token(Some(eventbox::token::Token::new(SECRET)))
-    })
-    .await;
+    let app = crate::helpers::loaded_with(&crate::helpers::demo_data(), |o| {
+        o.admin_token = Some(eventbox::token::Token::new(SECRET));
+    });
+    let server = crate::helpers::serve_app_at(ip, app).await;
     browser
         .goto(&format!("{}/_ui", server.base))
         .await
