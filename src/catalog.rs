@@ -9,7 +9,6 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
@@ -767,7 +766,7 @@ impl Catalog {
                 unserved.insert(t.clone(), Arc::clone(&named));
             }
         }
-        Snapshot::new(by_token, self.status_body())
+        Snapshot::new(by_token, self.status())
             .with_unserved(unserved)
             .with_watch_lost(self.watch_lost.is_some())
             .with_storage_failing(self.storage_failing.is_some())
@@ -782,8 +781,8 @@ impl Catalog {
             .count()
     }
 
-    fn status_body(&self) -> Bytes {
-        prepare::status_with(
+    fn status(&self) -> prepare::Status {
+        prepare::Status::new(
             self.entries.values(),
             self.watch_lost.as_ref(),
             self.storage_failing.as_ref(),

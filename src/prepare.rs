@@ -1027,24 +1027,93 @@ fn timestamp(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Secs, true)
 }
 
-#[derive(Serialize)]
-struct StatusBody<'a> {
+/// The `/status` of one snapshot, typed: every bundle folder as the catalog saw it at the
+/// reload. What changes between reloads (each bundle's write queue, the state log's trouble) is
+/// added when it is asked for, by [`Status::body`].
+#[derive(Debug, Default, Serialize)]
+pub(crate) struct Status {
     /// Present only while the file watch is lost.
     #[serde(skip_serializing_if = "Option::is_none")]
-    watch: Option<&'a Condition>,
+    watch: Option<Condition>,
     /// Present only while object storage (`--data s3://...`) cannot be read: the bundles below
     /// are the last ones mirrored.
     #[serde(skip_serializing_if = "Option::is_none")]
-    storage: Option<&'a Condition>,
+    storage: Option<Condition>,
     /// The bundles in object storage the last poll could not mirror, by name: incomplete by
     /// their manifest, or failing to be read or written. Present only when there is one.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    storage_bundles: &'a BTreeMap<String, Condition>,
+    storage_bundles: BTreeMap<String, Condition>,
     /// Present only while the last reload could not list the data folder (the bundles below
     /// are then the previous reload's).
     #[serde(skip_serializing_if = "Option::is_none")]
-    data_folder_error: Option<&'a str>,
-    bundles: Vec<BundleStatus<'a>>,
+    data_folder_error: Option<String>,
+    #[serde(skip)]
+    bundles: Vec<BundleStatus>,
+}
+
+impl Status {
+    /// The status of every bundle folder, in name order, with the file watch's loss when it is
+    /// lost, and why the data folder could not be listed when it could not.
+    pub(crate) fn new<'a>(
+        entries: impl Iterator<Item = &'a Entry>,
+        watch: Option<&Condition>,
+        storage: Option<&Condition>,
+        storage_bundles: &BTreeMap<String, Condition>,
+        data_folder_error: Option<&str>,
+        sources: &crate::kiosk::Sources,
+    ) -> Status {
+        Status {
+            watch: watch.cloned(),
+            storage: storage.cloned(),
+            storage_bundles: storage_bundles.clone(),
+            data_folder_error: data_folder_error.map(str::to_string),
+            bundles: entries.map(|e| bundle_status(e, sources)).collect(),
+        }
+    }
+
+    /// The `/status` body: each bundle with its `queue` from `queues` (by bundle name; those of
+    /// bundles no longer listed under `queues_of_missing_bundles`, shown, not hidden), and
+    /// `state_log` while the `--state` log fails.
+    pub(crate) fn body(
+        &self,
+        mut queues: BTreeMap<String, Value>,
+        state_log: Option<&Condition>,
+    ) -> Bytes {
+        #[derive(Serialize)]
+        struct Body<'a> {
+            #[serde(flatten)]
+            status: &'a Status,
+            bundles: Vec<Shown<'a>>,
+            #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+            queues_of_missing_bundles: BTreeMap<String, Value>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            state_log: Option<&'a Condition>,
+        }
+        #[derive(Serialize)]
+        struct Shown<'a> {
+            #[serde(flatten)]
+            bundle: &'a BundleStatus,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            queue: Option<Value>,
+        }
+        let bundles = self
+            .bundles
+            .iter()
+            .map(|bundle| Shown {
+                bundle,
+                queue: queues.remove(&bundle.name),
+            })
+            .collect();
+        let body = Body {
+            status: self,
+            bundles,
+            queues_of_missing_bundles: queues,
+            state_log,
+        };
+        // Only strings, numbers, booleans and the queues' own JSON: it cannot fail.
+        serde_json::to_vec(&body)
+            .map_or_else(|_| Bytes::from_static(b"{\"bundles\":[]}"), Bytes::from)
+    }
 }
 
 /// Something wrong that goes on: its state, since when and why (`/status`'s `watch`, `lost`;
@@ -1080,19 +1149,19 @@ impl Condition {
     }
 }
 
-#[derive(Serialize)]
-struct BundleStatus<'a> {
-    name: &'a str,
+#[derive(Debug, Serialize)]
+struct BundleStatus {
+    name: String,
     served: bool,
     id_event: Option<i64>,
-    title: Option<&'a str>,
+    title: Option<String>,
     /// How many tokens its bundle.toml names; never the tokens.
     tokens: usize,
     /// How many app keys the served version's company routes take (`app_keys`; absent: any);
     /// never the keys.
     #[serde(skip_serializing_if = "Option::is_none")]
     app_keys: Option<usize>,
-    records: Option<&'a Records>,
+    records: Option<Records>,
     /// When the served version was loaded.
     loaded_at: Option<String>,
     /// When the folder was last read (the errors below are that attempt's).
@@ -1113,7 +1182,7 @@ struct BundleStatus<'a> {
     simulate: Option<serde_json::Value>,
 }
 
-fn bundle_status<'a>(e: &'a Entry, sources: &crate::kiosk::Sources) -> BundleStatus<'a> {
+fn bundle_status(e: &Entry, sources: &crate::kiosk::Sources) -> BundleStatus {
     let served = e.serving.as_deref();
     let lines = |severity| {
         e.all_problems()
@@ -1122,13 +1191,13 @@ fn bundle_status<'a>(e: &'a Entry, sources: &crate::kiosk::Sources) -> BundleSta
             .collect()
     };
     BundleStatus {
-        name: &e.name,
+        name: e.name.clone(),
         served: served.is_some(),
         id_event: served.map(|v| v.summary.id_event),
-        title: served.map(|v| v.summary.title.as_str()),
+        title: served.map(|v| v.summary.title.clone()),
         tokens: e.tokens.len(),
         app_keys: served.and_then(|v| v.prepared.app_key_count()),
-        records: served.map(|v| &v.summary.records),
+        records: served.map(|v| v.summary.records.clone()),
         loaded_at: served.map(|v| timestamp(v.loaded_at)),
         checked_at: timestamp(e.checked_at),
         errors: lines(Severity::Error),
@@ -1148,27 +1217,6 @@ fn bundle_status<'a>(e: &'a Entry, sources: &crate::kiosk::Sources) -> BundleSta
             .map(|h| h.status(Utc::now())),
         simulate: served.and_then(|v| Some(v.prepared.simulation.as_ref()?.shown())),
     }
-}
-
-/// The `/status` body of every bundle folder, in name order, with the file watch's loss when it is lost, and why the data folder could not
-/// be listed when it could not.
-pub(crate) fn status_with<'a>(
-    entries: impl Iterator<Item = &'a Entry>,
-    watch: Option<&Condition>,
-    storage: Option<&Condition>,
-    storage_bundles: &BTreeMap<String, Condition>,
-    data_folder_error: Option<&str>,
-    sources: &crate::kiosk::Sources,
-) -> Bytes {
-    let body = StatusBody {
-        watch,
-        storage,
-        storage_bundles,
-        data_folder_error,
-        bundles: entries.map(|e| bundle_status(e, sources)).collect(),
-    };
-    // Only strings, integers and booleans: serialisation cannot fail.
-    serde_json::to_vec(&body).map_or_else(|_| Bytes::from_static(b"{\"bundles\":[]}"), Bytes::from)
 }
 
 #[cfg(test)]

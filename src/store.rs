@@ -9,18 +9,18 @@ use std::collections::HashMap;
 use std::hash::RandomState;
 use std::sync::Arc;
 
-use crate::prepare::Prepared;
+use crate::prepare::{Prepared, Status};
 use crate::token::{Token, TokenRef};
 use arc_swap::{ArcSwap, Guard};
 use bytes::Bytes;
 
-/// Everything served at one moment: token → bundle answers, and the `/status` body.
+/// Everything served at one moment: token → bundle answers, and the `/status` of the bundles.
 #[derive(Debug, Default)]
 pub(crate) struct Snapshot {
     /// hashbrown (std's hasher, randomly keyed) for its `Equivalent` lookups: a request looks
     /// its borrowed token up, compared in constant time, without making a `Token`.
     by_token: hashbrown::HashMap<Token, Arc<Prepared>, RandomState>,
-    status: Bytes,
+    status: Status,
     /// False for the empty snapshot served until the first load is published.
     ready: bool,
     /// The file watch is lost (the data folder was removed or replaced): `/readyz` says so.
@@ -55,7 +55,7 @@ impl Unserved {
 
 impl Snapshot {
     /// A published snapshot (ready).
-    pub(crate) fn new(by_token: HashMap<Token, Arc<Prepared>>, status: Bytes) -> Snapshot {
+    pub(crate) fn new(by_token: HashMap<Token, Arc<Prepared>>, status: Status) -> Snapshot {
         Snapshot {
             by_token: by_token.into_iter().collect(),
             status,
@@ -124,8 +124,8 @@ impl Snapshot {
         self.by_token.get(&token).map(Arc::as_ref)
     }
 
-    /// The `/status` body.
-    pub(crate) fn status(&self) -> &Bytes {
+    /// The `/status` of the bundles.
+    pub(crate) fn status(&self) -> &Status {
         &self.status
     }
 

@@ -897,25 +897,14 @@ impl Writes {
 
     /// The `/status` body: the snapshot's `status` with each bundle's `queue` (kiosk mode) and,
     /// while the `--state` log fails, `state_log`.
-    pub(crate) fn status(&self, status: &bytes::Bytes) -> bytes::Bytes {
-        let with_queue = self.queue.with_queue(status);
+    pub(crate) fn status(&self, status: &crate::prepare::Status) -> bytes::Bytes {
         let trouble = self
             .trouble
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .1
             .clone();
-        let Some(trouble) = trouble else {
-            return with_queue;
-        };
-        let Ok(serde_json::Value::Object(mut body)) = serde_json::from_slice(&with_queue) else {
-            return with_queue;
-        };
-        let Ok(trouble) = serde_json::to_value(trouble) else {
-            return with_queue;
-        };
-        body.insert("state_log".into(), trouble);
-        serde_json::to_vec(&body).map_or(with_queue, bytes::Bytes::from)
+        status.body(self.queue.by_bundle(), trouble.as_ref())
     }
 
     fn bundles(&self) -> MutexGuard<'_, HashMap<String, BundleWrites>> {
@@ -1388,7 +1377,7 @@ mod tests {
     #[tokio::test]
     async fn status_shows_the_state_log_failing_until_a_line_is_saved() {
         let writes = Arc::new(Writes::new(false));
-        let status = bytes::Bytes::from_static(b"{\"bundles\":[]}");
+        let status = crate::prepare::Status::default();
         let settled = |seq: u64, result: std::io::Result<()>| {
             let (synced, wait) = tokio::sync::oneshot::channel();
             let done = writes.settle("b", Mark { seq, epoch: 0 }, wait);

@@ -862,51 +862,10 @@ impl Queue {
             .count()
     }
 
-    /// `/status` with each bundle's `queue` (`pending`, `parked`, `rejected`) added, when any
-    /// bundle has one; the prepared body as it is otherwise (no work while nothing was written).
-    pub(crate) fn with_queue(&self, status: &bytes::Bytes) -> bytes::Bytes {
-        {
-            let inner = self.inner();
-            if inner.pending.is_empty() && inner.parked.is_empty() && inner.rejected.is_empty() {
-                return status.clone();
-            }
-        }
-        let queue = self.body();
-        let Ok(Value::Object(mut queues)) = serde_json::from_slice::<Value>(&queue) else {
-            return status.clone();
-        };
-        let Some(Value::Object(mut bundles)) = queues.remove("bundles") else {
-            return status.clone();
-        };
-        if bundles.is_empty() {
-            return status.clone();
-        }
-        let Ok(mut v) = serde_json::from_slice::<Value>(status) else {
-            return status.clone();
-        };
-        if let Some(list) = v.get_mut("bundles").and_then(Value::as_array_mut) {
-            for b in list {
-                let name = b
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string();
-                if let (Some(q), Some(obj)) = (bundles.remove(&name), b.as_object_mut()) {
-                    obj.insert("queue".into(), q);
-                }
-            }
-        }
-        // Writes of a bundle whose folder is gone wait all the same: shown, not hidden.
-        if let (false, Some(obj)) = (bundles.is_empty(), v.as_object_mut()) {
-            obj.insert("queues_of_missing_bundles".into(), Value::Object(bundles));
-        }
-        serde_json::to_vec(&v).map_or_else(|_| status.clone(), bytes::Bytes::from)
-    }
-
-    /// `GET /_queue`: per bundle, how many entries wait and the `next` one to go (with why it
+    /// Per bundle that has any, how many entries wait and the `next` one to go (with why it
     /// waits, once the source failed it), which are parked (with why) and which the source
-    /// refused (with the source's answer), oldest first.
-    pub(crate) fn body(&self) -> bytes::Bytes {
+    /// refused (with the source's answer), oldest first: `/_queue`, and `/status`'s `queue`.
+    pub(crate) fn by_bundle(&self) -> BTreeMap<String, Value> {
         #[derive(Serialize, Default)]
         struct Of<'a> {
             pending: usize,
@@ -974,7 +933,15 @@ impl Queue {
                 .rejected
                 .push(r.clone());
         }
-        let body = serde_json::json!({ "bundles": bundles });
+        bundles
+            .into_iter()
+            .filter_map(|(name, of)| Some((name.to_string(), serde_json::to_value(of).ok()?)))
+            .collect()
+    }
+
+    /// `GET /_queue`: [`Queue::by_bundle`] under `bundles`.
+    pub(crate) fn body(&self) -> bytes::Bytes {
+        let body = serde_json::json!({ "bundles": self.by_bundle() });
         serde_json::to_vec(&body).map_or_else(|_| bytes::Bytes::new(), bytes::Bytes::from)
     }
 
