@@ -81,9 +81,9 @@ impl App {
             crate::memfile::turn_off();
         }
         let store = Arc::new(Store::new(Snapshot::default()));
-        let metrics = Arc::new(Metrics::new());
         let sources = Arc::new(crate::kiosk::Sources::default());
-        metrics.track_sources(Arc::clone(&sources));
+        let writes = Arc::new(Writes::new(options.read_only));
+        let metrics = Arc::new(Metrics::new(Arc::clone(&sources), Arc::clone(&writes)));
         let reloader = Arc::new(
             Reloader::new(
                 Catalog::new(&options.data)
@@ -96,8 +96,6 @@ impl App {
             )
             .following_sources(options.refresh_every.is_some()),
         );
-        let writes = Arc::new(Writes::new(options.read_only));
-        metrics.track_writes(Arc::clone(&writes));
         App {
             store,
             metrics,

@@ -7,6 +7,7 @@
 //! so the no-serialisation rule of the API paths does not apply to it).
 
 use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 use std::time::Duration;
 
 use prometheus_client::collector::Collector;
@@ -67,18 +68,12 @@ pub(crate) struct Metrics {
     writes_queued: Family<QueueLabels, Gauge>,
     state_log_failing: Gauge,
     /// The sources whose snapshot ages are computed when scraped.
-    sources: std::sync::OnceLock<std::sync::Arc<crate::kiosk::Sources>>,
+    sources: Arc<crate::kiosk::Sources>,
     /// The writes whose queue and state log are read when scraped.
-    writes: std::sync::OnceLock<std::sync::Arc<crate::writes::Writes>>,
+    writes: Arc<crate::writes::Writes>,
     /// Held while a scrape sets the values read then and encodes them: two scrapes at once
     /// would otherwise clear each other's series.
     scraping: std::sync::Mutex<()>,
-}
-
-impl Default for Metrics {
-    fn default() -> Self {
-        Metrics::new()
-    }
 }
 
 /// The memory file of large bodies ([`crate::memfile`]), read when scraped: one per process.
@@ -113,7 +108,12 @@ fn registered<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str
 }
 
 impl Metrics {
-    pub(crate) fn new() -> Metrics {
+    /// The metrics of a server whose sources' snapshot ages and writes' queue and state log
+    /// are read when scraped.
+    pub(crate) fn new(
+        sources: Arc<crate::kiosk::Sources>,
+        writes: Arc<crate::writes::Writes>,
+    ) -> Metrics {
         let mut registry = Registry::with_prefix("eventbox");
         let r = &mut registry;
         Metrics {
@@ -172,8 +172,8 @@ impl Metrics {
                 "1 while the latest write could not be saved in the --state folder (writes are refused with 500 until one can be), 0 otherwise",
                 Gauge::default(),
             ),
-            sources: std::sync::OnceLock::new(),
-            writes: std::sync::OnceLock::new(),
+            sources,
+            writes,
             scraping: std::sync::Mutex::new(()),
             registry: {
                 registry.register_collector(Box::new(MemoryFile));
@@ -230,16 +230,6 @@ impl Metrics {
         }
     }
 
-    /// Reports the snapshot ages of `sources` when scraped (set once, by the `App`).
-    pub(crate) fn track_sources(&self, sources: std::sync::Arc<crate::kiosk::Sources>) {
-        let _ = self.sources.set(sources);
-    }
-
-    /// Reports the queue and the state log of `writes` when scraped (set once, by the `App`).
-    pub(crate) fn track_writes(&self, writes: std::sync::Arc<crate::writes::Writes>) {
-        let _ = self.writes.set(writes);
-    }
-
     /// Records whether a followed bundle's source is online.
     pub(crate) fn set_upstream(&self, bundle: &str, up: bool) {
         self.upstream_up
@@ -259,33 +249,29 @@ impl Metrics {
     /// The text exposition of every metric.
     pub(crate) fn render(&self) -> String {
         let _scraping = self.scraping.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(sources) = self.sources.get() {
-            let now = chrono::Utc::now();
-            self.snapshot_age.clear();
-            for (bundle, health) in sources.all() {
-                if let Some(age) = health.age_seconds(now) {
-                    self.snapshot_age
-                        .get_or_create(&BundleLabels { bundle })
-                        .set(age as f64);
-                }
+        let now = chrono::Utc::now();
+        self.snapshot_age.clear();
+        for (bundle, health) in self.sources.all() {
+            if let Some(age) = health.age_seconds(now) {
+                self.snapshot_age
+                    .get_or_create(&BundleLabels { bundle })
+                    .set(age as f64);
             }
         }
-        if let Some(writes) = self.writes.get() {
-            self.writes_queued.clear();
-            for (bundle, counts) in writes.queue.counts_by_bundle() {
-                for (state, n) in ["pending", "parked", "rejected"].into_iter().zip(counts) {
-                    let labels = QueueLabels {
-                        bundle: bundle.clone(),
-                        state,
-                    };
-                    self.writes_queued
-                        .get_or_create(&labels)
-                        .set(i64::try_from(n).unwrap_or(i64::MAX));
-                }
+        self.writes_queued.clear();
+        for (bundle, counts) in self.writes.queue.counts_by_bundle() {
+            for (state, n) in ["pending", "parked", "rejected"].into_iter().zip(counts) {
+                let labels = QueueLabels {
+                    bundle: bundle.clone(),
+                    state,
+                };
+                self.writes_queued
+                    .get_or_create(&labels)
+                    .set(i64::try_from(n).unwrap_or(i64::MAX));
             }
-            self.state_log_failing
-                .set(i64::from(writes.state_failing()));
         }
+        self.state_log_failing
+            .set(i64::from(self.writes.state_failing()));
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = encode(&mut out, &self.registry);
@@ -299,7 +285,7 @@ mod tests {
 
     #[test]
     fn renders_what_was_observed() {
-        let m = Metrics::new();
+        let m = Metrics::new(Arc::default(), Arc::new(crate::writes::Writes::new(false)));
         m.observe_request("event", 200, Duration::from_micros(40));
         m.observe_load(false);
         m.set_load_errors([("demo", 2)].into_iter(), &[]);
