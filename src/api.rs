@@ -236,6 +236,10 @@ pub(crate) enum Pull {
     /// One request to the path; `count` gives the records of its answer for the summary.
     List {
         count: fn(&Value) -> Option<usize>,
+        /// A 404 whose body is an empty list is that list, empty (the platform's answer for
+        /// attendees when there are none); false where a 404 is no answer (the event, the
+        /// payments).
+        empty_404: bool,
     },
     /// One request per payment reference, after the lists.
     PerPayment,
@@ -277,6 +281,7 @@ fn len(v: &Value) -> Option<usize> {
 /// Fetched by `pull`, its records counted in `data`.
 const DATA_LIST: Pull = Pull::List {
     count: |v| len(&v["data"]),
+    empty_404: true,
 };
 
 /// The decoder of a file that must be present.
@@ -308,6 +313,7 @@ pub(crate) static API: [Endpoint; 20] = [
         feed: Feed::File(required!(bodies::event_body)),
         pull: Pull::List {
             count: |v| len(&v["data"]).or_else(|| len(v)).or(Some(1)),
+            empty_404: false,
         },
         app: false,
     },
@@ -316,7 +322,10 @@ pub(crate) static API: [Endpoint; 20] = [
         path: "/api/v1/payments",
         methods: &[("GET", "getPayments"), ("HEAD", "headPayments")],
         feed: Feed::Stream,
-        pull: DATA_LIST,
+        pull: Pull::List {
+            count: |v| len(&v["data"]),
+            empty_404: false,
+        },
         app: false,
     },
     Endpoint {
@@ -334,6 +343,7 @@ pub(crate) static API: [Endpoint; 20] = [
         feed: Feed::File(optional!(bodies::submission_body)),
         pull: Pull::List {
             count: |v| Some(len(&v["submission_type"]["data"])? + len(&v["topic_area"]["data"])?),
+            empty_404: true,
         },
         app: false,
     },
@@ -344,6 +354,7 @@ pub(crate) static API: [Endpoint; 20] = [
         feed: Feed::File(optional!(bodies::nested_body::<Submission>)),
         pull: Pull::List {
             count: |v| len(&v["submission"]["data"]),
+            empty_404: true,
         },
         app: false,
     },
@@ -354,6 +365,7 @@ pub(crate) static API: [Endpoint; 20] = [
         feed: Feed::File(optional!(bodies::hotsite_body)),
         pull: Pull::List {
             count: |v| len(&v["areasSite"]),
+            empty_404: true,
         },
         app: false,
     },
@@ -424,6 +436,7 @@ pub(crate) static API: [Endpoint; 20] = [
         feed: Feed::File(optional!(bodies::nested_body::<Certificate>)),
         pull: Pull::List {
             count: |v| len(&v["certificates"]["data"]),
+            empty_404: true,
         },
         app: false,
     },

@@ -489,11 +489,17 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
         let mut got = fetcher
             .get_if(&url, None, conditional.tag(&key, &old_file), &progress)
             .await?;
-        // A 404 with an empty list is that list, empty (the platform's answer for attendees
-        // when there are none); not for the event or the payments, whose 404 is no answer.
         if let Some(e) = got.not_found.take() {
             let empty = got.body.as_deref().is_some_and(fetch::empty_list);
-            if !empty || ["event", "payments"].contains(&file) {
+            if !(empty
+                && matches!(
+                    endpoint.pull,
+                    api::Pull::List {
+                        empty_404: true,
+                        ..
+                    }
+                ))
+            {
                 return Err(e);
             }
         }
@@ -834,7 +840,7 @@ pub(crate) fn quoted(text: &str) -> String {
 
 /// The records an answer holds, for the summary (as its table entry counts them).
 fn count_records(endpoint: &api::Endpoint, body: &[u8]) -> Option<usize> {
-    let api::Pull::List { count } = endpoint.pull else {
+    let api::Pull::List { count, .. } = endpoint.pull else {
         return None;
     };
     count(&serde_json::from_slice(crate::read::without_bom(body)).ok()?)
