@@ -1071,12 +1071,14 @@ impl Status {
         }
     }
 
-    /// The `/status` body: each bundle with its `queue` from `queues` (by bundle name; those of
-    /// bundles no longer listed under `queues_of_missing_bundles`, shown, not hidden), and
-    /// `state_log` while the `--state` log fails.
+    /// The `/status` body: each bundle with its `queue` from `queues` and its `reprint` from
+    /// `reprints` (by bundle name; the queues of bundles no longer listed under
+    /// `queues_of_missing_bundles`, shown, not hidden), and `state_log` while the `--state` log
+    /// fails.
     pub(crate) fn body(
         &self,
         mut queues: BTreeMap<String, Value>,
+        mut reprints: BTreeMap<String, Value>,
         state_log: Option<&Condition>,
     ) -> Bytes {
         #[derive(Serialize)]
@@ -1095,6 +1097,8 @@ impl Status {
             bundle: &'a BundleStatus,
             #[serde(skip_serializing_if = "Option::is_none")]
             queue: Option<Value>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            reprint: Option<Value>,
         }
         let bundles = self
             .bundles
@@ -1102,6 +1106,7 @@ impl Status {
             .map(|bundle| Shown {
                 bundle,
                 queue: queues.remove(&bundle.name),
+                reprint: reprints.remove(&bundle.name),
             })
             .collect();
         let body = Body {

@@ -213,16 +213,7 @@ async fn run(writes: Arc<Writes>, sources: Arc<Sources>, reloader: Arc<Reloader>
                 bundle: &bundle,
                 max_bytes,
             };
-            let (reached, stopped) = match round(&to, &writes, &mut looked).await {
-                Ok(reached) => (reached, None),
-                Err(stop) => (stop.reached, Some(stop)),
-            };
-            // Said when the source answers again, also when the round stopped after (two
-            // outages in a row read as one, and the writes between them went unsaid).
-            if reached && said.remove(&bundle).is_some() {
-                tracing::info!(bundle = %bundle, pending = writes.queue.pending(&bundle), "writes reach the source again");
-            }
-            match stopped {
+            match round(&to, &writes, &mut looked, &mut said).await.err() {
                 None => {
                     backoff.succeeded(&bundle);
                     writes.queue.waits(&bundle, None);
@@ -308,30 +299,36 @@ struct Stop {
     /// The entry being sent when it failed (a maybe-sent registration's look-up included), if
     /// one was.
     seq: Option<u64>,
-    /// Whether the source answered an entry of the round before it stopped.
-    reached: bool,
 }
 
 impl Stop {
     /// A failure of the round's own look-up at the source, no entry's.
-    fn round(why: String, reached: bool) -> Stop {
-        Stop {
-            why,
-            seq: None,
-            reached,
-        }
+    fn round(why: String) -> Stop {
+        Stop { why, seq: None }
+    }
+}
+
+/// The source answered a write of `bundle`: its writes go. At once, not when the round ends
+/// (a later entry may take long): `/_queue` stops saying why they waited, and the log says they
+/// go again when it had said they wait (`said`; also when the round stops after, so two
+/// outages in a row do not read as one).
+fn going(writes: &Writes, bundle: &str, said: &mut HashMap<String, String>) {
+    writes.queue.waits(bundle, None);
+    if said.remove(bundle).is_some() {
+        tracing::info!(bundle = %bundle, pending = writes.queue.pending(bundle), "writes reach the source again");
     }
 }
 
 /// One round of a bundle: its parked check-ins that can go now, then its pending entries, in
-/// order, until none is left or one must wait (`Err`, with why). Whether the source answered
-/// any. `looked`: per bundle, when the data served here was loaded as the source's list was
-/// last read for its parked check-ins.
+/// order, until none is left or one must wait (`Err`, with why). `looked`: per bundle, when
+/// the data served here was loaded as the source's list was last read for its parked
+/// check-ins; `said`: per bundle, the wait the log said last ([`going`]).
 async fn round(
     to: &Source<'_>,
     writes: &Writes,
     looked: &mut HashMap<String, DateTime<Utc>>,
-) -> Result<bool, Stop> {
+    said: &mut HashMap<String, String>,
+) -> Result<(), Stop> {
     let bundle = to.bundle;
     let mut looked_up = false;
     let mut reached = false;
@@ -348,29 +345,24 @@ async fn round(
         if writes.queue.parked_to_look_up(bundle) {
             let loaded = served(to.reloader, bundle).await.ok().map(|s| s.loaded);
             if looked.get(bundle) != loaded.as_ref() {
-                look_up(to, writes, looked)
-                    .await
-                    .map_err(|why| Stop::round(why, reached))?;
+                look_up(to, writes, looked).await.map_err(Stop::round)?;
                 looked_up = true;
                 continue;
             }
         }
         let Some((entry, parked)) = picked else {
-            return Ok(reached);
+            return Ok(());
         };
         // Someone registered here whose ids at the source are not known: looked up by e-mail
         // (once a round), then parked check-ins of theirs go before this entry.
         if !looked_up && writes.queue.needs_look_up(&entry) {
-            look_up(to, writes, looked)
-                .await
-                .map_err(|why| Stop::round(why, reached))?;
+            look_up(to, writes, looked).await.map_err(Stop::round)?;
             looked_up = true;
             continue;
         }
         let went = send(to, writes, &entry).await.map_err(|why| Stop {
             why,
             seq: Some(entry.seq),
-            reached,
         })?;
         if parked {
             tried.push(entry.seq);
@@ -378,7 +370,10 @@ async fn round(
                 tracing::info!(bundle, seq = entry.seq, path = %entry.request.path, "parked check-ins sent: the source lists whom they name now");
             }
         }
-        reached |= matches!(went, Went::Accepted | Went::Refused);
+        if !reached && matches!(went, Went::Accepted | Went::Refused) {
+            reached = true;
+            going(writes, bundle, said);
+        }
         // The source lists one more person now: a later look-up reads its list again.
         if writes.queue.registration_of(&entry).is_some() {
             looked_up = false;

@@ -40,9 +40,8 @@ pub(crate) enum LogError {
         source: io::Error,
     },
     #[error(
-        "{path}: in use by another eventbox process (one just stopped may hold it a moment \
-         longer: then start again); a state folder belongs to one process \
-         (give each its own --state)"
+        "{path}: in use by another eventbox process (waited {LOCK_GRACE:?} for it to stop); \
+         a state folder belongs to one process (give each its own --state)"
     )]
     InUse { path: PathBuf },
     #[error("{path}:{line}: not a write eventbox logged ({message}); the file was left as it is")]
@@ -105,24 +104,39 @@ fn cannot_lock(e: &io::Error) -> bool {
     e.kind() == io::ErrorKind::Unsupported
 }
 
+/// How long a start waits for the lock of another process: one killed a moment ago holds it
+/// until the kernel has torn it down (a restart typed right after `kill -9` met it).
+const LOCK_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// Takes `file`'s exclusive lock (`flock`), held until it is closed: a second process on the
-/// same state folder fails to start rather than interleave its lines and numbers with this
-/// one's. A file system that has no such locks (some network ones) is used without, with a
-/// warning.
+/// same state folder fails to start (after [`LOCK_GRACE`]) rather than interleave its lines
+/// and numbers with this one's. A file system that has no such locks (some network ones) is
+/// used without, with a warning.
 fn lock(file: &File, path: &Path) -> Result<(), LogError> {
-    match file.try_lock() {
-        Ok(()) => Ok(()),
-        Err(std::fs::TryLockError::WouldBlock) => Err(LogError::InUse {
-            path: path.to_path_buf(),
-        }),
-        Err(std::fs::TryLockError::Error(e)) if cannot_lock(&e) => {
-            tracing::warn!(path = %path.display(), error = %e, "the state folder's file system cannot lock files: make sure no other process uses it");
-            Ok(())
-        }
-        Err(std::fs::TryLockError::Error(source)) => Err(LogError::Io {
-            path: path.to_path_buf(),
-            source,
-        }),
+    let deadline = std::time::Instant::now() + LOCK_GRACE;
+    let mut said = false;
+    loop {
+        return match file.try_lock() {
+            Ok(()) => Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
+                if !std::mem::replace(&mut said, true) {
+                    tracing::info!(path = %path.display(), "the state log is held by another process: waiting up to {LOCK_GRACE:?} for it to stop");
+                }
+                thread::sleep(std::time::Duration::from_millis(50));
+                continue;
+            }
+            Err(std::fs::TryLockError::WouldBlock) => Err(LogError::InUse {
+                path: path.to_path_buf(),
+            }),
+            Err(std::fs::TryLockError::Error(e)) if cannot_lock(&e) => {
+                tracing::warn!(path = %path.display(), error = %e, "the state folder's file system cannot lock files: make sure no other process uses it");
+                Ok(())
+            }
+            Err(std::fs::TryLockError::Error(source)) => Err(LogError::Io {
+                path: path.to_path_buf(),
+                source,
+            }),
+        };
     }
 }
 

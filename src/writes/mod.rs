@@ -904,7 +904,11 @@ impl Writes {
             .unwrap_or_else(|e| e.into_inner())
             .1
             .clone();
-        status.body(self.queue.by_bundle(), trouble.as_ref())
+        status.body(
+            self.queue.by_bundle(),
+            self.queue.reprints(),
+            trouble.as_ref(),
+        )
     }
 
     fn bundles(&self) -> MutexGuard<'_, HashMap<String, BundleWrites>> {

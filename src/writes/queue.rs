@@ -939,6 +939,39 @@ impl Queue {
             .collect()
     }
 
+    /// Per bundle that has any, the registrations made here that the source knows by another
+    /// check-in code (its id here, e-mail, the code on its badge, the source's): a badge that
+    /// shows a code naming someone else there, or no one. `/status`'s `reprint`.
+    pub(crate) fn reprints(&self) -> BTreeMap<String, Value> {
+        #[derive(Serialize)]
+        struct Reprint<'a> {
+            id: i64,
+            email: &'a str,
+            code: i64,
+            code_at_source: i64,
+        }
+        let inner = self.inner();
+        let mut reprints = BTreeMap::new();
+        for (bundle, made_here) in &inner.here {
+            let of: Vec<Reprint> = made_here
+                .iter()
+                .filter_map(|h| {
+                    let (_, code_at_source) = h.source.filter(|&(_, c)| c != h.local_code)?;
+                    Some(Reprint {
+                        id: h.local_id,
+                        email: &h.email,
+                        code: h.local_code,
+                        code_at_source,
+                    })
+                })
+                .collect();
+            if let (false, Ok(of)) = (of.is_empty(), serde_json::to_value(of)) {
+                reprints.insert(bundle.clone(), of);
+            }
+        }
+        reprints
+    }
+
     /// `GET /_queue`: [`Queue::by_bundle`] under `bundles`.
     pub(crate) fn body(&self) -> bytes::Bytes {
         let body = serde_json::json!({ "bundles": self.by_bundle() });

@@ -986,6 +986,68 @@ async fn writes_a_firewall_blocks_wait_and_a_pending_one_can_be_dismissed() {
     );
 }
 
+/// Writes that waited go again: once the source takes the first one, `/_queue` stops saying
+/// why they waited, also while the next one is still being sent. Before, the old failure
+/// stayed until the round ended (a slow send: 20 s), under an online badge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_the_source_takes_a_write_the_queue_stops_saying_why_they_waited() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use crate::pull::Act;
+
+    // 0: blocked by a firewall; then the first registration goes and the next ones hang.
+    let phase = Arc::new(AtomicUsize::new(0));
+    let sent = Arc::clone(&phase);
+    let (_source_at, source) = Source::start().await;
+    let (proxy, desk) = desk_behind(&source, move || match sent.load(Ordering::SeqCst) {
+        0 => Some(Act::Answer(
+            403,
+            vec![("content-type", "text/html".into())],
+            "<html>Request blocked</html>".into(),
+        )),
+        1 if sent
+            .compare_exchange(1, 2, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok() =>
+        {
+            None
+        }
+        _ => Some(Act::Stall(Duration::from_secs(60))),
+    })
+    .await;
+    let kiosk = &desk.server;
+    let why = one_registration_waiting(kiosk, &proxy, "Ana Espera", "ana.espera@exemplo.com").await;
+    assert!(why.contains("403"), "{why}");
+    register(kiosk, "Bia Espera", "bia.espera@exemplo.com").await;
+
+    phase.store(1, Ordering::SeqCst);
+    let source = &source;
+    until(
+        Duration::from_secs(10),
+        "Ana at the source",
+        || async move {
+            emails(source)
+                .await
+                .contains(&"ana.espera@exemplo.com".to_string())
+                .then_some(())
+        },
+    )
+    .await;
+    let queue = until(
+        Duration::from_secs(5),
+        "the wait no longer shown",
+        || async {
+            let queue = kiosk.send(Method::GET, "/_queue", None, None).await.json();
+            queue["bundles"]["demo"]["waits"].is_null().then_some(queue)
+        },
+    )
+    .await;
+    assert_eq!(
+        queue["bundles"]["demo"]["pending"], 1,
+        "Bia's send hangs: {queue}"
+    );
+}
+
 /// A desk whose bundle.toml names its source by its origin, as written by hand
 /// (`url = "http://host/"`, which a refresh now keeps): its writes go to the API's paths there.
 /// Before, to `http://host//attendees/create`, which no source answers.
@@ -1398,7 +1460,9 @@ async fn a_kiosk_killed_at_random_moments_loses_no_acknowledged_write_and_double
 
 /// Two people given one check-in code, one at the source and one at an offline desk: when the
 /// desk's registration reaches the source, which gives it a new code, the desk's log says which
-/// registration's badge to reprint (by id, with both codes). Before, nothing said so.
+/// registration's badge to reprint (by id, with both codes), and so does `/status` (what the
+/// status page reads: an operator watching it sees it too). Before, nothing said so,
+/// then only the log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_registration_the_source_numbered_anew_is_named_in_the_log_with_both_codes() {
     let (_source_at, source) = Source::start().await;
@@ -1458,6 +1522,16 @@ async fn a_registration_the_source_numbered_anew_is_named_in_the_log_with_both_c
         || async move { served.stderr().contains(said.as_str()).then_some(()) },
     )
     .await;
+    let reprint = json!([{
+        "id": dora["id_attendees"],
+        "email": "dora.site@exemplo.com",
+        "code": dora["checkin_code"],
+        "code_at_source": at_source["checkin_code"],
+    }]);
+    let status = crate::helpers::answer(client.get(format!("{}/status", served.base)))
+        .await
+        .json();
+    assert_eq!(status["bundles"][0]["reprint"], reprint, "{status}");
 }
 
 /// Writes whose bundle folder is removed are kept, and the log says so: they wait for a folder

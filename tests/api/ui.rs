@@ -386,6 +386,24 @@ async fn a_page_whose_server_stopped_greys_what_it_shows_and_says_why() {
         said.starts_with("cannot reach eventbox") && said.contains("(shown: its last answer)"),
         "{said}"
     );
+    // Since the first failed round, not the latest: how long the desk has been down.
+    let since = |s: &str| {
+        Some(
+            s.split(" since ")
+                .nth(1)?
+                .split(" (tried")
+                .next()?
+                .to_string(),
+        )
+    };
+    let first = since(&said).unwrap_or_else(|| panic!("since when: {said}"));
+    let browser_ref = &browser;
+    let later = until(Duration::from_secs(15), "a later failed round", || async {
+        let now = text(browser_ref, "#when").await.unwrap_or_default();
+        (now != said).then_some(now)
+    })
+    .await;
+    assert_eq!(since(&later), Some(first), "{later}");
     assert!(
         browser
             .find(Locator::Css("[data-bundle=demo]"))

@@ -589,6 +589,41 @@ async fn refused_start(state: &Path) -> std::process::Output {
         .expect("eventbox runs")
 }
 
+/// A restart typed right after `kill -9` may find the state log still locked by the process
+/// being torn down: it waits for that lock a moment and starts. Before, it refused to start.
+#[tokio::test]
+async fn a_start_waits_for_the_lock_of_a_process_that_is_stopping() {
+    use std::io::BufRead;
+
+    let state = tempfile::tempdir().expect("tempdir");
+    let log = state.path().join("writes.jsonl");
+    // A process that holds the log's lock for 700 ms, then exits.
+    let mut holder = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import fcntl, sys, time\n\
+             f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX)\n\
+             print('locked', flush=True); time.sleep(0.7)",
+        ])
+        .arg(&log)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    let mut said = String::new();
+    std::io::BufReader::new(holder.stdout.take().expect("its stdout"))
+        .read_line(&mut said)
+        .expect("it says when it holds the lock");
+    assert_eq!(said.trim(), "locked");
+
+    let served = serve_demo(&["--state", state.path().to_str().expect("UTF-8")], &[]).await;
+
+    assert!(holder.wait().expect("the holder exits").success());
+    let client = crate::helpers::client();
+    let price = price_at(&served.base).await;
+    let made = register_at(&client, &served.base, "lock@exemplo.com", price).await;
+    assert_eq!(made.status, 200, "{}", made.text());
+}
+
 /// A second eventbox given the state folder a running one uses refuses to start (exit 2),
 /// naming the log: two would interleave their lines and number them alike. The same for a
 /// second `App` in one process. The first keeps taking writes, and a restart reads them.
