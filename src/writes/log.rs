@@ -40,8 +40,8 @@ pub(crate) enum LogError {
         source: io::Error,
     },
     #[error(
-        "{path}: in use by another eventbox process (waited {LOCK_GRACE:?} for it to stop); \
-         a state folder belongs to one process (give each its own --state)"
+        "{path}: in use by another eventbox process (or another App of this one), still after \
+         {LOCK_GRACE:?}; a state folder belongs to one process (give each its own --state)"
     )]
     InUse { path: PathBuf },
     #[error("{path}:{line}: not a write eventbox logged ({message}); the file was left as it is")]

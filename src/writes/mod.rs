@@ -895,8 +895,8 @@ impl Writes {
         };
     }
 
-    /// The `/status` body: the snapshot's `status` with each bundle's `queue` (kiosk mode) and,
-    /// while the `--state` log fails, `state_log`.
+    /// The `/status` body: the snapshot's `status` with each bundle's `queue` and `reprint`
+    /// (kiosk mode) and, while the `--state` log fails, `state_log`.
     pub(crate) fn status(&self, status: &crate::prepare::Status) -> bytes::Bytes {
         let trouble = self
             .trouble

@@ -617,10 +617,13 @@ impl Queue {
                 .and_then(|r| r.get_mut("id_ticket_price")),
         );
         for (item, named) in batch_items(&mut body).into_iter().flatten().zip(named) {
-            // A code taken as a number goes as the documented model's string, integers taken as
-            // strings as integers.
-            if let Some(code) = item.get_mut("checkin_code").filter(|c| c.is_number()) {
-                *code = Value::String(code.to_string());
+            // A code goes as it was matched here: taken as a number, as the documented model's
+            // string; with spaces around it (a scanner's line end), without them. Integers taken
+            // as strings go as integers.
+            match item.get_mut("checkin_code") {
+                Some(code @ Value::Number(_)) => *code = Value::String(code.to_string()),
+                Some(Value::String(code)) if code.trim() != code => *code = code.trim().to_string(),
+                _ => {}
             }
             for key in ["id_attendees", "id_session", "checkin"] {
                 as_integer(item.get_mut(key));
@@ -1258,19 +1261,27 @@ mod tests {
     }
 
     /// A code taken as a number (as `/attendees` lists it) goes as the documented model's
-    /// string, so a source that takes only strings takes the batch; the rest goes as it came.
+    /// string, so a source that takes only strings takes the batch; one with spaces around it
+    /// (a scanner's line end), matched here without them, goes without them (before, as it
+    /// came: a code the source need not know); the rest goes as it came.
     #[test]
-    fn a_check_in_code_taken_as_a_number_is_sent_as_a_string() {
+    fn a_check_in_code_goes_as_it_was_matched() {
         let q = Queue::default();
         let body = json!([{"checkin_code": 12, "checkin": 1, "checkin_date": "d"},
-                          {"checkin_code": "13", "checkin": 1, "checkin_date": "d"}]);
-        let writes = [checkin("12", None), checkin("13", None)];
+                          {"checkin_code": "13", "checkin": 1, "checkin_date": "d"},
+                          {"checkin_code": " 14\r\n", "checkin": 1, "checkin_date": "d"}]);
+        let writes = [
+            checkin("12", None),
+            checkin("13", None),
+            checkin("14", None),
+        ];
         q.push(1, "b", received("/checkin", body.clone()), &writes, true);
         let entry = q.inner().pending.get(&1).cloned().expect("entry 1");
         let sent = q.translated(&entry);
         assert_eq!(sent[0]["checkin_code"], "12");
         assert_eq!(sent[0]["checkin_date"], "d");
         assert_eq!(sent[1], body[1]);
+        assert_eq!(sent[2]["checkin_code"], "14");
     }
 
     /// Integers taken as strings (`"101"`) are matched as the integers they are, and sent as

@@ -590,34 +590,28 @@ async fn refused_start(state: &Path) -> std::process::Output {
 }
 
 /// A restart typed right after `kill -9` may find the state log still locked by the process
-/// being torn down: it waits for that lock a moment and starts. Before, it refused to start.
+/// being torn down: it waits for that lock a moment, saying so, and starts. Before, it refused
+/// to start.
 #[tokio::test]
 async fn a_start_waits_for_the_lock_of_a_process_that_is_stopping() {
-    use std::io::BufRead;
-
     let state = tempfile::tempdir().expect("tempdir");
-    let log = state.path().join("writes.jsonl");
-    // A process that holds the log's lock for 700 ms, then exits.
-    let mut holder = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import fcntl, sys, time\n\
-             f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_EX)\n\
-             print('locked', flush=True); time.sleep(0.7)",
-        ])
-        .arg(&log)
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("python3 runs");
-    let mut said = String::new();
-    std::io::BufReader::new(holder.stdout.take().expect("its stdout"))
-        .read_line(&mut said)
-        .expect("it says when it holds the lock");
-    assert_eq!(said.trim(), "locked");
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(state.path().join("writes.jsonl"))
+        .expect("the log");
+    // The lock of a process going away: let go of 1.5 s from now (within the 3 s waited).
+    log.lock().expect("locked");
+    let stopping = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        drop(log);
+    });
 
     let served = serve_demo(&["--state", state.path().to_str().expect("UTF-8")], &[]).await;
 
-    assert!(holder.wait().expect("the holder exits").success());
+    stopping.join().expect("the lock let go");
+    let said = served.stderr();
+    assert!(said.contains("held by another process"), "{said}");
     let client = crate::helpers::client();
     let price = price_at(&served.base).await;
     let made = register_at(&client, &served.base, "lock@exemplo.com", price).await;
