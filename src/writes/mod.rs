@@ -965,7 +965,11 @@ impl Writes {
                 "the list is empty: send at least one check-in",
             ));
         }
-        let batch = writes.len() > 1;
+        // A check-in's place in its list is said, also in a list of one (as the client sent a
+        // list); a registration is no list.
+        let batch = writes
+            .iter()
+            .any(|w| matches!(w, Write::Checkin { .. } | Write::SessionCheckin { .. }));
         for (i, w) in writes.iter_mut().enumerate() {
             view.resolve(w);
             view.check(w).map_err(|mut r| {

@@ -325,6 +325,15 @@ async fn checkins_show_on_the_attendee_and_a_batch_is_all_or_nothing() {
         "{}",
         refused.text()
     );
+    // A list of one is a list: its item's place is said too.
+    let alone = json!([{"checkin_code": "1", "checkin": 1, "checkin_date": "2026-09-15T08:00:00"}]);
+    let refused = post(&app, "/api/v1/checkin/attendees", &alone).await;
+    refused.assert_error(404, "unknown_checkin_code");
+    assert!(
+        refused.text().contains("[0] (check-in 1 of the list): "),
+        "{}",
+        refused.text()
+    );
     assert_eq!(
         attendees(&app).await,
         list,
