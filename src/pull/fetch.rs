@@ -518,12 +518,16 @@ pub(crate) async fn error_body(mut response: reqwest::Response, limit: usize) ->
     (body, broke)
 }
 
-/// A transport error with its causes on one line, without its URL (`error sending request:
-/// client error (Connect): tcp connect error: Connection refused (os error 111)`): reqwest's
-/// own text alone says "error sending request" for a refused connection and a timeout alike.
+/// A transport error with its causes on one line, without its URL (`cannot connect: client
+/// error (Connect): tcp connect error: Connection refused (os error 111)`): reqwest's own text
+/// alone says "error sending request" for a refused connection and a timeout alike, so one
+/// that could not connect says so first, in plain words.
 pub(crate) fn causes(e: reqwest::Error) -> String {
     let e = e.without_url();
-    let mut text = e.to_string();
+    let mut text = match e.is_connect() {
+        true => "cannot connect".to_string(),
+        false => e.to_string(),
+    };
     let mut source = std::error::Error::source(&e);
     while let Some(s) = source {
         text.push_str(": ");

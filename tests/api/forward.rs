@@ -1662,7 +1662,10 @@ async fn why_writes_wait_names_a_refused_connection() {
         },
     )
     .await;
-    assert!(why.contains("Connection refused"), "{why}");
+    assert!(
+        why.contains("cannot connect") && why.contains("Connection refused"),
+        "{why}"
+    );
 }
 
 /// A check-in the source took, then changed there (another desk or the organiser undid it),
