@@ -418,8 +418,7 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
         if let Some(found) = at_source(to, email).await? {
             let mut o = Outcome::new(entry.seq, Kind::Accepted);
             o.ids = ids(registered.as_ref(), found);
-            say_if_renumbered(writes, to.bundle, o.ids.as_ref());
-            return record(writes, o).await.map(|()| Went::Accepted);
+            return accepted(writes, to.bundle, o).await;
         }
     }
     // Sent with the desk's code, they could check in someone else at the source.
@@ -518,10 +517,9 @@ async fn send(to: &Source<'_>, writes: &Writes, entry: &Entry) -> Result<Went, S
         if let Some((.., email)) = &registered {
             let found = at_source(to, email).await.ok().flatten().flatten();
             o.ids = ids(registered.as_ref(), found);
-            say_if_renumbered(writes, to.bundle, o.ids.as_ref());
         }
         o.parked = parked;
-        return record(writes, o).await.map(|()| Went::Accepted);
+        return accepted(writes, to.bundle, o).await;
     }
     if refuses_entry(status, &answer) {
         tracing::warn!(seq = entry.seq, status = status.as_u16(), path = %entry.request.path, "the source refused a write made here; it is kept in the rejected list");
@@ -566,6 +564,15 @@ async fn record(writes: &Writes, outcome: Outcome) -> Result<(), String> {
         .record(outcome)
         .await
         .map_err(|e| format!("the outcome log: {e}"))
+}
+
+/// Records that the source took an entry, then says whose badge to reprint if the source gave
+/// the registration another code: once `/status` shows it (its `reprint`), as the log says.
+async fn accepted(writes: &Writes, bundle: &str, o: Outcome) -> Result<Went, String> {
+    let ids = o.ids;
+    record(writes, o).await?;
+    say_if_renumbered(writes, bundle, ids.as_ref());
+    Ok(Went::Accepted)
 }
 
 /// Says so when a registration made here has another check-in code at the source (two offline
