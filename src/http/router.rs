@@ -516,15 +516,14 @@ where
             // over the limit (closed anyway). None of one the client waits to send: the
             // refusal comes first, as a real endpoint's would.
             let mut read = Read::default();
+            let waits = waits_to_send(req.version(), req.headers());
             let keep = match ctx.journal {
-                Some(_) if !waits_to_send(req.version(), req.headers()) => {
-                    super::journal::MAX_BODY + 1
-                }
+                Some(_) if !waits => super::journal::MAX_BODY + 1,
                 _ => 0,
             };
             let limit = body_limit(index);
             let to_end = req.version() < hyper::Version::HTTP_2
-                && !waits_to_send(req.version(), req.headers())
+                && !waits
                 && req
                     .body()
                     .size_hint()

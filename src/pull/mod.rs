@@ -490,16 +490,14 @@ pub async fn run(opts: &PullOptions) -> Result<PullSummary, PullError> {
             .get_if(&url, None, conditional.tag(&key, &old_file), &progress)
             .await?;
         if let Some(e) = got.not_found.take() {
-            let empty = got.body.as_deref().is_some_and(fetch::empty_list);
-            if !(empty
-                && matches!(
-                    endpoint.pull,
-                    api::Pull::List {
-                        empty_404: true,
-                        ..
-                    }
-                ))
-            {
+            let takes_empty = matches!(
+                endpoint.pull,
+                api::Pull::List {
+                    empty_404: true,
+                    ..
+                }
+            );
+            if !(takes_empty && got.body.as_deref().is_some_and(fetch::empty_list)) {
                 return Err(e);
             }
         }

@@ -114,29 +114,33 @@ const LOCK_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 /// used without, with a warning.
 fn lock(file: &File, path: &Path) -> Result<(), LogError> {
     let deadline = std::time::Instant::now() + LOCK_GRACE;
-    let mut said = false;
+    let mut waited = false;
     loop {
-        return match file.try_lock() {
-            Ok(()) => Ok(()),
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
             Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
-                if !std::mem::replace(&mut said, true) {
+                if !waited {
                     tracing::info!(path = %path.display(), "the state log is held by another process: waiting up to {LOCK_GRACE:?} for it to stop");
+                    waited = true;
                 }
                 thread::sleep(std::time::Duration::from_millis(50));
-                continue;
             }
-            Err(std::fs::TryLockError::WouldBlock) => Err(LogError::InUse {
-                path: path.to_path_buf(),
-            }),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(LogError::InUse {
+                    path: path.to_path_buf(),
+                })
+            }
             Err(std::fs::TryLockError::Error(e)) if cannot_lock(&e) => {
                 tracing::warn!(path = %path.display(), error = %e, "the state folder's file system cannot lock files: make sure no other process uses it");
-                Ok(())
+                return Ok(());
             }
-            Err(std::fs::TryLockError::Error(source)) => Err(LogError::Io {
-                path: path.to_path_buf(),
-                source,
-            }),
-        };
+            Err(std::fs::TryLockError::Error(source)) => {
+                return Err(LogError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })
+            }
+        }
     }
 }
 
