@@ -138,7 +138,7 @@ async fn run() -> Result<(), Box<dyn std::error::Error>> {
     let base = match url {
         Some(url) => url,
         None => {
-            let data = concat!(env!("CARGO_MANIFEST_DIR"), "/data");
+            let data = eventbox::testing::demo_data();
             let server = eventbox::testing::TestServer::start(data)?;
             eprintln!(
                 "no URL given: serving the demo bundle in-process at {}",

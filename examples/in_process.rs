@@ -8,7 +8,7 @@ use serde_json::json;
 #[tokio::main]
 pub async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The demo bundle, from the repository's data folder.
-    let demo = TestServer::start(concat!(env!("CARGO_MANIFEST_DIR"), "/data"))?;
+    let demo = TestServer::start(eventbox::testing::demo_data())?;
     // A bundle written in code: it goes through the same validation as files on disk.
     let workshop =
         TestServer::from_bundles([Bundle::new("workshop").token("workshop-token").json(

@@ -91,6 +91,10 @@ errors! {
     MissingToken = (401, "missing_token", "The Authorization-Token header is missing or blank."),
     /// A token that no bundle names.
     InvalidToken = (401, "invalid_token", "The Authorization-Token does not open any event."),
+    /// A token that only bundles not served name (their files have errors and no earlier
+    /// version loaded): the event is there but cannot be served for now. 503, not 401, so
+    /// that a client keeps its token and retries, and a balancer tries another replica.
+    BundleUnavailable = (503, "bundle_unavailable", "The event this Authorization-Token opens cannot be served for now: its bundle's files have errors and no earlier version of it is loaded (the server's /status lists them); retry once they are fixed."),
     /// `payments/details` without a reference.
     MissingReference = (400, "missing_reference", "The payment reference is missing: send reference in the query string, a JSON body or a form body."),
     /// A request body that is neither valid JSON (an object whose `reference` is a string) nor a

@@ -31,8 +31,9 @@ pub(crate) struct Snapshot {
     /// Before the first load: why it has not happened yet (object storage that cannot be read),
     /// the `not_ready` answer with that reason in its message.
     waiting: Option<Bytes>,
-    /// The tokens named by bundles that are not served (their files have errors, or they lost
-    /// a token clash), by token: a request with one is still 401, and the log says why once.
+    /// The tokens named only by bundles that are not served (their files have errors and no
+    /// earlier version loaded), by token: a request with one is 503 `bundle_unavailable`, and
+    /// the log says why once.
     unserved: hashbrown::HashMap<Token, Arc<Unserved>, RandomState>,
 }
 
@@ -73,12 +74,13 @@ impl Snapshot {
         self
     }
 
-    /// For a token no served bundle has: the bundle that names it, the first time this
-    /// snapshot is asked (so a client retrying logs one line per reload, not one per request).
-    pub(crate) fn unserved_once(&self, token: TokenRef<'_>) -> Option<&str> {
+    /// For a token no served bundle has: the bundle not served that names it, and whether this
+    /// is the first time this snapshot was asked (so that a client retrying logs one line per
+    /// reload, not one per request).
+    pub(crate) fn unserved(&self, token: TokenRef<'_>) -> Option<(&str, bool)> {
         let u = self.unserved.get(&token)?;
         let first = !u.said.swap(true, std::sync::atomic::Ordering::Relaxed);
-        first.then_some(u.name.as_str())
+        Some((u.name.as_str(), first))
     }
 
     /// The snapshot served before the first load, saying why it has not happened (`reason`).

@@ -65,9 +65,18 @@ mod verify;
 
 pub use verify::{Expect, Received, VerifyError};
 
+/// The options a test server takes ([`Builder::options`]), as `eventbox serve` does.
+pub use crate::config::ServeOptions;
+
+/// The demo data folder of eventbox's own source (its bundle `demo`, opened by `demo-token`),
+/// for a first test from any crate: `TestServer::start(eventbox::testing::demo_data())`.
+pub fn demo_data() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/data"))
+}
+
 use crate::api;
 use crate::app::App;
-use crate::config::{ServeOptions, Switch};
+use crate::config::Switch;
 use crate::http::{Journal, Service};
 use crate::load::LoadError;
 use crate::problem::Problem;
@@ -141,16 +150,26 @@ impl fmt::Debug for StartError {
 #[derive(Clone)]
 pub struct BundleErrors {
     pub problems: Vec<Problem>,
+    /// Found by [`TestServer::reload`]: the server runs on.
+    reloaded: bool,
 }
 
 impl fmt::Display for BundleErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.problems.len();
-        write!(
-            f,
-            "{n} problem{} in the bundles, so the test server did not start:",
-            if n == 1 { "" } else { "s" }
-        )?;
+        let s = if n == 1 { "" } else { "s" };
+        if self.reloaded {
+            write!(
+                f,
+                "{n} problem{s} in the bundles at reload; the test server runs on, a bundle with \
+                 errors serving its last good version, if it had one:"
+            )?;
+        } else {
+            write!(
+                f,
+                "{n} problem{s} in the bundles, so the test server did not start:"
+            )?;
+        }
         for p in &self.problems {
             write!(f, "\n  {}: {p}", p.severity.as_str())?;
         }
@@ -354,7 +373,7 @@ enum Data {
 /// use eventbox::testing::TestServer;
 ///
 /// # fn main() -> Result<(), eventbox::testing::StartError> {
-/// let demo = concat!(env!("CARGO_MANIFEST_DIR"), "/data");
+/// let demo = eventbox::testing::demo_data();
 /// let server = TestServer::from_folder(demo)
 ///     .compression(false)
 ///     .journal(10)
@@ -388,24 +407,23 @@ impl Builder {
         }
     }
 
-    /// Every option at once, as `eventbox serve` takes them (its data folder, address and
-    /// watching aside).
+    /// Any of `eventbox serve`'s options (its data folder, address and watching aside), set on
+    /// the options the builder holds: the test server's defaults and what earlier calls set.
     ///
     /// ```
-    /// use eventbox::config::ServeOptions;
     /// use eventbox::testing::TestServer;
     ///
     /// # fn main() -> Result<(), eventbox::testing::StartError> {
-    /// let options = ServeOptions { journal: 10, ..ServeOptions::default() };
-    /// let server = TestServer::from_folder(concat!(env!("CARGO_MANIFEST_DIR"), "/data"))
-    ///     .options(options)
+    /// let server = TestServer::from_folder(eventbox::testing::demo_data())
+    ///     .options(|o| o.cors_origin = vec!["https://app.example".into()])
+    ///     .journal(10)
     ///     .start()?;
     /// assert!(server.app().options().journal == 10);
     /// # Ok(())
     /// # }
     /// ```
-    pub fn options(mut self, options: ServeOptions) -> Builder {
-        self.options = options;
+    pub fn options(mut self, set: impl FnOnce(&mut ServeOptions)) -> Builder {
+        set(&mut self.options);
         self
     }
 
@@ -429,8 +447,8 @@ impl Builder {
     }
 
     /// Starts even when bundles have errors (default off: `start` fails): the bundles that load
-    /// are served, the others are not (their tokens get 401) and `/status` lists their errors,
-    /// as `eventbox serve` does.
+    /// are served, the others are not (their tokens get 503 `bundle_unavailable`) and `/status`
+    /// lists their errors, as `eventbox serve` does.
     pub fn allow_errors(mut self, allow: bool) -> Builder {
         self.allow_errors = allow;
         self
@@ -549,7 +567,10 @@ fn bundle_errors(app: &App, strict: bool, shown_from: Option<&Path>) -> Result<(
             }
         }
     }
-    Err(BundleErrors { problems })
+    Err(BundleErrors {
+        problems,
+        reloaded: false,
+    })
 }
 
 fn write_bundles(bundles: &[Bundle]) -> Result<tempfile::TempDir, StartError> {
@@ -770,9 +791,15 @@ impl TestServer {
                     crate::problem::Location::File,
                     e.to_string(),
                 )],
+                reloaded: true,
             });
         }
-        bundle_errors(&self.app, self.strict, self.shown_from.as_deref())
+        bundle_errors(&self.app, self.strict, self.shown_from.as_deref()).map_err(|e| {
+            BundleErrors {
+                reloaded: true,
+                ..e
+            }
+        })
     }
 
     /// Forgets every write (registrations, check-ins) of every bundle, as `POST /_writes/reset`
@@ -845,7 +872,7 @@ impl TestServer {
     /// use eventbox::testing::{Expect, TestServer};
     ///
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// let server = TestServer::from_folder(concat!(env!("CARGO_MANIFEST_DIR"), "/data"))
+    /// let server = TestServer::from_folder(eventbox::testing::demo_data())
     ///     .journal(100)
     ///     .start()?;
     /// // ... the client under test calls GET /api/v1/event once ...

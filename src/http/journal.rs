@@ -306,6 +306,11 @@ const STATUS_TAKES: &str =
 const BUNDLE_TAKES: &str = "takes the name of a bundle (its folder's name)";
 
 impl Filter {
+    /// Whether it names a bundle.
+    pub(crate) fn names_bundle(&self) -> bool {
+        self.bundle.is_some()
+    }
+
     /// The filter of a `/_journal` query string: `method`, `path`, `status` and `bundle`, each
     /// at most once; any other parameter, or a value that cannot be used, is a [`BadFilter`].
     pub(crate) fn from_query(query: Option<&str>) -> Result<Filter, BadFilter> {

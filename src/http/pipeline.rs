@@ -74,11 +74,14 @@ fn authorise<'s>(
 ) -> Result<&'s Prepared, ApiError> {
     match token {
         Ok(None) => Err(ApiError::MissingToken),
-        Ok(Some(token)) => snapshot.bundle(token).ok_or_else(|| {
-            if let Some(bundle) = snapshot.unserved_once(token) {
-                tracing::warn!(bundle, "a request's token is one bundle {bundle:?} names, but that bundle is not served (its files have errors, or another bundle has the token: /status says which): answered 401 (its log line names the code)");
+        Ok(Some(token)) => snapshot.bundle(token).ok_or_else(|| match snapshot.unserved(token) {
+            Some((bundle, first)) => {
+                if first {
+                    tracing::warn!(bundle, "a request's token is one bundle {bundle:?} names, but that bundle is not served (its files have errors and no earlier version loaded: /status lists them): answered 503 bundle_unavailable");
+                }
+                ApiError::BundleUnavailable
             }
-            ApiError::InvalidToken
+            None => ApiError::InvalidToken,
         }),
         Err(NotText) => Err(ApiError::InvalidToken),
     }

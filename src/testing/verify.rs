@@ -105,8 +105,16 @@ pub struct Expect {
     path: Option<String>,
     status: Option<String>,
     bundle: Option<String>,
-    body: Option<Value>,
+    body: Option<Body>,
     times: Option<usize>,
+}
+
+/// A JSON body expected: whole, or only the members given.
+#[derive(Debug, Clone, PartialEq)]
+struct Body {
+    want: Value,
+    /// Members of objects the expectation does not name are ignored (at any depth).
+    partial: bool,
 }
 
 impl Expect {
@@ -175,7 +183,22 @@ impl Expect {
     /// Only requests whose body is this JSON (objects compared regardless of member order,
     /// numbers by value: `10.00` equals `10`).
     pub fn json_body(mut self, body: Value) -> Expect {
-        self.body = Some(body);
+        self.body = Some(Body {
+            want: body,
+            partial: false,
+        });
+        self
+    }
+
+    /// Only requests whose body has at least these members, at any depth, as
+    /// [`json_body`](Expect::json_body) compares them: members it does not name are ignored
+    /// (`json!({"email": "ana@example.com"})` matches a registration with that e-mail whatever
+    /// else it holds). Arrays are compared whole, item by item.
+    pub fn json_body_includes(mut self, body: Value) -> Expect {
+        self.body = Some(Body {
+            want: body,
+            partial: true,
+        });
         self
     }
 
@@ -204,7 +227,7 @@ impl Expect {
             && self
                 .body
                 .as_ref()
-                .is_none_or(|want| body_differences(want, e).is_empty())
+                .is_none_or(|body| body_differences(body, e).is_empty())
     }
 
     /// `POST /api/v1/x (status 2xx) with this JSON body`.
@@ -220,8 +243,10 @@ impl Expect {
         if let Some(bundle) = &self.bundle {
             out.push_str(&format!(" to bundle {bundle:?}"));
         }
-        if self.body.is_some() {
-            out.push_str(" with the expected JSON body");
+        match &self.body {
+            Some(Body { partial: true, .. }) => out.push_str(" with the expected JSON members"),
+            Some(_) => out.push_str(" with the expected JSON body"),
+            None => {}
         }
         out
     }
@@ -284,8 +309,15 @@ impl Expect {
         } else {
             message.push(':');
         }
+        // Expected of one bundle: which bundle each went to.
+        let by_bundle = self.filter.names_bundle();
         for e in entries.iter().take(LISTED) {
             message.push_str(&format!("\n  {}", Received::of(e)));
+            match e.bundle.as_deref().filter(|_| by_bundle) {
+                Some(bundle) => message.push_str(&format!(" (bundle {bundle:?})")),
+                None if by_bundle => message.push_str(" (no bundle)"),
+                None => {}
+            }
         }
         if entries.len() > LISTED {
             message.push_str(&format!("\n  … and {} more", entries.len() - LISTED));
@@ -330,7 +362,7 @@ impl fmt::Display for VerifyError {
 impl std::error::Error for VerifyError {}
 
 /// How an entry's body differs from the JSON expected: one line per difference.
-fn body_differences(want: &Value, e: &Entry) -> Vec<String> {
+fn body_differences(expected: &Body, e: &Entry) -> Vec<String> {
     let Some(body) = e.body.as_deref() else {
         return vec![
             "$: no body recorded (none was sent, or the endpoint answered before reading it)"
@@ -338,7 +370,11 @@ fn body_differences(want: &Value, e: &Entry) -> Vec<String> {
         ];
     };
     match crate::read::parse_json(body) {
-        Ok(got) => differences(want, &got),
+        Ok(got) => {
+            let mut out = Vec::new();
+            diff("$", &expected.want, &got, expected.partial, &mut out);
+            out
+        }
         Err(_) if e.body_cut => vec![format!(
             "$: the body received ({} bytes kept) was cut at the journal's limit of 16 KiB, so it cannot be compared as JSON; check a smaller body, or the request's other parts",
             body.len()
@@ -356,23 +392,26 @@ fn body_differences(want: &Value, e: &Entry) -> Vec<String> {
 
 /// Every difference between `want` and `got`, each as `<JSON path>: ...`; none when equal
 /// (objects regardless of member order, numbers by value).
-pub(crate) fn differences(want: &Value, got: &Value) -> Vec<String> {
+#[cfg(test)]
+fn differences(want: &Value, got: &Value) -> Vec<String> {
     let mut out = Vec::new();
-    diff("$", want, got, &mut out);
+    diff("$", want, got, false, &mut out);
     out
 }
 
-fn diff(at: &str, want: &Value, got: &Value, out: &mut Vec<String>) {
+/// Adds to `out` how `got` differs from `want` at the JSON path `at`; with `partial`, members of
+/// `got`'s objects that `want` does not name are not differences.
+fn diff(at: &str, want: &Value, got: &Value, partial: bool, out: &mut Vec<String>) {
     match (want, got) {
         (Value::Object(w), Value::Object(g)) => {
             for (k, wv) in w {
                 let here = member(at, k);
                 match g.get(k) {
-                    Some(gv) => diff(&here, wv, gv, out),
+                    Some(gv) => diff(&here, wv, gv, partial, out),
                     None => out.push(format!("{here}: expected {wv}, missing")),
                 }
             }
-            for (k, gv) in g.iter().filter(|(k, _)| !w.contains_key(*k)) {
+            for (k, gv) in g.iter().filter(|(k, _)| !partial && !w.contains_key(*k)) {
                 out.push(format!("{}: not expected, received {gv}", member(at, k)));
             }
         }
@@ -385,7 +424,7 @@ fn diff(at: &str, want: &Value, got: &Value, out: &mut Vec<String>) {
                 ));
             }
             for (i, (wv, gv)) in w.iter().zip(g).enumerate() {
-                diff(&format!("{at}[{i}]"), wv, gv, out);
+                diff(&format!("{at}[{i}]"), wv, gv, partial, out);
             }
         }
         (Value::Number(w), Value::Number(g)) => {

@@ -470,11 +470,12 @@ async fn a_desk_from_a_bundle_toml_alone_is_told_it_waits_for_the_first_refresh(
     }
 }
 
-/// A token of a bundle that is not served (its files have errors) is 401 like any unknown
-/// token, and the log says why, once per reload rather than once per request: a tester who
-/// just broke a fixture by hand saw only `invalid_token`.
+/// A token of a bundle that is not served (its files have errors, no earlier version loaded) is
+/// 503 `bundle_unavailable`, not a wrong token's 401 (a client would drop a good token; a
+/// balancer would not try another replica), and the log says why, once per reload rather than
+/// once per request.
 #[tokio::test]
-async fn a_token_of_a_bundle_not_served_is_401_and_the_log_says_why_once() {
+async fn a_token_of_a_bundle_not_served_is_503_and_the_log_says_why_once() {
     let data = TempData::new();
     data.with_demo("demo");
     data.write("broken/bundle.toml", "tokens = [\"broken-token\"]\n");
@@ -492,7 +493,7 @@ async fn a_token_of_a_bundle_not_served_is_401_and_the_log_says_why_once() {
                 .header("Authorization-Token", "broken-token"),
         )
         .await;
-        answer.assert_error(401, "invalid_token");
+        answer.assert_error(503, "bundle_unavailable");
     }
     let said = "a request's token is one bundle \"broken\" names, but that bundle is not served";
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
@@ -827,9 +828,11 @@ pub(crate) async fn get_event(base: &str, token: &str) -> (u16, serde_json::Valu
             .await
         {
             let status = res.status().as_u16();
-            if status != 503 {
-                let body = res.text().await.unwrap_or_default();
-                return (status, serde_json::from_str(&body).unwrap_or_default());
+            let body: serde_json::Value =
+                serde_json::from_str(&res.text().await.unwrap_or_default()).unwrap_or_default();
+            // Only the first load's 503 waits; a bundle's own (`bundle_unavailable`) is an answer.
+            if status != 503 || body["erros"][0]["description"] != "not_ready" {
+                return (status, body);
             }
         }
         tokio::time::sleep(std::time::Duration::from_millis(25)).await;
@@ -1853,7 +1856,7 @@ async fn with_a_fifo_in_a_bundle_serve_answers_the_others_reloads_and_exits_on_s
     let mut served = start_binary(&["--data", &dir, "--addr", "127.0.0.1:0"], &[]);
 
     assert_eq!(get_event(&served.base, "demo-token").await.0, 200);
-    assert_eq!(get_event(&served.base, "piped-token").await.0, 401);
+    assert_eq!(get_event(&served.base, "piped-token").await.0, 503);
     let status = served.status().await;
     let piped = status["bundles"]
         .as_array()

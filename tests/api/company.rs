@@ -160,7 +160,7 @@ async fn app_keys_in_bundle_toml_are_the_only_keys_the_company_routes_take() {
     );
     app.get("/api/v1/event", DEMO_TOKEN)
         .await
-        .assert_error(401, "invalid_token");
+        .assert_error(503, "bundle_unavailable");
 }
 
 #[tokio::test]

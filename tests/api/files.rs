@@ -195,7 +195,7 @@ async fn a_fifo_at_start_fails_its_bundle_only() {
     let app = serve_app(app).await;
 
     assert_eq!(app.get("/readyz", "").await.status, 200);
-    assert_eq!(app.get("/api/v1/event", DEMO_TOKEN).await.status, 401);
+    assert_eq!(app.get("/api/v1/event", DEMO_TOKEN).await.status, 503);
     assert_eq!(app.get("/api/v1/event", "other-token").await.status, 200);
     let demo = status_of(&app, "demo").await;
     assert!(

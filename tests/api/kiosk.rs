@@ -700,11 +700,11 @@ async fn a_kiosk_set_up_with_a_bundle_toml_alone_fills_itself_from_its_source() 
     let (_source_data, source, data) = bundle_toml_alone(&head).await;
     let (kiosk_app, refresher) = kiosk(data.path()).await;
     let kiosk = &kiosk_app;
-    // Not served yet: the folder holds no event.
+    // Not served yet: the folder holds no event (its token is good: 503, not 401).
     kiosk
         .get("/api/v1/event", DEMO_TOKEN)
         .await
-        .assert_error(401, "invalid_token");
+        .assert_error(503, "bundle_unavailable");
 
     let served = until(
         Duration::from_secs(10),

@@ -88,6 +88,9 @@ async fn a_broken_bundle_does_not_stop_a_good_one() {
     );
     app.get("/api/v1/event", "broken-token")
         .await
+        .assert_error(503, "bundle_unavailable");
+    app.get("/api/v1/event", "nobodys-token")
+        .await
         .assert_error(401, "invalid_token");
 }
 

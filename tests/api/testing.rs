@@ -5,7 +5,6 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
-use eventbox::config::ServeOptions;
 use eventbox::problem::Location;
 use eventbox::testing::{Bundle, Expect, StartError, TestServer};
 use serde_json::{json, Value};
@@ -287,7 +286,7 @@ async fn allow_errors_serves_the_good_bundles_and_reports_the_broken_ones() {
     let status = get(&server, "/status", "", &[]).await;
 
     assert_eq!(good.status, 200, "{}", good.text());
-    broken.assert_error(401, "invalid_token");
+    broken.assert_error(503, "bundle_unavailable");
     let bundles = status.json()["bundles"].clone();
     assert_eq!(bundles[0]["name"], "broken", "{bundles}");
     assert_eq!(bundles[0]["served"], false, "{bundles}");
@@ -346,10 +345,7 @@ fn unusable_names_and_paths_are_refused() {
 #[tokio::test]
 async fn builder_options_reach_the_server() {
     let plain = TestServer::from_folder(demo_data())
-        .options(ServeOptions {
-            cors_origin: vec!["none".into()],
-            ..ServeOptions::default()
-        })
+        .options(|o| o.cors_origin = vec!["none".into()])
         .compression(false)
         .start()
         .expect("the demo starts");
@@ -485,6 +481,39 @@ async fn verify_passes_when_the_requests_were_received_as_expected() {
     assert_eq!(details[1].bundle, None, "a wrong token opens nothing");
 }
 
+/// `json_body_includes` matches on the members it names and ignores the others; `json_body`
+/// wants the whole body.
+#[tokio::test]
+async fn a_body_can_be_expected_by_some_of_its_members() {
+    let server = called().await;
+
+    server.verify(&Expect::get(DETAILS).json_body_includes(json!({"reference": "PG2026000104"})));
+    let whole = server
+        .check(&Expect::get(DETAILS).json_body(json!({"reference": "PG2026000104"})))
+        .expect_err("the body has n too");
+    assert!(
+        whole
+            .message()
+            .contains("$.n: not expected, received 10.00"),
+        "{whole}"
+    );
+    let wrong = server
+        .check(&Expect::get(DETAILS).json_body_includes(json!({"reference": "PG1"})))
+        .expect_err("no such reference");
+    assert!(
+        wrong.message().starts_with(
+            "expected GET /api/v1/payments/details with the expected JSON members at least once"
+        ),
+        "{wrong}"
+    );
+    assert!(
+        wrong.message().contains(
+            "differs:\n  $.reference: expected \"PG1\", received \"PG2026000104\"\nreceived"
+        ),
+        "only the member named differs: {wrong}"
+    );
+}
+
 #[tokio::test]
 async fn check_fails_with_a_message_showing_the_closest_body_and_what_was_received() {
     let server = called().await;
@@ -607,10 +636,13 @@ fn an_expectation_the_filters_refuse_panics_at_once() {
 }
 
 /// Every client of a test is one address: a `TestServer` takes as many connections from it as
-/// a test opens (the shared server's per-address limit, 64, closed the 65th at once).
+/// a test opens (the shared server's per-address limit, 64, closed the 65th at once), also
+/// when other options are set (`options` edits the test server's own, it does not replace them
+/// with `serve`'s defaults).
 #[tokio::test]
 async fn a_test_server_takes_a_hundred_connections_from_one_client_at_once() {
     let server = TestServer::from_folder(demo_data())
+        .options(|o| o.journal = 10)
         .allow_control_headers(true)
         .start()
         .expect("starts");
@@ -658,12 +690,8 @@ fn an_option_serve_refuses_is_refused_at_start() {
         "--max-delay must be at most a year (1y)"
     );
     // The watch options are not a test server's: not checked.
-    let options = eventbox::config::ServeOptions {
-        debounce: std::time::Duration::from_millis(1),
-        ..eventbox::config::ServeOptions::default()
-    };
     TestServer::from_folder(demo_data())
-        .options(options)
+        .options(|o| o.debounce = std::time::Duration::from_millis(1))
         .start()
         .expect("starts");
 }
@@ -696,6 +724,13 @@ async fn expectations_narrow_to_one_bundle_and_take_a_status_code() {
         other.message().starts_with(
             "expected GET /api/v1/event to bundle \"expo\" at least once, received 0 times."
         ),
+        "{other}"
+    );
+    // Expected of one bundle, the requests listed say which bundle they went to.
+    assert!(
+        other
+            .message()
+            .ends_with("received 1 request in all:\n  GET /api/v1/event → 200 (bundle \"summit\")"),
         "{other}"
     );
     server.verify(&Expect::any().status(reqwest::StatusCode::OK).times(1));
@@ -784,6 +819,10 @@ async fn reload_serves_an_edit_and_reports_a_broken_one() {
     let err = server.reload().expect_err("the edit is broken");
     let shown = err.to_string();
     assert!(shown.contains("error: summit/event.json:1:"), "{shown}");
+    assert!(
+        shown.starts_with("1 problem in the bundles at reload; the test server runs on"),
+        "not 'did not start': {shown}"
+    );
     let answer = get(&server, "/api/v1/event", "summit-token", &[]).await;
     assert_eq!(answer.json()["data"][0]["title"], "Summit, edited");
 }
