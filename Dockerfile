@@ -17,6 +17,8 @@ LABEL org.opencontainers.image.title="eventbox" \
 COPY target/image/context/eventbox /eventbox
 # The demo bundle; mount a data folder over /data to serve your own.
 COPY data /data
+# Hidden by a folder mounted over /data; while it is there, `serve` warns that the demo is served.
+COPY target/image/context/image-demo /data/.eventbox-image-demo
 # An empty folder owned by the user, for state written at run time (mount a volume there).
 COPY --chown=10001:10001 target/image/context/state /state
 

@@ -27,6 +27,10 @@ RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
 
 # The Dockerfile copies from fixed paths in the build context (see .dockerignore).
 mkdir -p target/image/context/state
+# Put in the image's /data beside the demo bundle: `serve` warns when it serves that folder (no
+# bundles were mounted over it). Mounting over /data hides it.
+echo "The demo bundle built into the eventbox image; mount your bundles over this folder." \
+    > target/image/context/image-demo
 binary="$CARGO_TARGET_DIR/$target/$profile/eventbox"
 cp "$binary" target/image/context/eventbox.new
 mv -f target/image/context/eventbox.new target/image/context/eventbox

@@ -86,11 +86,7 @@ impl App {
         let metrics = Arc::new(Metrics::new(Arc::clone(&sources), Arc::clone(&writes)));
         let reloader = Arc::new(
             Reloader::new(
-                Catalog::new(&options.data)
-                    .with_compression(options.compression())
-                    .with_max_file_bytes(options.max_file_bytes)
-                    .with_max_delay(options.max_delay)
-                    .with_sources(Arc::clone(&sources)),
+                Catalog::new(&options.data, options.reading(), Arc::clone(&sources)),
                 Arc::clone(&store),
                 Arc::clone(&metrics),
             )

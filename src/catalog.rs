@@ -304,15 +304,34 @@ pub struct Refreshed {
 /// `failing`) and reason (`/status`'s `storage_bundles`, with since when).
 pub(crate) type StorageTroubles = BTreeMap<String, (&'static str, String)>;
 
+/// What a catalog reads and prepares by: the part of `serve`'s options it takes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Reading {
+    /// Answers are prepared with compressed variants (`--compression`).
+    pub(crate) compression: bool,
+    /// The largest bundle file read (`--max-file-bytes`): a larger one is an error of its bundle.
+    pub(crate) max_file_bytes: u64,
+    /// The longest simulated delay served (`--max-delay`): a `[simulate]` delay past it is a
+    /// warning of its bundle.
+    pub(crate) max_delay: std::time::Duration,
+}
+
+impl Default for Reading {
+    fn default() -> Reading {
+        Reading {
+            compression: true,
+            max_file_bytes: load::DEFAULT_MAX_FILE_BYTES,
+            max_delay: crate::simulate::DEFAULT_MAX_DELAY,
+        }
+    }
+}
+
 /// Every bundle folder of a data folder, across reloads.
 #[derive(Debug)]
 pub(crate) struct Catalog {
     data_dir: PathBuf,
     entries: BTreeMap<String, Entry>,
-    /// Whether answers are prepared with compressed variants.
-    compression: bool,
-    /// The largest bundle file read (`--max-file-bytes`).
-    max_file_bytes: u64,
+    reading: Reading,
     /// Why the last refresh could not list the data folder (shown in `/status`). The next one
     /// reads every bundle: the changes the failed one was for were not read.
     data_folder_error: Option<String>,
@@ -329,9 +348,6 @@ pub(crate) struct Catalog {
     sources: Arc<Sources>,
     /// The pieces of large bodies alive in its versions: a reload shares those it makes again.
     pieces: prepare::Pieces,
-    /// The longest simulated delay served (`--max-delay`): a `[simulate]` delay past it is a
-    /// warning of its bundle.
-    max_delay: std::time::Duration,
 }
 
 /// A warning for a `[simulate]` delay longer than `max` (`--max-delay`), which cuts every delay
@@ -372,40 +388,21 @@ fn say_cut_delays(report: &mut BundleReport, max: std::time::Duration) {
 }
 
 impl Catalog {
-    /// An empty catalog for `data_dir`; nothing is read until [`Catalog::refresh`].
-    pub(crate) fn new(data_dir: &Path) -> Catalog {
+    /// An empty catalog for `data_dir`, reading by `reading`, sharing `sources` with the
+    /// refresher, the metrics and the answers; nothing is read until [`Catalog::refresh`].
+    pub(crate) fn new(data_dir: &Path, reading: Reading, sources: Arc<Sources>) -> Catalog {
         Catalog {
             data_dir: data_dir.to_path_buf(),
             entries: BTreeMap::new(),
-            compression: true,
-            max_file_bytes: load::DEFAULT_MAX_FILE_BYTES,
+            reading,
             watch_lost: None,
             storage_failing: None,
             storage_bundles: BTreeMap::new(),
             data_folder_error: None,
             load_time_limit: timed::LOAD_TIME_LIMIT,
-            sources: Arc::default(),
+            sources,
             pieces: prepare::Pieces::default(),
-            max_delay: crate::simulate::DEFAULT_MAX_DELAY,
         }
-    }
-
-    /// Warns of `[simulate]` delays longer than `max` (`--max-delay`), which cut them.
-    pub(crate) fn with_max_delay(mut self, max: std::time::Duration) -> Catalog {
-        self.max_delay = max;
-        self
-    }
-
-    /// Shares `sources` with the refresher, the metrics and the answers.
-    pub(crate) fn with_sources(mut self, sources: Arc<Sources>) -> Catalog {
-        self.sources = sources;
-        self
-    }
-
-    /// Reads no bundle file over `max` bytes (a larger one is an error of its bundle).
-    pub(crate) fn with_max_file_bytes(mut self, max: u64) -> Catalog {
-        self.set_max_file_bytes(max);
-        self
     }
 
     /// Records that the file watch is lost (`Some(reason)`) or restored (`None`); the next
@@ -435,30 +432,20 @@ impl Catalog {
             .collect();
     }
 
-    pub(crate) fn set_max_file_bytes(&mut self, max: u64) {
-        self.max_file_bytes = max;
+    /// A catalog of `data_dir` as `serve` reads by default.
+    #[cfg(test)]
+    fn at(data_dir: &Path) -> Catalog {
+        Catalog::new(data_dir, Reading::default(), Arc::default())
     }
 
-    /// Prepares answers with (the default) or without compressed variants.
-    pub(crate) fn with_compression(mut self, on: bool) -> Catalog {
-        self.compression = on;
-        self
-    }
-
+    /// Whether answers are prepared with compressed variants.
     pub(crate) fn compression(&self) -> bool {
-        self.compression
+        self.reading.compression
     }
 
-    /// Reads every bundle of `data_dir`, reading no file over `max_file_bytes` and warning of
-    /// simulated delays past `max_delay`, and decides the token clashes.
-    pub(crate) fn load_capped(
-        data_dir: &Path,
-        max_file_bytes: u64,
-        max_delay: std::time::Duration,
-    ) -> Result<Catalog, LoadError> {
-        let mut catalog = Catalog::new(data_dir)
-            .with_max_file_bytes(max_file_bytes)
-            .with_max_delay(max_delay);
+    /// Reads every bundle of `data_dir` by `reading` and decides the token clashes.
+    pub(crate) fn load(data_dir: &Path, reading: Reading) -> Result<Catalog, LoadError> {
+        let mut catalog = Catalog::new(data_dir, reading, Arc::default());
         catalog.refresh(&Scope::All)?;
         catalog.resolve_tokens();
         Ok(catalog)
@@ -526,13 +513,13 @@ impl Catalog {
                     unchanged.push(name.clone());
                 }
                 (Attempt::Read(mut report, fingerprint), Some(entry)) => {
-                    say_cut_delays(&mut report, self.max_delay);
-                    entry.update(*report, self.compression, &self.sources);
+                    say_cut_delays(&mut report, self.reading.max_delay);
+                    entry.update(*report, self.reading.compression, &self.sources);
                     entry.fingerprint = fingerprint.filter(|_| entry.candidate.is_some());
                 }
                 (Attempt::Read(mut report, fingerprint), None) => {
-                    say_cut_delays(&mut report, self.max_delay);
-                    let mut entry = Entry::new(*report, self.compression, &self.sources);
+                    say_cut_delays(&mut report, self.reading.max_delay);
+                    let mut entry = Entry::new(*report, self.reading.compression, &self.sources);
                     entry.fingerprint = fingerprint.filter(|_| entry.candidate.is_some());
                     // A broken one claims nothing: it must not keep a copy from the tokens.
                     let was = freed.iter().find(|(_, served)| {
@@ -566,7 +553,7 @@ impl Catalog {
     /// same stamps, or else the same bytes, and nothing is loaded or prepared again.
     fn load_timed(&self, name: &str) -> Attempt {
         let dir = self.data_dir.join(name);
-        let max = self.max_file_bytes;
+        let max = self.reading.max_file_bytes;
         let (d, n, pieces) = (dir.clone(), name.to_string(), self.pieces.clone());
         let previous = self
             .entries
@@ -854,7 +841,7 @@ mod arbitration {
         let tmp = tempfile::tempdir().expect("tmp");
         write(tmp.path(), "alpha", &["shared-token", "alpha-token"], false);
         write(tmp.path(), "beta", &["shared-token"], false);
-        let mut catalog = Catalog::new(tmp.path());
+        let mut catalog = Catalog::at(tmp.path());
 
         let served = serve(&mut catalog, &["shared-token", "alpha-token"]);
 
@@ -887,7 +874,7 @@ mod arbitration {
     fn app_keys_apply_to_the_last_good_version_at_once_and_an_error_in_them_hides_no_token() {
         let tmp = tempfile::tempdir().expect("tmp");
         write(tmp.path(), "summit", &["summit-token"], false);
-        let mut catalog = Catalog::new(tmp.path());
+        let mut catalog = Catalog::at(tmp.path());
         assert_eq!(serve(&mut catalog, &["summit-token"]), vec![some("summit")]);
         assert!(takes(&catalog, "summit", "any-key"));
 
@@ -918,7 +905,7 @@ mod arbitration {
     fn a_bundle_serving_keeps_its_token_when_a_copy_appears_earlier_in_name_order() {
         let tmp = tempfile::tempdir().expect("tmp");
         write(tmp.path(), "main", &["event-token"], false);
-        let mut catalog = Catalog::new(tmp.path());
+        let mut catalog = Catalog::at(tmp.path());
         assert_eq!(serve(&mut catalog, &["event-token"]), vec![some("main")]);
 
         write(tmp.path(), "a-copy", &["event-token"], false);
@@ -933,7 +920,7 @@ mod arbitration {
         let tmp = tempfile::tempdir().expect("tmp");
         write(tmp.path(), "alpha", &["shared-token"], false);
         write(tmp.path(), "beta", &["shared-token"], false);
-        let mut catalog = Catalog::new(tmp.path());
+        let mut catalog = Catalog::at(tmp.path());
         assert_eq!(serve(&mut catalog, &["shared-token"]), vec![some("alpha")]);
 
         std::fs::remove_dir_all(tmp.path().join("alpha")).expect("removed");
@@ -949,7 +936,7 @@ mod arbitration {
         let tmp = tempfile::tempdir().expect("tmp");
         write(tmp.path(), "old-name", &["event-token"], false);
         write(tmp.path(), "other", &["other-token"], false);
-        let mut catalog = Catalog::new(tmp.path());
+        let mut catalog = Catalog::at(tmp.path());
         assert_eq!(
             serve(&mut catalog, &["event-token"]),
             vec![some("old-name")]
@@ -972,7 +959,7 @@ mod arbitration {
     fn a_token_taken_out_stops_even_while_the_bundle_has_errors() {
         let tmp = tempfile::tempdir().expect("tmp");
         write(tmp.path(), "alpha", &["kept-token", "leaked-token"], false);
-        let mut catalog = Catalog::new(tmp.path());
+        let mut catalog = Catalog::at(tmp.path());
         let both = ["kept-token", "leaked-token", "added-token"];
         assert_eq!(
             serve(&mut catalog, &both),
@@ -1006,7 +993,7 @@ mod arbitration {
             "removed",
         ] {
             write(tmp.path(), "alpha", &["alpha-token"], false);
-            let mut catalog = Catalog::new(tmp.path());
+            let mut catalog = Catalog::at(tmp.path());
             assert_eq!(serve(&mut catalog, &["alpha-token"]), vec![some("alpha")]);
 
             std::fs::write(&toml, "tokens = [\"alpha-token\"\n").expect("broken");
@@ -1038,7 +1025,7 @@ mod arbitration {
     fn an_abandoned_load_takes_no_token_away() {
         let tmp = tempfile::tempdir().expect("tmp");
         write(tmp.path(), "alpha", &["alpha-token"], false);
-        let mut catalog = Catalog::new(tmp.path());
+        let mut catalog = Catalog::at(tmp.path());
         assert_eq!(serve(&mut catalog, &["alpha-token"]), vec![some("alpha")]);
         std::fs::write(tmp.path().join("alpha/bundle.toml"), "tokens = [").expect("broken");
         assert_eq!(serve(&mut catalog, &["alpha-token"]), vec![some("alpha")]);
@@ -1061,7 +1048,7 @@ mod arbitration {
     fn after_a_failed_listing_the_next_refresh_reads_every_bundle() {
         let tmp = tempfile::tempdir().expect("tmp");
         write(tmp.path(), "alpha", &["alpha-token"], false);
-        let mut catalog = Catalog::new(tmp.path());
+        let mut catalog = Catalog::at(tmp.path());
         assert_eq!(serve(&mut catalog, &["alpha-token"]), vec![some("alpha")]);
 
         // The data folder is a bundle itself for a while; alpha is edited meanwhile.
@@ -1085,7 +1072,7 @@ mod arbitration {
     fn a_renamed_bundle_keeps_its_token_from_a_copy_waiting_for_it() {
         let tmp = tempfile::tempdir().expect("tmp");
         write(tmp.path(), "summit", &["event-token"], false);
-        let mut catalog = Catalog::new(tmp.path());
+        let mut catalog = Catalog::at(tmp.path());
         assert_eq!(serve(&mut catalog, &["event-token"]), vec![some("summit")]);
         write(tmp.path(), "backup", &["event-token"], false);
         assert_eq!(serve(&mut catalog, &["event-token"]), vec![some("summit")]);
@@ -1107,7 +1094,7 @@ mod arbitration {
     fn a_broken_bundle_renamed_does_not_keep_a_copy_from_its_token() {
         let tmp = tempfile::tempdir().expect("tmp");
         write(tmp.path(), "summit", &["event-token"], false);
-        let mut catalog = Catalog::new(tmp.path());
+        let mut catalog = Catalog::at(tmp.path());
         serve(&mut catalog, &[]);
         write(tmp.path(), "backup", &["event-token"], false);
         write(tmp.path(), "summit", &["event-token"], true);
@@ -1123,7 +1110,7 @@ mod arbitration {
         // In name order the broken one comes first; servable bundles claim first all the same.
         write(tmp.path(), "a-broken", &["shared-token"], true);
         write(tmp.path(), "b-good", &["shared-token"], false);
-        let mut catalog = Catalog::new(tmp.path());
+        let mut catalog = Catalog::at(tmp.path());
 
         let served = serve(&mut catalog, &["shared-token"]);
 
@@ -1137,7 +1124,7 @@ mod arbitration {
     fn a_broken_bundle_whose_tokens_were_all_taken_out_takes_no_token_from_a_good_one() {
         let tmp = tempfile::tempdir().expect("tmp");
         write(tmp.path(), "alpha", &["alpha-token"], false);
-        let mut catalog = Catalog::new(tmp.path());
+        let mut catalog = Catalog::at(tmp.path());
         serve(&mut catalog, &["alpha-token"]);
 
         // In one refresh alpha breaks and names a new token, which a new good bundle names too:
@@ -1156,7 +1143,7 @@ mod arbitration {
         let tmp = tempfile::tempdir().expect("tmp");
         write(tmp.path(), "a-broken", &["shared-token"], true);
         write(tmp.path(), "b-broken", &["shared-token"], true);
-        let mut catalog = Catalog::new(tmp.path());
+        let mut catalog = Catalog::at(tmp.path());
 
         let served = serve(&mut catalog, &["shared-token"]);
 
@@ -1173,7 +1160,7 @@ mod arbitration {
         let tmp = tempfile::tempdir().expect("tmp");
         write(tmp.path(), "alpha", &["alpha-token"], false);
         write(tmp.path(), "beta", &["beta-token"], false);
-        let mut catalog = Catalog::new(tmp.path());
+        let mut catalog = Catalog::at(tmp.path());
         serve(&mut catalog, &[]);
 
         write(tmp.path(), "beta", &["beta-token", "alpha-token"], false);
@@ -1203,8 +1190,11 @@ mod arbitration {
         let tmp = tempfile::tempdir().expect("tmp");
         write(tmp.path(), "alpha", &["alpha-token"], false);
         let toml = tmp.path().join("alpha/bundle.toml");
-        let mut catalog =
-            Catalog::new(tmp.path()).with_max_delay(std::time::Duration::from_secs(5));
+        let reading = Reading {
+            max_delay: std::time::Duration::from_secs(5),
+            ..Reading::default()
+        };
+        let mut catalog = Catalog::new(tmp.path(), reading, Arc::default());
         let every = "a delay of up to 60000 ms (every endpoint) is longer than --max-delay (5s)";
         // With a table per endpoint, the endpoints that go past the cap are named.
         let named = "a delay of up to 7000 ms (payments, speaker) is longer than --max-delay (5s)";
@@ -1240,7 +1230,7 @@ mod arbitration {
         let tmp = tempfile::tempdir().expect("tmp");
         write(tmp.path(), "alpha", &["alpha-token"], false);
         write(tmp.path(), "beta", &["beta-token"], false);
-        let mut catalog = Catalog::new(tmp.path());
+        let mut catalog = Catalog::at(tmp.path());
         let tokens = ["alpha-token", "beta-token", "beta-new"];
         assert_eq!(
             serve(&mut catalog, &tokens),
@@ -1273,7 +1263,7 @@ mod arbitration {
         let tmp = tempfile::tempdir().expect("tmp");
         let toml = tmp.path().join("alpha/bundle.toml");
         write(tmp.path(), "alpha", &["alpha-token"], false);
-        let mut catalog = Catalog::new(tmp.path());
+        let mut catalog = Catalog::at(tmp.path());
         assert_eq!(serve(&mut catalog, &["alpha-token"]), vec![some("alpha")]);
 
         write(tmp.path(), "alpha", &["alpha-token"], true);
@@ -1325,7 +1315,7 @@ mod reuse {
     fn a_folder_read_with_the_same_bytes_keeps_its_answers_and_any_change_prepares_them_again() {
         let data = tempfile::tempdir().expect("temporary folder");
         let dir = copy_demo(data.path());
-        let mut catalog = Catalog::new(data.path());
+        let mut catalog = Catalog::at(data.path());
         let first = reload(&mut catalog);
         // Nothing changed (the same stamps): a new version, same answers.
         let second = reload(&mut catalog);
@@ -1367,7 +1357,7 @@ mod reuse {
     fn a_bundle_with_errors_is_read_again_whatever_its_bytes() {
         let data = tempfile::tempdir().expect("temporary folder");
         let dir = copy_demo(data.path());
-        let mut catalog = Catalog::new(data.path());
+        let mut catalog = Catalog::at(data.path());
         let good = reload(&mut catalog);
         std::fs::write(dir.join("event.json"), "{\"data\": 3}").expect("break");
         for _ in 0..2 {

@@ -8,7 +8,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 use tokio::net::TcpListener;
 
 use crate::app::App;
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, Reading};
 use crate::config::{self, LogFormat, ServeOptions};
 use crate::problem::{Location, Severity};
 use crate::token::Token;
@@ -407,11 +407,22 @@ pub async fn gen(args: &crate::gen::GenOptions) -> u8 {
     }
 }
 
+/// A file the container image puts in its demo data folder (`scripts/image.sh`, `Dockerfile`):
+/// serving a folder that holds it means no bundles were mounted over the demo. Its name starts
+/// with `.`, so the loader passes it over.
+const IMAGE_DEMO_MARK: &str = ".eventbox-image-demo";
+
 /// `eventbox check`: 0 when clean (or only warnings without `--strict`), 1 on errors, 2 when the
 /// folder cannot be read. `--format json` writes one JSON document (docs/operations.md).
 pub fn check(args: &CheckArgs, out: &mut impl std::io::Write) -> std::io::Result<u8> {
     let json = args.format == CheckFormat::Json;
-    let catalog = match Catalog::load_capped(&args.dir, args.max_file_bytes, args.max_delay) {
+    // No compressed variants: nothing is served.
+    let reading = Reading {
+        compression: false,
+        max_file_bytes: args.max_file_bytes,
+        max_delay: args.max_delay,
+    };
+    let catalog = match Catalog::load(&args.dir, reading) {
         Ok(c) => c,
         Err(e) => {
             if json {
@@ -583,6 +594,14 @@ pub async fn serve(options: &ServeOptions) -> u8 {
     if mirror.is_none() {
         let data = std::path::absolute(&options.data).unwrap_or_else(|_| options.data.clone());
         tracing::info!(data = %data.display(), "bundles from {}", data.display());
+        if data.join(IMAGE_DEMO_MARK).exists() {
+            tracing::warn!(
+                "{} is the demo bundle built into the image, not bundles of yours: mount your \
+                 folder over it (docker run -v DIR:{}:ro), or point --data at where it is mounted",
+                data.display(),
+                data.display()
+            );
+        }
     }
     // The SIGHUP handler exists before the port opens: a SIGHUP never finds the default action
     // (which ends the process).

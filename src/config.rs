@@ -745,6 +745,15 @@ impl ServeOptions {
         self.compression == Switch::On
     }
 
+    /// What the catalog reads and prepares by.
+    pub(crate) fn reading(&self) -> crate::catalog::Reading {
+        crate::catalog::Reading {
+            compression: self.compression(),
+            max_file_bytes: self.max_file_bytes,
+            max_delay: self.max_delay,
+        }
+    }
+
     /// The log filter: a level given by `--log-level` (flag, variable or file), moved by `-v`
     /// and `-q`, wins; otherwise `rust_log` (the `RUST_LOG` variable) when set; otherwise info.
     /// At info, the file-watching crate says only errors: its info and warning lines are its own
@@ -760,8 +769,11 @@ impl ServeOptions {
                 let index = (base + i32::from(verbose) - i32::from(quiet)).clamp(0, 5);
                 // notify's own lines are housekeeping (a watch it could not remove from a folder
                 // a refresh replaced): kept to its errors but at trace, where all is asked for.
+                // object_store logs each retry within one request at INFO; the poll that
+                // failed says so itself, so those lines wait for debug.
                 match LogLevel::ALL[index as usize] {
-                    level @ (LogLevel::Warn | LogLevel::Info | LogLevel::Debug) => {
+                    LogLevel::Info => "info,notify=error,object_store=warn".to_string(),
+                    level @ (LogLevel::Warn | LogLevel::Debug) => {
                         format!("{},notify=error", level.as_str())
                     }
                     level => level.as_str().to_string(),
@@ -1633,7 +1645,7 @@ mod tests {
     #[test]
     fn the_log_level_wins_over_rust_log_and_v_q_move_it() {
         let filter = |args: &[&str], rust_log: Option<&str>| parse(args).0.log_filter(rust_log);
-        assert_eq!(filter(&[], None), "info,notify=error");
+        assert_eq!(filter(&[], None), "info,notify=error,object_store=warn");
         assert_eq!(filter(&["-q"], None), "warn,notify=error");
         assert_eq!(filter(&[], Some("eventbox=debug")), "eventbox=debug");
         assert_eq!(

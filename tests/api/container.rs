@@ -471,6 +471,10 @@ async fn a_bundle_mounted_from_the_host_and_changed_there_is_served() {
         get(&base, "/api/v1/event").await.1,
         event_titled_from_file()
     );
+    // Mounted over /data: not the image's own demo, so no warning that it is.
+    let (_, log) = container.logs();
+    assert!(log.contains("bundles from /data"), "{log}");
+    assert!(!log.contains(DEMO_WARNING), "{log}");
 
     std::fs::write(
         data.path().join("demo/event.json"),
@@ -617,7 +621,13 @@ async fn the_health_check_turns_healthy() {
         last["Output"].as_str().is_some_and(|o| o.contains("200")),
         "the probe's line: {health}"
     );
+    // Nothing mounted: the start says that the image's own demo is what is served.
+    let (_, log) = container.logs();
+    assert!(log.contains(DEMO_WARNING), "{log}");
 }
+
+/// What `serve` says when it serves the demo folder built into the image.
+const DEMO_WARNING: &str = "/data is the demo bundle built into the image, not bundles of yours";
 
 /// The Testcontainers way, as a team outside this repository would write it: a generic image,
 /// a bundle folder mounted, the journal on, wait on /readyz, call the API, read the journal.

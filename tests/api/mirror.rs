@@ -384,6 +384,44 @@ async fn storage_that_hangs_fails_the_poll_after_the_store_timeout_and_says_so()
     );
 }
 
+/// During an outage each poll logs one line of its own; the store client's retries within it
+/// are not logged at the default level (two INFO lines a poll before), only with `-v`.
+#[tokio::test]
+async fn a_failing_store_is_one_line_a_poll_without_the_clients_retries() {
+    let url = failing_store();
+    let env = [
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_ENDPOINT_URL", url.as_str()),
+        ("AWS_ALLOW_HTTP", "true"),
+    ];
+    let args = ["--addr", "127.0.0.1:0", "--data", "s3://down/events"];
+    let quiet = start_binary(&[&args[..], &["--poll-interval", "200ms"]].concat(), &env);
+    let verbose = start_binary(
+        &[&args[..], &["--poll-interval", "200ms", "-v"]].concat(),
+        &env,
+    );
+    for served in [&quiet, &verbose] {
+        not_ready_naming(served, "s3://down/events").await;
+        wait_for("two failed polls logged", served, async || {
+            served
+                .stderr()
+                .matches("cannot list s3://down/events")
+                .count()
+                >= 2
+        })
+        .await;
+    }
+    let log = quiet.stderr();
+    assert!(!log.contains("backing off"), "{log}");
+    let log = verbose.stderr();
+    assert!(
+        log.contains("backing off"),
+        "with -v the retries show: {log}"
+    );
+}
+
 #[tokio::test]
 async fn wrong_credentials_are_refused_by_the_store_and_said_so() {
     // moto checks signatures once its authentication is on; no such key exists in it.
@@ -946,6 +984,27 @@ async fn a_stop_during_the_first_sync_does_not_wait_for_it() {
         log.contains("stopped before the first sync was done"),
         "{log}"
     );
+}
+
+/// The URL of a store that answers every request 503 (its client retries those).
+fn failing_store() -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}", listener.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut buf = [0; 65536];
+                while stream.read(&mut buf).is_ok_and(|n| n > 0) {
+                    let answer = "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n";
+                    if stream.write_all(answer.as_bytes()).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    url
 }
 
 /// The URL of a store that accepts connections and never answers.
