@@ -105,7 +105,7 @@ pub(crate) struct Entry {
     /// New in the last refresh, servable, and naming every token a folder that vanished in it
     /// served: the same bundle renamed, which claims them before any copy (as it would serving).
     renamed: bool,
-    /// While not served: the note a request with one of its tokens logs once, kept across
+    /// While a token it names is not served: the note a request with one logs once, kept across
     /// snapshots (a kiosk publishes one each refresh) until the folder is read again.
     unserved: Option<Arc<crate::store::Unserved>>,
     /// The latest read found `bundle.toml` alone, naming a source (`BundleReport`).
@@ -332,6 +332,9 @@ pub(crate) struct Catalog {
     data_dir: PathBuf,
     entries: BTreeMap<String, Entry>,
     reading: Reading,
+    /// Where the data folder's files come from when it mirrors object storage (its URL, e.g.
+    /// `s3://bucket/events`): problems name the object, not the mirror's copy.
+    files_from: Option<String>,
     /// Why the last refresh could not list the data folder (shown in `/status`). The next one
     /// reads every bundle: the changes the failed one was for were not read.
     data_folder_error: Option<String>,
@@ -387,6 +390,18 @@ fn say_cut_delays(report: &mut BundleReport, max: std::time::Duration) {
     }
 }
 
+/// `file` as its problems name it: under `files_from` (the object storage URL the data folder
+/// mirrors) when it is in `data_dir`, else as it is.
+fn shown(file: &Path, data_dir: &Path, files_from: Option<&str>) -> PathBuf {
+    match (files_from, file.strip_prefix(data_dir)) {
+        (Some(url), Ok(rel)) => {
+            let rel: Vec<_> = rel.iter().map(|c| c.to_string_lossy()).collect();
+            PathBuf::from(format!("{}/{}", url.trim_end_matches('/'), rel.join("/")))
+        }
+        _ => file.to_path_buf(),
+    }
+}
+
 impl Catalog {
     /// An empty catalog for `data_dir`, reading by `reading`, sharing `sources` with the
     /// refresher, the metrics and the answers; nothing is read until [`Catalog::refresh`].
@@ -399,10 +414,17 @@ impl Catalog {
             storage_failing: None,
             storage_bundles: BTreeMap::new(),
             data_folder_error: None,
+            files_from: None,
             load_time_limit: timed::LOAD_TIME_LIMIT,
             sources,
             pieces: prepare::Pieces::default(),
         }
+    }
+
+    /// Names the files of problems under `url`, the object storage the data folder mirrors,
+    /// from the next load on.
+    pub(crate) fn set_files_from(&mut self, url: String) {
+        self.files_from = Some(url);
     }
 
     /// Records that the file watch is lost (`Some(reason)`) or restored (`None`); the next
@@ -514,11 +536,17 @@ impl Catalog {
                 }
                 (Attempt::Read(mut report, fingerprint), Some(entry)) => {
                     say_cut_delays(&mut report, self.reading.max_delay);
+                    for p in &mut report.problems {
+                        p.file = shown(&p.file, &self.data_dir, self.files_from.as_deref());
+                    }
                     entry.update(*report, self.reading.compression, &self.sources);
                     entry.fingerprint = fingerprint.filter(|_| entry.candidate.is_some());
                 }
                 (Attempt::Read(mut report, fingerprint), None) => {
                     say_cut_delays(&mut report, self.reading.max_delay);
+                    for p in &mut report.problems {
+                        p.file = shown(&p.file, &self.data_dir, self.files_from.as_deref());
+                    }
                     let mut entry = Entry::new(*report, self.reading.compression, &self.sources);
                     entry.fingerprint = fingerprint.filter(|_| entry.candidate.is_some());
                     // A broken one claims nothing: it must not keep a copy from the tokens.
@@ -712,7 +740,11 @@ impl Catalog {
                 .into_iter()
                 .map(|(hint, other)| {
                     Problem::error(
-                        entry.dir.join("bundle.toml"),
+                        shown(
+                            &entry.dir.join("bundle.toml"),
+                            &self.data_dir,
+                            self.files_from.as_deref(),
+                        ),
                         Location::File,
                         format!(
                             "token {hint} is also named by bundle {other:?}, which has it (a token opens one bundle): bundle {:?} {outcome}",
@@ -743,14 +775,20 @@ impl Catalog {
                 }
             }
         }
+        // Tokens a bundle.toml names that no served version has: a bundle with errors and
+        // nothing loaded, or a token added while another file has errors.
         let mut unserved = HashMap::new();
-        for entry in self.entries.values_mut().filter(|e| e.serving.is_none()) {
-            let named =
+        for entry in self.entries.values_mut() {
+            let mut named = entry.tokens.iter().filter(|t| !by_token.contains_key(*t));
+            let Some(first) = named.next() else {
+                continue;
+            };
+            let bundle =
                 Arc::clone(entry.unserved.get_or_insert_with(|| {
                     Arc::new(crate::store::Unserved::new(entry.name.clone()))
                 }));
-            for t in entry.tokens.iter().filter(|t| !by_token.contains_key(*t)) {
-                unserved.insert(t.clone(), Arc::clone(&named));
+            for t in std::iter::once(first).chain(named) {
+                unserved.insert(t.clone(), Arc::clone(&bundle));
             }
         }
         Snapshot::new(by_token, self.status())
@@ -834,6 +872,57 @@ mod arbitration {
 
     fn some(name: &str) -> Option<String> {
         Some(name.to_string())
+    }
+
+    /// Which bundle names each token without serving it (503 `bundle_unavailable`).
+    fn unserved(catalog: &mut Catalog, tokens: &[&str]) -> Vec<Option<String>> {
+        let snapshot = catalog.snapshot();
+        tokens
+            .iter()
+            .map(|t| {
+                snapshot
+                    .unserved(crate::token::TokenRef::new(t))
+                    .map(|(name, _)| name.to_string())
+            })
+            .collect()
+    }
+
+    /// A token is unserved when its bundle names it and no served version has it: a bundle
+    /// with errors and nothing loaded, a bundle that lost a clash for another of its tokens,
+    /// or a token added while another file has errors (the last good version serves without
+    /// it). A token no bundle names, or one another bundle serves, is not.
+    #[test]
+    fn a_token_named_but_not_served_is_unserved_whatever_the_reason() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        write(tmp.path(), "alpha", &["alpha-token"], false);
+        write(tmp.path(), "broken", &["broken-token"], true);
+        write(tmp.path(), "a-copy", &["alpha-token"], false);
+        write(tmp.path(), "zeta", &["alpha-token", "zeta-token"], false);
+        let mut catalog = Catalog::at(tmp.path());
+        let all = ["alpha-token", "broken-token", "zeta-token", "nobody"];
+        assert_eq!(
+            serve(&mut catalog, &all),
+            vec![some("a-copy"), None, None, None]
+        );
+        assert_eq!(
+            unserved(&mut catalog, &all),
+            vec![None, some("broken"), some("zeta"), None]
+        );
+
+        // A token added while event.json is broken: the last good version serves the old one.
+        let tmp = tempfile::tempdir().expect("tmp");
+        write(tmp.path(), "solo", &["solo-token"], false);
+        let mut catalog = Catalog::at(tmp.path());
+        assert_eq!(serve(&mut catalog, &["solo-token"]), vec![some("solo")]);
+        write(tmp.path(), "solo", &["solo-token", "new-token"], true);
+        assert_eq!(
+            serve(&mut catalog, &["solo-token", "new-token"]),
+            vec![some("solo"), None]
+        );
+        assert_eq!(
+            unserved(&mut catalog, &["solo-token", "new-token"]),
+            vec![None, some("solo")]
+        );
     }
 
     #[test]

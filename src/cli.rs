@@ -606,6 +606,10 @@ pub async fn serve(options: &ServeOptions) -> u8 {
     // The SIGHUP handler exists before the port opens: a SIGHUP never finds the default action
     // (which ends the process).
     let app = App::with_options(options);
+    if let Some(m) = &mirror {
+        // Problems name the objects in storage, not the mirror's copies of them.
+        app.reloader.set_files_from(m.source().to_string());
+    }
     spawn_sighup_reloads(&app);
     // Kiosk mode queues writes for their source from the first one on (the forwarder starts
     // after the first load, and the port opens before it).

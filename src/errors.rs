@@ -91,10 +91,12 @@ errors! {
     MissingToken = (401, "missing_token", "The Authorization-Token header is missing or blank."),
     /// A token that no bundle names.
     InvalidToken = (401, "invalid_token", "The Authorization-Token does not open any event."),
-    /// A token that only bundles not served name (their files have errors and no earlier
-    /// version loaded): the event is there but cannot be served for now. 503, not 401, so
-    /// that a client keeps its token and retries, and a balancer tries another replica.
-    BundleUnavailable = (503, "bundle_unavailable", "The event this Authorization-Token opens cannot be served for now: its bundle's files have errors and no earlier version of it is loaded (the server's /status lists them); retry once they are fixed."),
+    /// A token its bundle's `bundle.toml` names that no served version has: the bundle has
+    /// errors (in its files, or a token another bundle names) and no earlier version loaded, or
+    /// an earlier version serves without this token, or it waits for its source's first
+    /// refresh. 503, not 401: the token is good, so a client keeps it and retries, and a
+    /// balancer tries another replica.
+    BundleUnavailable = (503, "bundle_unavailable", "The event this Authorization-Token opens cannot be served for now: its bundle has errors (in its files, or a token another bundle also names) with no version of it loaded that this token opens, or it waits for its source's first refresh; the server's /status says which. Retry later."),
     /// `payments/details` without a reference.
     MissingReference = (400, "missing_reference", "The payment reference is missing: send reference in the query string, a JSON body or a form body."),
     /// A request body that is neither valid JSON (an object whose `reference` is a string) nor a

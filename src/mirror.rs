@@ -376,6 +376,11 @@ impl Mirror {
         })
     }
 
+    /// Where it copies from (`s3://bucket/prefix`; a WebDAV password hidden).
+    pub(crate) fn source(&self) -> &Source {
+        &self.source
+    }
+
     /// The local folder served.
     pub(crate) fn dir(&self) -> &Path {
         &self.dir

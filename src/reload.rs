@@ -273,6 +273,13 @@ impl Reloader {
         }
     }
 
+    /// Names the files of problems under `url`, the object storage the data folder mirrors.
+    #[cfg(feature = "object-store")]
+    pub(crate) fn set_files_from(&self, url: String) {
+        let mut catalog = self.catalog.lock().unwrap_or_else(PoisonError::into_inner);
+        catalog.set_files_from(url);
+    }
+
     /// Records the bundles in object storage the mirror could not take (by name: state and
     /// reason) and publishes a snapshot saying so (once the first load is published). Blocking:
     /// waits for a reload in progress.

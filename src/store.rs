@@ -31,9 +31,9 @@ pub(crate) struct Snapshot {
     /// Before the first load: why it has not happened yet (object storage that cannot be read),
     /// the `not_ready` answer with that reason in its message.
     waiting: Option<Bytes>,
-    /// The tokens named only by bundles that are not served (their files have errors and no
-    /// earlier version loaded), by token: a request with one is 503 `bundle_unavailable`, and
-    /// the log says why once.
+    /// The tokens bundles' latest `bundle.toml` name that no served version has (the bundle
+    /// has errors, in its files or a token clash, and no version loaded that the token opens),
+    /// by token: a request with one is 503 `bundle_unavailable`, and the log says why once.
     unserved: hashbrown::HashMap<Token, Arc<Unserved>, RandomState>,
 }
 

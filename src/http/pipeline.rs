@@ -77,7 +77,7 @@ fn authorise<'s>(
         Ok(Some(token)) => snapshot.bundle(token).ok_or_else(|| match snapshot.unserved(token) {
             Some((bundle, first)) => {
                 if first {
-                    tracing::warn!(bundle, "a request's token is one bundle {bundle:?} names, but that bundle is not served (its files have errors and no earlier version loaded: /status lists them): answered 503 bundle_unavailable");
+                    tracing::warn!(bundle, "a request's token is one bundle {bundle:?} names, but no version of that bundle this token opens is served (it has errors, or waits for its source's first refresh: /status says which): answered 503 bundle_unavailable");
                 }
                 ApiError::BundleUnavailable
             }

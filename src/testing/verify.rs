@@ -190,10 +190,12 @@ impl Expect {
         self
     }
 
-    /// Only requests whose body has at least these members, at any depth, as
-    /// [`json_body`](Expect::json_body) compares them: members it does not name are ignored
+    /// Only requests whose body has at least these members, as [`json_body`](Expect::json_body)
+    /// compares them: members of objects it does not name are ignored, at any depth
     /// (`json!({"email": "ana@example.com"})` matches a registration with that e-mail whatever
-    /// else it holds). Arrays are compared whole, item by item.
+    /// else it holds). An array must have as many items, in the same order, each compared the
+    /// same way (an object in it may have more members); a member given as `null` must be
+    /// there, `null`.
     pub fn json_body_includes(mut self, body: Value) -> Expect {
         self.body = Some(Body {
             want: body,
@@ -480,6 +482,46 @@ fn member(at: &str, key: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Partial: members not named are ignored at any depth, inside arrays too; an array keeps
+    /// its length and order; a `null` expected must be there.
+    #[test]
+    fn a_partial_body_ignores_members_it_does_not_name_at_any_depth() {
+        let got = json!({
+            "name": "Ana", "extra": 1,
+            "items": [{"id": 1, "note": "x"}, {"id": 2}],
+            "nested": {"a": 1, "b": 2},
+            "gone": null
+        });
+        let partial = |want: Value| {
+            let mut out = Vec::new();
+            diff("$", &want, &got, true, &mut out);
+            out
+        };
+        assert!(partial(json!({"name": "Ana"})).is_empty());
+        assert!(partial(json!({"items": [{"id": 1}, {"id": 2}], "nested": {"b": 2}})).is_empty());
+        assert!(partial(json!({"gone": null})).is_empty());
+        assert_eq!(
+            partial(json!({"items": [{"id": 1}]})),
+            ["$.items: expected 1 items, received 2"]
+        );
+        assert_eq!(
+            partial(json!({"items": [{"id": 2}, {"id": 1}]})),
+            [
+                "$.items[0].id: expected 2, received 1",
+                "$.items[1].id: expected 1, received 2"
+            ]
+        );
+        assert_eq!(
+            partial(json!({"missing": null})),
+            ["$.missing: expected null, missing"]
+        );
+        assert_eq!(
+            differences(&json!({"name": "Ana"}), &got).len(),
+            4,
+            "whole: every other member differs"
+        );
+    }
 
     #[test]
     fn differences_name_each_json_path() {

@@ -229,9 +229,11 @@ async fn bundles_from_s3_are_served_and_follow_changes_within_two_polls() {
         changed_at.elapsed()
     );
 
-    // An object that is not valid JSON: /status names it; the last good version keeps serving.
+    // An object that is not valid JSON: /status and the log name it (the object, not the
+    // mirror's local copy) and its place; the last good version keeps serving.
     put(&store, "events/demo/event.json", "{not json").await;
     let status_url = format!("{}/status", served.base);
+    let named = "s3://bundles/events/demo/event.json:1:2: key must be a string";
     wait_for("/status naming the bad object", &served, async || {
         let text = client()
             .get(&status_url)
@@ -240,7 +242,11 @@ async fn bundles_from_s3_are_served_and_follow_changes_within_two_polls() {
             .expect("status")
             .text()
             .await;
-        text.is_ok_and(|t| t.contains("event.json") && t.contains("key must be a string"))
+        text.is_ok_and(|t| t.contains(named))
+    })
+    .await;
+    wait_for("the log naming the bad object", &served, async || {
+        served.stderr().contains(named)
     })
     .await;
     let (status, body) = get_event(&served.base, "demo-token").await;

@@ -266,6 +266,41 @@ async fn the_demo_bundles_answers_conform_to_the_document() {
     }
 }
 
+/// A good token of a bundle that cannot be served answers 503 `bundle_unavailable` on every
+/// documented GET of the API, as the document says (no `Retry-After`: that is `not_ready`'s).
+#[tokio::test]
+async fn a_bundle_not_served_answers_every_api_read_as_documented() {
+    let doc = document();
+    let data = crate::helpers::TempData::new();
+    data.with_demo("demo");
+    data.write("broken/bundle.toml", "tokens = [\"broken-token\"]\n");
+    data.write("broken/event.json", "{\"data\": [");
+    let app = spawn_app(data.path()).await;
+    let reads: Vec<&String> = doc["paths"]
+        .as_object()
+        .expect("paths")
+        .iter()
+        // The routes with a second header (security `app`) check it first: not these.
+        .filter(|(path, ops)| {
+            path.starts_with("/api/")
+                && ops["get"]["security"]
+                    .as_array()
+                    .is_some_and(|s| s.iter().all(|r| r.get("app").is_none()))
+        })
+        .map(|(path, _)| path)
+        .collect();
+    assert!(reads.len() >= 14, "{reads:?}");
+    for path in reads {
+        let request = path.replace("{id}", "1");
+        let res = app.get(&request, "broken-token").await;
+        res.assert_error(503, "bundle_unavailable");
+        assert_eq!(res.header("retry-after"), None, "{request}");
+        let schema = response_schema(&doc, path, "503", true);
+        let found = problems(&schema, &res.json());
+        assert!(found.is_empty(), "{request}: {found:#?}");
+    }
+}
+
 #[tokio::test]
 async fn the_journal_filtered_or_refused_conforms_to_the_document() {
     let doc = document();
