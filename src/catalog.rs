@@ -851,14 +851,24 @@ mod arbitration {
 
     /// Re-reads everything and publishes: which bundle each token opens.
     fn serve(catalog: &mut Catalog, tokens: &[&str]) -> Vec<Option<String>> {
+        published(catalog, tokens)
+            .into_iter()
+            .map(|(s, _)| s)
+            .collect()
+    }
+
+    /// Re-reads everything and publishes: for each token, the bundle it opens and the bundle
+    /// that names it without serving it (503 `bundle_unavailable`).
+    fn published(catalog: &mut Catalog, tokens: &[&str]) -> Vec<(Option<String>, Option<String>)> {
         catalog.refresh(&Scope::All).expect("the data folder lists");
         let snapshot = catalog.snapshot();
         tokens
             .iter()
             .map(|t| {
-                snapshot
-                    .bundle(crate::token::TokenRef::new(t))
-                    .map(|p| p.name.to_string())
+                let token = crate::token::TokenRef::new(t);
+                let serving = snapshot.bundle(token).map(|p| p.name.to_string());
+                let unserved = snapshot.unserved(token).map(|(n, _)| n.to_string());
+                (serving, unserved)
             })
             .collect()
     }
@@ -872,19 +882,6 @@ mod arbitration {
 
     fn some(name: &str) -> Option<String> {
         Some(name.to_string())
-    }
-
-    /// Which bundle names each token without serving it (503 `bundle_unavailable`).
-    fn unserved(catalog: &mut Catalog, tokens: &[&str]) -> Vec<Option<String>> {
-        let snapshot = catalog.snapshot();
-        tokens
-            .iter()
-            .map(|t| {
-                snapshot
-                    .unserved(crate::token::TokenRef::new(t))
-                    .map(|(name, _)| name.to_string())
-            })
-            .collect()
     }
 
     /// A token is unserved when its bundle names it and no served version has it: a bundle
@@ -901,12 +898,13 @@ mod arbitration {
         let mut catalog = Catalog::at(tmp.path());
         let all = ["alpha-token", "broken-token", "zeta-token", "nobody"];
         assert_eq!(
-            serve(&mut catalog, &all),
-            vec![some("a-copy"), None, None, None]
-        );
-        assert_eq!(
-            unserved(&mut catalog, &all),
-            vec![None, some("broken"), some("zeta"), None]
+            published(&mut catalog, &all),
+            vec![
+                (some("a-copy"), None),
+                (None, some("broken")),
+                (None, some("zeta")),
+                (None, None)
+            ]
         );
 
         // A token added while event.json is broken: the last good version serves the old one.
@@ -916,12 +914,8 @@ mod arbitration {
         assert_eq!(serve(&mut catalog, &["solo-token"]), vec![some("solo")]);
         write(tmp.path(), "solo", &["solo-token", "new-token"], true);
         assert_eq!(
-            serve(&mut catalog, &["solo-token", "new-token"]),
-            vec![some("solo"), None]
-        );
-        assert_eq!(
-            unserved(&mut catalog, &["solo-token", "new-token"]),
-            vec![None, some("solo")]
+            published(&mut catalog, &["solo-token", "new-token"]),
+            vec![(some("solo"), None), (None, some("solo"))]
         );
     }
 
