@@ -2,13 +2,44 @@
 //! reloader that publishes snapshots, and the file watcher. `serve` and the tests build the same
 //! `App`, so what the tests start is what users run. It is built from the whole [`ServeOptions`]
 //! ([`App::with_options`]) and hands each part its options, so callers never unpack them.
+//!
+//! Embedding it in a service of your own, on your runtime and your listener (`cli::serve`
+//! does the same, and adds object storage, kiosk mode, signals and logs):
+//!
+//! ```no_run
+//! use eventbox::app::App;
+//! use eventbox::config::ServeOptions;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let mut options = ServeOptions::for_folder("data");
+//! options.journal = 100;
+//! // Refused as `serve` refuses it: a journal over 100,000, a CORS origin that is not one...
+//! let app = App::with_options(&options)?;
+//! app.open_state()?; // with `options.state`: the writes kept there come back first
+//! let _watcher = app.watch_as_configured().await?; // before the load: no change is missed
+//! let loading = app.clone();
+//! tokio::task::spawn_blocking(move || loading.load()).await??;
+//! for bundle in app.bundles() {
+//!     println!("{}: served {}, {} problems", bundle.name, bundle.served, bundle.problems.len());
+//! }
+//! let listener = tokio::net::TcpListener::bind(options.listen_addr()).await?;
+//! let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+//! # drop(stop);
+//! // Until `stop` is sent (or dropped); requests in flight then get `http::DRAIN_TIMEOUT`.
+//! eventbox::http::serve(listener, app.service(), async {
+//!     let _ = stopped.await;
+//! })
+//! .await?;
+//! # Ok(())
+//! # }
+//! ```
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::catalog::{Catalog, Scope};
-use crate::config::ServeOptions;
+use crate::config::{ConfigError, ServeOptions};
 use crate::http::{Journal, Service};
 use crate::metrics::Metrics;
 use crate::reload::Reloader;
@@ -61,6 +92,21 @@ pub struct StateOpened {
     pub lost: Option<(u64, u64)>,
 }
 
+/// One bundle folder as loaded now ([`App::bundles`]).
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct BundleState {
+    /// The folder's name.
+    pub name: String,
+    /// Whether a version of it is served: the latest, or its last good one while the latest
+    /// has errors. A bundle with errors and no earlier version loaded is not served (its tokens
+    /// answer 503 `bundle_unavailable`).
+    pub served: bool,
+    /// The errors and warnings of its latest load and of its tokens (a token another bundle
+    /// has), each with its file and place, as `/status` and the log show them.
+    pub problems: Vec<crate::problem::Problem>,
+}
+
 /// The state folder could not be opened, or its log is damaged.
 #[derive(Debug, thiserror::Error)]
 #[error(transparent)]
@@ -70,13 +116,21 @@ impl App {
     /// The defaults, serving `data_dir`. Nothing is loaded yet: the store serves the not-ready
     /// snapshot (`/readyz` is 503).
     pub fn new(data_dir: &Path) -> App {
-        App::with_options(&ServeOptions::for_folder(data_dir))
+        App::build(&ServeOptions::for_folder(data_dir))
     }
 
     /// An eventbox as `options` say: the catalog of `options.data` (with compressed variants
     /// or not); [`App::service`] and [`App::watch_as_configured`] take the rest. Nothing is
-    /// loaded yet.
-    pub fn with_options(options: &ServeOptions) -> App {
+    /// loaded yet. A value `eventbox serve` would refuse (`journal` over 100,000, a CORS origin
+    /// that is not one, a poll interval under 100 ms...) is refused here too, with the message
+    /// `serve` gives, never quietly changed. `memory_file: Off` turns the memory file off for
+    /// the whole process (bodies are held on the heap), not only for this app.
+    pub fn with_options(options: &ServeOptions) -> Result<App, ConfigError> {
+        options.check()?;
+        Ok(App::build(options))
+    }
+
+    fn build(options: &ServeOptions) -> App {
         if options.memory_file == crate::config::Switch::Off {
             crate::memfile::turn_off();
         }
@@ -128,8 +182,25 @@ impl App {
     }
 
     /// Reads every bundle and publishes the result (the first load, and SIGHUP). Blocking.
+    /// A bundle with errors is no error of this call: [`App::bundles`] tells what loaded.
     pub fn load(&self) -> Result<Refreshed, LoadError> {
         self.reloader.reload(&Scope::All)
+    }
+
+    /// Every bundle folder as loaded now, in name order: whether it is served and its problems
+    /// (what `/status` shows, without asking the server). Blocking: waits for a reload in
+    /// progress.
+    pub fn bundles(&self) -> Vec<BundleState> {
+        self.reloader.with_catalog(|catalog| {
+            catalog
+                .entries()
+                .map(|e| BundleState {
+                    name: e.name.clone(),
+                    served: e.serving.is_some(),
+                    problems: e.all_problems().cloned().collect(),
+                })
+                .collect()
+        })
     }
 
     /// Starts watching the data folder as the options say (`--watch`, `--poll-interval`,
@@ -179,7 +250,7 @@ impl App {
     }
 
     /// With `--state`: starts sending the writes made here to the source of their bundle (kiosk
-    /// mode, `crate::kiosk::forward`); `None` without a state folder. Dropping the
+    /// mode); `None` without a state folder. Dropping the
     /// [`crate::kiosk::Forwarder`] stops it. Needs a tokio runtime.
     #[cfg(feature = "pull")]
     pub fn forward_as_configured(&self) -> Option<crate::kiosk::Forwarder> {

@@ -605,7 +605,13 @@ pub async fn serve(options: &ServeOptions) -> u8 {
     }
     // The SIGHUP handler exists before the port opens: a SIGHUP never finds the default action
     // (which ends the process).
-    let app = App::with_options(options);
+    let app = match App::with_options(options) {
+        Ok(app) => app,
+        Err(e) => {
+            tracing::error!("{e}");
+            return EXIT_UNUSABLE;
+        }
+    };
     if let Some(m) = &mirror {
         // Problems name the objects in storage, not the mirror's copies of them.
         app.reloader.set_files_from(m.source().to_string());

@@ -219,8 +219,9 @@ impl From<ListenAddr> for String {
 }
 
 /// Everything `eventbox serve` runs with. Flags, `EVENTBOX_*` variables and the configuration
-/// file fill this one struct (`ServeOptions::resolve`); [`ServeOptions::default`] holds the
-/// defaults; [`crate::app::App::with_options`] starts from it.
+/// file fill this one struct when the binary reads them; [`ServeOptions::default`] holds the
+/// defaults. In code, set its fields (each named as its flag, `--max-delay` is `max_delay`) and
+/// give it to [`crate::app::App::with_options`], which refuses what `serve` would.
 #[derive(Debug, Clone, PartialEq, Eq, Args, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields, default)]
 pub struct ServeOptions {
@@ -699,9 +700,10 @@ impl ServeOptions {
         Ok(())
     }
 
-    /// The address to bind: `--addr`'s host (default 127.0.0.1) and the first port of `--port`,
-    /// `--addr`'s own, the `PORT` variable (applied by [`ServeOptions::resolve`]) and 8080.
-    pub(crate) fn listen_addr(&self) -> SocketAddr {
+    /// The address to bind (`serve` binds it; an embedder binding its own listener may ask
+    /// it): `addr`'s host (default 127.0.0.1) and the first port of `port`, `addr`'s own, the
+    /// `PORT` variable (applied when the options are read from the command line) and 8080.
+    pub fn listen_addr(&self) -> SocketAddr {
         let host = self
             .addr
             .map_or(IpAddr::V4(Ipv4Addr::LOCALHOST), |a| a.host);

@@ -7,13 +7,16 @@
 //! - [`testing`]: `TestServer`, a whole eventbox in a test process on `127.0.0.1:0`, from a data
 //!   folder or from [`testing::Bundle`]s built in code, and what it received
 //!   ([`testing::Expect`], `verify`) (docs/client-testing.md);
-//! - [`app`]: [`app::App`], built from [`config::ServeOptions`]: load, watch, and the
-//!   [`http::Service`] that [`http::serve`] answers from on a listener you bound (embedding);
+//! - [`app`]: [`app::App`], built from [`config::ServeOptions`] (checked as `serve` checks
+//!   its flags): load, watch, each bundle's state ([`app::App::bundles`]), and the
+//!   [`http::Service`] that [`http::serve`] answers from on a listener you bound (embedding:
+//!   `cli::serve`'s source is the full sequence, kiosk and object storage included);
 //! - [`http`]: [`http::serve`] and what it takes ([`http::Service`], made by
 //!   [`app::App::service`] from the options), and [`http::DRAIN_TIMEOUT`];
 //! - [`config`]: [`config::ServeOptions`], the one options struct of `serve`;
-//! - `cli`: the commands as `main.rs` runs them (`serve`, `check`, `pull`, `gen`,
-//!   `completions`, `man`) and their exit codes; `probe`: `eventbox probe URL`;
+//! - `cli` and `probe` (hidden from these docs): the commands as the `eventbox` binary runs
+//!   them (`serve`, `check`, `pull`, `gen`, `completions`, `man`, `probe URL`) and their exit
+//!   codes;
 //! - `pull`, `gen`: snapshot a live event, or invent one, into a bundle, from code;
 //! - [`watch`]: how the data folder is watched ([`watch::WatchMode`], [`watch::Watcher`]);
 //! - [`kiosk`]: with `pull`, the handles of a desk's refresher and write forwarder
@@ -38,10 +41,15 @@
 //!
 //! # Cargo features
 //! - `cli` (default): the `eventbox` binary and the modules only it uses (`cli`, `probe`, the
-//!   logging subscriber, shell completions, the man page); implies `pull` and `gen`;
+//!   logging subscriber, shell completions, the man page); implies `pull`, `gen` and
+//!   `object-store`;
 //! - `pull`: the `pull` module, with its HTTP client (reqwest on rustls), retries and progress
-//!   bar;
-//! - `gen`: the `gen` module.
+//!   bar, and the kiosk's refresher and forwarder;
+//! - `gen`: the `gen` module;
+//! - `object-store`: bundles served from and pulled into object storage (`--data s3://…`,
+//!   `gs://`, `az://`, WebDAV), through `cli::serve` and `pull` (not through [`app::App`],
+//!   which serves a local folder);
+//! - `fuzzing`: the fuzz targets' entry points; not an API.
 //!
 //! With `default-features = false` the library keeps the server, `config` and
 //! [`testing::TestServer`], which is what a project testing an API client needs.
@@ -59,6 +67,7 @@ mod api;
 pub mod app;
 mod catalog;
 #[cfg(feature = "cli")]
+#[doc(hidden)]
 pub mod cli;
 pub mod config;
 mod errors;
@@ -78,6 +87,7 @@ mod mirror;
 mod model;
 mod prepare;
 #[cfg(feature = "cli")]
+#[doc(hidden)]
 pub mod probe;
 pub mod problem;
 #[cfg(feature = "pull")]

@@ -500,14 +500,12 @@ impl Builder {
             ..self.options
         };
         // What `serve` would refuse is refused here too, never quietly changed; but for the
-        // watch options, which a test server does not use.
-        ServeOptions {
+        // watch options: a test server does not watch.
+        let app = App::with_options(&ServeOptions {
             watch: crate::config::WatchKind::Off,
-            ..options.clone()
-        }
-        .check()
+            ..options
+        })
         .map_err(StartError::Options)?;
-        let app = App::with_options(&options);
         app.open_state()?;
         app.load()?;
         let tokens: BTreeMap<String, Vec<String>> = app.reloader.with_catalog(|catalog| {
@@ -549,14 +547,12 @@ impl Builder {
 /// Every error of the bundles as loaded now (and with `strict` every warning); their files
 /// relative to `shown_from` when given.
 fn bundle_errors(app: &App, strict: bool, shown_from: Option<&Path>) -> Result<(), BundleErrors> {
-    let mut problems: Vec<Problem> = app.reloader.with_catalog(|catalog| {
-        catalog
-            .entries()
-            .flat_map(|e| e.all_problems())
-            .filter(|p| p.is_error() || strict)
-            .cloned()
-            .collect()
-    });
+    let mut problems: Vec<Problem> = app
+        .bundles()
+        .into_iter()
+        .flat_map(|b| b.problems)
+        .filter(|p| p.is_error() || strict)
+        .collect();
     if problems.is_empty() {
         return Ok(());
     }

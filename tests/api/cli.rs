@@ -495,7 +495,7 @@ async fn a_token_of_a_bundle_not_served_is_503_and_the_log_says_why_once() {
         .await;
         answer.assert_error(503, "bundle_unavailable");
     }
-    let said = "a request's token is one bundle \"broken\" names, but that bundle is not served";
+    let said = "a request's token is one bundle \"broken\" names, but no version of that bundle this token opens is served";
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while !served.stderr().contains(said) {
         assert!(std::time::Instant::now() < deadline, "{}", served.stderr());

@@ -59,7 +59,8 @@ impl Source {
             // What the desk asked of it, for the tests that wait on that.
             journal: 256,
             ..ServeOptions::for_folder(data.path())
-        });
+        })
+        .expect("options serve takes");
         app.load().expect("the source loads");
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
@@ -116,7 +117,7 @@ impl Desk {
             ..ServeOptions::for_folder(data.path())
         };
         configure(&mut options);
-        let app = App::with_options(&options);
+        let app = App::with_options(&options).expect("options serve takes");
         app.open_state().expect("the state folder opens");
         app.load().expect("the kiosk loads");
         let refresher = app.refresh_as_configured();

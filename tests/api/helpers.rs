@@ -43,7 +43,7 @@ pub struct TestApp {
 pub fn loaded_with(data: &Path, configure: impl FnOnce(&mut ServeOptions)) -> App {
     let mut options = ServeOptions::for_folder(data);
     configure(&mut options);
-    let app = App::with_options(&options);
+    let app = App::with_options(&options).expect("options serve takes");
     app.load().expect("the data folder is readable");
     app
 }

@@ -126,7 +126,8 @@ async fn compression_off_always_sends_identity() {
     let app = App::with_options(&eventbox::config::ServeOptions {
         compression: eventbox::config::Switch::Off,
         ..eventbox::config::ServeOptions::for_folder(demo_data())
-    });
+    })
+    .expect("options serve takes");
     app.load().expect("loads");
     let app = serve_app(app).await;
 

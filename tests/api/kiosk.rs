@@ -33,7 +33,7 @@ fn kiosk_options(data: &Path) -> ServeOptions {
 
 /// A kiosk serving `data`, loaded, refreshing.
 async fn kiosk(data: &Path) -> (TestApp, eventbox::kiosk::Refresher) {
-    let app = App::with_options(&kiosk_options(data));
+    let app = App::with_options(&kiosk_options(data)).expect("options serve takes");
     app.load().expect("the kiosk's data folder lists");
     let refresher = app.refresh_as_configured().expect("refreshing is on");
     (serve_app(app).await, refresher)
@@ -419,7 +419,8 @@ async fn a_followed_bundle_is_pending_before_its_first_refresh_and_after_its_sou
     let app = App::with_options(&ServeOptions {
         refresh_every: Some(Duration::from_secs(3600)),
         ..kiosk_options(kiosk_data.path())
-    });
+    })
+    .expect("options serve takes");
     app.load().expect("the kiosk loads");
     let _refresher = app.refresh_as_configured().expect("refreshing is on");
     let kiosk = &serve_app(app).await;

@@ -1,6 +1,8 @@
 //! The routes that need no token: `/healthz` and `/status`.
 
 use crate::helpers::{spawn_app, TempData};
+use eventbox::app::App;
+use eventbox::config::ServeOptions;
 use reqwest::Method;
 
 #[tokio::test]
@@ -70,6 +72,69 @@ async fn status_describes_each_bundle_and_never_shows_a_token() {
     assert_eq!(good["records"]["payment_details"], 2);
     assert!(good["loaded_at"].as_str().is_some_and(|t| t.ends_with('Z')));
     assert_eq!(good["errors"], serde_json::json!([]));
+}
+
+/// Options built in code are checked as `serve` checks its flags: refused with serve's message,
+/// never quietly changed (a journal capped, CORS turned off).
+#[test]
+fn an_app_refuses_the_options_serve_refuses() {
+    let data = TempData::new();
+    let mut options = ServeOptions::for_folder(data.path());
+    options.journal = 100_000_000;
+    let refused = App::with_options(&options).expect_err("a journal over 100,000");
+    assert!(
+        refused
+            .to_string()
+            .starts_with("--journal keeps at most 100000 requests"),
+        "{refused}"
+    );
+    let mut options = ServeOptions::for_folder(data.path());
+    options.cors_origin = vec!["not a url".into()];
+    assert!(
+        App::with_options(&options).is_err(),
+        "an origin that is not one"
+    );
+    assert!(App::with_options(&ServeOptions::for_folder(data.path())).is_ok());
+}
+
+/// An embedder reads what `/status` shows from the app itself: which bundles are served, and
+/// each one's problems with file and place.
+#[test]
+fn the_app_tells_which_bundles_are_served_and_their_problems() {
+    let data = TempData::new();
+    data.with_demo("good")
+        .write("broken/bundle.toml", "tokens = [\"broken-token\"]\n")
+        .write("broken/event.json", "{\"data\": [");
+    let app = crate::helpers::loaded_with(data.path(), |_| {});
+    let shown = |app: &eventbox::app::App| -> Vec<(String, bool, Vec<String>)> {
+        app.bundles()
+            .into_iter()
+            .map(|b| {
+                let problems = b.problems.iter().map(ToString::to_string).collect();
+                (b.name, b.served, problems)
+            })
+            .collect()
+    };
+    let bundles = shown(&app);
+    assert_eq!(bundles.len(), 2, "{bundles:?}");
+    let (name, served, problems) = &bundles[0];
+    assert_eq!((name.as_str(), *served), ("broken", false));
+    assert!(
+        problems.len() == 1 && problems[0].contains("broken/event.json:1:"),
+        "{problems:?}"
+    );
+    assert_eq!(bundles[1], ("good".to_string(), true, vec![]));
+
+    // The good one broken in turn: still served (its last good version), with the error.
+    data.write("good/event.json", "[]");
+    app.load().expect("the folder lists");
+    let bundles = shown(&app);
+    let (name, served, problems) = &bundles[1];
+    assert_eq!((name.as_str(), *served), ("good", true));
+    assert!(
+        problems.iter().any(|p| p.contains("good/event.json")),
+        "{problems:?}"
+    );
 }
 
 #[tokio::test]

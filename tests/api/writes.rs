@@ -22,7 +22,7 @@ async fn demo_app(state: Option<&Path>, read_only: bool) -> TestApp {
         read_only,
         ..ServeOptions::for_folder(demo_data())
     };
-    let app = App::with_options(&options);
+    let app = App::with_options(&options).expect("options serve takes");
     app.open_state().expect("the state folder opens");
     app.load().expect("the demo loads");
     serve_app(app).await
@@ -644,6 +644,7 @@ async fn a_state_folder_in_use_is_refused_to_a_second_server() {
         state: Some(state.path().to_path_buf()),
         ..ServeOptions::for_folder(demo_data())
     })
+    .expect("options serve takes")
     .open_state()
     .expect_err("in use");
     assert!(in_process.to_string().contains("in use"), "{in_process}");
@@ -952,7 +953,8 @@ async fn a_price_id_two_tickets_share_registers_with_the_first_ticket() {
         "the second ticket's price takes the first's id"
     );
     data.write("demo/event.json", shared);
-    let app = App::with_options(&ServeOptions::for_folder(data.path()));
+    let app =
+        App::with_options(&ServeOptions::for_folder(data.path())).expect("options serve takes");
     app.load().expect("loads, with a warning");
     let app = serve_app(app).await;
     let made = post(
@@ -1006,6 +1008,7 @@ async fn a_restart_counts_the_writes_a_reset_left() {
         ..ServeOptions::for_folder(demo_data())
     };
     let opened = App::with_options(&options)
+        .expect("options serve takes")
         .open_state()
         .expect("opens")
         .expect("a state folder");
@@ -1019,7 +1022,7 @@ async fn app_with_state(data: &Path, state: &Path) -> TestApp {
         state: Some(state.to_path_buf()),
         ..ServeOptions::for_folder(data)
     };
-    let app = App::with_options(&options);
+    let app = App::with_options(&options).expect("options serve takes");
     app.open_state().expect("the state folder opens");
     app.load().expect("loads");
     serve_app(app).await
