@@ -83,13 +83,34 @@ pub struct StateOpened {
     pub lines: usize,
     /// How many writes they hold now (those before a reset of their bundle are forgotten).
     pub writes: usize,
-    /// Kiosk mode: how many requests wait for their source, are parked, and were refused.
-    pub queue: (usize, usize, usize),
+    /// Kiosk mode: the writes queued for their sources.
+    pub queue: Queued,
     /// Where a write cut short by a crash (never acknowledged) was copied aside, if one was.
     pub torn: Option<PathBuf>,
-    /// Kiosk mode: the log's last `seq` and the higher one the forwarding outcomes name, when
-    /// they name one: the log lost lines it had saved, and new writes are numbered after.
-    pub lost: Option<(u64, u64)>,
+    /// Kiosk mode: set when the forwarding outcomes name writes past the log's last: the log
+    /// lost lines it had saved, and new writes are numbered after the outcomes' highest.
+    pub lost: Option<Lost>,
+}
+
+/// Kiosk mode: the writes of a state folder's queue ([`StateOpened::queue`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Queued {
+    /// Waiting to be sent to their source.
+    pub waiting: usize,
+    /// Parked: check-ins of someone registered here whom the source does not list yet, not
+    /// sent until it does.
+    pub parked: usize,
+    /// Refused by the source.
+    pub refused: usize,
+}
+
+/// Lines the state log lost ([`StateOpened::lost`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lost {
+    /// The log's last `seq`.
+    pub logged: u64,
+    /// The highest `seq` the forwarding outcomes name.
+    pub forwarded: u64,
 }
 
 /// One bundle folder as loaded now ([`App::bundles`]).
@@ -175,9 +196,15 @@ impl App {
                 .map_or_else(|| dir.clone(), Path::to_path_buf),
             lines: replayed.lines,
             writes: replayed.writes,
-            queue: replayed.queue,
+            queue: Queued {
+                waiting: replayed.queue.0,
+                parked: replayed.queue.1,
+                refused: replayed.queue.2,
+            },
             torn: replayed.torn,
-            lost: replayed.lost,
+            lost: replayed
+                .lost
+                .map(|(logged, forwarded)| Lost { logged, forwarded }),
         }))
     }
 

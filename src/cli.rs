@@ -626,7 +626,11 @@ pub async fn serve(options: &ServeOptions) -> u8 {
     // anything says it is listening.
     match app.open_state() {
         Ok(Some(state)) => {
-            let (pending, parked, rejected) = state.queue;
+            let crate::app::Queued {
+                waiting: pending,
+                parked,
+                refused: rejected,
+            } = state.queue;
             tracing::info!(
                 log = %state.path.display(),
                 lines = state.lines,
@@ -643,7 +647,7 @@ pub async fn serve(options: &ServeOptions) -> u8 {
                      sent only when this folder is served in kiosk mode (--refresh-every)"
                 );
             }
-            if let Some((logged, forwarded)) = state.lost {
+            if let Some(crate::app::Lost { logged, forwarded }) = state.lost {
                 tracing::error!(
                     logged,
                     forwarded,

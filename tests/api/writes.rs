@@ -1013,7 +1013,12 @@ async fn a_restart_counts_the_writes_a_reset_left() {
         .expect("opens")
         .expect("a state folder");
     assert_eq!((opened.lines, opened.writes), (4, 1));
-    assert_eq!(opened.queue, (0, 0, 0), "no source: nothing queued");
+    let queued = opened.queue;
+    assert_eq!(
+        (queued.waiting, queued.parked, queued.refused),
+        (0, 0, 0),
+        "no source: nothing queued"
+    );
 }
 
 /// The writes of `data` kept in `state`, served in process.
