@@ -18,8 +18,12 @@
 //! app.open_state()?; // with `options.state`: the writes kept there come back first
 //! let _watcher = app.watch_as_configured().await?; // before the load: no change is missed
 //! let loading = app.clone();
-//! tokio::task::spawn_blocking(move || loading.load()).await??;
-//! for bundle in app.bundles() {
+//! // Both block (reading files, waiting for a reload in progress): off the async threads.
+//! let bundles = tokio::task::spawn_blocking(move || {
+//!     loading.load().map(|_| loading.bundles())
+//! })
+//! .await??;
+//! for bundle in bundles {
 //!     println!("{}: served {}, {} problems", bundle.name, bundle.served, bundle.problems.len());
 //! }
 //! let listener = tokio::net::TcpListener::bind(options.listen_addr()).await?;
@@ -94,6 +98,7 @@ pub struct StateOpened {
 
 /// Kiosk mode: the writes of a state folder's queue ([`StateOpened::queue`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Queued {
     /// Waiting to be sent to their source.
     pub waiting: usize,
@@ -106,6 +111,7 @@ pub struct Queued {
 
 /// Lines the state log lost ([`StateOpened::lost`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Lost {
     /// The log's last `seq`.
     pub logged: u64,
@@ -120,8 +126,10 @@ pub struct BundleState {
     /// The folder's name.
     pub name: String,
     /// Whether a version of it is served: the latest, or its last good one while the latest
-    /// has errors. A bundle with errors and no earlier version loaded is not served (its tokens
-    /// answer 503 `bundle_unavailable`).
+    /// has errors or a token another bundle has. A bundle with errors and no earlier version
+    /// loaded is not served (its tokens answer 503 `bundle_unavailable`); a served one may
+    /// still not open every token its `bundle.toml` names (one added while another file has
+    /// errors answers 503 too).
     pub served: bool,
     /// The errors and warnings of its latest load and of its tokens (a token another bundle
     /// has), each with its file and place, as `/status` and the log show them.
@@ -143,7 +151,8 @@ impl App {
     /// An eventbox as `options` say: the catalog of `options.data` (with compressed variants
     /// or not); [`App::service`] and [`App::watch_as_configured`] take the rest. Nothing is
     /// loaded yet. A value `eventbox serve` would refuse (`journal` over 100,000, a CORS origin
-    /// that is not one, a poll interval under 100 ms...) is refused here too, with the message
+    /// that is not one, a poll interval under 10 ms when watching...) is refused here too, with
+    /// the message
     /// `serve` gives, never quietly changed. `memory_file: Off` turns the memory file off for
     /// the whole process (bodies are held on the heap), not only for this app.
     pub fn with_options(options: &ServeOptions) -> Result<App, ConfigError> {

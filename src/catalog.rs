@@ -536,17 +536,11 @@ impl Catalog {
                 }
                 (Attempt::Read(mut report, fingerprint), Some(entry)) => {
                     say_cut_delays(&mut report, self.reading.max_delay);
-                    for p in &mut report.problems {
-                        p.file = shown(&p.file, &self.data_dir, self.files_from.as_deref());
-                    }
                     entry.update(*report, self.reading.compression, &self.sources);
                     entry.fingerprint = fingerprint.filter(|_| entry.candidate.is_some());
                 }
                 (Attempt::Read(mut report, fingerprint), None) => {
                     say_cut_delays(&mut report, self.reading.max_delay);
-                    for p in &mut report.problems {
-                        p.file = shown(&p.file, &self.data_dir, self.files_from.as_deref());
-                    }
                     let mut entry = Entry::new(*report, self.reading.compression, &self.sources);
                     entry.fingerprint = fingerprint.filter(|_| entry.candidate.is_some());
                     // A broken one claims nothing: it must not keep a copy from the tokens.
@@ -560,6 +554,12 @@ impl Catalog {
                     self.entries.insert(name.clone(), entry);
                 }
                 (Attempt::Unchanged(_), None) => {} // not asked for without an entry
+            }
+            // Its problems name the files as the operator knows them (the objects of a mirror).
+            if let (Some(entry), Some(from)) = (self.entries.get_mut(&name), &self.files_from) {
+                for p in &mut entry.problems {
+                    p.file = shown(&p.file, &self.data_dir, Some(from));
+                }
             }
             loaded.push(name);
         }
