@@ -152,9 +152,8 @@ impl App {
     /// or not); [`App::service`] and [`App::watch_as_configured`] take the rest. Nothing is
     /// loaded yet. A value `eventbox serve` would refuse (`journal` over 100,000, a CORS origin
     /// that is not one, a poll interval under 10 ms when watching...) is refused here too, with
-    /// the message
-    /// `serve` gives, never quietly changed. `memory_file: Off` turns the memory file off for
-    /// the whole process (bodies are held on the heap), not only for this app.
+    /// the message `serve` gives, never quietly changed. `memory_file: Off` turns the memory
+    /// file off for the whole process (bodies are held on the heap), not only for this app.
     pub fn with_options(options: &ServeOptions) -> Result<App, ConfigError> {
         options.check()?;
         Ok(App::build(options))

@@ -316,16 +316,6 @@ pub(crate) struct Reading {
     pub(crate) max_delay: std::time::Duration,
 }
 
-impl Default for Reading {
-    fn default() -> Reading {
-        Reading {
-            compression: true,
-            max_file_bytes: load::DEFAULT_MAX_FILE_BYTES,
-            max_delay: crate::simulate::DEFAULT_MAX_DELAY,
-        }
-    }
-}
-
 /// Every bundle folder of a data folder, across reloads.
 #[derive(Debug)]
 pub(crate) struct Catalog {
@@ -457,7 +447,8 @@ impl Catalog {
     /// A catalog of `data_dir` as `serve` reads by default.
     #[cfg(test)]
     fn at(data_dir: &Path) -> Catalog {
-        Catalog::new(data_dir, Reading::default(), Arc::default())
+        let reading = crate::config::ServeOptions::default().reading();
+        Catalog::new(data_dir, reading, Arc::default())
     }
 
     /// Whether answers are prepared with compressed variants.
@@ -1275,7 +1266,7 @@ mod arbitration {
         let toml = tmp.path().join("alpha/bundle.toml");
         let reading = Reading {
             max_delay: std::time::Duration::from_secs(5),
-            ..Reading::default()
+            ..crate::config::ServeOptions::default().reading()
         };
         let mut catalog = Catalog::new(tmp.path(), reading, Arc::default());
         let every = "a delay of up to 60000 ms (every endpoint) is longer than --max-delay (5s)";

@@ -1099,7 +1099,7 @@ mod tests {
         assert_eq!(d.listen_addr(), "127.0.0.1:8080".parse().expect("addr"));
         assert_eq!(d.watch_mode(), WatchMode::Native);
         assert_eq!(d.limits(), Limits::default());
-        assert_eq!(d.max_delay, crate::simulate::DEFAULT_MAX_DELAY);
+        assert_eq!(d.max_delay, Duration::from_secs(30));
         assert_eq!(d.cors(), Cors::Any);
         assert!(d.compression() && !d.access_log && !d.allow_control_headers);
         assert_eq!((d.journal, d.debounce), (0, Duration::from_millis(100)));

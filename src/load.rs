@@ -19,7 +19,6 @@ use crate::model::{self, Bundle, Format, Slot};
 use crate::prepare::{Payments, PaymentsWriter, Pieces};
 use crate::problem::{Location, Problem};
 use crate::read;
-pub(crate) use crate::read::DEFAULT_MAX_FILE_BYTES;
 use crate::timed::Progress;
 use crate::token::Token;
 
@@ -974,7 +973,7 @@ mod tests {
         )
         .expect("written");
 
-        let report = load_bundle_capped(&bundle, "b", DEFAULT_MAX_FILE_BYTES);
+        let report = load_bundle_capped(&bundle, "b", crate::read::DEFAULT_MAX_FILE_BYTES);
 
         assert!(report.bundle.is_some(), "{:?}", report.problems);
         let warnings: Vec<String> = report.warnings().map(ToString::to_string).collect();
@@ -994,7 +993,7 @@ mod tests {
             .join("data")
             .join("demo");
 
-        let report = load_bundle_capped(&demo, "demo", DEFAULT_MAX_FILE_BYTES);
+        let report = load_bundle_capped(&demo, "demo", crate::read::DEFAULT_MAX_FILE_BYTES);
         let shown = format!("{report:?}");
 
         assert!(report.bundle.is_some(), "{shown}");

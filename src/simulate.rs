@@ -12,10 +12,6 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-/// The longest simulated delay (a request's `X-Eventbox-Delay`, a bundle's drawn latency) when
-/// `--max-delay` is not given.
-pub(crate) const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(30);
-
 use hyper::header::HeaderValue;
 
 use crate::model::formats::RetryAfter;

@@ -182,12 +182,8 @@ impl Expect {
 
     /// Only requests whose body is this JSON (objects compared regardless of member order,
     /// numbers by value: `10.00` equals `10`).
-    pub fn json_body(mut self, body: Value) -> Expect {
-        self.body = Some(Body {
-            want: body,
-            partial: false,
-        });
-        self
+    pub fn json_body(self, body: Value) -> Expect {
+        self.with_body(body, false)
     }
 
     /// Only requests whose body has at least these members, as [`json_body`](Expect::json_body)
@@ -196,11 +192,12 @@ impl Expect {
     /// else it holds). An array must have as many items, in the same order, each compared the
     /// same way (an object in it may have more members); a member given as `null` must be
     /// there, `null`.
-    pub fn json_body_includes(mut self, body: Value) -> Expect {
-        self.body = Some(Body {
-            want: body,
-            partial: true,
-        });
+    pub fn json_body_includes(self, body: Value) -> Expect {
+        self.with_body(body, true)
+    }
+
+    fn with_body(mut self, want: Value, partial: bool) -> Expect {
+        self.body = Some(Body { want, partial });
         self
     }
 
