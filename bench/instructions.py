@@ -29,6 +29,7 @@ GEN = os.path.join(ROOT, "..", "shared", "bench", "gen_fixture.py")
 TOKEN = "bench-token"
 CASES = [
     ("event", "/api/v1/event", {}),
+    ("event, gzip br", "/api/v1/event", {"Accept-Encoding": "gzip, br"}),
     ("payments", "/api/v1/payments", {}),
     ("payments, gzip br", "/api/v1/payments", {"Accept-Encoding": "gzip, br"}),
 ]

@@ -12,13 +12,15 @@
 use std::fmt;
 use std::hash::{Hash, Hasher};
 
+use hyper::header::HeaderName;
 use subtle::ConstantTimeEq;
 
-/// The header that carries the token, in a request to eventbox or to a source.
-pub(crate) const TOKEN_HEADER: &str = "authorization-token";
+/// The header that carries the token, in a request to eventbox or to a source. A `HeaderName`
+/// rather than text: a lookup by text parses the name again on every request.
+pub(crate) const TOKEN_HEADER: HeaderName = HeaderName::from_static("authorization-token");
 
 /// The header that names the calling app (the company routes' key), when a client sends it.
-pub(crate) const APP_HEADER: &str = "authorization-app";
+pub(crate) const APP_HEADER: HeaderName = HeaderName::from_static("authorization-app");
 
 /// A token cut to its first four characters, for logs and messages: a token is a secret. A
 /// short token shows at most half of its characters, so no token is ever printed whole.

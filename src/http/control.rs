@@ -13,16 +13,41 @@
 
 use std::time::Duration;
 
-use hyper::header::HeaderMap;
+use hyper::header::{HeaderMap, HeaderName};
 
 use crate::errors::SIMULATED_STATUSES;
 use crate::model::formats::RetryAfter;
 pub(crate) use crate::model::simulate::Fault;
 
-pub(crate) const DELAY_HEADER: &str = "x-eventbox-delay";
-pub(crate) const STATUS_HEADER: &str = "x-eventbox-status";
-pub(crate) const FAULT_HEADER: &str = "x-eventbox-fault";
-pub(crate) const RETRY_AFTER_HEADER: &str = "x-eventbox-retry-after";
+/// A control header: its name, as the documentation spells it, and what it takes.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct ControlHeader {
+    /// A `HeaderName` rather than text: a lookup by text parses the name on every request.
+    pub(crate) name: HeaderName,
+    spelled: &'static str,
+    takes: &'static str,
+}
+
+pub(crate) static DELAY_HEADER: ControlHeader = ControlHeader {
+    name: HeaderName::from_static("x-eventbox-delay"),
+    spelled: "X-Eventbox-Delay",
+    takes: "milliseconds in plain digits, or a duration with its unit (250ms, 1.5s, 2min)",
+};
+pub(crate) static STATUS_HEADER: ControlHeader = ControlHeader {
+    name: HeaderName::from_static("x-eventbox-status"),
+    spelled: "X-Eventbox-Status",
+    takes: "a status from 400 to 599",
+};
+pub(crate) static FAULT_HEADER: ControlHeader = ControlHeader {
+    name: HeaderName::from_static("x-eventbox-fault"),
+    spelled: "X-Eventbox-Fault",
+    takes: "one of reset, empty, truncate",
+};
+pub(crate) static RETRY_AFTER_HEADER: ControlHeader = ControlHeader {
+    name: HeaderName::from_static("x-eventbox-retry-after"),
+    spelled: "X-Eventbox-Retry-After",
+    takes: "seconds (at most 18446744073709551615), an HTTP-date from 1970 on whose weekday matches its date, or none",
+};
 
 /// What a request's control headers ask for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -39,7 +64,7 @@ pub(crate) struct Control {
 /// header and quoting its value (or saying that it was given twice with different values).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct BadControl {
-    pub(crate) name: &'static str,
+    pub(crate) header: &'static ControlHeader,
     /// The value that cannot be used, cut to [`MAX_QUOTED`] bytes; `None`: given twice.
     pub(crate) value: Option<String>,
 }
@@ -48,34 +73,22 @@ pub(crate) struct BadControl {
 const MAX_QUOTED: usize = 64;
 
 impl BadControl {
-    fn value(name: &'static str, value: &str) -> BadControl {
+    fn value(header: &'static ControlHeader, value: &str) -> BadControl {
         let mut value = value.to_string();
         super::journal::clip(&mut value, MAX_QUOTED);
         BadControl {
-            name,
+            header,
             value: Some(value),
-        }
-    }
-
-    /// The header as the documentation spells it, and what it takes.
-    fn header(&self) -> (&'static str, &'static str) {
-        match self.name {
-            DELAY_HEADER => (
-                "X-Eventbox-Delay",
-                "milliseconds in plain digits, or a duration with its unit (250ms, 1.5s, 2min)",
-            ),
-            STATUS_HEADER => ("X-Eventbox-Status", "a status from 400 to 599"),
-            RETRY_AFTER_HEADER => (
-                "X-Eventbox-Retry-After",
-                "seconds (at most 18446744073709551615), an HTTP-date from 1970 on whose weekday matches its date, or none",
-            ),
-            _ => ("X-Eventbox-Fault", "one of reset, empty, truncate"),
         }
     }
 
     /// What the error's message adds: which header, and how it cannot be used.
     pub(crate) fn detail(&self) -> String {
-        let (header, takes) = self.header();
+        let ControlHeader {
+            spelled: header,
+            takes,
+            ..
+        } = self.header;
         match &self.value {
             None => format!("this request gives {header} twice, with different values."),
             Some(value) => format!("this request's {header} is `{value}`, not {takes}."),
@@ -88,20 +101,25 @@ impl BadControl {
 /// meant cannot be told, as with two different tokens.
 fn one<T: PartialEq>(
     headers: &HeaderMap,
-    name: &'static str,
+    header: &'static ControlHeader,
     parse: impl Fn(&str) -> Option<T>,
 ) -> Result<Option<T>, BadControl> {
     let mut found: Option<T> = None;
-    for value in headers.get_all(name) {
+    for value in headers.get_all(&header.name) {
         let read = value
             .to_str()
             .ok()
             .and_then(|t| parse(t.trim()))
             .ok_or_else(|| {
-                BadControl::value(name, String::from_utf8_lossy(value.as_bytes()).trim())
+                BadControl::value(header, String::from_utf8_lossy(value.as_bytes()).trim())
             })?;
         match &found {
-            Some(earlier) if *earlier != read => return Err(BadControl { name, value: None }),
+            Some(earlier) if *earlier != read => {
+                return Err(BadControl {
+                    header,
+                    value: None,
+                })
+            }
             _ => found = Some(read),
         }
     }
@@ -122,7 +140,7 @@ impl Control {
     ) -> Result<Control, BadControl> {
         // Plain digits are milliseconds; a unit may be given as every duration of eventbox's
         // takes one.
-        let delay = one(headers, DELAY_HEADER, |t| {
+        let delay = one(headers, &DELAY_HEADER, |t| {
             digits(t)
                 .map(Duration::from_millis)
                 .or_else(|| match humantime::parse_duration(t) {
@@ -139,13 +157,13 @@ impl Control {
                 })
                 .map(|d| d.min(max_delay))
         })?;
-        let status = one(headers, STATUS_HEADER, |t| {
+        let status = one(headers, &STATUS_HEADER, |t| {
             digits(t)
                 .and_then(|code| u16::try_from(code).ok())
                 .filter(|code| SIMULATED_STATUSES.contains(code))
         })?;
-        let fault = one(headers, FAULT_HEADER, Fault::parse)?;
-        let retry_after = one(headers, RETRY_AFTER_HEADER, RetryAfter::parse_setting)?;
+        let fault = one(headers, &FAULT_HEADER, Fault::parse)?;
+        let retry_after = one(headers, &RETRY_AFTER_HEADER, RetryAfter::parse_setting)?;
         Ok(Control {
             delay,
             status,
@@ -160,10 +178,10 @@ mod tests {
     use super::*;
     use hyper::header::HeaderValue;
 
-    fn control(pairs: &[(&'static str, &'static str)]) -> Result<Control, BadControl> {
+    fn control(pairs: &[(&'static ControlHeader, &'static str)]) -> Result<Control, BadControl> {
         let mut h = HeaderMap::new();
         for (k, v) in pairs {
-            h.insert(*k, HeaderValue::from_static(v));
+            h.insert(&k.name, HeaderValue::from_static(v));
         }
         Control::from_headers(&h, Duration::from_secs(30))
     }
@@ -172,10 +190,10 @@ mod tests {
     fn values_are_read_and_the_delay_capped() {
         assert_eq!(control(&[]), Ok(Control::default()));
         let c = control(&[
-            (DELAY_HEADER, " 250 "),
-            (STATUS_HEADER, "429"),
-            (FAULT_HEADER, "Truncate"),
-            (RETRY_AFTER_HEADER, "Wed, 21 Oct 2026 07:28:00 GMT"),
+            (&DELAY_HEADER, " 250 "),
+            (&STATUS_HEADER, "429"),
+            (&FAULT_HEADER, "Truncate"),
+            (&RETRY_AFTER_HEADER, "Wed, 21 Oct 2026 07:28:00 GMT"),
         ])
         .expect("valid");
         assert_eq!(
@@ -186,7 +204,7 @@ mod tests {
         assert_eq!(c.status, Some(429));
         assert_eq!(c.fault, Some(Fault::Truncate));
         for huge in ["99999999999999999999999", "99999999999999999999999s"] {
-            let capped = control(&[(DELAY_HEADER, huge)]).expect("valid");
+            let capped = control(&[(&DELAY_HEADER, huge)]).expect("valid");
             assert_eq!(capped.delay, Some(Duration::from_secs(30)), "{huge}");
         }
         let durations = [
@@ -197,26 +215,26 @@ mod tests {
             ("2y", 30_000),
         ];
         for (with_unit, ms) in durations {
-            let c = control(&[(DELAY_HEADER, with_unit)]).expect("a duration");
+            let c = control(&[(&DELAY_HEADER, with_unit)]).expect("a duration");
             assert_eq!(c.delay, Some(Duration::from_millis(ms)), "{with_unit}");
         }
         for bad in ["3 parsecs", "-1", "s", "3s 2"] {
-            assert!(control(&[(DELAY_HEADER, bad)]).is_err(), "{bad}");
+            assert!(control(&[(&DELAY_HEADER, bad)]).is_err(), "{bad}");
         }
     }
 
     #[test]
     fn unusable_values_are_refused() {
         for pairs in [
-            [(DELAY_HEADER, "soon")],
-            [(DELAY_HEADER, "-5")],
-            [(DELAY_HEADER, "")],
-            [(STATUS_HEADER, "200")],
-            [(STATUS_HEADER, "600")],
-            [(STATUS_HEADER, "5o3")],
-            [(FAULT_HEADER, "explode")],
-            [(RETRY_AFTER_HEADER, "soon")],
-            [(RETRY_AFTER_HEADER, "-1")],
+            [(&DELAY_HEADER, "soon")],
+            [(&DELAY_HEADER, "-5")],
+            [(&DELAY_HEADER, "")],
+            [(&STATUS_HEADER, "200")],
+            [(&STATUS_HEADER, "600")],
+            [(&STATUS_HEADER, "5o3")],
+            [(&FAULT_HEADER, "explode")],
+            [(&RETRY_AFTER_HEADER, "soon")],
+            [(&RETRY_AFTER_HEADER, "-1")],
         ] {
             assert_eq!(
                 control(&pairs),
@@ -228,44 +246,44 @@ mod tests {
 
     #[test]
     fn a_header_given_twice_is_refused_unless_both_say_the_same() {
-        let twice = |name: &'static str, a: &'static str, b: &'static str| {
+        let twice = |header: &'static ControlHeader, a: &'static str, b: &'static str| {
             let mut h = HeaderMap::new();
-            h.append(name, HeaderValue::from_static(a));
-            h.append(name, HeaderValue::from_static(b));
+            h.append(&header.name, HeaderValue::from_static(a));
+            h.append(&header.name, HeaderValue::from_static(b));
             Control::from_headers(&h, Duration::from_secs(30))
         };
         assert_eq!(
-            twice(DELAY_HEADER, "300", "0300").map(|c| c.delay),
+            twice(&DELAY_HEADER, "300", "0300").map(|c| c.delay),
             Ok(Some(Duration::from_millis(300)))
         );
         assert_eq!(
-            twice(FAULT_HEADER, "reset", "Reset").map(|c| c.fault),
+            twice(&FAULT_HEADER, "reset", "Reset").map(|c| c.fault),
             Ok(Some(Fault::Reset))
         );
         assert_eq!(
-            twice(DELAY_HEADER, "300", "600"),
+            twice(&DELAY_HEADER, "300", "600"),
             Err(BadControl {
-                name: DELAY_HEADER,
+                header: &DELAY_HEADER,
                 value: None
             })
         );
         assert_eq!(
-            twice(STATUS_HEADER, "503", "oops"),
-            Err(BadControl::value(STATUS_HEADER, "oops"))
+            twice(&STATUS_HEADER, "503", "oops"),
+            Err(BadControl::value(&STATUS_HEADER, "oops"))
         );
     }
 
     #[test]
     fn the_message_quotes_the_value_cut_short() {
         let long = "9".repeat(200);
-        let bad = control(&[(STATUS_HEADER, " 5o3 ")]).expect_err("not a status");
+        let bad = control(&[(&STATUS_HEADER, " 5o3 ")]).expect_err("not a status");
         assert_eq!(
             bad.detail(),
             "this request's X-Eventbox-Status is `5o3`, not a status from 400 to 599."
         );
         let mut h = HeaderMap::new();
         h.insert(
-            DELAY_HEADER,
+            &DELAY_HEADER.name,
             HeaderValue::from_str(&format!("{long}x")).expect("a value"),
         );
         let bad = Control::from_headers(&h, Duration::from_secs(30)).expect_err("not digits");

@@ -6,7 +6,7 @@
 //! head over `--max-header-bytes` (431).
 
 use hyper::body::Body;
-use hyper::header::{HeaderMap, HeaderValue, HOST};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue, HOST};
 use hyper::{Method, Request, Uri, Version};
 
 use crate::api::Route;
@@ -24,7 +24,7 @@ pub(crate) const SMALL_BODY_LIMIT: u64 = 1024;
 
 /// The one value of `name`, or why not: two different values are ambiguous (the same value
 /// twice is not). `None` when absent.
-fn single<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h HeaderValue>, ()> {
+fn single<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Result<Option<&'h HeaderValue>, ()> {
     let mut values = headers.get_all(name).iter();
     let first = values.next();
     match first {
@@ -36,7 +36,7 @@ fn single<'h>(headers: &'h HeaderMap, name: &str) -> Result<Option<&'h HeaderVal
 /// The raw `Authorization-Token` value, or [`ApiError::AmbiguousToken`] when the request sends
 /// two different ones (which one wins would be a guess).
 pub(crate) fn token_header(headers: &HeaderMap) -> Result<Option<&[u8]>, ApiError> {
-    single(headers, TOKEN_HEADER)
+    single(headers, &TOKEN_HEADER)
         .map(|v| v.map(HeaderValue::as_bytes))
         .map_err(|()| ApiError::AmbiguousToken)
 }
@@ -111,7 +111,7 @@ pub(crate) fn refusal<B: Body>(req: &Request<B>, route: Option<Route>) -> Option
     if url > MAX_URL_BYTES {
         return Some(ApiError::UriTooLong);
     }
-    if single(req.headers(), APP_HEADER).is_err() {
+    if single(req.headers(), &APP_HEADER).is_err() {
         return Some(ApiError::AmbiguousApp);
     }
     if takes_no_body(req, route) {
