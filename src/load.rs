@@ -123,8 +123,15 @@ pub(crate) fn bundle_names(dir: &Path) -> Result<Vec<String>, LoadError> {
         if ignored(&name) {
             continue;
         }
-        // Follows links, so a bundle may be a symlink to a folder elsewhere.
-        if fs::metadata(entry.path()).is_ok_and(|m| m.is_dir()) {
+        // Follows links, so a bundle may be a symlink to a folder elsewhere. A link that leads
+        // nowhere (its target missing, or a loop) is a bundle all the same, whose load says
+        // where the link leads: switched by `ln -sfn` to a mistyped release, a bundle keeps its
+        // last good version with an error, rather than vanishing as if removed.
+        let folder = match fs::metadata(entry.path()) {
+            Ok(meta) => meta.is_dir(),
+            Err(_) => entry.file_type().is_ok_and(|t| t.is_symlink()),
+        };
+        if folder {
             names.push(name);
         }
     }
@@ -302,10 +309,13 @@ impl BundleLoader<'_> {
         let entries = match sorted_entries(self.dir) {
             Ok(e) => e,
             Err(e) => {
+                let link = fs::read_link(self.dir)
+                    .map(|to| format!(" (a link to {})", to.display()))
+                    .unwrap_or_default();
                 self.problems.push(Problem::error(
                     self.dir,
                     Location::File,
-                    format!("cannot read the bundle folder: {e}"),
+                    format!("cannot read the bundle folder{link}: {e}"),
                 ));
                 return None;
             }
@@ -698,7 +708,10 @@ impl BundleLoader<'_> {
                 self.problems.push(Problem::warning(
                     &path,
                     Location::File,
-                    format!("no payment has the reference {reference:?}; this detail is served for it all the same"),
+                    format!(
+                        "no payment has the reference {}; this detail is served for it all the same",
+                        crate::problem::quoted(reference)
+                    ),
                 ));
             }
             match self.file(&path, format, |v, diag| decode.decode(v, diag)) {
@@ -985,6 +998,42 @@ mod tests {
             )),
             "{warnings:?}"
         );
+    }
+
+    #[test]
+    fn a_huge_bad_value_is_quoted_cut_short() {
+        let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/demo");
+        let tmp = tempfile::tempdir().expect("tmp");
+        let bundle = tmp.path().join("b");
+        fs::create_dir(&bundle).expect("folder");
+        for file in ["bundle.toml", "event.json"] {
+            fs::copy(demo.join(file), bundle.join(file)).expect("copied");
+        }
+        let payments = fs::read_to_string(demo.join("payments.json")).expect("payments");
+        let long_date = "x".repeat(500_000);
+        let long_number = "9".repeat(200_000);
+        let payments = payments
+            .replacen("\"02/03/2026\"", &format!("\"{long_date}\""), 1)
+            .replacen("210.50", &long_number, 1);
+        fs::write(bundle.join("payments.json"), payments).expect("written");
+
+        let report = load_bundle_capped(&bundle, "b", crate::read::DEFAULT_MAX_FILE_BYTES);
+
+        let errors: Vec<String> = report.errors().map(ToString::to_string).collect();
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        for (error, shown) in errors.iter().zip([&long_date, &long_number]) {
+            assert!(
+                error.len() < 400,
+                "{} bytes: {}…",
+                error.len(),
+                &error[..400]
+            );
+            assert!(
+                error.contains(&shown[..80]) && !error.contains(&shown[..81]),
+                "{error}"
+            );
+            assert!(error.contains('…'), "{error}");
+        }
     }
 
     #[test]

@@ -108,6 +108,31 @@ pub(crate) fn closest<'k, S: AsRef<str> + ?Sized + 'k>(
         .map(|(_, k)| k)
 }
 
+/// The most characters of a value a message quotes: a file's 500 KB string or 200,000-digit
+/// number would otherwise make a 500 KB log line, `/status` entry and `check` report.
+const MAX_QUOTED: usize = 80;
+
+/// A value for a message: escaped as one line (`{:?}`, quotes around), its first
+/// [`MAX_QUOTED`] characters, `…` after the closing quote when cut.
+pub(crate) fn quoted(text: &str) -> String {
+    let (head, more) = head(text);
+    format!("{head:?}{more}")
+}
+
+/// A value's first [`MAX_QUOTED`] characters as written (a number's digits), `…` when cut.
+pub(crate) fn clipped(text: &str) -> String {
+    let (head, more) = head(text);
+    format!("{head}{more}")
+}
+
+/// The first [`MAX_QUOTED`] characters of `text`, and `…` when that is not all of it.
+fn head(text: &str) -> (&str, &'static str) {
+    match text.char_indices().nth(MAX_QUOTED) {
+        Some((end, _)) => (&text[..end], "…"),
+        None => (text, ""),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,5 +153,18 @@ mod tests {
         assert!(!p.is_error());
         let p = Problem::error("d/x/bundle.toml", Location::File, "missing");
         assert_eq!(p.to_string(), "d/x/bundle.toml: missing");
+    }
+
+    #[test]
+    fn quoted_values_are_one_line_and_cut_on_a_character() {
+        assert_eq!(quoted("a\nb"), r#""a\nb""#);
+        let long = "é".repeat(MAX_QUOTED + 1);
+        assert_eq!(quoted(&long), format!("{:?}…", "é".repeat(MAX_QUOTED)));
+        assert_eq!(quoted(&long[2..]), format!("{:?}", &long[2..]));
+        assert_eq!(
+            clipped(&"9".repeat(200_000)),
+            format!("{}…", "9".repeat(MAX_QUOTED))
+        );
+        assert_eq!(clipped("12"), "12");
     }
 }

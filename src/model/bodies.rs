@@ -626,8 +626,9 @@ pub(crate) fn attendees_body(v: &Value, diag: &mut Diag) -> Option<List<Attendee
         diag.warning(
             &super::decode::join_key(&at, "email"),
             format!(
-                "email {e:?} is also that of {first}: the platform registers a person once per \
-                 event, and a registration or check-in by e-mail finds {first}"
+                "email {} is also that of {first}: the platform registers a person once per \
+                 event, and a registration or check-in by e-mail finds {first}",
+                crate::problem::quoted(&e)
             ),
         );
     }

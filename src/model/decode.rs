@@ -9,7 +9,7 @@
 
 use serde_json::{Map, Number, Value};
 
-use crate::problem::Severity;
+use crate::problem::{clipped, quoted, Severity};
 
 /// A content problem at a JSON path, before it is tied to a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,23 +89,22 @@ pub(crate) fn describe(v: &Value) -> String {
         Value::Null => "null".into(),
         Value::Bool(b) => format!("{b}"),
         // Numbers keep their text: one out of range is said to be (it read as a type error).
-        Value::Number(n) if n.to_string().parse::<f64>().is_ok_and(f64::is_infinite) => {
-            format!("the number {n}, beyond a double's range (clients read it as Infinity)")
-        }
-        // Unsigned fields take up to 2^64 - 1: one past that is beyond either kind.
-        Value::Number(n) if !n.is_i64() && is_integer_text(&n.to_string()) => match n.is_u64() {
-            true => format!("the number {n}, beyond a signed 64-bit integer"),
-            false => format!("the number {n}, beyond a 64-bit integer"),
-        },
-        Value::Number(n) => format!("the number {n}"),
-        Value::String(s) => {
-            let short: String = s.chars().take(40).collect();
-            if short.len() < s.len() {
-                format!("the string {short:?}…")
+        Value::Number(n) => {
+            let text = n.to_string();
+            let shown = clipped(&text);
+            if text.parse::<f64>().is_ok_and(f64::is_infinite) {
+                format!("the number {shown}, beyond a double's range (clients read it as Infinity)")
+            } else if !n.is_i64() && is_integer_text(&text) {
+                // Unsigned fields take up to 2^64 - 1: one past that is beyond either kind.
+                match n.is_u64() {
+                    true => format!("the number {shown}, beyond a signed 64-bit integer"),
+                    false => format!("the number {shown}, beyond a 64-bit integer"),
+                }
             } else {
-                format!("the string {s:?}")
+                format!("the number {shown}")
             }
         }
+        Value::String(s) => format!("the string {}", quoted(s)),
         Value::Array(_) => "an array".into(),
         Value::Object(_) => "an object".into(),
     }

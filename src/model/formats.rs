@@ -7,6 +7,7 @@ use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
 use serde::Serialize;
 
 use super::decode::{Field, Obj, TextFormat};
+use crate::problem::quoted;
 
 /// Whether `text` has exactly the shape of `pattern`, where `9` stands for any ASCII digit.
 /// chrono alone would accept single-digit fields; the documentation's formats are fixed-width.
@@ -46,7 +47,7 @@ macro_rules! text_newtype {
                 if has_shape(text, $shape) && <$chrono>::parse_from_str(text, $chrono_format).is_ok() {
                     Ok($name(text.to_string()))
                 } else {
-                    Err(format!("{text:?} is not {}", $what))
+                    Err(format!("{} is not {}", quoted(text), $what))
                 }
             }
         }
@@ -123,7 +124,8 @@ impl TextFormat for CheckinDate {
             Ok(CheckinDate(text.to_string()))
         } else {
             Err(format!(
-                "{text:?} is not a date-time such as 2020-01-01T10:00:00"
+                "{} is not a date-time such as 2020-01-01T10:00:00",
+                quoted(text)
             ))
         }
     }
@@ -140,7 +142,7 @@ impl TextFormat for DecimalText {
         if all_digits(int) && frac.is_none_or(all_digits) {
             Ok(DecimalText(text.to_string()))
         } else {
-            Err(format!("{text:?} is not a decimal number"))
+            Err(format!("{} is not a decimal number", quoted(text)))
         }
     }
 }

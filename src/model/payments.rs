@@ -199,7 +199,8 @@ impl<S: Sink> Builder<S> {
             diag.error(
                 &format!("{}.reference_payment", join_index(&self.data_path, index)),
                 format!(
-                    "{reference:?} is also the reference of {}; references must be unique",
+                    "{} is also the reference of {}; references must be unique",
+                    crate::problem::quoted(&reference),
                     join_index(&self.data_path, first)
                 ),
             );

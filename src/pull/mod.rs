@@ -829,12 +829,8 @@ pub(crate) fn hide_token(text: &str, token: &str) -> String {
     text.replace(token, &token_hint(token))
 }
 
-/// Remote text for a message: escaped (one line), cut to 80 characters.
-pub(crate) fn quoted(text: &str) -> String {
-    let cut: String = text.chars().take(80).collect();
-    let more = if cut.len() < text.len() { "…" } else { "" };
-    format!("{cut:?}{more}")
-}
+/// Remote text for a message: escaped (one line), cut as every quoted value is.
+pub(crate) use crate::problem::quoted;
 
 /// The records an answer holds, for the summary (as its table entry counts them).
 fn count_records(endpoint: &api::Endpoint, body: &[u8]) -> Option<usize> {

@@ -226,6 +226,36 @@ async fn a_broken_edit_keeps_the_last_good_version_until_it_is_fixed() {
     assert_eq!(status["bundles"][0]["errors"], serde_json::json!([]));
 }
 
+/// A bundle folder renamed while one of its files is broken keeps serving its last good
+/// version under the new name (it had been dropped: 503 until the file was fixed).
+#[tokio::test]
+async fn a_bundle_renamed_while_broken_keeps_serving_its_last_good_version() {
+    let w = watched(WatchMode::Native).await;
+    let before = w.app.get("/api/v1/payments", DEMO_TOKEN).await;
+    write(&w.path("demo/payments.json"), "{\"data\": [");
+    w.until("/status", DEMO_TOKEN, "the error in /status", |r| {
+        r.json()["bundles"][0]["errors"]
+            .as_array()
+            .is_some_and(|e| !e.is_empty())
+    })
+    .await;
+
+    std::fs::rename(w.path("demo"), w.path("demo-renamed")).expect("rename");
+    let status = w
+        .until(
+            "/status",
+            DEMO_TOKEN,
+            "the renamed bundle in /status",
+            |r| r.json()["bundles"][0]["name"] == "demo-renamed",
+        )
+        .await
+        .json();
+    assert_eq!(status["bundles"][0]["served"], true, "{status}");
+    let during = w.app.get("/api/v1/payments", DEMO_TOKEN).await;
+    assert_eq!(during.status, 200, "{}", during.text());
+    assert_eq!(during.body, before.body, "the last good version");
+}
+
 /// After a failed reload, `/status` shows the failed attempt's problems and, apart, the served
 /// version's own warnings: they are still true of what is answered (before, they vanished with
 /// the attempt that replaced them).
@@ -1084,4 +1114,53 @@ async fn a_bundle_link_made_or_pointed_elsewhere_while_serving_is_watched() {
         linked("Editada na v2"),
     )
     .await;
+}
+
+/// A bundle link pointed at a folder that is not there (a mistyped `ln -sfn` release), or at
+/// itself: the bundle keeps its last good version, with an error naming where the link leads,
+/// and `check` counts it. It had vanished as if removed: 401 for its token, nothing in
+/// `/status`, `check` clean.
+#[tokio::test]
+async fn a_bundle_link_leading_nowhere_keeps_the_last_good_version_with_an_error() {
+    let w = watched(WatchMode::Native).await;
+    let before = w.app.get("/api/v1/event", DEMO_TOKEN).await;
+    assert_eq!(before.status, 200);
+    let releases = tempfile::tempdir().expect("tmp");
+    crate::helpers::copy_demo(&releases.path().join("v1"));
+    // `demo` becomes a link to a copy of itself, then to a release that does not exist.
+    std::fs::remove_dir_all(w.path("demo")).expect("removed");
+    std::os::unix::fs::symlink(releases.path().join("v1"), w.path("demo")).expect("link");
+    let missing = releases.path().join("v2");
+    for target in [missing.as_path(), Path::new("demo")] {
+        std::os::unix::fs::symlink(target, w.path("demo.new")).expect("link");
+        std::fs::rename(w.path("demo.new"), w.path("demo")).expect("rename over");
+        let wanted = format!("(a link to {})", target.display());
+        let status = w
+            .until("/status", DEMO_TOKEN, "the link's error in /status", |r| {
+                r.json()["bundles"][0]["errors"][0]
+                    .as_str()
+                    .is_some_and(|e| e.contains(&wanted))
+            })
+            .await
+            .json();
+        assert_eq!(status["bundles"][0]["served"], true, "{status}");
+        let during = w.app.get("/api/v1/event", DEMO_TOKEN).await;
+        assert_eq!(during.status, 200, "{}", during.text());
+        assert_eq!(during.body, before.body, "the last good version");
+    }
+    let mut report = Vec::new();
+    let code = eventbox::cli::check(
+        &eventbox::cli::CheckArgs {
+            dir: w.data.path().to_path_buf(),
+            strict: false,
+            format: eventbox::cli::CheckFormat::Text,
+            max_file_bytes: 1 << 30,
+            max_delay: Duration::from_secs(30),
+        },
+        &mut report,
+    )
+    .expect("the report is written");
+    let report = String::from_utf8_lossy(&report);
+    assert_eq!(code, 1, "{report}");
+    assert!(report.contains("(a link to demo)"), "{report}");
 }
