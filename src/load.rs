@@ -966,10 +966,9 @@ mod tests {
         }
     }
 
-    /// A field misspelt in every record of a file is one warning, at its first record, with
-    /// how many records have it (it was one warning a record: a flood in the log and /status).
-    #[test]
-    fn a_field_misspelt_in_every_record_is_one_warning_with_the_count() {
+    /// The demo's bundle.toml and event.json, and the demo's `file` as `edit` makes it, in a
+    /// bundle folder `b`, loaded.
+    fn demo_with(file: &str, edit: impl FnOnce(String) -> String) -> BundleReport {
         let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/demo");
         let tmp = tempfile::tempdir().expect("tmp");
         let bundle = tmp.path().join("b");
@@ -977,16 +976,21 @@ mod tests {
         for file in ["bundle.toml", "event.json"] {
             fs::copy(demo.join(file), bundle.join(file)).expect("copied");
         }
-        let speakers = fs::read_to_string(demo.join("speaker.json")).expect("speakers");
-        let records = speakers.matches("\"resume\":").count();
-        assert!(records > 1, "the demo has speakers");
-        fs::write(
-            bundle.join("speaker.json"),
-            speakers.replace("\"resume\":", "\"resme\":"),
-        )
-        .expect("written");
+        let text = fs::read_to_string(demo.join(file)).expect("a demo file");
+        fs::write(bundle.join(file), edit(text)).expect("written");
+        load_bundle_capped(&bundle, "b", crate::read::DEFAULT_MAX_FILE_BYTES)
+    }
 
-        let report = load_bundle_capped(&bundle, "b", crate::read::DEFAULT_MAX_FILE_BYTES);
+    /// A field misspelt in every record of a file is one warning, at its first record, with
+    /// how many records have it (it was one warning a record: a flood in the log and /status).
+    #[test]
+    fn a_field_misspelt_in_every_record_is_one_warning_with_the_count() {
+        let mut records = 0;
+        let report = demo_with("speaker.json", |speakers| {
+            records = speakers.matches("\"resume\":").count();
+            speakers.replace("\"resume\":", "\"resme\":")
+        });
+        assert!(records > 1, "the demo has speakers");
 
         assert!(report.bundle.is_some(), "{:?}", report.problems);
         let warnings: Vec<String> = report.warnings().map(ToString::to_string).collect();
@@ -1002,22 +1006,13 @@ mod tests {
 
     #[test]
     fn a_huge_bad_value_is_quoted_cut_short() {
-        let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("data/demo");
-        let tmp = tempfile::tempdir().expect("tmp");
-        let bundle = tmp.path().join("b");
-        fs::create_dir(&bundle).expect("folder");
-        for file in ["bundle.toml", "event.json"] {
-            fs::copy(demo.join(file), bundle.join(file)).expect("copied");
-        }
-        let payments = fs::read_to_string(demo.join("payments.json")).expect("payments");
         let long_date = "x".repeat(500_000);
         let long_number = "9".repeat(200_000);
-        let payments = payments
-            .replacen("\"02/03/2026\"", &format!("\"{long_date}\""), 1)
-            .replacen("210.50", &long_number, 1);
-        fs::write(bundle.join("payments.json"), payments).expect("written");
-
-        let report = load_bundle_capped(&bundle, "b", crate::read::DEFAULT_MAX_FILE_BYTES);
+        let report = demo_with("payments.json", |payments| {
+            payments
+                .replacen("\"02/03/2026\"", &format!("\"{long_date}\""), 1)
+                .replacen("210.50", &long_number, 1)
+        });
 
         let errors: Vec<String> = report.errors().map(ToString::to_string).collect();
         assert_eq!(errors.len(), 2, "{errors:?}");

@@ -28,26 +28,36 @@ pub(crate) struct ControlHeader {
     takes: &'static str,
 }
 
-pub(crate) static DELAY_HEADER: ControlHeader = ControlHeader {
-    name: HeaderName::from_static("x-eventbox-delay"),
-    spelled: "X-Eventbox-Delay",
-    takes: "milliseconds in plain digits, or a duration with its unit (250ms, 1.5s, 2min)",
-};
-pub(crate) static STATUS_HEADER: ControlHeader = ControlHeader {
-    name: HeaderName::from_static("x-eventbox-status"),
-    spelled: "X-Eventbox-Status",
-    takes: "a status from 400 to 599",
-};
-pub(crate) static FAULT_HEADER: ControlHeader = ControlHeader {
-    name: HeaderName::from_static("x-eventbox-fault"),
-    spelled: "X-Eventbox-Fault",
-    takes: "one of reset, empty, truncate",
-};
-pub(crate) static RETRY_AFTER_HEADER: ControlHeader = ControlHeader {
-    name: HeaderName::from_static("x-eventbox-retry-after"),
-    spelled: "X-Eventbox-Retry-After",
-    takes: "seconds (at most 18446744073709551615), an HTTP-date from 1970 on whose weekday matches its date, or none",
-};
+pub(crate) static DELAY_HEADER: ControlHeader = ControlHeader::new(
+    "x-eventbox-delay",
+    "X-Eventbox-Delay",
+    "milliseconds in plain digits, or a duration with its unit (250ms, 1.5s, 2min)",
+);
+pub(crate) static STATUS_HEADER: ControlHeader = ControlHeader::new(
+    "x-eventbox-status",
+    "X-Eventbox-Status",
+    "a status from 400 to 599",
+);
+pub(crate) static FAULT_HEADER: ControlHeader = ControlHeader::new(
+    "x-eventbox-fault",
+    "X-Eventbox-Fault",
+    "one of reset, empty, truncate",
+);
+pub(crate) static RETRY_AFTER_HEADER: ControlHeader = ControlHeader::new(
+    "x-eventbox-retry-after",
+    "X-Eventbox-Retry-After",
+    "seconds (at most 18446744073709551615), an HTTP-date from 1970 on whose weekday matches its date, or none",
+);
+
+impl ControlHeader {
+    const fn new(name: &'static str, spelled: &'static str, takes: &'static str) -> Self {
+        ControlHeader {
+            name: HeaderName::from_static(name),
+            spelled,
+            takes,
+        }
+    }
+}
 
 /// What a request's control headers ask for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
