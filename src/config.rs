@@ -384,6 +384,7 @@ pub struct ServeOptions {
     /// A secret that lets clients other than this machine's loopback use /status and the /_
     /// routes (/_journal, /_writes/reset, /_queue), sent as `Authorization: Bearer SECRET`
     /// (without it those answer loopback clients only); never logged or printed
+    /// (EVENTBOX_ADMIN_TOKEN keeps it out of the process list)
     #[arg(
         long,
         env = "EVENTBOX_ADMIN_TOKEN",

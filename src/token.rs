@@ -104,9 +104,16 @@ impl Hash for Token {
 }
 
 /// A token borrowed from a request, to look a bundle up with: it hashes as [`Token`] does and
-/// compares with one in constant time (hashbrown's `Equivalent`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// compares with one in constant time (hashbrown's `Equivalent`). `Debug` shows its hint, as
+/// [`Token`]'s does.
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub(crate) struct TokenRef<'a>(&'a str);
+
+impl fmt::Debug for TokenRef<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TokenRef({})", token_hint(self.0))
+    }
+}
 
 #[cfg(test)]
 impl<'a> TokenRef<'a> {
@@ -169,6 +176,8 @@ mod tests {
         assert_eq!(format!("{t:?}"), "Token(secr…)");
         assert_eq!(t.to_string(), "secr…");
         assert_eq!(format!("{:?}", vec![t.clone()]), "[Token(secr…)]");
+        let borrowed = TokenRef::new("secret-token-value");
+        assert_eq!(format!("{:?}", Some(borrowed)), "Some(TokenRef(secr…))");
         assert_eq!(t.expose(), "secret-token-value");
         assert_eq!(token_head(t.expose()), "secr");
     }

@@ -18,7 +18,8 @@ use http_body_util::{BodyExt, Limited};
 use hyper::body::Body;
 use hyper::header::{
     HeaderMap, HeaderValue, ACCEPT_ENCODING, ALLOW, CACHE_CONTROL, CONTENT_ENCODING,
-    CONTENT_LENGTH, CONTENT_TYPE, ETAG, IF_NONE_MATCH, RETRY_AFTER, VARY, WWW_AUTHENTICATE,
+    CONTENT_LENGTH, CONTENT_SECURITY_POLICY, CONTENT_TYPE, ETAG, IF_NONE_MATCH, RETRY_AFTER, VARY,
+    WWW_AUTHENTICATE, X_FRAME_OPTIONS,
 };
 use hyper::http::request::Parts;
 use hyper::{Method, Request, Response, StatusCode};
@@ -330,6 +331,13 @@ fn checked<'s, B>(
                 HeaderValue::from_static("text/html; charset=utf-8"),
             );
             res.headers_mut().insert(CACHE_CONTROL, NO_CACHE);
+            // Never inside another site's frame: a remote operator types the admin token here.
+            res.headers_mut()
+                .insert(X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+            res.headers_mut().insert(
+                CONTENT_SECURITY_POLICY,
+                HeaderValue::from_static("frame-ancestors 'none'"),
+            );
             return Checked::Answered(res);
         }
         _ if !snapshot.is_ready() => {

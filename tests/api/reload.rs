@@ -464,6 +464,12 @@ async fn readyz_is_503_until_the_first_load_then_200() {
     let page = app.send(Method::GET, "/_ui", None, None).await;
     assert_eq!(page.status, 200);
     assert!(page.text().contains("<html"), "{}", page.text());
+    // Never framed by another site (a remote operator types the admin token into it).
+    assert_eq!(page.header("x-frame-options"), Some("DENY"));
+    assert_eq!(
+        page.header("content-security-policy"),
+        Some("frame-ancestors 'none'")
+    );
     app.send(Method::GET, "/status", None, None)
         .await
         .assert_error(503, "not_ready");
