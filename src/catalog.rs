@@ -78,20 +78,6 @@ pub(crate) struct Version {
     pub(crate) warnings: Arc<[Problem]>,
 }
 
-impl Version {
-    /// This version's tokens, summary and warnings with `prepared` (sharing this one's answers).
-    fn sharing(&self, prepared: Prepared, loaded_at: DateTime<Utc>) -> Version {
-        Version {
-            prepared: Arc::new(prepared),
-            tokens: self.tokens.clone(),
-            loaded_tokens: self.loaded_tokens.clone(),
-            summary: self.summary.clone(),
-            loaded_at,
-            warnings: Arc::clone(&self.warnings),
-        }
-    }
-}
-
 /// A bundle folder's state.
 #[derive(Debug)]
 pub(crate) struct Entry {
@@ -259,27 +245,16 @@ impl Entry {
     fn renew(&mut self) {
         let now = Utc::now();
         if let Some(c) = &self.candidate {
-            self.candidate = Some(Arc::new(c.sharing(c.prepared.renewed(), now)));
+            self.candidate = Some(Arc::new(Version {
+                prepared: Arc::new(c.prepared.renewed()),
+                tokens: c.tokens.clone(),
+                loaded_tokens: c.loaded_tokens.clone(),
+                summary: c.summary.clone(),
+                loaded_at: now,
+                warnings: Arc::clone(&c.warnings),
+            }));
         }
         self.checked_at = now;
-    }
-
-    /// Takes `version`, the one a folder that vanished in this refresh served, as its last good
-    /// version under this folder's name, when this folder is that bundle renamed while one of
-    /// its files has errors: new, with no version of its own, its bundle.toml read and naming
-    /// every token `version` is opened by. Renamed, a bundle serves as it would have under its
-    /// old name: its last good version, and its tokens kept from any copy.
-    fn inherit(&mut self, version: &Version) -> bool {
-        let heir = self.candidate.is_none()
-            && self.last_good.is_none()
-            && !version.tokens.is_empty()
-            && version.tokens.iter().all(|t| self.tokens.contains(t));
-        if heir {
-            let prepared = version.prepared.renamed(&self.name);
-            self.last_good = Some(Arc::new(version.sharing(prepared, version.loaded_at)));
-            self.renamed = true;
-        }
-        heir
     }
 
     /// Every problem: the latest attempt's, then token clashes.
@@ -514,7 +489,16 @@ impl Catalog {
                     // Its loss was logged (by the reload); so is its return, whichever watch.
                     tracing::info!(data = %self.data_dir.display(), "the data folder can be read again: reading every bundle");
                 }
-                names.into_iter().collect()
+                // A link that leads nowhere is a bundle only when it was one: then its error
+                // keeps the last good version serving. Seen so first, it is no folder, and is
+                // skipped as other entries that are not are (a link to a file gone, say).
+                names
+                    .into_iter()
+                    .filter(|n| {
+                        self.entries.contains_key(n)
+                            || std::fs::metadata(self.data_dir.join(n)).is_ok()
+                    })
+                    .collect()
             }
             Err(e) => {
                 self.data_folder_error = Some(e.to_string());
@@ -531,14 +515,14 @@ impl Catalog {
         let mut renamed = Vec::new();
         for name in &removed {
             if let Some(serving) = self.entries.remove(name).and_then(|e| e.serving) {
-                freed.push((name, serving));
+                freed.push((name, serving.tokens.clone()));
             }
             let _ = self.sources.forget(name);
         }
         for entry in self.entries.values_mut() {
             entry.renamed = false;
         }
-        let (mut loaded, mut unchanged, mut new) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut loaded, mut unchanged) = (Vec::new(), Vec::new());
         for name in names {
             if self.entries.contains_key(&name) && !scope.includes(&name) {
                 continue;
@@ -561,15 +545,13 @@ impl Catalog {
                     entry.fingerprint = fingerprint.filter(|_| entry.candidate.is_some());
                     // A broken one claims nothing: it must not keep a copy from the tokens.
                     let was = freed.iter().find(|(_, served)| {
-                        entry.candidate.is_some()
-                            && served.tokens.iter().all(|t| entry.tokens.contains(t))
+                        entry.candidate.is_some() && served.iter().all(|t| entry.tokens.contains(t))
                     });
                     entry.renamed = was.is_some();
                     if let Some((was, _)) = was {
                         renamed.push((was.to_string(), name.clone()));
                     }
                     self.entries.insert(name.clone(), entry);
-                    new.push(name.clone());
                 }
                 (Attempt::Unchanged(_), None) => {} // not asked for without an entry
             }
@@ -580,18 +562,6 @@ impl Catalog {
                 }
             }
             loaded.push(name);
-        }
-        // A bundle renamed while it has errors: no servable folder took what it served.
-        for (was, served) in &freed {
-            if renamed.iter().any(|(w, _)| w == *was) {
-                continue;
-            }
-            let heir = new
-                .iter()
-                .find(|n| self.entries.get_mut(*n).is_some_and(|e| e.inherit(served)));
-            if let Some(heir) = heir {
-                renamed.push((was.to_string(), heir.clone()));
-            }
         }
         Ok(Refreshed {
             loaded,
@@ -1201,63 +1171,20 @@ mod arbitration {
         assert_eq!(serve(&mut catalog, &["event-token"]), vec![some("backup")]);
     }
 
-    /// The original renamed while it has errors keeps serving its last good version under its
-    /// new name, and its token from the copy, as it would under its old name. (It had nothing to
-    /// serve under its new name, and a stale copy took its token for good.)
+    /// The original renamed while it has errors has nothing to serve under its new name (a new
+    /// folder has no last good version): the copy serves, as it would were it removed.
     #[test]
-    fn a_broken_bundle_renamed_keeps_its_last_good_version_and_its_token() {
+    fn a_broken_bundle_renamed_does_not_keep_a_copy_from_its_token() {
         let tmp = tempfile::tempdir().expect("tmp");
         write(tmp.path(), "summit", &["event-token"], false);
         let mut catalog = Catalog::at(tmp.path());
         serve(&mut catalog, &[]);
-        let good = catalog.entry("summit").and_then(|e| e.serving.clone());
         write(tmp.path(), "backup", &["event-token"], false);
         write(tmp.path(), "summit", &["event-token"], true);
         assert_eq!(serve(&mut catalog, &["event-token"]), vec![some("summit")]);
 
         std::fs::rename(tmp.path().join("summit"), tmp.path().join("zsummit")).expect("rename");
-        let refreshed = catalog.refresh(&Scope::All).expect("the data folder lists");
-        assert_eq!(refreshed.renamed, [("summit".into(), "zsummit".into())]);
-        let served = catalog
-            .snapshot()
-            .bundle(crate::token::TokenRef::new("event-token"))
-            .map(|p| p.name.to_string());
-        assert_eq!(served, some("zsummit"));
-        // Later refreshes change nothing: it is the bundle serving now.
-        assert_eq!(serve(&mut catalog, &["event-token"]), vec![some("zsummit")]);
-        let entry = catalog.entry("zsummit").expect("the renamed bundle");
-        assert!(entry.has_errors(), "{entry:?}");
-        let (now, was) = (entry.serving.as_ref(), good.as_ref());
-        assert!(
-            now.zip(was)
-                .is_some_and(|(n, w)| n.loaded_at == w.loaded_at),
-            "the version served before the rename: {entry:?}"
-        );
-        assert_eq!(conflicts(&catalog, "backup").len(), 1);
-
-        // Fixed, its new version serves; the copy still waits.
-        write(tmp.path(), "zsummit", &["event-token"], false);
-        assert_eq!(serve(&mut catalog, &["event-token"]), vec![some("zsummit")]);
-        assert_eq!(conflicts(&catalog, "backup").len(), 1);
-    }
-
-    /// A folder renamed while its bundle.toml names other tokens (or cannot be read) is not
-    /// known to be the same bundle: it inherits nothing, and the copy serves.
-    #[test]
-    fn a_broken_folder_naming_other_tokens_inherits_nothing() {
-        let tmp = tempfile::tempdir().expect("tmp");
-        write(tmp.path(), "summit", &["event-token"], false);
-        let mut catalog = Catalog::at(tmp.path());
-        serve(&mut catalog, &[]);
-        write(tmp.path(), "backup", &["event-token"], false);
-        write(tmp.path(), "summit", &["other-token"], true);
-        serve(&mut catalog, &[]);
-
-        std::fs::rename(tmp.path().join("summit"), tmp.path().join("zsummit")).expect("rename");
-        assert_eq!(
-            serve(&mut catalog, &["event-token", "other-token"]),
-            vec![some("backup"), None]
-        );
+        assert_eq!(serve(&mut catalog, &["event-token"]), vec![some("backup")]);
     }
 
     #[test]

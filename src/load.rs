@@ -124,9 +124,10 @@ pub(crate) fn bundle_names(dir: &Path) -> Result<Vec<String>, LoadError> {
             continue;
         }
         // Follows links, so a bundle may be a symlink to a folder elsewhere. A link that leads
-        // nowhere (its target missing, or a loop) is a bundle all the same, whose load says
-        // where the link leads: switched by `ln -sfn` to a mistyped release, a bundle keeps its
-        // last good version with an error, rather than vanishing as if removed.
+        // nowhere (its target missing, or a loop) is listed too: the catalog keeps it as a
+        // bundle when it was one, whose load says where the link leads (switched by `ln -sfn`
+        // to a mistyped release, a bundle keeps its last good version with an error, rather
+        // than vanishing as if removed).
         let folder = match fs::metadata(entry.path()) {
             Ok(meta) => meta.is_dir(),
             Err(_) => entry.file_type().is_ok_and(|t| t.is_symlink()),

@@ -476,14 +476,6 @@ impl Prepared {
         }
     }
 
-    /// A new version ([`Prepared::renewed`]) under another bundle name: its folder's new one.
-    pub(crate) fn renamed(&self, name: &str) -> Prepared {
-        Prepared {
-            name: name.into(),
-            ..self.renewed()
-        }
-    }
-
     /// A new version ([`Prepared::renewed`]) whose company routes take `app_keys`: those a
     /// bundle.toml names now, while another of its files has errors.
     pub(crate) fn with_app_keys(&self, app_keys: &AppKeys) -> Prepared {

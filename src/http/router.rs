@@ -163,12 +163,17 @@ pub(crate) fn methods(route: Route, options: bool) -> HeaderValue {
     }
     HeaderValue::from_str(&methods.join(", ")).unwrap_or(GET_HEAD)
 }
+
+/// `X-Forwarded-Proto`, which names the scheme a TLS proxy in front was asked with.
+const FORWARDED_PROTO: hyper::header::HeaderName =
+    hyper::header::HeaderName::from_static("x-forwarded-proto");
+
 /// The full URL of a request, as the service's framework quotes it. The scheme is the first
 /// `X-Forwarded-Proto` value when that is `http` or `https` (a TLS proxy in front), else `http`.
 fn full_url<B>(req: &Request<B>, ctx: &Context) -> String {
     let scheme = req
         .headers()
-        .get("x-forwarded-proto")
+        .get(FORWARDED_PROTO)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(',').next())
         .map(str::trim)

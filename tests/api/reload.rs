@@ -226,36 +226,6 @@ async fn a_broken_edit_keeps_the_last_good_version_until_it_is_fixed() {
     assert_eq!(status["bundles"][0]["errors"], serde_json::json!([]));
 }
 
-/// A bundle folder renamed while one of its files is broken keeps serving its last good
-/// version under the new name (it had been dropped: 503 until the file was fixed).
-#[tokio::test]
-async fn a_bundle_renamed_while_broken_keeps_serving_its_last_good_version() {
-    let w = watched(WatchMode::Native).await;
-    let before = w.app.get("/api/v1/payments", DEMO_TOKEN).await;
-    write(&w.path("demo/payments.json"), "{\"data\": [");
-    w.until("/status", DEMO_TOKEN, "the error in /status", |r| {
-        r.json()["bundles"][0]["errors"]
-            .as_array()
-            .is_some_and(|e| !e.is_empty())
-    })
-    .await;
-
-    std::fs::rename(w.path("demo"), w.path("demo-renamed")).expect("rename");
-    let status = w
-        .until(
-            "/status",
-            DEMO_TOKEN,
-            "the renamed bundle in /status",
-            |r| r.json()["bundles"][0]["name"] == "demo-renamed",
-        )
-        .await
-        .json();
-    assert_eq!(status["bundles"][0]["served"], true, "{status}");
-    let during = w.app.get("/api/v1/payments", DEMO_TOKEN).await;
-    assert_eq!(during.status, 200, "{}", during.text());
-    assert_eq!(during.body, before.body, "the last good version");
-}
-
 /// After a failed reload, `/status` shows the failed attempt's problems and, apart, the served
 /// version's own warnings: they are still true of what is answered (before, they vanished with
 /// the attempt that replaced them).
@@ -1123,9 +1093,9 @@ async fn a_bundle_link_made_or_pointed_elsewhere_while_serving_is_watched() {
 }
 
 /// A bundle link pointed at a folder that is not there (a mistyped `ln -sfn` release), or at
-/// itself: the bundle keeps its last good version, with an error naming where the link leads,
-/// and `check` counts it. It had vanished as if removed: 401 for its token, nothing in
-/// `/status`, `check` clean.
+/// itself: the bundle keeps its last good version, with an error naming where the link leads.
+/// It had vanished as if removed: 401 for its token, nothing in `/status`. `check`, with no
+/// earlier read, skips such a link, as it skips one to a file that is gone.
 #[tokio::test]
 async fn a_bundle_link_leading_nowhere_keeps_the_last_good_version_with_an_error() {
     let w = watched(WatchMode::Native).await;
@@ -1167,6 +1137,6 @@ async fn a_bundle_link_leading_nowhere_keeps_the_last_good_version_with_an_error
     )
     .expect("the report is written");
     let report = String::from_utf8_lossy(&report);
-    assert_eq!(code, 1, "{report}");
-    assert!(report.contains("(a link to demo)"), "{report}");
+    assert_eq!(code, 0, "{report}");
+    assert!(report.contains("0 bundles checked"), "{report}");
 }
