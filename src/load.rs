@@ -90,7 +90,8 @@ pub(crate) fn hidden(name: &str) -> bool {
 /// The bundle folders of a data folder, in name order. Folders [`ignored`] are skipped, and so
 /// are plain files at the top of the data folder, but for `bundle.toml`: a data folder holding
 /// one is a bundle given in place of its parent, an error that says so (its sub-folders, such as
-/// `payment_details`, would otherwise be reported as broken bundles).
+/// `payment_details`, would otherwise be reported as broken bundles). A link that leads nowhere
+/// is listed too: whether it is a bundle is the catalog's to say (one when it was one).
 pub(crate) fn bundle_names(dir: &Path) -> Result<Vec<String>, LoadError> {
     let unreadable = |source| LoadError::Unreadable {
         path: dir.to_path_buf(),

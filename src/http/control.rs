@@ -94,14 +94,10 @@ impl BadControl {
 
     /// What the error's message adds: which header, and how it cannot be used.
     pub(crate) fn detail(&self) -> String {
-        let ControlHeader {
-            spelled: header,
-            takes,
-            ..
-        } = self.header;
+        let ControlHeader { spelled, takes, .. } = self.header;
         match &self.value {
-            None => format!("this request gives {header} twice, with different values."),
-            Some(value) => format!("this request's {header} is `{value}`, not {takes}."),
+            None => format!("this request gives {spelled} twice, with different values."),
+            Some(value) => format!("this request's {spelled} is `{value}`, not {takes}."),
         }
     }
 }

@@ -20,8 +20,9 @@ use reqwest::header::{
 use reqwest::StatusCode;
 
 use super::progress::Progress;
-use super::{quoted, PullError, PullOptions};
+use super::{PullError, PullOptions};
 use crate::model::formats::RetryAfter;
+use crate::problem::quoted;
 use crate::token::{token_hint, APP_HEADER, TOKEN_HEADER};
 
 /// Sends the pull's requests, retrying what may succeed on a second try.

@@ -29,6 +29,7 @@ use serde::Deserialize;
 
 use crate::api;
 use crate::load;
+use crate::problem::quoted;
 use crate::stage::{self, Staging};
 pub use crate::stage::{Refusal, StageError};
 use crate::token::token_hint;
@@ -828,9 +829,6 @@ pub(crate) fn hide_token(text: &str, token: &str) -> String {
     }
     text.replace(token, &token_hint(token))
 }
-
-/// Remote text for a message: escaped (one line), cut as every quoted value is.
-pub(crate) use crate::problem::quoted;
 
 /// The records an answer holds, for the summary (as its table entry counts them).
 fn count_records(endpoint: &api::Endpoint, body: &[u8]) -> Option<usize> {
